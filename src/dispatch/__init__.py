@@ -1,0 +1,1 @@
+"""dispatch: submit and supervise multi-node training jobs on the scheduler you already have."""
