@@ -1,0 +1,228 @@
+"""Carrying out a backend call under the intent protocol: write the intent, call, record the answer.
+
+Both the operator (submit, stop, hold, release) and the supervisor (recovery) act only through
+:class:`Actor`, so every call dispatch makes to a scheduler is preceded by a durable intent that wins a
+compare-and-set on the job's version (and the supervisor's fencing token). A writer that loses the race gets
+:class:`~dispatch.errors.Conflict` and makes no call.
+
+How an answer is recorded:
+
+==========================  ===============================================================================
+the call ...                the intent becomes
+==========================  ===============================================================================
+returned                    ``done``; its effect is written (scheduler id, gate open, hold placed, ...)
+raised OutcomeUnknown       ``unknown``: resolved later by observation, after ``deadline``, never by retrying
+raised Unavailable          ``failed`` (known not to have landed; may be tried again)
+raised Rejected/NotFound/   ``failed`` with the scheduler's words; the caller decides what it means
+Unsupported/ReadOnly
+raised anything else        stays ``pending`` (the process may be about to die); resolved after ``deadline``
+==========================  ===============================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dispatch.clock import Clock
+from dispatch.errors import (
+    DispatchError,
+    NotFound,
+    OutcomeUnknown,
+    Rejected,
+    Unavailable,
+)
+from dispatch.outcome import Cause, Evidence, Outcome, State
+from dispatch.records.base import Records
+from dispatch.records.model import (
+    Action,
+    Event,
+    GateState,
+    HoldRecord,
+    Intent,
+    IntentStatus,
+    JobRecord,
+)
+from dispatch.spi import Backend, Holder, Requeuer, StartRequest
+
+DEFAULT_MARGIN = 5.0
+
+
+def marker_for(job_id: str, submission: int) -> str:
+    """The marker of a submission: deterministic, so a duplicate object of one submission is recognisable."""
+    return f"dsp-{job_id}-{submission}"
+
+
+@dataclass
+class CallResult:
+    """What :meth:`Actor.carry_out` learnt: the updated record, the intent, and the error if the call failed."""
+
+    job: JobRecord
+    intent: Intent
+    error: DispatchError | None = None
+
+
+class Actor:
+    """Writes intents and carries them out against one backend and one record store.
+
+    ``owner`` names the writer in intents and holds; ``margin`` is added to the backend's CallBound to make an
+    intent's deadline (the time after which another writer may resolve it by observation).
+    """
+
+    def __init__(
+        self,
+        records: Records,
+        backend: Backend,
+        clock: Clock,
+        owner: str,
+        *,
+        margin: float = DEFAULT_MARGIN,
+    ) -> None:
+        self.records = records
+        self.backend = backend
+        self.clock = clock
+        self.owner = owner
+        self.margin = margin
+
+    @property
+    def call_bound(self) -> float:
+        return self.backend.declarations().call_bound
+
+    def write_intent(
+        self,
+        job: JobRecord,
+        action: Action,
+        submission: int,
+        *,
+        args: dict[str, Any] | None = None,
+        decision: int | None = None,
+        fence: int | None = None,
+        events: Sequence[Event] = (),
+    ) -> tuple[JobRecord, Intent]:
+        """Append a pending intent and write it (compare-and-set). Raises Conflict if the job moved."""
+        now = self.clock.now()
+        new = job.copy()
+        intent = Intent(
+            seq=new.next_seq(new.intents),
+            action=action,
+            submission=submission,
+            owner=self.owner,
+            written_at=now,
+            deadline=now + self.call_bound + self.margin,
+            args=dict(args or {}),
+            decision=decision,
+        )
+        new.intents.append(intent)
+        new.updated_at = now
+        written = self.records.update(
+            new,
+            [
+                *events,
+                Event(
+                    job.id,
+                    now,
+                    "intent",
+                    {"seq": intent.seq, "action": action.value, "submission": submission, "owner": self.owner},
+                ),
+            ],
+            fence=fence,
+        )
+        return written, intent
+
+    def call(self, job: JobRecord, intent: Intent) -> Any:
+        """Make the backend call an intent names. Returns the call's answer; raises what the backend raises."""
+        sub = job.submission(intent.submission)
+        sid = sub.scheduler_id
+        if intent.action is Action.START:
+            req = StartRequest(job.id, sub.n, sub.marker, job.spec)
+            return self.backend.start(req)
+        if sid is None:
+            raise NotFound(f"submission {sub.n} of job {job.id} has no scheduler object")
+        if intent.action is Action.OPEN:
+            return self.backend.open(sid)
+        if intent.action is Action.STOP:
+            return self.backend.stop_job(sid)
+        if intent.action is Action.HOLD:
+            assert isinstance(self.backend, Holder)
+            return self.backend.hold(sid, str(intent.args["instance"]))
+        if intent.action is Action.RELEASE:
+            assert isinstance(self.backend, Holder)
+            return self.backend.release(sid, str(intent.args["instance"]))
+        if intent.action is Action.REQUEUE:
+            assert isinstance(self.backend, Requeuer)
+            return self.backend.requeue(sid)
+        raise ValueError(f"no backend call for intent action {intent.action}")
+
+    def carry_out(self, job: JobRecord, intent: Intent, *, fence: int | None = None) -> CallResult:
+        """Call the backend for ``intent`` (already written) and record the answer. Raises Conflict if the
+        record moved meanwhile (the answer is then lost; the intent is resolved later by observation)."""
+        error: DispatchError | None = None
+        try:
+            answer = self.call(job, intent)
+        except OutcomeUnknown as exc:
+            error = exc
+            status, answer = IntentStatus.UNKNOWN, None
+        except (Unavailable, Rejected, NotFound) as exc:
+            error = exc
+            status, answer = IntentStatus.FAILED, None
+        except DispatchError as exc:
+            error = exc
+            status, answer = IntentStatus.FAILED, None
+        else:
+            status = IntentStatus.DONE
+        new = job.copy()
+        now = self.clock.now()
+        it = next(i for i in new.intents if i.seq == intent.seq)
+        it.status = status
+        it.resolved_at = now if status is not IntentStatus.UNKNOWN else None
+        it.result = (type(error).__name__ + ": " + str(error)) if error else ("" if answer is None else str(answer))
+        if status is IntentStatus.DONE:
+            apply_effect(new, it, answer, now)
+        elif status is IntentStatus.FAILED:
+            apply_failure(new, it, error, now)
+        new.updated_at = now
+        written = self.records.update(
+            new,
+            [
+                Event(
+                    job.id,
+                    now,
+                    "call",
+                    {"seq": it.seq, "action": it.action.value, "status": status.value, "result": it.result},
+                )
+            ],
+            fence=fence,
+        )
+        return CallResult(written, it, error)
+
+
+def apply_effect(job: JobRecord, intent: Intent, answer: Any, now: float) -> None:
+    """Write what a successful call did into the record (pure: mutates ``job`` only)."""
+    sub = job.submission(intent.submission)
+    if intent.action is Action.START:
+        sub.scheduler_id = str(answer)
+        sub.gate = GateState.CLOSED
+        sub.outcome = Outcome(State.PENDING, Cause.GATED, Evidence("start", now))
+    elif intent.action is Action.OPEN:
+        sub.gate = GateState.OPEN
+    elif intent.action is Action.HOLD:
+        instance = str(intent.args["instance"])
+        if not any(h.instance == instance for h in job.holds):
+            job.holds.append(HoldRecord(instance, intent.owner, sub.n, now, str(intent.args.get("reason", ""))))
+    elif intent.action is Action.RELEASE:
+        for h in job.holds:
+            if h.instance == intent.args["instance"] and h.active:
+                h.released_at = now
+    elif intent.action is Action.STOP:
+        job.stop_requested = True
+
+
+def apply_failure(job: JobRecord, intent: Intent, error: DispatchError | None, now: float) -> None:
+    """Write what a definitely failed call means for the record (pure)."""
+    sub = job.submission(intent.submission)
+    if intent.action is Action.START and not isinstance(error, Unavailable):
+        sub.gate = GateState.ABANDONED
+        sub.outcome = Outcome(State.FAILED, Cause.REJECTED, Evidence("start", now), detail=str(error) if error else "")
+    elif isinstance(error, NotFound) and intent.action is not Action.START:
+        sub.gone = True

@@ -1,0 +1,330 @@
+"""Opening a cluster: :func:`open` composes the core (an operator and an observer) over an adapter's backend.
+
+``open(name, Config(adapter=..., store=...))`` finds the adapter, decodes its settings strictly, runs its
+preflight (inside the adapter's factory), checks its declarations, and returns a :class:`Cluster`:
+
+* ``cluster.operator`` writes: :meth:`Operator.submit`, :meth:`~Operator.stop`, :meth:`~Operator.hold`,
+  :meth:`~Operator.release`. Every call goes through the intent protocol (:mod:`dispatch.actions`).
+* ``cluster.observer`` reads: :meth:`Observer.get`, :meth:`~Observer.list`, :meth:`~Observer.events`,
+  :meth:`~Observer.inspect`.
+
+A read-only open needs no record store; every operator call raises :class:`~dispatch.errors.ReadOnly` before
+anything runs.
+"""
+
+from __future__ import annotations
+
+import builtins
+import os
+import secrets
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from dispatch.actions import Actor, marker_for
+from dispatch.capabilities import Answer, Capabilities, Capability
+from dispatch.clock import SYSTEM_CLOCK, Clock
+from dispatch.declarations import Declarations, check_backend
+from dispatch.errors import ConfigError, DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unsupported
+from dispatch.records.base import Records
+from dispatch.records.model import (
+    Action,
+    Event,
+    GateState,
+    IntentStatus,
+    JobRecord,
+    JobSummary,
+    Submission,
+)
+from dispatch.registry import OpenOptions, adapter
+from dispatch.rules import RuleSet
+from dispatch.settings import decode
+from dispatch.spec import JobSpec
+from dispatch.spi import Backend, Holder, JobEvidence, Requeuer, restrict
+
+
+@dataclass
+class Config:
+    """How to open a cluster.
+
+    ``adapter``: the adapter's settings (its settings dataclass, a mapping, or JSON text). ``store``: the record
+    store (required unless ``read_only``). ``name``: the cluster's name in records (default: the adapter's).
+    """
+
+    adapter: Any = None
+    store: Records | None = None
+    read_only: bool = False
+    clock: Clock = SYSTEM_CLOCK
+    name: str | None = None
+
+
+def new_backend(name: str, settings: Any = None, *, read_only: bool = False, clock: Clock = SYSTEM_CLOCK) -> Backend:
+    """Build adapter ``name``'s backend with ``settings``, checked against the core's declaration rules.
+
+    A backend that declares a zero CallBound is handed out without Holder and Requeuer.
+    """
+    info = adapter(name)
+    decoded = decode(info.settings, settings, path="") if info.settings is not None else settings
+    backend = info.factory(decoded, OpenOptions(read_only=read_only, clock=clock))
+    return checked(backend)
+
+
+def checked(backend: Backend) -> Backend:
+    """Apply the declaration rules: reduce a zero-CallBound backend, then verify the rest."""
+    decl = backend.declarations()
+    if decl.call_bound == 0 and isinstance(backend, Holder | Requeuer):
+        backend = restrict(backend, (Holder, Requeuer))
+    check_backend(backend, decl)
+    return backend
+
+
+def open(name: str, config: Config | None = None, **kwargs: Any) -> Cluster:
+    """Open cluster ``name`` (an adapter name). Keyword arguments fill a :class:`Config`."""
+    cfg = config or Config(**kwargs)
+    if config is not None and kwargs:
+        raise TypeError("pass either a Config or keyword arguments, not both")
+    if not cfg.read_only and cfg.store is None:
+        raise ConfigError("store", "a writable open needs a record store (or open read-only)")
+    backend = new_backend(name, cfg.adapter, read_only=cfg.read_only, clock=cfg.clock)
+    return Cluster(cfg.name or name, backend, cfg.store, cfg.clock, read_only=cfg.read_only)
+
+
+def new_job_id(now: float) -> str:
+    """A job id: time-ordered, random, safe in file names, scheduler job names and Kubernetes names."""
+    return f"{int(now):08x}{secrets.token_hex(3)}"
+
+
+def default_owner(role: str) -> str:
+    return f"{role}:{socket.gethostname()}:{os.getpid()}"
+
+
+class Cluster:
+    """One cluster as dispatch sees it: a backend, a record store, an operator and an observer."""
+
+    def __init__(
+        self, name: str, backend: Backend, store: Records | None, clock: Clock, *, read_only: bool = False
+    ) -> None:
+        self.name = name
+        self.backend = backend
+        self.records = store
+        self.clock = clock
+        self.read_only = read_only or backend.read_only
+        self.operator = Operator(self)
+        self.observer = Observer(self)
+
+    def capabilities(self) -> Capabilities:
+        return self.backend.capabilities()
+
+    def declarations(self) -> Declarations:
+        return self.backend.declarations()
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # conveniences
+    def submit(self, spec: JobSpec, rules: RuleSet | Mapping[str, Any] | None = None) -> str:
+        return self.operator.submit(spec, rules)
+
+    def get(self, job_id: str) -> JobRecord:
+        return self.observer.get(job_id)
+
+
+def check_spec(backend: Backend, spec: JobSpec) -> None:
+    """Refuse, before any scheduler call, a spec this cluster cannot run (Unsupported names why)."""
+    backend.extension_policy().check(spec.extensions, backend.name)
+    caps = backend.capabilities()
+    if spec.working_dir is not None and caps.answer(Capability.WORKING_DIRECTORY) is Answer.NO:
+        caps.require(Capability.WORKING_DIRECTORY, "a working directory")
+    if spec.procs_per_node > 1 and caps.answer(Capability.PROCS_PER_NODE) is Answer.NO:
+        caps.require(Capability.PROCS_PER_NODE, "more than one process per node")
+
+
+class Operator:
+    """The write side. Every method raises ReadOnly on a read-only cluster before doing anything."""
+
+    def __init__(self, cluster: Cluster, owner: str | None = None) -> None:
+        self._c = cluster
+        self.owner = owner or default_owner("operator")
+
+    def _writable(self) -> tuple[Records, Actor]:
+        if self._c.read_only or self._c.records is None:
+            raise ReadOnly(f"cluster {self._c.name} is open read-only")
+        return self._c.records, Actor(self._c.records, self._c.backend, self._c.clock, self.owner)
+
+    def submit(self, spec: JobSpec, rules: RuleSet | Mapping[str, Any] | None = None) -> str:
+        """Record the job, create its first submission behind a closed gate, record it, open the gate.
+
+        Returns the job id. Raises Unsupported or ConfigError (bad rules) before anything is recorded. If the
+        scheduler refuses the job, the refusal is recorded and re-raised. If the creation's outcome is
+        unknown, raises OutcomeUnknown carrying ``job_id``: the record keeps the intent and a supervisor
+        resolves it by finding the object by its marker.
+        """
+        records, actor = self._writable()
+        backend = self._c.backend
+        check_spec(backend, spec)
+        ruleset = rules if isinstance(rules, RuleSet) else RuleSet.from_data(rules) if rules is not None else None
+        if ruleset is not None:
+            ruleset.check_against(backend, backend.capabilities())
+        now = self._c.clock.now()
+        job_id = new_job_id(now)
+        job = JobRecord(
+            id=job_id,
+            cluster=self._c.name,
+            spec=spec,
+            created_at=now,
+            updated_at=now,
+            rules=ruleset.to_json() if ruleset is not None else None,
+            submissions=[Submission(1, marker_for(job_id, 1), now)],
+        )
+        job = records.create(job, [Event(job_id, now, "submitted", {"spec": spec.to_json(), "by": self.owner})])
+        start_submission(actor, job, 1)
+        return job_id
+
+    def stop(self, job_id: str) -> None:
+        """Stop the job: no more recovery, and its current scheduler object is ended (if it has one)."""
+        records, actor = self._writable()
+        job = records.get(job_id)
+        job.stop_requested = True
+        job.closed = True
+        now = self._c.clock.now()
+        job.updated_at = now
+        job = records.update(job, [Event(job_id, now, "stop-requested", {"by": self.owner})])
+        sub = job.current
+        if sub is None or sub.scheduler_id is None or sub.gone:
+            return
+        job, intent = actor.write_intent(job, Action.STOP, sub.n)
+        result = actor.carry_out(job, intent)
+        if result.error is not None and not isinstance(result.error, NotFound):
+            raise result.error
+
+    def hold(self, job_id: str, reason: str = "held by a user") -> str:
+        """Place a dispatch hold on the job's current submission; returns the hold instance."""
+        records, actor = self._writable()
+        if not isinstance(self._c.backend, Holder):
+            raise Unsupported(f"cluster {self._c.name} cannot hold jobs (no Holder)")
+        self._c.capabilities().require(Capability.HOLD, "a hold")
+        job = records.get(job_id)
+        sub = job.current
+        if sub is None or sub.scheduler_id is None:
+            raise Rejected(f"job {job_id} has no scheduler object to hold yet")
+        instance = f"h{secrets.token_hex(4)}"
+        job, intent = actor.write_intent(job, Action.HOLD, sub.n, args={"instance": instance, "reason": reason})
+        result = actor.carry_out(job, intent)
+        if result.error is not None:
+            raise result.error
+        return instance
+
+    def release(self, job_id: str, instance: str | None = None) -> list[str]:
+        """Lift this operator's holds (or the one ``instance``); returns the instances lifted.
+
+        A hold placed by a supervisor belongs to it: lifting it here needs its instance named explicitly.
+        """
+        records, actor = self._writable()
+        if not isinstance(self._c.backend, Holder):
+            raise Unsupported(f"cluster {self._c.name} cannot hold jobs (no Holder)")
+        job = records.get(job_id)
+        holds = [
+            h for h in job.active_holds() if (h.instance == instance if instance else h.owner.startswith("operator:"))
+        ]
+        if instance and not holds:
+            raise NotFound(f"job {job_id} has no active hold {instance!r}")
+        lifted = []
+        for h in holds:
+            job, intent = actor.write_intent(job, Action.RELEASE, h.submission, args={"instance": h.instance})
+            result = actor.carry_out(job, intent)
+            job = result.job
+            if result.error is not None:
+                raise result.error
+            lifted.append(h.instance)
+        return lifted
+
+
+def start_submission(
+    actor: Actor,
+    job: JobRecord,
+    n: int,
+    *,
+    fence: int | None = None,
+    hold_instance: str | None = None,
+    decision: int | None = None,
+) -> JobRecord:
+    """Create submission ``n`` behind its gate, record it, optionally hold it, then open the gate.
+
+    Each step is an intent written before its call. Raises the backend's error after recording it; on an
+    unknown outcome raises OutcomeUnknown with ``job_id`` set, leaving the intent for a supervisor.
+    """
+    job, intent = actor.write_intent(job, Action.START, n, fence=fence, decision=decision)
+    result = actor.carry_out(job, intent, fence=fence)
+    job = result.job
+    if result.error is not None:
+        _raise_with_job(result.error, job.id)
+    if hold_instance is not None:
+        job, intent = actor.write_intent(
+            job, Action.HOLD, n, fence=fence, args={"instance": hold_instance, "reason": "held by a rule"}
+        )
+        result = actor.carry_out(job, intent, fence=fence)
+        job = result.job
+        if result.error is not None:
+            _raise_with_job(result.error, job.id)
+    job, intent = actor.write_intent(job, Action.OPEN, n, fence=fence)
+    result = actor.carry_out(job, intent, fence=fence)
+    job = result.job
+    if result.error is not None:
+        _raise_with_job(result.error, job.id)
+    return job
+
+
+def _raise_with_job(error: DispatchError, job_id: str) -> None:
+    error.job_id = job_id  # type: ignore[attr-defined]
+    if isinstance(error, OutcomeUnknown):
+        raise OutcomeUnknown(
+            f"job {job_id}: {error} (recorded; a supervisor will resolve it by finding the object)"
+        ) from error
+    raise error
+
+
+class Observer:
+    """The read side: records (when the cluster has a store) and the backend's live evidence."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._c = cluster
+
+    def _records(self) -> Records:
+        if self._c.records is None:
+            raise ReadOnly(f"cluster {self._c.name} was opened without a record store; use inspect()")
+        return self._c.records
+
+    def get(self, job_id: str) -> JobRecord:
+        """The job's record (a copy). NotFound for an unknown id."""
+        return self._records().get(job_id)
+
+    def list(self, *, active_only: bool = False, limit: int | None = None) -> builtins.list[JobSummary]:
+        return self._records().summaries(active_only=active_only, cluster=self._c.name, limit=limit)
+
+    def events(self, job_id: str) -> builtins.list[Event]:
+        return self._records().events(job_id)
+
+    def inspect(self, scheduler_id: str) -> JobEvidence:
+        """The scheduler's evidence for one object, read now (works on a read-only open)."""
+        return self._c.backend.inspect(scheduler_id)
+
+
+def pending_start(job: JobRecord) -> bool:
+    """True while the job's current submission has a start whose outcome is not yet known."""
+    sub = job.current
+    if sub is None or sub.gate is not GateState.PLANNED:
+        return False
+    return any(
+        i.action is Action.START and i.submission == sub.n and i.status in (IntentStatus.PENDING, IntentStatus.UNKNOWN)
+        for i in job.intents
+    )
+
+
+__all__ = ["Cluster", "Config", "Observer", "Operator", "check_spec", "new_backend", "open", "start_submission"]

@@ -1,0 +1,114 @@
+"""Declarations: the time bounds a backend promises, and the rules that tie them to its interfaces.
+
+* ``node_loss_window``: the longest the scheduler takes to declare a lost node (and end its jobs).
+* ``call_bound``: the landing bound. A call issued at t has taken effect by t + call_bound, or never will.
+  Zero means the backend knows no such bound; then it may not offer Holder or Requeuer, because a late hold
+  or requeue could land after the supervisor decided it had failed.
+* ``polled_loss``: for a backend without a Watcher, how long each kind of evidence survives after a job ends
+  (``UNBOUNDED`` for forever, 0 for not at all). The supervisor must poll at least as often as the shortest
+  finite, non-zero window, or it may miss how a job ended.
+
+All durations are float seconds; :data:`UNBOUNDED` is ``math.inf``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from dispatch.errors import ConfigError, DeclarationError
+
+UNBOUNDED = math.inf
+
+
+def _window(value: float) -> str:
+    return "unbounded" if math.isinf(value) else f"{value:g}s"
+
+
+@dataclass(frozen=True)
+class PolledLoss:
+    """How long each kind of evidence survives after a job ends, for a polled backend."""
+
+    state: float
+    cause: float
+    exit_code: float
+    execution: float
+
+    def __post_init__(self) -> None:
+        for name in ("state", "cause", "exit_code", "execution"):
+            value = getattr(self, name)
+            if math.isnan(value) or value < 0:
+                raise ValueError(f"polled loss window {name} must be >= 0 or UNBOUNDED")
+
+    def shortest(self) -> float | None:
+        """The shortest finite, non-zero window: the one polling must beat. None if there is none."""
+        finite = [w for w in (self.state, self.cause, self.exit_code, self.execution) if 0 < w < math.inf]
+        return min(finite) if finite else None
+
+    def to_json(self) -> dict[str, str]:
+        return {
+            "state": _window(self.state),
+            "cause": _window(self.cause),
+            "exitCode": _window(self.exit_code),
+            "execution": _window(self.execution),
+        }
+
+
+@dataclass(frozen=True)
+class Declarations:
+    """A backend's declared bounds. ``polled_loss`` is None exactly when the backend is a Watcher."""
+
+    node_loss_window: float
+    call_bound: float
+    polled_loss: PolledLoss | None
+
+    def __post_init__(self) -> None:
+        for name in ("node_loss_window", "call_bound"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number of seconds >= 0")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "nodeLossWindow": _window(self.node_loss_window),
+            "callBound": _window(self.call_bound),
+            "polledLoss": self.polled_loss.to_json() if self.polled_loss else None,
+        }
+
+
+def check_backend(backend: object, declarations: Declarations) -> None:
+    """Enforce the rules between a backend's declarations and its optional interfaces.
+
+    Raises :class:`DeclarationError` when a zero CallBound travels with Holder or Requeuer, when a backend
+    that is not a Watcher declares no PolledLoss, or when a Watcher declares one.
+    """
+    from dispatch.spi import Holder, Requeuer, Watcher
+
+    if declarations.call_bound == 0:
+        for iface in (Holder, Requeuer):
+            if isinstance(backend, iface):
+                raise DeclarationError(
+                    f"{type(backend).__name__} declares a zero CallBound but implements {iface.__name__}; "
+                    "hand out its reduced backend (dispatch.spi.restrict) instead"
+                )
+    watcher = isinstance(backend, Watcher)
+    if not watcher and declarations.polled_loss is None:
+        raise DeclarationError(f"{type(backend).__name__} is polled but declares no PolledLoss")
+    if watcher and declarations.polled_loss is not None:
+        raise DeclarationError(f"{type(backend).__name__} is a Watcher and must not declare PolledLoss")
+
+
+def check_poll_interval(declarations: Declarations, interval: float) -> None:
+    """Raise :class:`ConfigError` (key ``poll``) when ``interval`` is longer than the shortest PolledLoss window."""
+    if not math.isfinite(interval) or interval <= 0:
+        raise ConfigError("poll", "the poll interval must be a positive number of seconds")
+    if declarations.polled_loss is None:
+        return
+    shortest = declarations.polled_loss.shortest()
+    if shortest is not None and interval > shortest:
+        raise ConfigError(
+            "poll",
+            f"polling every {interval:g}s is slower than the backend's shortest PolledLoss window "
+            f"({shortest:g}s): evidence of how a job ended could vanish unseen; poll at least that often",
+        )

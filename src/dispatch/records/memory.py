@@ -1,0 +1,96 @@
+"""An in-memory :class:`~dispatch.records.base.Records` store (tests, the simulator, read-only tools).
+
+Thread-safe. Records are stored as JSON documents, so a record that cannot round-trip fails here as it would
+in a durable store.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from dispatch.errors import Conflict, NotFound
+from dispatch.records.base import check_fence
+from dispatch.records.model import Event, JobRecord, JobSummary
+
+
+class MemoryRecords:
+    def __init__(self) -> None:
+        self._docs: dict[str, str] = {}
+        self._events: list[Event] = []
+        self._lock = threading.Lock()
+        self.writes = 0
+
+    def _load(self, doc: str) -> JobRecord:
+        data: dict[str, Any] = json.loads(doc)
+        return JobRecord.from_json(data)
+
+    def _append(self, events: Sequence[Event]) -> None:
+        for e in events:
+            self._events.append(
+                Event(
+                    job_id=e.job_id,
+                    at=e.at,
+                    kind=e.kind,
+                    data=json.loads(json.dumps(e.data)),
+                    seq=len(self._events) + 1,
+                )
+            )
+
+    def create(self, job: JobRecord, events: Sequence[Event] = ()) -> JobRecord:
+        with self._lock:
+            if job.id in self._docs:
+                raise Conflict(f"job {job.id} already exists")
+            stored = job.copy()
+            stored.version = 1
+            self._docs[job.id] = json.dumps(stored.to_json())
+            self._append(events)
+            self.writes += 1
+            return self._load(self._docs[job.id])
+
+    def get(self, job_id: str) -> JobRecord:
+        with self._lock:
+            doc = self._docs.get(job_id)
+        if doc is None:
+            raise NotFound(f"no job {job_id!r} in the records")
+        return self._load(doc)
+
+    def update(self, job: JobRecord, events: Sequence[Event] = (), *, fence: int | None = None) -> JobRecord:
+        with self._lock:
+            doc = self._docs.get(job.id)
+            if doc is None:
+                raise NotFound(f"no job {job.id!r} in the records")
+            stored = self._load(doc)
+            if stored.version != job.version:
+                raise Conflict(f"job {job.id}: written at version {job.version}, the record is at {stored.version}")
+            check_fence(stored, fence)
+            new = job.copy()
+            new.version = job.version + 1
+            text = json.dumps(new.to_json())
+            self._docs[job.id] = text
+            self._append(events)
+            self.writes += 1
+            return self._load(text)
+
+    def jobs(self, *, active_only: bool = True, cluster: str | None = None) -> list[JobRecord]:
+        with self._lock:
+            docs = list(self._docs.values())
+        out = [self._load(d) for d in docs]
+        out = [j for j in out if not (active_only and j.closed) and (cluster is None or j.cluster == cluster)]
+        return sorted(out, key=lambda j: (j.created_at, j.id))
+
+    def summaries(
+        self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None
+    ) -> list[JobSummary]:
+        rows = [JobSummary.of(j) for j in self.jobs(active_only=active_only, cluster=cluster)]
+        rows.sort(key=lambda s: (s.created_at, s.id), reverse=True)
+        return rows[:limit] if limit is not None else rows
+
+    def events(self, job_id: str, after: int = 0) -> list[Event]:
+        with self._lock:
+            return [e for e in self._events if e.job_id == job_id and e.seq > after]
+
+    def close(self) -> None:
+        pass

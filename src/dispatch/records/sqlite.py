@@ -1,0 +1,244 @@
+"""The SQLite record store: the embedded default. One file, WAL, a versioned schema with migrations.
+
+Each job is one row holding its JSON document and the columns a status table needs; events live in an
+append-only table. A write is one ``BEGIN IMMEDIATE`` transaction: compare the version (and the lease token),
+write the row, append the events. The file is created with mode 0600: records hold commands and environments.
+Several processes may share the file (SQLite serialises writers; ``busy_timeout`` absorbs short waits).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from dispatch.errors import Conflict, NotFound
+from dispatch.outcome import Cause, State
+from dispatch.records.base import check_fence
+from dispatch.records.model import Event, JobRecord, JobSummary
+
+SCHEMA_VERSION = 2
+
+
+def _migration_1(db: sqlite3.Connection) -> None:
+    db.executescript(
+        """
+        CREATE TABLE jobs (
+            id TEXT PRIMARY KEY,
+            version INTEGER NOT NULL,
+            cluster TEXT NOT NULL,
+            name TEXT,
+            state TEXT NOT NULL,
+            cause TEXT,
+            exit_code INTEGER,
+            execution TEXT,
+            closed INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            updated_at REAL NOT NULL,
+            observed_at REAL,
+            doc TEXT NOT NULL
+        );
+        CREATE TABLE events (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            job_id TEXT NOT NULL,
+            at REAL NOT NULL,
+            kind TEXT NOT NULL,
+            data TEXT NOT NULL
+        );
+        CREATE INDEX events_job ON events (job_id, seq);
+        """
+    )
+
+
+def _migration_2(db: sqlite3.Connection) -> None:
+    db.executescript(
+        """
+        CREATE INDEX jobs_active ON jobs (closed, created_at);
+        CREATE INDEX jobs_created ON jobs (created_at);
+        """
+    )
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migration_1, 2: _migration_2}
+
+
+class SQLiteRecords:
+    """Records in one SQLite file at ``path`` (created, with its parent directory, if missing)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self.path.exists():
+            fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
+            os.close(fd)
+        self._lock = threading.RLock()
+        self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+        self._migrate()
+
+    # ----- schema ----------------------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        row = self._db.execute("PRAGMA user_version").fetchone()
+        return int(row[0])
+
+    def _migrate(self) -> None:
+        with self._tx():
+            current = self.schema_version()
+            if current > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path} has schema version {current}, newer than this dispatch ({SCHEMA_VERSION}); "
+                    "upgrade dispatch"
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[version](self._db)
+                self._db.execute(f"PRAGMA user_version={version}")
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            else:
+                self._db.execute("COMMIT")
+
+    # ----- writes ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _row(job: JobRecord) -> tuple[Any, ...]:
+        s = JobSummary.of(job)
+        return (
+            job.id,
+            job.version,
+            job.cluster,
+            s.name,
+            s.state.value,
+            s.cause.value if s.cause else None,
+            s.exit_code,
+            s.execution,
+            int(job.closed),
+            job.created_at,
+            job.updated_at,
+            s.observed_at,
+            json.dumps(job.to_json(), separators=(",", ":")),
+        )
+
+    @staticmethod
+    def _append(db: sqlite3.Connection, events: Sequence[Event]) -> None:
+        db.executemany(
+            "INSERT INTO events (job_id, at, kind, data) VALUES (?, ?, ?, ?)",
+            [(e.job_id, e.at, e.kind, json.dumps(e.data, separators=(",", ":"))) for e in events],
+        )
+
+    def create(self, job: JobRecord, events: Sequence[Event] = ()) -> JobRecord:
+        new = job.copy()
+        new.version = 1
+        with self._tx() as db:
+            try:
+                db.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", self._row(new))
+            except sqlite3.IntegrityError:
+                raise Conflict(f"job {job.id} already exists") from None
+            self._append(db, events)
+        return new
+
+    def update(self, job: JobRecord, events: Sequence[Event] = (), *, fence: int | None = None) -> JobRecord:
+        new = job.copy()
+        new.version = job.version + 1
+        with self._tx() as db:
+            row = db.execute("SELECT version, doc FROM jobs WHERE id = ?", (job.id,)).fetchone()
+            if row is None:
+                raise NotFound(f"no job {job.id!r} in the records")
+            if row[0] != job.version:
+                raise Conflict(f"job {job.id}: written at version {job.version}, the record is at {row[0]}")
+            if fence is not None:
+                check_fence(JobRecord.from_json(json.loads(row[1])), fence)
+            cols = self._row(new)
+            db.execute(
+                "UPDATE jobs SET version=?, cluster=?, name=?, state=?, cause=?, exit_code=?, execution=?,"
+                " closed=?, created_at=?, updated_at=?, observed_at=?, doc=? WHERE id=?",
+                (*cols[1:], job.id),
+            )
+            self._append(db, events)
+        return new
+
+    # ----- reads -----------------------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> JobRecord:
+        with self._lock:
+            row = self._db.execute("SELECT doc FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        if row is None:
+            raise NotFound(f"no job {job_id!r} in the records")
+        return JobRecord.from_json(json.loads(row[0]))
+
+    def jobs(self, *, active_only: bool = True, cluster: str | None = None) -> list[JobRecord]:
+        sql = "SELECT doc FROM jobs WHERE 1=1"
+        args: list[Any] = []
+        if active_only:
+            sql += " AND closed = 0"
+        if cluster is not None:
+            sql += " AND cluster = ?"
+            args.append(cluster)
+        sql += " ORDER BY created_at, id"
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        return [JobRecord.from_json(json.loads(r[0])) for r in rows]
+
+    def summaries(
+        self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None
+    ) -> list[JobSummary]:
+        sql = (
+            "SELECT id, cluster, name, state, cause, exit_code, execution, created_at, updated_at,"
+            " observed_at, closed, version FROM jobs WHERE 1=1"
+        )
+        args: list[Any] = []
+        if active_only:
+            sql += " AND closed = 0"
+        if cluster is not None:
+            sql += " AND cluster = ?"
+            args.append(cluster)
+        sql += " ORDER BY created_at DESC, id DESC"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(limit)
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        return [
+            JobSummary(
+                id=r[0],
+                cluster=r[1],
+                name=r[2],
+                state=State(r[3]),
+                cause=Cause(r[4]) if r[4] else None,
+                exit_code=r[5],
+                execution=r[6],
+                created_at=r[7],
+                updated_at=r[8],
+                observed_at=r[9],
+                closed=bool(r[10]),
+                version=r[11],
+            )
+            for r in rows
+        ]
+
+    def events(self, job_id: str, after: int = 0) -> list[Event]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT seq, job_id, at, kind, data FROM events WHERE job_id = ? AND seq > ? ORDER BY seq",
+                (job_id, after),
+            ).fetchall()
+        return [Event(job_id=r[1], at=r[2], kind=r[3], data=json.loads(r[4]), seq=r[0]) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

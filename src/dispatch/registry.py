@@ -1,0 +1,109 @@
+"""The adapter registry: ``register`` on import, or discovery through the ``dispatch.adapters`` entry points.
+
+An adapter registers a factory ``factory(settings, options) -> Backend`` under a name, with the dataclass its
+settings decode into. :func:`adapter` finds it by name, loading entry points on a miss, so a third-party adapter
+needs only an entry point in the ``dispatch.adapters`` group that names a callable which registers it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from typing import Any
+
+from dispatch.clock import SYSTEM_CLOCK, Clock
+from dispatch.errors import ConfigError
+from dispatch.spi import Backend
+
+ENTRY_POINT_GROUP = "dispatch.adapters"
+
+BUILTIN = {
+    "memory": "dispatch.memory",
+    "local": "dispatch.local",
+    "slurm": "dispatch.slurm",
+    "kubeflow": "dispatch.kubeflow",
+}
+
+
+@dataclass(frozen=True)
+class OpenOptions:
+    """How a backend is opened: read-only (no writes, no probes) and the clock to read time from."""
+
+    read_only: bool = False
+    clock: Clock = SYSTEM_CLOCK
+
+
+Factory = Callable[[Any, OpenOptions], Backend]
+
+
+@dataclass(frozen=True)
+class Adapter:
+    name: str
+    factory: Factory
+    settings: type[Any] | None
+    description: str = ""
+
+
+_ADAPTERS: dict[str, Adapter] = {}
+_LOCK = threading.Lock()
+
+
+def register(
+    name: str,
+    factory: Factory,
+    *,
+    settings: type[Any] | None = None,
+    description: str = "",
+    replace: bool = False,
+) -> None:
+    """Register an adapter ``factory`` under ``name``; ``settings`` is the dataclass its settings decode into
+    (strictly, by the core, before the factory sees them). Registering a taken name raises unless ``replace``."""
+    with _LOCK:
+        existing = _ADAPTERS.get(name)
+        if existing is not None and not replace and existing.factory is not factory:
+            raise ValueError(f"an adapter named {name!r} is already registered")
+        _ADAPTERS[name] = Adapter(name, factory, settings, description)
+
+
+def _load_builtin(name: str) -> None:
+    module = BUILTIN.get(name)
+    if module is None:
+        return
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ConfigError(
+            "adapter", f"the {name} adapter could not be imported ({exc}); install dispatch-jobs[{name}]"
+        ) from None
+
+
+def _load_entry_points(name: str) -> None:
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name == name:
+            hook = ep.load()
+            if callable(hook):
+                hook()
+
+
+def adapter(name: str) -> Adapter:
+    """The adapter registered as ``name``, importing built-ins and entry points as needed."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError("adapter", "an adapter name is required")
+    if name not in _ADAPTERS:
+        _load_builtin(name)
+    if name not in _ADAPTERS:
+        _load_entry_points(name)
+    found = _ADAPTERS.get(name)
+    if found is None:
+        known = ", ".join(sorted(set(_ADAPTERS) | set(BUILTIN)))
+        raise ConfigError("adapter", f"no adapter named {name!r} (known: {known})")
+    return found
+
+
+def registered() -> list[str]:
+    """Names registered so far (built-ins are registered when first used)."""
+    return sorted(_ADAPTERS)

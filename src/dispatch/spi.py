@@ -1,0 +1,328 @@
+"""The backend SPI: what an adapter implements, and the optional interfaces found with ``isinstance``.
+
+A :class:`Backend` talks to one cluster. It knows nothing of records, rules or supervisors: it creates
+scheduler objects behind a closed start gate, opens gates, reports evidence, finds objects by marker and stops
+them. Everything it returns is *evidence* with a source and a time; everything it cannot know it says it does
+not know (``Cause.UNKNOWN``, :class:`~dispatch.errors.OutcomeUnknown`).
+
+Contract for every method: it raises only :mod:`dispatch.errors` classes for scheduler answers (anything else
+is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-only backend, and
+:class:`~dispatch.errors.Unavailable` when the cluster could not be reached and nothing was done.
+
+Optional interfaces (``Holder``, ``Requeuer``, ``NativePolicyCompiler``, ``Watcher``, ``CessationSignal``,
+``IdentityWeakener``, ``MultiFinder``, ``OutputReader``) are ``runtime_checkable`` protocols: code asks
+``isinstance(backend, Holder)``. :func:`restrict` hands out a backend without some of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol, runtime_checkable
+
+from dispatch.capabilities import Capabilities
+from dispatch.declarations import Declarations
+from dispatch.extensions import ExtensionPolicy
+from dispatch.outcome import Outcome
+from dispatch.spec import JobSpec
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    """One submission to create: the ``submission``-th scheduler object of dispatch job ``job_id``.
+
+    ``marker`` is unique to this submission and written to the record before :meth:`Backend.start` is
+    called; the backend must store it on the object so :meth:`Backend.find` can find it by marker.
+    """
+
+    job_id: str
+    submission: int
+    marker: str
+    spec: JobSpec
+
+
+class Gate(StrEnum):
+    """dispatch's own start gate on a scheduler object."""
+
+    CLOSED = "closed"
+    OPEN = "open"
+
+
+@dataclass(frozen=True)
+class ExecutionEvidence:
+    """One execution (one run in place) of a submission, as the scheduler shows it.
+
+    ``identity`` is its text form (see :mod:`dispatch.identity`); ``restart`` orders executions; ``nodes`` are
+    the nodes it ran on, where known.
+    """
+
+    identity: str
+    restart: int
+    outcome: Outcome
+    started_at: float | None = None
+    ended_at: float | None = None
+    nodes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class JobEvidence:
+    """Everything a backend can tell about one scheduler object, read at one time.
+
+    * ``outcome``: the object's current state and cause (of its latest execution, or why it waits).
+    * ``gate``: dispatch's start gate. ``foreign_holds``: gates or holds placed by someone else (an admin);
+      non-empty means the job is admin-held, and dispatch must never lift them.
+    * ``holds``: the instances of dispatch holds currently on the object.
+    * ``executions``: every execution the scheduler still shows, oldest first (possibly fewer than ran, when
+      history was purged).
+    """
+
+    scheduler_id: str
+    marker: str | None
+    outcome: Outcome
+    gate: Gate
+    holds: tuple[str, ...] = ()
+    foreign_holds: tuple[str, ...] = ()
+    executions: tuple[ExecutionEvidence, ...] = ()
+
+    @property
+    def current(self) -> ExecutionEvidence | None:
+        return self.executions[-1] if self.executions else None
+
+
+@dataclass(frozen=True)
+class Found:
+    """A scheduler object found by its marker."""
+
+    scheduler_id: str
+    marker: str
+    created_at: float | None = None
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What every adapter implements for one cluster."""
+
+    @property
+    def name(self) -> str:
+        """The adapter's registered name (``slurm``, ``kubeflow``, ``memory``, ``local``)."""
+        ...
+
+    @property
+    def read_only(self) -> bool: ...
+
+    def capabilities(self) -> Capabilities:
+        """This cluster's answers (cheap: computed at open by preflight, not per call)."""
+        ...
+
+    def declarations(self) -> Declarations: ...
+
+    def extension_policy(self) -> ExtensionPolicy: ...
+
+    def start(self, request: StartRequest) -> str:
+        """Create the submission's scheduler object with the start gate CLOSED, carrying ``request.marker``.
+
+        Returns the scheduler id. Nothing may run until :meth:`open`. Raises OutcomeUnknown when the object
+        may or may not exist (find it by marker after the CallBound), Unsupported for a spec this cluster
+        cannot run, Rejected when the scheduler refuses it.
+        """
+        ...
+
+    def open(self, scheduler_id: str) -> None:
+        """Open dispatch's start gate. Idempotent: opening an open gate is not an error. Never lifts a gate
+        or hold placed by someone else (raises Rejected naming it instead). NotFound if the object is gone."""
+        ...
+
+    def inspect(self, scheduler_id: str) -> JobEvidence:
+        """Read one object. NotFound when the scheduler has no trace of it (never a guessed outcome)."""
+        ...
+
+    def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
+        """Read many objects in one batched call. Ids with no trace are absent from the result."""
+        ...
+
+    def find(self, marker: str, since: float) -> list[Found]:
+        """Objects carrying ``marker`` created at or after ``since`` (the horizon)."""
+        ...
+
+    def stop_job(self, scheduler_id: str) -> float:
+        """Ask the scheduler to end the object (graceful first where it can). Returns the bound in seconds
+        after which the job has certainly ended. Idempotent; NotFound if gone."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Holder(Protocol):
+    """Places and lifts holds by instance, so a late or stale call can be told apart and only the owner lifts
+    its hold. Allowed only with a non-zero CallBound."""
+
+    def hold(self, scheduler_id: str, instance: str) -> None:
+        """Hold a waiting object under ``instance`` (idempotent for the same instance). Rejected if it runs
+        and the backend cannot hold a running execution."""
+        ...
+
+    def release(self, scheduler_id: str, instance: str) -> None:
+        """Lift the hold ``instance`` only. Rejected if the object carries another instance; a no-op if it
+        carries none."""
+        ...
+
+
+@runtime_checkable
+class Requeuer(Protocol):
+    """Puts an object back in its queue as a new execution (restart + 1) of the same submission.
+
+    May be several scheduler steps; a crash between them raises OutcomeUnknown, which a later observation
+    resolves (the restart count moved or it did not). Allowed only with a non-zero CallBound."""
+
+    def requeue(self, scheduler_id: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class NativePolicy:
+    """What a NativePolicyCompiler made of some rules: ``native`` the scheduler enforces by itself (as
+    scheduler options), ``residual`` the supervisor must still apply."""
+
+    native: tuple[Mapping[str, Any], ...]
+    residual: tuple[Mapping[str, Any], ...]
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class NativePolicyCompiler(Protocol):
+    """Compiles recovery rules into the scheduler's own failure handling, where it has some."""
+
+    def compile_policy(self, rules: Sequence[Mapping[str, Any]]) -> NativePolicy: ...
+
+
+@dataclass(frozen=True)
+class WatchBatch:
+    """Changes since a cursor: the ids whose evidence changed, and the cursor to resume from.
+
+    ``reset`` is True when the backend lost its place (a 410 Gone and re-list): the consumer must then treat
+    every object as changed.
+    """
+
+    cursor: str
+    changed: tuple[str, ...]
+    reset: bool = False
+
+
+@runtime_checkable
+class Watcher(Protocol):
+    """Pushes changes instead of being polled. A Watcher declares no PolledLoss."""
+
+    def watch(self, cursor: str | None, timeout: float) -> WatchBatch:
+        """Changes after ``cursor`` (None: from now, with ``reset``), waiting up to ``timeout`` seconds."""
+        ...
+
+
+@dataclass(frozen=True)
+class Cessation:
+    """A planned end of the nodes or site a job runs on (drain, maintenance): ``reason`` and since when."""
+
+    reason: str
+    since: float
+    nodes: tuple[str, ...] = ()
+
+
+@runtime_checkable
+class CessationSignal(Protocol):
+    """Tells which jobs' nodes are ceasing on purpose, so their end is ``cessation``, not a failure."""
+
+    def cessation(self, scheduler_ids: Sequence[str]) -> Mapping[str, Cessation]: ...
+
+
+@runtime_checkable
+class IdentityWeakener(Protocol):
+    """Says which objects may restart a rank without a new execution identity (their identity is weaker)."""
+
+    def weakened(self, scheduler_id: str) -> str | None:
+        """The reason the object's execution identity is weak, or None if it is strong."""
+        ...
+
+
+@runtime_checkable
+class MultiFinder(Protocol):
+    """Finds many markers in one call."""
+
+    def find_many(self, markers: Sequence[str], since: float) -> Mapping[str, list[Found]]: ...
+
+
+@runtime_checkable
+class OutputReader(Protocol):
+    """Reads a job's output. ``execution`` is a restart number (None: the current one)."""
+
+    def stdout(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]: ...
+
+    def stderr(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]: ...
+
+
+OPTIONAL_INTERFACES: tuple[type, ...] = (
+    Holder,
+    Requeuer,
+    NativePolicyCompiler,
+    Watcher,
+    CessationSignal,
+    IdentityWeakener,
+    MultiFinder,
+    OutputReader,
+)
+
+_OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
+    Holder: ("hold", "release"),
+    Requeuer: ("requeue",),
+    NativePolicyCompiler: ("compile_policy",),
+    Watcher: ("watch",),
+    CessationSignal: ("cessation",),
+    IdentityWeakener: ("weakened",),
+    MultiFinder: ("find_many",),
+    OutputReader: ("stdout", "stderr"),
+}
+
+
+def interfaces_of(backend: object) -> list[str]:
+    """Names of the optional interfaces ``backend`` implements."""
+    return [i.__name__ for i in OPTIONAL_INTERFACES if isinstance(backend, i)]
+
+
+def restrict(backend: Backend, without: Iterable[type]) -> Backend:
+    """A view of ``backend`` that does not implement the optional interfaces in ``without``.
+
+    Used to hand out a backend with a zero CallBound without Holder and Requeuer. The view forwards every
+    other attribute to ``backend``, so ``isinstance`` checks see exactly what remains.
+    """
+    hidden = {m for iface in without for m in _OPTIONAL_METHODS.get(iface, ())}
+    keep = {m for iface in OPTIONAL_INTERFACES if iface not in set(without) for m in _OPTIONAL_METHODS[iface]}
+    names = sorted(m for m in keep - hidden if callable(getattr(backend, m, None)))
+
+    def forward(name: str) -> Any:
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            return getattr(self._inner, name)(*args, **kwargs)
+
+        method.__name__ = name
+        return method
+
+    attrs: dict[str, Any] = {n: forward(n) for n in names}
+    for n in (
+        "capabilities",
+        "declarations",
+        "extension_policy",
+        "start",
+        "open",
+        "inspect",
+        "inspect_many",
+        "find",
+        "stop_job",
+        "close",
+    ):
+        attrs[n] = forward(n)
+    attrs["name"] = property(lambda self: self._inner.name)
+    attrs["read_only"] = property(lambda self: self._inner.read_only)
+    attrs["unrestricted"] = property(lambda self: self._inner)
+    attrs["__init__"] = lambda self, inner: setattr(self, "_inner", inner)
+    attrs["__repr__"] = lambda self: f"restricted({self._inner!r})"
+    cls = type(f"Restricted{type(backend).__name__}", (), attrs)
+    view: Backend = cls(backend)
+    return view
