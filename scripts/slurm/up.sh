@@ -28,29 +28,50 @@ wait "$pid_sid" || rc_sid=$?
 . "$DISPATCH_TEST_STATE/local.env"
 # shellcheck disable=SC1091
 . "$DISPATCH_TEST_STATE/sid.env"
+# the settings in clusters.json are read back from the running controllers
+"$HERE/admin.sh" local scontrol show config >"$DISPATCH_TEST_STATE/local-config.txt"
+"$HERE/admin.sh" sid scontrol show config >"$DISPATCH_TEST_STATE/sid-config.txt"
 python3 - "$DISPATCH_TEST_STATE/clusters.json" "$HERE" "$LOCAL_VERSION" "$LOCAL_NODES" \
-  "$LOCAL_MEMORY_ENFORCED" "$SID_VERSION" "$SID_ROOT" "$SID_KEYDIR" "$SID_NODES" <<'PY'
-import datetime, json, os, sys
+  "$LOCAL_MEMORY_ENFORCED" "$SID_VERSION" "$SID_ROOT" "$SID_KEYDIR" "$SID_NODES" \
+  "$DISPATCH_TEST_STATE/local-config.txt" "$DISPATCH_TEST_STATE/sid-config.txt" <<'PY'
+import datetime, json, os, re, sys
 
 (out, here, local_version, local_nodes, local_mem, sid_version, sid_root, sid_keydir,
- sid_nodes) = sys.argv[1:]
+ sid_nodes, local_cfg, sid_cfg) = sys.argv[1:]
 admin = os.path.join(here, "admin.sh")
-common = {
-    "MinJobAge": 15,
-    "KillWait": 5,
-    "SlurmdTimeout": 10,
-    "MessageTimeout": 10,
-    "OverTimeLimit": 0,
-    "JobRequeue": 0,
-    "ReturnToService": 1,
-    "AuthType": "auth/munge",
-    "PreemptType": "preempt/partition_prio",
-    "PreemptMode": "REQUEUE",
-    "SelectType": "select/cons_tres",
-    "SelectTypeParameters": "CR_CPU_Memory",
-    "DefMemPerCPU": 500,
-    "AccountingStorageEnforce": "associations",
-}
+KEYS = ["SLURM_VERSION", "ClusterName", "MinJobAge", "KillWait", "SlurmdTimeout", "SlurmctldTimeout",
+        "MessageTimeout", "OverTimeLimit", "JobRequeue", "ReturnToService", "AuthType", "AuthInfo",
+        "CredType", "PreemptType", "PreemptMode", "SelectType", "SelectTypeParameters", "DefMemPerCPU",
+        "TaskPlugin", "ProctrackType", "SchedulerType", "SchedulerParameters", "AccountingStorageType",
+        "AccountingStorageEnforce", "SlurmctldPort", "PriorityType"]
+
+
+def settings(path):
+    cfg = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"^(\w+)\s+= (.*)$", line.rstrip("\n"))
+            if m and m.group(1) in KEYS:
+                cfg[m.group(1)] = m.group(2).strip()
+    return cfg
+
+
+def seconds(value):
+    m = re.match(r"^(\d+) sec$", value or "")
+    return int(m.group(1)) if m else None
+
+
+def timings(cfg, requeue_delay):
+    return {"min_job_age_s": seconds(cfg.get("MinJobAge")), "kill_wait_s": seconds(cfg.get("KillWait")),
+            "slurmd_timeout_s": seconds(cfg.get("SlurmdTimeout")), "requeue_delay_s": requeue_delay}
+
+
+local_settings = settings(local_cfg)
+sid_settings = settings(sid_cfg)
+m = re.search(r"cred_expire=(\d+)", local_settings.get("AuthInfo", ""))
+local_requeue_delay = int(m.group(1)) if m else 120
+m = re.search(r"requeue_delay=(\d+)", sid_settings.get("SchedulerParameters", ""))
+sid_requeue_delay = int(m.group(1)) if m else 120
 key = os.path.join(sid_keydir, "id_ed25519")
 known_hosts = os.path.join(sid_keydir, "known_hosts")
 ssh_options = [
@@ -75,8 +96,8 @@ data = {
         "memory_per_node_mb": 4000,
         "memory_enforced": local_mem == "true",
         "env": {"SLURM_CONF": "/etc/slurm/slurm.conf"},
-        "settings": {**common, "TaskPlugin": "task/cgroup" if local_mem == "true" else "task/none",
-                     "AuthInfo": "cred_expire=10", "requeue_delay_s": 10},
+        "settings": local_settings,
+        "timings": timings(local_settings, local_requeue_delay),
         "ports": {"slurmctld": 6817, "slurmdbd": 6819, "slurmd": [6821 + i for i in range(int(local_nodes))],
                   "mariadb": 3306},
         "admin": {
@@ -105,8 +126,8 @@ data = {
         "memory_per_node_mb": 4000,
         "memory_enforced": False,
         "env": {},
-        "settings": {**common, "TaskPlugin": None, "CgroupPlugin": "disabled",
-                     "SchedulerParameters": "bf_interval=5,requeue_delay=5", "requeue_delay_s": 5},
+        "settings": sid_settings,
+        "timings": timings(sid_settings, sid_requeue_delay),
         "ports": {"ssh": 2222, "slurmctld": 7817, "slurmdbd": 7819,
                   "slurmd": [7821 + i for i in range(int(sid_nodes))], "mariadb": 3307},
         "chroot": sid_root,
