@@ -99,11 +99,10 @@ host_apt_install() {
       printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; made_policy=1
     fi
     log "apt-get install ${still[*]} (host)"
-    local rc=0
-    apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${still[@]}" \
-      >"$DISPATCH_TEST_STATE/apt-install.log" 2>&1 || rc=$?
+    local rc=0 alog="$DISPATCH_TEST_STATE/apt-install-${LOG_TAG:-slurm}.log"
+    apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${still[@]}" >"$alog" 2>&1 || rc=$?
     [ "$made_policy" = 1 ] && rm -f /usr/sbin/policy-rc.d
-    [ "$rc" = 0 ] || { LOGHINT="$DISPATCH_TEST_STATE/apt-install.log"; die "apt-get install ${still[*]} failed"; }
+    [ "$rc" = 0 ] || { LOGHINT=$alog; die "apt-get install ${still[*]} failed"; }
   ) 9>"$DISPATCH_TEST_STATE/apt.lock"
 }
 

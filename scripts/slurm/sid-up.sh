@@ -47,6 +47,7 @@ inr() {
 alive() { pidfile_alive "$R$1" "$2" "$R"; }
 
 # ------------------------------------------------------------------ 1. chroot
+command -v ssh-keygen >/dev/null && command -v ssh >/dev/null || host_apt_install openssh-client
 if [ ! -f "$R/.dispatch-bootstrapped" ]; then
   if [ -e "$R" ]; then
     grep -q " $R[/ ]" /proc/mounts && die "$R is half-built and still has mounts: run sid-down.sh first"

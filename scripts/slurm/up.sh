@@ -13,6 +13,10 @@ need_root
 T0=$SECONDS
 mkdir -p "$DISPATCH_TEST_STATE"
 
+# debootstrap (small) first: then the sid chroot's download overlaps the host's Slurm install
+if [ ! -f "${SID_SLURM_ROOT:-/opt/dispatch-slurm-sid}/.dispatch-bootstrapped" ]; then
+  host_apt_install debootstrap
+fi
 "$HERE/local-up.sh" &
 pid_local=$!
 "$HERE/sid-up.sh" &
