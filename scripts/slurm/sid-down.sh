@@ -54,7 +54,7 @@ if [ "${#left[@]}" -gt 0 ]; then
   sleep 0.5
 fi
 
-for m in /run /dev/shm /dev/pts /dev /sys /proc; do
+for m in /run /dev/shm /dev/pts /dev /sys/fs/cgroup/memory /sys/fs/cgroup /sys /proc; do
   if mountpoint -q "$R$m"; then
     umount "$R$m" 2>/dev/null || { log "lazy unmount of $R$m"; umount -l "$R$m"; }
   fi
@@ -64,6 +64,13 @@ if grep -q " $R[/ ]" /proc/mounts; then
   die "something is still mounted under $R"
 fi
 log "sid cluster stopped and unmounted"
+
+# the chroot's memory cgroups on the host (sid-up.sh): remove the empty ones, deepest first
+HOST_MEMCG=/sys/fs/cgroup/memory/dispatch-sid
+if [ "$PURGE" != 0 ] && [ -d "$HOST_MEMCG" ]; then
+  find "$HOST_MEMCG" -depth -mindepth 1 -type d -exec rmdir {} \; 2>/dev/null || true
+  rmdir "$HOST_MEMCG" 2>/dev/null || log "$HOST_MEMCG is still in use; left in place"
+fi
 
 if [ "$PURGE" = 1 ]; then
   rm -rf --one-file-system "$R/var/spool/slurmctld" "$R/var/spool/slurmd" "$R/var/log/slurm" \

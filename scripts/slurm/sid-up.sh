@@ -73,6 +73,19 @@ mnt /dev/pts /dev/pts --bind
 mnt /dev/shm /dev/shm --bind
 # a private /run: the host's /run/munge, /run/mysqld, /run/slurm stay out of sight
 mnt tmpfs /run -t tmpfs -o mode=755
+# Memory limits (OUT_OF_MEMORY): on a host with a cgroup v1 memory hierarchy (this machine
+# kind), the chroot gets its own sub-hierarchy HOST_MEMCG as its /sys/fs/cgroup/memory, and
+# Slurm uses cgroup/v1 + task/cgroup in it; its cgroups (slurm_nodeN/...) never meet the
+# host cluster's (/slurm/...). Elsewhere (cgroup v2 hosts): no cgroups, no memory limits.
+HOST_MEMCG=/sys/fs/cgroup/memory/dispatch-sid
+MEMORY_ENFORCED=false
+if [ "${SID_SLURM_CGROUP:-auto}" != none ] && [ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ] \
+   && mkdir -p "$HOST_MEMCG" 2>/dev/null && [ -f "$HOST_MEMCG/memory.limit_in_bytes" ]; then
+  mnt dispatch-sid-cgroup /sys/fs/cgroup -t tmpfs -o mode=755,size=1m
+  mkdir -p "$R/sys/fs/cgroup/memory"
+  mnt "$HOST_MEMCG" /sys/fs/cgroup/memory --bind
+  MEMORY_ENFORCED=true
+fi
 
 # ------------------------------------------------------------------ 3. packages
 printf '#!/bin/sh\nexit 101\n' >"$R/usr/sbin/policy-rc.d"; chmod 755 "$R/usr/sbin/policy-rc.d"
@@ -200,6 +213,7 @@ SlurmdLogFile=/var/log/slurm/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
+$( [ "$MEMORY_ENFORCED" = true ] && echo "TaskPlugin=task/cgroup" || echo "# TaskPlugin unset: no task plugin")
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=5
 SelectType=select/cons_tres
@@ -231,12 +245,21 @@ JobCompType=jobcomp/none
 ${nodelines}PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
 PartitionName=urgent Nodes=ALL Default=NO MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
 EOF2
-# /sys is bind-mounted without its submounts, so /sys/fs/cgroup is empty in the chroot:
-# slurmd refuses to start with the default CgroupPlugin=autodetect.
-write_if_changed "$R/etc/slurm/cgroup.conf" 644 <<'EOF2' && ch_slurm=1 || true
-# written by scripts/slurm/sid-up.sh: no cgroups (proctrack/linuxproc, no task plugin)
-CgroupPlugin=disabled
-EOF2
+# /sys is bind-mounted without its submounts, so without the memory sub-hierarchy above
+# /sys/fs/cgroup is empty in the chroot and slurmd refuses to start with the default
+# CgroupPlugin=autodetect: then cgroups are disabled altogether.
+if [ "$MEMORY_ENFORCED" = true ]; then
+  cgroup_conf='# written by scripts/slurm/sid-up.sh: cgroup v1, memory controller only
+CgroupPlugin=cgroup/v1
+ConstrainCores=no
+ConstrainDevices=no
+ConstrainRAMSpace=yes
+ConstrainSwapSpace=no'
+else
+  cgroup_conf='# written by scripts/slurm/sid-up.sh: no cgroups (proctrack/linuxproc, no task plugin)
+CgroupPlugin=disabled'
+fi
+write_if_changed "$R/etc/slurm/cgroup.conf" 644 <<<"$cgroup_conf" && ch_slurm=1 || true
 write_if_changed "$R/etc/slurm/slurmdbd.conf" 600 <<EOF2 && ch_dbd=1 || true
 # written by scripts/slurm/sid-up.sh
 AuthType=auth/munge
@@ -382,5 +405,6 @@ SID_VERSION=${out##* }
 SID_ROOT=$R
 SID_KEYDIR=$KEYDIR
 SID_NODES=$NNODES
+SID_MEMORY_ENFORCED=$MEMORY_ENFORCED
 EOF2
-log "sid cluster ready: $out over ssh://$SUSER@127.0.0.1:$SSH_PORT, nodes ${NODES[*]}, $((SECONDS - T0)) s"
+log "sid cluster ready: $out over ssh://$SUSER@127.0.0.1:$SSH_PORT, nodes ${NODES[*]}, memory enforced: $MEMORY_ENFORCED, $((SECONDS - T0)) s"

@@ -36,12 +36,12 @@ wait "$pid_sid" || rc_sid=$?
 "$HERE/admin.sh" local scontrol show config >"$DISPATCH_TEST_STATE/local-config.txt"
 "$HERE/admin.sh" sid scontrol show config >"$DISPATCH_TEST_STATE/sid-config.txt"
 python3 - "$DISPATCH_TEST_STATE/clusters.json" "$HERE" "$LOCAL_VERSION" "$LOCAL_NODES" \
-  "$LOCAL_MEMORY_ENFORCED" "$SID_VERSION" "$SID_ROOT" "$SID_KEYDIR" "$SID_NODES" \
+  "$LOCAL_MEMORY_ENFORCED" "$SID_VERSION" "$SID_ROOT" "$SID_KEYDIR" "$SID_NODES" "$SID_MEMORY_ENFORCED" \
   "$DISPATCH_TEST_STATE/local-config.txt" "$DISPATCH_TEST_STATE/sid-config.txt" <<'PY'
 import datetime, json, os, re, sys
 
 (out, here, local_version, local_nodes, local_mem, sid_version, sid_root, sid_keydir,
- sid_nodes, local_cfg, sid_cfg) = sys.argv[1:]
+ sid_nodes, sid_mem, local_cfg, sid_cfg) = sys.argv[1:]
 admin = os.path.join(here, "admin.sh")
 KEYS = ["SLURM_VERSION", "ClusterName", "MinJobAge", "KillWait", "SlurmdTimeout", "SlurmctldTimeout",
         "MessageTimeout", "OverTimeLimit", "JobRequeue", "ReturnToService", "AuthType", "AuthInfo",
@@ -128,7 +128,7 @@ data = {
         "nodes": [f"node{i}" for i in range(1, int(sid_nodes) + 1)],
         "cpus_per_node": 2,
         "memory_per_node_mb": 4000,
-        "memory_enforced": False,
+        "memory_enforced": sid_mem == "true",
         "env": {},
         "settings": sid_settings,
         "timings": timings(sid_settings, sid_requeue_delay),

@@ -331,8 +331,10 @@ def test_preempt_partition_preempts(cluster: Cluster) -> None:
 
 
 def test_memory_limit(cluster: Cluster) -> None:
-    """A job over its --mem: OUT_OF_MEMORY where cgroup memory is enforced (the host);
-    the sid chroot has no cgroups (CgroupPlugin=disabled), so there the job completes."""
+    """A job over its --mem ends OUT_OF_MEMORY where clusters.json says memory is enforced
+    (cgroup v1 memory controller: the host cluster, and the sid chroot through its own
+    memory sub-hierarchy). Without cgroups (e.g. the sid chroot on a cgroup v2 host,
+    CgroupPlugin=disabled) nothing limits the job and it completes."""
     job = cluster.sbatch("-J", "infra-oom", "--mem=100M", "-o", "/dev/null",
                          "--wrap", "dd if=/dev/zero of=/dev/null bs=400M count=1")
     try:
