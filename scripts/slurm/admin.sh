@@ -15,9 +15,9 @@
 # Run as root. Exit status is the command's.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=lib.sh
+# shellcheck source=scripts/slurm/lib.sh
 . "$HERE/lib.sh"
-LOG_TAG=admin
+LOG_TAG="admin"
 need_root
 usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ "$#" -ge 2 ] || usage

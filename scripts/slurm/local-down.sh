@@ -5,7 +5,7 @@
 #   --purge  also drops the slurm_acct_db database and removes Slurm state, spool and logs.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=lib.sh
+# shellcheck source=scripts/slurm/lib.sh
 . "$HERE/lib.sh"
 LOG_TAG=local-down
 need_root

@@ -9,7 +9,7 @@
 # See docs/dev/test-clusters.md.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=lib.sh
+# shellcheck source=scripts/slurm/lib.sh
 . "$HERE/lib.sh"
 LOG_TAG=local-up
 need_root

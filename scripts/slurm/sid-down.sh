@@ -9,7 +9,7 @@
 #                   The ssh key and sshd host keys in SID_SLURM_KEYDIR are kept.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=lib.sh
+# shellcheck source=scripts/slurm/lib.sh
 . "$HERE/lib.sh"
 LOG_TAG=sid-down
 need_root
@@ -59,8 +59,8 @@ for m in /run /dev/shm /dev/pts /dev /sys/fs/cgroup/memory /sys/fs/cgroup /sys /
     umount "$R$m" 2>/dev/null || { log "lazy unmount of $R$m"; umount -l "$R$m"; }
   fi
 done
-if grep -q " $R[/ ]" /proc/mounts; then
-  grep " $R[/ ]" /proc/mounts >&2
+if grep -q " ${R}[/ ]" /proc/mounts; then
+  grep " ${R}[/ ]" /proc/mounts >&2
   die "something is still mounted under $R"
 fi
 log "sid cluster stopped and unmounted"

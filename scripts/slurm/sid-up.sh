@@ -11,7 +11,7 @@
 # See docs/dev/test-clusters.md.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=lib.sh
+# shellcheck source=scripts/slurm/lib.sh
 . "$HERE/lib.sh"
 LOG_TAG=sid-up
 need_root
@@ -50,7 +50,7 @@ alive() { pidfile_alive "$R$1" "$2" "$R"; }
 command -v ssh-keygen >/dev/null && command -v ssh >/dev/null || host_apt_install openssh-client
 if [ ! -f "$R/.dispatch-bootstrapped" ]; then
   if [ -e "$R" ]; then
-    grep -q " $R[/ ]" /proc/mounts && die "$R is half-built and still has mounts: run sid-down.sh first"
+    grep -q " ${R}[/ ]" /proc/mounts && die "$R is half-built and still has mounts: run sid-down.sh first"
     log "removing half-built $R"
     rm -rf --one-file-system -- "$R"
   fi
@@ -124,6 +124,7 @@ if ! inr dpkg-query -W "${PKGS[@]}" >/dev/null 2>&1; then
   inr apt-get clean
   LOGHINT=""
 fi
+# shellcheck disable=SC2016
 VER=$(inr dpkg-query -W -f='${Version}' slurmctld)
 case $VER in 26.05.*) ;; *) die "expected Slurm 26.05 in the chroot, found $VER" ;; esac
 
@@ -364,7 +365,8 @@ LOGHINT=$SLOG/slurmctld.log
 if ! alive /run/slurm/slurmctld.pid slurmctld; then
   log "starting slurmctld on $CTLD_PORT"
   inr /usr/sbin/slurmctld 8>&- </dev/null >/dev/null 2>&1 || die "slurmctld did not start"
-  waitfor 60 "slurmctld" bash -c 'chroot "$1" /usr/bin/scontrol ping | grep -q "is UP"' _ "$R"
+  ctld_up() { inr scontrol ping 2>/dev/null | grep -q "is UP"; }
+  waitfor 60 "slurmctld" ctld_up
 fi
 for n in "${NODES[@]}"; do
   if ! alive "/run/slurm/slurmd-$n.pid" slurmd; then

@@ -6,7 +6,7 @@
 # Run as root. Env: see local-up.sh and sid-up.sh. See docs/dev/test-clusters.md.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source=lib.sh
+# shellcheck source=scripts/slurm/lib.sh
 . "$HERE/lib.sh"
 LOG_TAG=up
 need_root

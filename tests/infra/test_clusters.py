@@ -64,15 +64,20 @@ class Cluster:
         return [
             "ssh",
             *d["ssh_options"],
-            "-o", "ControlMaster=auto",
-            "-o", f"ControlPath={self._control_path}",
-            "-o", "ControlPersist=60",
+            "-o",
+            "ControlMaster=auto",
+            "-o",
+            f"ControlPath={self._control_path}",
+            "-o",
+            "ControlPersist=60",
             f"{d['user']}@{d['host']}",
             "--",
             shlex.join(remote),  # the remote side runs this through ada's shell
         ]
 
-    def run(self, argv: list[str], check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    def run(
+        self, argv: list[str], check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
         """Run a Slurm command as the cluster's user, through the cluster's transport."""
         if self.transport == "local":
             env = {**os.environ, **self.desc.get("env", {})}
@@ -95,14 +100,17 @@ class Cluster:
         cmd = [*self.desc["admin"]["command"], *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         if check and proc.returncode != 0:
-            pytest.fail(f"[{self.name}] admin {shlex.join(args)} failed (rc={proc.returncode}): {proc.stderr}")
+            pytest.fail(
+                f"[{self.name}] admin {shlex.join(args)} failed (rc={proc.returncode}): {proc.stderr}"
+            )
         return proc
 
     def close(self) -> None:
         if self.transport == "ssh" and os.path.exists(self._control_path):
             subprocess.run(
                 ["ssh", "-o", f"ControlPath={self._control_path}", "-O", "exit", "placeholder"],
-                capture_output=True, timeout=10,
+                capture_output=True,
+                timeout=10,
             )
 
     # -- Slurm helpers -----------------------------------------------------------------
@@ -170,8 +178,17 @@ def wait_for(what: str, predicate: Callable[[], Any], timeout: float, interval: 
     pytest.fail(f"timed out after {timeout:.0f} s waiting for {what} (last value: {last!r})")
 
 
-TERMINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "OUT_OF_MEMORY", "NODE_FAIL", "PREEMPTED",
-            "BOOT_FAIL", "DEADLINE"}
+TERMINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "OUT_OF_MEMORY",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+}
 
 
 def wait_terminal(cl: Cluster, job_id: int, timeout: float = 60) -> str:
@@ -205,7 +222,9 @@ _clusters: dict[str, Cluster] = {}
         pytest.param("sid", marks=pytest.mark.slurm_sid),
     ],
 )
-def cluster(request: pytest.FixtureRequest, description: dict[str, Any], control_dir: str) -> Iterator[Cluster]:
+def cluster(
+    request: pytest.FixtureRequest, description: dict[str, Any], control_dir: str
+) -> Iterator[Cluster]:
     name: str = request.param
     if name not in description:
         pytest.fail(f"{CLUSTERS_JSON} has no {name!r} cluster; {HINT}")
@@ -235,9 +254,20 @@ def test_hold_release_two_node_job(cluster: Cluster) -> None:
     tag = uuid.uuid4().hex[:8]
     out = f"{outdir}/infra-{tag}-%j.out"
     job = cluster.sbatch(
-        "--hold", "-J", f"infra-two-{tag}", "-p", cluster.default_partition, "-N", "2",
-        "--ntasks-per-node=1", "-t", "5", "-o", out,
-        "--wrap", "srun -l sh -c 'echo node=$SLURMD_NODENAME'",
+        "--hold",
+        "-J",
+        f"infra-two-{tag}",
+        "-p",
+        cluster.default_partition,
+        "-N",
+        "2",
+        "--ntasks-per-node=1",
+        "-t",
+        "5",
+        "-o",
+        out,
+        "--wrap",
+        "srun -l sh -c 'echo node=$SLURMD_NODENAME'",
     )
     try:
         assert cluster.squeue_state(job) == ("PENDING", "JobHeldUser")
@@ -306,16 +336,52 @@ def test_preempt_partition_preempts(cluster: Cluster) -> None:
     nobody else's jobs get preempted.
     """
     n_a, n_b = cluster.nodes[0], cluster.nodes[1]
-    low_plain = cluster.sbatch("-J", "infra-low-plain", "-p", cluster.default_partition, "-w", n_a,
-                               "--exclusive", "-o", "/dev/null", "--wrap", "sleep 300")
-    low_rq = cluster.sbatch("-J", "infra-low-requeue", "-p", cluster.default_partition, "-w", n_b,
-                            "--exclusive", "--requeue", "-o", "/dev/null", "--wrap", "sleep 300")
+    low_plain = cluster.sbatch(
+        "-J",
+        "infra-low-plain",
+        "-p",
+        cluster.default_partition,
+        "-w",
+        n_a,
+        "--exclusive",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "sleep 300",
+    )
+    low_rq = cluster.sbatch(
+        "-J",
+        "infra-low-requeue",
+        "-p",
+        cluster.default_partition,
+        "-w",
+        n_b,
+        "--exclusive",
+        "--requeue",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "sleep 300",
+    )
     high = None
     try:
         for j in (low_plain, low_rq):
             wait_for(f"low job {j} to run", lambda j=j: cluster.job_state(j) == "RUNNING", timeout=30)
-        high = cluster.sbatch("-J", "infra-high", "-p", cluster.preempt_partition, "-w", f"{n_a},{n_b}",
-                              "-N", "2", "--ntasks-per-node=1", "-o", "/dev/null", "--wrap", "sleep 1")
+        high = cluster.sbatch(
+            "-J",
+            "infra-high",
+            "-p",
+            cluster.preempt_partition,
+            "-w",
+            f"{n_a},{n_b}",
+            "-N",
+            "2",
+            "--ntasks-per-node=1",
+            "-o",
+            "/dev/null",
+            "--wrap",
+            "sleep 1",
+        )
         assert wait_terminal(cluster, low_plain, timeout=45) == "PREEMPTED"
         assert wait_terminal(cluster, high, timeout=45) == "COMPLETED"
 
@@ -335,8 +401,15 @@ def test_memory_limit(cluster: Cluster) -> None:
     (cgroup v1 memory controller: the host cluster, and the sid chroot through its own
     memory sub-hierarchy). Without cgroups (e.g. the sid chroot on a cgroup v2 host,
     CgroupPlugin=disabled) nothing limits the job and it completes."""
-    job = cluster.sbatch("-J", "infra-oom", "--mem=100M", "-o", "/dev/null",
-                         "--wrap", "dd if=/dev/zero of=/dev/null bs=400M count=1")
+    job = cluster.sbatch(
+        "-J",
+        "infra-oom",
+        "--mem=100M",
+        "-o",
+        "/dev/null",
+        "--wrap",
+        "dd if=/dev/zero of=/dev/null bs=400M count=1",
+    )
     try:
         state = wait_terminal(cluster, job, timeout=60)
     finally:
