@@ -117,3 +117,12 @@ write_if_changed() {
   mv -f -- "$tmp" "$f"
   return 0
 }
+
+# port_free PORT WHAT: die with a clear message if something already listens on TCP PORT
+# (called only before starting the daemon that needs it, i.e. when ours is not running).
+port_free() {
+  local out
+  command -v ss >/dev/null || return 0
+  out=$(ss -ltnpH "sport = :$1" 2>/dev/null || true)
+  [ -z "$out" ] || die "port $1, needed by $2, is already in use: $out"
+}

@@ -187,6 +187,7 @@ fi
 # slurmdbd
 if ! pidfile_alive "$RUN/slurmdbd.pid" slurmdbd /; then
   log "starting slurmdbd (port $DBD_PORT)"
+  port_free "$DBD_PORT" slurmdbd
   LOGHINT=$LOGDIR/slurmdbd.log
   /usr/sbin/slurmdbd 8>&- </dev/null >>"$LOGDIR/start-slurmdbd.log" 2>&1 || die "slurmdbd did not start"
   waitfor 60 "slurmdbd" sacctmgr -n list cluster
@@ -209,6 +210,7 @@ fi
 # slurmctld
 if ! pidfile_alive "$RUN/slurmctld.pid" slurmctld /; then
   log "starting slurmctld (port $CTLD_PORT)"
+  port_free "$CTLD_PORT" slurmctld
   LOGHINT=$LOGDIR/slurmctld.log
   /usr/sbin/slurmctld 8>&- </dev/null >>"$LOGDIR/start-slurmctld.log" 2>&1 || die "slurmctld did not start"
   waitfor 60 "slurmctld" bash -c 'scontrol ping | grep -q "is UP"'
@@ -219,6 +221,7 @@ LOGHINT=""
 for ((i = 1; i <= NODES; i++)); do
   if ! pidfile_alive "$RUN/slurmd-n$i.pid" slurmd /; then
     log "starting slurmd -N n$i (port $((NODE_PORT0 + i - 1)))"
+    port_free "$((NODE_PORT0 + i - 1))" "slurmd n$i"
     install -d -m 755 "/var/spool/slurmd/n$i"
     /usr/sbin/slurmd -N "n$i" 8>&- </dev/null >>"$LOGDIR/start-slurmd-n$i.log" 2>&1 \
       || { LOGHINT=$LOGDIR/slurmd-n$i.log; die "slurmd n$i did not start"; }

@@ -326,6 +326,7 @@ if ! alive /run/mysqld/mysqld.pid mariadbd; then
       >"$LOGHINT" 2>&1 || die "mariadb-install-db failed"
   fi
   log "starting mariadbd on 127.0.0.1:$DB_PORT"
+  port_free "$DB_PORT" "the chroot's mariadbd"
   LOGHINT=$R/var/log/mysql/error.log
   inr install -d -o mysql -g mysql /var/log/mysql
   inr setsid -f /usr/sbin/mariadbd --user=mysql --pid-file=/run/mysqld/mysqld.pid \
@@ -344,6 +345,7 @@ inr mariadb --socket=/run/mysqld/mysqld.sock -uroot -e "
 LOGHINT=$SLOG/slurmdbd.log
 if ! alive /run/slurm/slurmdbd.pid slurmdbd; then
   log "starting slurmdbd on $DBD_PORT"
+  port_free "$DBD_PORT" "the chroot's slurmdbd"
   inr /usr/sbin/slurmdbd 8>&- </dev/null >/dev/null 2>&1 || die "slurmdbd did not start"
   waitfor 60 "slurmdbd" inr sacctmgr -n show cluster
 fi
@@ -364,6 +366,7 @@ done
 LOGHINT=$SLOG/slurmctld.log
 if ! alive /run/slurm/slurmctld.pid slurmctld; then
   log "starting slurmctld on $CTLD_PORT"
+  port_free "$CTLD_PORT" "the chroot's slurmctld"
   inr /usr/sbin/slurmctld 8>&- </dev/null >/dev/null 2>&1 || die "slurmctld did not start"
   ctld_up() { inr scontrol ping 2>/dev/null | grep -q "is UP"; }
   waitfor 60 "slurmctld" ctld_up
@@ -371,6 +374,7 @@ fi
 for n in "${NODES[@]}"; do
   if ! alive "/run/slurm/slurmd-$n.pid" slurmd; then
     log "starting slurmd -N $n"
+    port_free "$((NODE_PORT0 + ${n#node} - 1))" "the chroot's slurmd $n"
     LOGHINT=$SLOG/slurmd-$n.log
     inr /usr/sbin/slurmd -N "$n" 8>&- </dev/null >/dev/null 2>&1 || die "slurmd $n did not start"
   fi
@@ -390,6 +394,7 @@ waitfor 60 "all $NNODES nodes to be up (sinfo -N)" nodes_ready
 LOGHINT=""
 if ! alive /run/sshd.pid sshd; then
   log "starting sshd on 127.0.0.1:$SSH_PORT"
+  port_free "$SSH_PORT" "the chroot's sshd"
   inr /usr/sbin/sshd 8>&- </dev/null >/dev/null 2>&1 || die "sshd did not start"
   waitfor 10 "sshd" alive /run/sshd.pid sshd
 fi
