@@ -32,8 +32,9 @@ _IDENTITY: set[Path] = {
 
 
 def leaf_paths(obj: Any, prefix: Path = ()) -> set[Path]:
-    """All leaf paths of ``obj``: dicts are descended into; anything else (lists too) is a leaf."""
-    if isinstance(obj, dict) and obj:
+    """All leaf paths of ``obj``: dicts are descended into (an empty dict owns nothing); anything
+    else (lists too) is a leaf."""
+    if isinstance(obj, dict):
         out: set[Path] = set()
         for key, value in obj.items():
             out |= leaf_paths(value, (*prefix, str(key)))
