@@ -40,8 +40,16 @@ def client(kubeconfig: Path) -> Iterator[Client]:
     yield c
 
 
-def trainjob(name: str, *, runtime: str = "torch-distributed", num_nodes: int = 2, suspend: bool | None = None,
-             queue: str | None = None, gate: str | None = None, image: str = "registry.example/train:1.0") -> dict:
+def trainjob(
+    name: str,
+    *,
+    runtime: str = "torch-distributed",
+    num_nodes: int = 2,
+    suspend: bool | None = None,
+    queue: str | None = None,
+    gate: str | None = None,
+    image: str = "registry.example/train:1.0",
+) -> dict:
     """A TrainJob manifest like the Kubeflow adapter would submit."""
     meta: dict = {"name": name, "namespace": "default", "labels": {}, "annotations": {}}
     if queue:
@@ -50,8 +58,12 @@ def trainjob(name: str, *, runtime: str = "torch-distributed", num_nodes: int = 
         meta["annotations"]["kueue.x-k8s.io/admission-gated-by"] = gate
     spec: dict = {
         "runtimeRef": {"name": runtime, "kind": "ClusterTrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
-        "trainer": {"image": image, "command": ["torchrun", "train.py"], "numNodes": num_nodes,
-                    "resourcesPerNode": {"limits": {"nvidia.com/gpu": "4"}}},
+        "trainer": {
+            "image": image,
+            "command": ["torchrun", "train.py"],
+            "numNodes": num_nodes,
+            "resourcesPerNode": {"limits": {"nvidia.com/gpu": "4"}},
+        },
     }
     if suspend is not None:
         spec["suspend"] = suspend

@@ -22,7 +22,9 @@ def test_discovery_lists_groups_and_can_unserve(server: FakeAPIServer) -> None:
     assert names["kueue.x-k8s.io"] == "v1beta2"
     assert names["authorization.k8s.io"] == "v1"
     trainer = httpx.get(f"{server.url}/apis/trainer.kubeflow.org/v1alpha1").json()
-    assert {"trainjobs", "trainjobs/status", "clustertrainingruntimes"} <= {r["name"] for r in trainer["resources"]}
+    assert {"trainjobs", "trainjobs/status", "clustertrainingruntimes"} <= {
+        r["name"] for r in trainer["resources"]
+    }
     core = httpx.get(f"{server.url}/api/v1").json()
     assert {"pods", "pods/log", "nodes", "namespaces", "events"} <= {r["name"] for r in core["resources"]}
 
@@ -43,13 +45,23 @@ def test_crud_metadata_and_generation(server: FakeAPIServer, client: Client) -> 
     assert fetched.metadata.uid == meta.uid
     assert fetched["spec"]["trainer"]["numNodes"] == 2
 
-    patched = client.patch(TrainJob, "tj-a", {"spec": {"trainer": {"numNodes": 4}}},
-                           namespace="default", patch_type=PatchType.MERGE)
+    patched = client.patch(
+        TrainJob,
+        "tj-a",
+        {"spec": {"trainer": {"numNodes": 4}}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
     assert patched.metadata.generation == 2
     assert int(patched.metadata.resourceVersion) > rv1
 
-    labelled = client.patch(TrainJob, "tj-a", {"metadata": {"labels": {"team": "a"}}},
-                            namespace="default", patch_type=PatchType.MERGE)
+    labelled = client.patch(
+        TrainJob,
+        "tj-a",
+        {"metadata": {"labels": {"team": "a"}}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
     assert labelled.metadata.generation == 2, "metadata changes do not bump generation"
 
     items = list(client.list(TrainJob, namespace="default"))
@@ -69,18 +81,33 @@ def test_status_subresource_is_separate(server: FakeAPIServer, client: Client) -
     created = client.create(TrainJob(body))
     assert not created.get("status"), "status sent on create is dropped"
 
-    with_status = client.patch(TrainJob.Status, "tj-s", {"status": {"jobsStatus": [{"name": "node", "active": 2}]}},
-                               namespace="default", patch_type=PatchType.MERGE)
+    with_status = client.patch(
+        TrainJob.Status,
+        "tj-s",
+        {"status": {"jobsStatus": [{"name": "node", "active": 2}]}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
     assert with_status["status"]["jobsStatus"][0]["active"] == 2
     assert with_status.metadata.generation == 1
 
     # a spec write carrying status leaves status alone; a status write leaves spec alone
-    spec_write = client.patch(TrainJob, "tj-s", {"spec": {"suspend": True}, "status": {"jobsStatus": []}},
-                              namespace="default", patch_type=PatchType.MERGE)
+    spec_write = client.patch(
+        TrainJob,
+        "tj-s",
+        {"spec": {"suspend": True}, "status": {"jobsStatus": []}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
     assert spec_write["status"]["jobsStatus"][0]["active"] == 2
     assert spec_write["spec"]["suspend"] is True
-    status_write = client.patch(TrainJob.Status, "tj-s", {"spec": {"suspend": False}, "status": {"jobsStatus": []}},
-                                namespace="default", patch_type=PatchType.MERGE)
+    status_write = client.patch(
+        TrainJob.Status,
+        "tj-s",
+        {"spec": {"suspend": False}, "status": {"jobsStatus": []}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
     assert status_write["spec"]["suspend"] is True
     assert status_write["status"]["jobsStatus"] == []
 
@@ -120,7 +147,9 @@ def test_strategic_merge_is_refused_on_custom_resources(server: FakeAPIServer, c
     server.control.reactors.clear()
     client.create(TrainJob(trainjob("tj-smp")))
     with pytest.raises(ApiError) as err:
-        client.patch(TrainJob, "tj-smp", {"spec": {"suspend": True}}, namespace="default")  # lightkube default: SMP
+        client.patch(
+            TrainJob, "tj-smp", {"spec": {"suspend": True}}, namespace="default"
+        )  # lightkube default: SMP
     assert (err.value.status.code, err.value.status.reason) == (415, "UnsupportedMediaType")
     # built-in types accept it (approximated as a merge patch)
     client.create(ConfigMap(metadata=ObjectMeta(name="smp", namespace="default"), data={"a": "1"}))
@@ -130,9 +159,13 @@ def test_strategic_merge_is_refused_on_custom_resources(server: FakeAPIServer, c
 
 def test_json_patch(client: Client) -> None:
     client.create(ConfigMap(metadata=ObjectMeta(name="jp", namespace="default"), data={"a": "1"}))
-    out = client.patch(ConfigMap, "jp", [{"op": "add", "path": "/data/b", "value": "2"},
-                                         {"op": "remove", "path": "/data/a"}],
-                       namespace="default", patch_type=PatchType.JSON)
+    out = client.patch(
+        ConfigMap,
+        "jp",
+        [{"op": "add", "path": "/data/b", "value": "2"}, {"op": "remove", "path": "/data/a"}],
+        namespace="default",
+        patch_type=PatchType.JSON,
+    )
     assert out.data == {"b": "2"}
 
 
@@ -143,10 +176,15 @@ def test_label_and_field_selectors(server: FakeAPIServer, client: Client) -> Non
         ("p2", {"app": "b"}, "n2", "Pending"),
         ("p3", {"app": "c", "tier": "y"}, "n1", "Failed"),
     ):
-        server.control.create({"apiVersion": "v1", "kind": "Pod",
-                               "metadata": {"name": name, "namespace": "default", "labels": labels},
-                               "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
-                               "status": {"phase": phase}})
+        server.control.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "labels": labels},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": phase},
+            }
+        )
 
     def names(**kw: object) -> list[str]:
         return sorted(p.metadata.name for p in client.list(Pod, namespace="default", **kw))
@@ -154,8 +192,9 @@ def test_label_and_field_selectors(server: FakeAPIServer, client: Client) -> Non
     assert names(labels={"app": "a"}) == ["p1"]
     assert names(labels={"app": ("a", "b")}) == ["p1", "p2"]
     assert names(labels={"tier": None}) == ["p1", "p3"]  # exists
-    raw = httpx.get(f"{server.url}/api/v1/namespaces/default/pods",
-                    params={"labelSelector": "app notin (a),!tier"}).json()
+    raw = httpx.get(
+        f"{server.url}/api/v1/namespaces/default/pods", params={"labelSelector": "app notin (a),!tier"}
+    ).json()
     assert [i["metadata"]["name"] for i in raw["items"]] == ["p2"]
     raw = httpx.get(f"{server.url}/api/v1/namespaces/default/pods", params={"labelSelector": "app!=a"}).json()
     assert [i["metadata"]["name"] for i in raw["items"]] == ["p2", "p3"]
@@ -176,8 +215,10 @@ def test_list_pagination_and_resource_version(server: FakeAPIServer, client: Cli
     assert [c.metadata.name for c in listed] == [f"cm{i}" for i in range(5)]
     client.create(ConfigMap(metadata=ObjectMeta(name="later", namespace="default")))
     server.control.compact()  # history before the write above is gone: the token's version too
-    expired = httpx.get(f"{server.url}/api/v1/namespaces/default/configmaps",
-                        params={"limit": 2, "continue": first["metadata"]["continue"]})
+    expired = httpx.get(
+        f"{server.url}/api/v1/namespaces/default/configmaps",
+        params={"limit": 2, "continue": first["metadata"]["continue"]},
+    )
     assert expired.status_code == 410 and expired.json()["reason"] == "Expired"
 
 
@@ -187,9 +228,17 @@ def test_cluster_scoped_objects_and_namespaces(server: FakeAPIServer, client: Cl
     assert node.status.conditions[0].type == "Ready" and node.status.conditions[0].status == "True"
     client.create(Namespace(metadata=ObjectMeta(name="ml")))
     client.create(ConfigMap(metadata=ObjectMeta(name="in-ml", namespace="ml")))
-    client.create(ClusterTrainingRuntime(server.control and {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": "rt"}, "spec": {"mlPolicy": {"numNodes": 1}}}))
+    client.create(
+        ClusterTrainingRuntime(
+            server.control
+            and {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "ClusterTrainingRuntime",
+                "metadata": {"name": "rt"},
+                "spec": {"mlPolicy": {"numNodes": 1}},
+            }
+        )
+    )
     assert client.get(ClusterTrainingRuntime, "rt").metadata.namespace is None
     client.delete(Namespace, "ml")
     with pytest.raises(ApiError):

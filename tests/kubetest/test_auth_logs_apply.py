@@ -25,22 +25,38 @@ def _client_for(server: FakeAPIServer, tmp_path: Path, token: str) -> Client:
     return Client(KubeConfig.from_file(str(path)), timeout=10)
 
 
-def _ssar(client: Client, verb: str, resource: str, group: str = "", subresource: str | None = None,
-          namespace: str = "ml") -> bool:
-    review = client.create(SelfSubjectAccessReview(spec=SelfSubjectAccessReviewSpec(
-        resourceAttributes=ResourceAttributes(verb=verb, group=group, resource=resource,
-                                              subresource=subresource, namespace=namespace))))
+def _ssar(
+    client: Client,
+    verb: str,
+    resource: str,
+    group: str = "",
+    subresource: str | None = None,
+    namespace: str = "ml",
+) -> bool:
+    review = client.create(
+        SelfSubjectAccessReview(
+            spec=SelfSubjectAccessReviewSpec(
+                resourceAttributes=ResourceAttributes(
+                    verb=verb, group=group, resource=resource, subresource=subresource, namespace=namespace
+                )
+            )
+        )
+    )
     assert review.status is not None
     return bool(review.status.allowed)
 
 
 def test_ssar_answers_from_the_rule_table(server: FakeAPIServer, tmp_path: Path) -> None:
     server.control.add_namespace("ml")
-    server.control.set_rules("reader", [
-        rule("get,list,watch", "trainer.kubeflow.org", "trainjobs", ["ml"]),
-        rule("get", "", "pods,pods/log", ["ml"]),
-        rule("create", "authorization.k8s.io", "selfsubjectaccessreviews"),
-    ], user="system:serviceaccount:ml:reader")
+    server.control.set_rules(
+        "reader",
+        [
+            rule("get,list,watch", "trainer.kubeflow.org", "trainjobs", ["ml"]),
+            rule("get", "", "pods,pods/log", ["ml"]),
+            rule("create", "authorization.k8s.io", "selfsubjectaccessreviews"),
+        ],
+        user="system:serviceaccount:ml:reader",
+    )
     reader = _client_for(server, tmp_path, "reader")
     assert _ssar(reader, "list", "trainjobs", "trainer.kubeflow.org")
     assert not _ssar(reader, "create", "trainjobs", "trainer.kubeflow.org")
@@ -59,8 +75,10 @@ def test_denied_requests_are_403_status_objects(server: FakeAPIServer, tmp_path:
         ro.create(ConfigMap(metadata=ObjectMeta(name="nope", namespace="default")))
     status = err.value.status
     assert (status.code, status.reason) == (403, "Forbidden")
-    assert status.message == ('configmaps is forbidden: User "alice" cannot create resource "configmaps" '
-                              'in API group "" in the namespace "default"')
+    assert status.message == (
+        'configmaps is forbidden: User "alice" cannot create resource "configmaps" '
+        'in API group "" in the namespace "default"'
+    )
     server.rbac.require_token = True
     assert httpx.get(f"{server.url}/api/v1/namespaces").status_code == 401
 
@@ -68,9 +86,18 @@ def test_denied_requests_are_403_status_objects(server: FakeAPIServer, tmp_path:
 def test_pod_log_follow_streams_appended_lines(server: FakeAPIServer, client: Client) -> None:
     cluster = server.control
     cluster.add_node("worker-0")
-    cluster.create({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-                    "spec": {"containers": [{"name": "node", "image": "i"}, {"name": "side", "image": "i"}],
-                             "restartPolicy": "Never"}}, with_status=False)
+    cluster.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "default"},
+            "spec": {
+                "containers": [{"name": "node", "image": "i"}, {"name": "side", "image": "i"}],
+                "restartPolicy": "Never",
+            },
+        },
+        with_status=False,
+    )
     with pytest.raises(ApiError) as err:
         list(client.log("p", namespace="default", container="node"))
     assert err.value.status.code == 400 and "waiting to start" in err.value.status.message
@@ -105,43 +132,66 @@ def test_server_side_apply_ownership(server: FakeAPIServer, client: Client) -> N
 
     # another manager changing a field owned by mgr-a conflicts, unless forced
     with pytest.raises(ApiError) as err:
-        client.apply(ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"), data={"a": "2"}),
-                     field_manager="mgr-b")
+        client.apply(
+            ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"), data={"a": "2"}),
+            field_manager="mgr-b",
+        )
     assert err.value.status.code == 409
     assert err.value.status.details.causes[0].reason == "FieldManagerConflict"
     assert err.value.status.details.causes[0].field == ".data.a"
     # the same value is shared ownership, not a conflict
-    client.apply(ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"), data={"b": "1", "c": "3"}),
-                 field_manager="mgr-b")
-    forced = client.apply(ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"),
-                                    data={"a": "2", "b": "1", "c": "3"}), field_manager="mgr-b", force=True)
+    client.apply(
+        ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"), data={"b": "1", "c": "3"}),
+        field_manager="mgr-b",
+    )
+    forced = client.apply(
+        ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"), data={"a": "2", "b": "1", "c": "3"}),
+        field_manager="mgr-b",
+        force=True,
+    )
     assert forced.data == {"a": "2", "b": "1", "c": "3"}
 
     # mgr-a stops applying "b": it is still owned by mgr-b, so it stays; "a" was taken from mgr-a
-    after = client.apply(ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"), data={}),
-                         field_manager="mgr-a")
+    after = client.apply(
+        ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"), data={}), field_manager="mgr-a"
+    )
     assert after.data == {"a": "2", "b": "1", "c": "3"}
     # mgr-b drops "c" (only it owned it): removed
-    final = client.apply(ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"), data={"a": "2", "b": "1"}),
-                         field_manager="mgr-b")
+    final = client.apply(
+        ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"), data={"a": "2", "b": "1"}),
+        field_manager="mgr-b",
+    )
     assert final.data == {"a": "2", "b": "1"}
 
     # an Update (merge patch) by a manager records ownership that later applies conflict with
-    client.patch(ConfigMap, "ssa", {"data": {"d": "4"}}, namespace="default", patch_type=PatchType.MERGE,
-                 field_manager="kubectl-edit")
+    client.patch(
+        ConfigMap,
+        "ssa",
+        {"data": {"d": "4"}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+        field_manager="kubectl-edit",
+    )
     with pytest.raises(ApiError) as err:
-        client.apply(ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"), data={"d": "5"}),
-                     field_manager="mgr-a")
+        client.apply(
+            ConfigMap(metadata=ObjectMeta(name="ssa", namespace="default"), data={"d": "5"}),
+            field_manager="mgr-a",
+        )
     assert 'conflict with "kubectl-edit"' in err.value.status.message
 
 
 def test_server_side_apply_on_custom_resource_status(server: FakeAPIServer, client: Client) -> None:
     server.control.reactors.clear()
     client.apply(TrainJob(trainjob("ssa-tj")), field_manager="adapter")
-    out = client.apply(TrainJob.Status(apiVersion="trainer.kubeflow.org/v1alpha1", kind="TrainJob",
-                                       metadata={"name": "ssa-tj", "namespace": "default"},
-                                       status={"jobsStatus": [{"name": "node", "active": 1}]}),
-                       field_manager="ctrl")
+    out = client.apply(
+        TrainJob.Status(
+            apiVersion="trainer.kubeflow.org/v1alpha1",
+            kind="TrainJob",
+            metadata={"name": "ssa-tj", "namespace": "default"},
+            status={"jobsStatus": [{"name": "node", "active": 1}]},
+        ),
+        field_manager="ctrl",
+    )
     assert out["status"]["jobsStatus"][0]["active"] == 1
     assert out["spec"]["trainer"]["numNodes"] == 2
 
@@ -157,7 +207,10 @@ def test_strict_validation_rejects_wrong_types_and_unknown_fields(tmp_path: Path
         status = err.value.status
         assert (status.code, status.reason) == (422, "Invalid")
         fields = {c.field: c.reason for c in status.details.causes}
-        assert fields == {"spec.trainer.numNodes": "FieldValueTypeInvalid", "spec.trainer.gpus": "FieldValueInvalid"}
+        assert fields == {
+            "spec.trainer.numNodes": "FieldValueTypeInvalid",
+            "spec.trainer.gpus": "FieldValueInvalid",
+        }
         created = client.create(TrainJob(trainjob("strict-ok")))
         assert created.metadata.name == "strict-ok"
 

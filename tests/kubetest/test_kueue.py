@@ -14,16 +14,18 @@ from .conftest import ClusterQueue, JobSet, LocalQueue, TrainJob, Workload, cond
 GATE = "dispatch.example/start"
 
 
-def _setup(server: FakeAPIServer, checks: list[str] | None = None, gpus: int = 64,
-           preemption: str | None = None) -> None:
+def _setup(
+    server: FakeAPIServer, checks: list[str] | None = None, gpus: int = 64, preemption: str | None = None
+) -> None:
     cluster = server.control
     for i in range(4):
         cluster.add_node(f"worker-{i}")
     cluster.add_runtime(max_restarts=1)
     for check in checks or []:
         cluster.add_admission_check(check)
-    cluster.add_cluster_queue("cq", quotas={"nvidia.com/gpu": gpus}, admission_checks=checks,
-                              preemption=preemption)
+    cluster.add_cluster_queue(
+        "cq", quotas={"nvidia.com/gpu": gpus}, admission_checks=checks, preemption=preemption
+    )
     cluster.add_local_queue("lq", cluster_queue="cq")
 
 
@@ -34,8 +36,11 @@ def _workload(client: Client, job: str) -> Workload:
 
 
 def _live_pods(client: Client, job: str) -> list[Pod]:
-    return [p for p in client.list(Pod, namespace="default", labels={"jobset.sigs.k8s.io/jobset-name": job})
-            if not p.metadata.deletionTimestamp]
+    return [
+        p
+        for p in client.list(Pod, namespace="default", labels={"jobset.sigs.k8s.io/jobset-name": job})
+        if not p.metadata.deletionTimestamp
+    ]
 
 
 def test_admission_gated_by_annotation(server: FakeAPIServer, client: Client) -> None:
@@ -50,22 +55,41 @@ def test_admission_gated_by_annotation(server: FakeAPIServer, client: Client) ->
     assert wl["spec"]["queueName"] == "lq" and wl["spec"]["active"] is True
     assert wl["spec"]["podSets"][0]["name"] == "node" and wl["spec"]["podSets"][0]["count"] == 2
     reserved = conditions(wl)["QuotaReserved"]
-    assert (reserved["status"], reserved["reason"], reserved["message"]) == \
-        ("False", "AdmissionGated", f"Admission is gated by: {GATE}")
+    assert (reserved["status"], reserved["reason"], reserved["message"]) == (
+        "False",
+        "AdmissionGated",
+        f"Admission is gated by: {GATE}",
+    )
     assert _live_pods(client, "tj-gate") == []
 
     with pytest.raises(ApiError) as err:  # gates can only be removed
-        client.patch(TrainJob, "tj-gate", {"metadata": {"annotations": {
-            "kueue.x-k8s.io/admission-gated-by": f"{GATE},other.example/gate"}}},
-            namespace="default", patch_type=PatchType.MERGE)
+        client.patch(
+            TrainJob,
+            "tj-gate",
+            {
+                "metadata": {
+                    "annotations": {"kueue.x-k8s.io/admission-gated-by": f"{GATE},other.example/gate"}
+                }
+            },
+            namespace="default",
+            patch_type=PatchType.MERGE,
+        )
     assert err.value.status.code == 403
     assert "denied the request" in err.value.status.message
 
-    client.patch(TrainJob, "tj-gate", {"metadata": {"annotations": {"kueue.x-k8s.io/admission-gated-by": None}}},
-                 namespace="default", patch_type=PatchType.MERGE)
+    client.patch(
+        TrainJob,
+        "tj-gate",
+        {"metadata": {"annotations": {"kueue.x-k8s.io/admission-gated-by": None}}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
     wl = _workload(client, "tj-gate")
     assert conditions(wl)["QuotaReserved"]["reason"] == "QuotaReserved"
-    assert (conditions(wl)["Admitted"]["status"], conditions(wl)["Admitted"]["reason"]) == ("True", "Admitted")
+    assert (conditions(wl)["Admitted"]["status"], conditions(wl)["Admitted"]["reason"]) == (
+        "True",
+        "Admitted",
+    )
     assert wl["status"]["admission"]["clusterQueue"] == "cq"
     assert wl["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] == {"nvidia.com/gpu": "8"}
     assert client.get(TrainJob, "tj-gate", namespace="default")["spec"]["suspend"] is False
@@ -76,8 +100,13 @@ def test_gate_annotation_cannot_be_added_later(server: FakeAPIServer, client: Cl
     _setup(server)
     client.create(TrainJob(trainjob("tj-late", queue="lq")))
     with pytest.raises(ApiError) as err:
-        client.patch(TrainJob, "tj-late", {"metadata": {"annotations": {"kueue.x-k8s.io/admission-gated-by": GATE}}},
-                     namespace="default", patch_type=PatchType.MERGE)
+        client.patch(
+            TrainJob,
+            "tj-late",
+            {"metadata": {"annotations": {"kueue.x-k8s.io/admission-gated-by": GATE}}},
+            namespace="default",
+            patch_type=PatchType.MERGE,
+        )
     assert err.value.status.code == 403
 
 
@@ -86,16 +115,25 @@ def test_admission_check_gates_admission(server: FakeAPIServer, client: Client) 
     client.create(TrainJob(trainjob("tj-ac", queue="lq")))
     wl = _workload(client, "tj-ac")
     assert conditions(wl)["QuotaReserved"]["status"] == "True"
-    assert (conditions(wl)["Admitted"]["status"], conditions(wl)["Admitted"]["reason"]) == \
-        ("False", "UnsatisfiedAdmissionChecks")
-    assert [(c["name"], c["state"]) for c in wl["status"]["admissionChecks"]] == [("dispatch-readmission", "Pending")]
+    assert (conditions(wl)["Admitted"]["status"], conditions(wl)["Admitted"]["reason"]) == (
+        "False",
+        "UnsatisfiedAdmissionChecks",
+    )
+    assert [(c["name"], c["state"]) for c in wl["status"]["admissionChecks"]] == [
+        ("dispatch-readmission", "Pending")
+    ]
     assert _live_pods(client, "tj-ac") == []
 
     # the AdmissionCheck controller (e.g. dispatch-admission) writes its state through workloads/status
     checks = wl["status"]["admissionChecks"]
     checks[0]["state"] = "Ready"
-    client.patch(Workload.Status, wl.metadata.name, {"status": {"admissionChecks": checks}},
-                 namespace="default", patch_type=PatchType.MERGE)
+    client.patch(
+        Workload.Status,
+        wl.metadata.name,
+        {"status": {"admissionChecks": checks}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
     wl = _workload(client, "tj-ac")
     assert conditions(wl)["Admitted"]["status"] == "True"
     assert len(_live_pods(client, "tj-ac")) == 2
@@ -116,10 +154,18 @@ def test_preemption_resets_check_states_and_suspends(server: FakeAPIServer, clie
     assert (evicted["status"], evicted["reason"]) == ("False", "QuotaReserved")
     assert evicted["message"].startswith("Previously: Preempted to accommodate")
     assert (preempted["status"], preempted["reason"]) == ("False", "QuotaReserved")
-    assert (conditions(wl)["Requeued"]["status"], conditions(wl)["Requeued"]["reason"]) == ("True", "Preempted")
+    assert (conditions(wl)["Requeued"]["status"], conditions(wl)["Requeued"]["reason"]) == (
+        "True",
+        "Preempted",
+    )
     check = wl["status"]["admissionChecks"][0]
-    assert (check["state"], check["message"]) == ("Pending", "Reset to Pending after eviction. Previously: Ready")
-    assert wl["status"]["schedulingStats"]["evictions"] == [{"reason": "Preempted", "underlyingCause": "", "count": 1}]
+    assert (check["state"], check["message"]) == (
+        "Pending",
+        "Reset to Pending after eviction. Previously: Ready",
+    )
+    assert wl["status"]["schedulingStats"]["evictions"] == [
+        {"reason": "Preempted", "underlyingCause": "", "count": 1}
+    ]
     tj = client.get(TrainJob, "tj-pre", namespace="default")
     assert tj["spec"]["suspend"] is True and conditions(tj)["Suspended"]["status"] == "True"
     assert _live_pods(client, "tj-pre") == []
@@ -143,7 +189,10 @@ def test_priority_preemption_in_cluster_queue(server: FakeAPIServer, client: Cli
     client.create(TrainJob(high))
 
     low_wl = _workload(client, "tj-low")
-    assert (conditions(low_wl)["Evicted"]["status"], conditions(low_wl)["Evicted"]["reason"]) == ("True", "Preempted")
+    assert (conditions(low_wl)["Evicted"]["status"], conditions(low_wl)["Evicted"]["reason"]) == (
+        "True",
+        "Preempted",
+    )
     assert conditions(low_wl)["Preempted"]["reason"] == "InClusterQueue"
     assert "due to prioritization in the ClusterQueue" in conditions(low_wl)["Preempted"]["message"]
     assert conditions(low_wl)["QuotaReserved"]["status"] == "False"
@@ -162,16 +211,25 @@ def test_deactivation_evicts_and_reactivation_requeues(server: FakeAPIServer, cl
 
     client.patch(Workload, name, {"spec": {"active": False}}, namespace="default", patch_type=PatchType.MERGE)
     wl = _workload(client, "tj-hold")
-    assert (conditions(wl)["Evicted"]["status"], conditions(wl)["Evicted"]["reason"]) == ("True", "Deactivated")
+    assert (conditions(wl)["Evicted"]["status"], conditions(wl)["Evicted"]["reason"]) == (
+        "True",
+        "Deactivated",
+    )
     assert conditions(wl)["Evicted"]["message"] == "The workload is deactivated"
-    assert (conditions(wl)["Requeued"]["status"], conditions(wl)["Requeued"]["reason"]) == ("False", "Deactivated")
+    assert (conditions(wl)["Requeued"]["status"], conditions(wl)["Requeued"]["reason"]) == (
+        "False",
+        "Deactivated",
+    )
     assert "admission" not in wl["status"]
     assert client.get(TrainJob, "tj-hold", namespace="default")["spec"]["suspend"] is True
     assert _live_pods(client, "tj-hold") == []
 
     client.patch(Workload, name, {"spec": {"active": True}}, namespace="default", patch_type=PatchType.MERGE)
     wl = _workload(client, "tj-hold")
-    assert (conditions(wl)["Requeued"]["status"], conditions(wl)["Requeued"]["reason"]) == ("True", "Reactivated")
+    assert (conditions(wl)["Requeued"]["status"], conditions(wl)["Requeued"]["reason"]) == (
+        "True",
+        "Reactivated",
+    )
     assert conditions(wl)["Admitted"]["status"] == "True"
     assert len(_live_pods(client, "tj-hold")) == 2
 
@@ -186,7 +244,8 @@ def test_rejected_check_deactivates(server: FakeAPIServer, client: Client) -> No
     assert wl["spec"]["active"] is False
     assert conditions(wl)["Evicted"]["reason"] == "DeactivatedDueToAdmissionCheck"
     assert wl["status"]["schedulingStats"]["evictions"] == [
-        {"reason": "Deactivated", "underlyingCause": "AdmissionCheck", "count": 1}]
+        {"reason": "Deactivated", "underlyingCause": "AdmissionCheck", "count": 1}
+    ]
 
 
 def test_quota_and_queue_problems_keep_workloads_pending(server: FakeAPIServer, client: Client) -> None:
@@ -194,8 +253,10 @@ def test_quota_and_queue_problems_keep_workloads_pending(server: FakeAPIServer, 
     client.create(TrainJob(trainjob("tj-big", queue="lq")))
     reserved = conditions(_workload(client, "tj-big"))["QuotaReserved"]
     assert (reserved["status"], reserved["reason"]) == ("False", "Pending")
-    assert reserved["message"] == ("couldn't assign flavors to pod set node: insufficient quota for nvidia.com/gpu "
-                                   "in flavor default, request > maximum capacity (8 > 4)")
+    assert reserved["message"] == (
+        "couldn't assign flavors to pod set node: insufficient quota for nvidia.com/gpu "
+        "in flavor default, request > maximum capacity (8 > 4)"
+    )
     client.create(TrainJob(trainjob("tj-noq", queue="missing")))
     reserved = conditions(_workload(client, "tj-noq"))["QuotaReserved"]
     assert (reserved["reason"], reserved["message"]) == ("Inadmissible", "LocalQueue missing doesn't exist")

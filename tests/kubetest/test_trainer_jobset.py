@@ -26,7 +26,9 @@ def _pods(client: Client, name: str, attempt: int | None = None) -> list[Pod]:
     labels = {"jobset.sigs.k8s.io/jobset-name": name}
     if attempt is not None:
         labels["jobset.sigs.k8s.io/restart-attempt"] = str(attempt)
-    pods = [p for p in client.list(Pod, namespace="default", labels=labels) if not p.metadata.deletionTimestamp]
+    pods = [
+        p for p in client.list(Pod, namespace="default", labels=labels) if not p.metadata.deletionTimestamp
+    ]
     return sorted(pods, key=lambda p: int(p.metadata.labels["batch.kubernetes.io/job-completion-index"]))
 
 
@@ -64,12 +66,16 @@ def test_trainjob_runs_to_complete(server: FakeAPIServer, client: Client) -> Non
     cluster.run_pods("tj-ok")
     running = client.get(TrainJob, "tj-ok", namespace="default")
     assert running["status"]["jobsStatus"] == [
-        {"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}]
+        {"name": "node", "ready": 1, "succeeded": 0, "failed": 0, "active": 1, "suspended": 0}
+    ]
 
     done: queue.Queue[dict] = queue.Queue()
-    threading.Thread(target=lambda: done.put(client.wait(TrainJob, "tj-ok", namespace="default",
-                                                         for_conditions=["Complete"])["status"]),
-                     daemon=True).start()
+    threading.Thread(
+        target=lambda: done.put(
+            client.wait(TrainJob, "tj-ok", namespace="default", for_conditions=["Complete"])["status"]
+        ),
+        daemon=True,
+    ).start()
     assert cluster.wait_for_watches(1)
     cluster.succeed_pods("tj-ok")
     status = done.get(timeout=10)
@@ -91,39 +97,82 @@ def test_suspend_and_resume(server: FakeAPIServer, client: Client) -> None:
     assert client.get(JobSet, "tj-sus", namespace="default")["spec"]["suspend"] is True
     assert _pods(client, "tj-sus") == []
 
-    client.patch(TrainJob, "tj-sus", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE)
+    client.patch(
+        TrainJob, "tj-sus", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE
+    )
     tj = client.get(TrainJob, "tj-sus", namespace="default")
-    assert (conditions(tj)["Suspended"]["status"], conditions(tj)["Suspended"]["reason"]) == ("False", "Resumed")
-    assert conditions(client.get(JobSet, "tj-sus", namespace="default"))["Suspended"]["reason"] == "ResumeJobs"
+    assert (conditions(tj)["Suspended"]["status"], conditions(tj)["Suspended"]["reason"]) == (
+        "False",
+        "Resumed",
+    )
+    assert (
+        conditions(client.get(JobSet, "tj-sus", namespace="default"))["Suspended"]["reason"] == "ResumeJobs"
+    )
     assert len(_pods(client, "tj-sus")) == 2
     cluster.run_pods("tj-sus")
 
-    client.patch(TrainJob, "tj-sus", {"spec": {"suspend": True}}, namespace="default", patch_type=PatchType.MERGE)
+    client.patch(
+        TrainJob, "tj-sus", {"spec": {"suspend": True}}, namespace="default", patch_type=PatchType.MERGE
+    )
     assert _pods(client, "tj-sus") == [], "suspending deletes the running pods"
     job = client.get(Job, "tj-sus-node-0", namespace="default")
     assert {c.type: c.reason for c in job.status.conditions}["Suspended"] == "JobSuspended"
     assert job.status.failed == 0, "pods deleted by suspension are not failures"
 
 
-def test_runtime_patches_changed_while_suspended_reach_new_pods(server: FakeAPIServer, client: Client) -> None:
+def test_runtime_patches_changed_while_suspended_reach_new_pods(
+    server: FakeAPIServer, client: Client
+) -> None:
     _setup(server)
     body = trainjob("tj-rp", suspend=True)
-    body["spec"]["runtimePatches"] = [{"manager": "dispatch.example/adapter", "trainingRuntimeSpec": {"template": {
-        "spec": {"replicatedJobs": [{"name": "node", "template": {"spec": {"template": {
-            "metadata": {"annotations": {"dispatch.example/attempt": "1"}}}}}}]}}}}]
+    body["spec"]["runtimePatches"] = [
+        {
+            "manager": "dispatch.example/adapter",
+            "trainingRuntimeSpec": {
+                "template": {
+                    "spec": {
+                        "replicatedJobs": [
+                            {
+                                "name": "node",
+                                "template": {
+                                    "spec": {
+                                        "template": {
+                                            "metadata": {"annotations": {"dispatch.example/attempt": "1"}}
+                                        }
+                                    }
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        }
+    ]
     client.create(TrainJob(body))
-    client.patch(TrainJob, "tj-rp", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE)
+    client.patch(
+        TrainJob, "tj-rp", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE
+    )
     assert {p.metadata.annotations["dispatch.example/attempt"] for p in _pods(client, "tj-rp")} == {"1"}
-    client.patch(TrainJob, "tj-rp", {"spec": {"suspend": True}}, namespace="default", patch_type=PatchType.MERGE)
+    client.patch(
+        TrainJob, "tj-rp", {"spec": {"suspend": True}}, namespace="default", patch_type=PatchType.MERGE
+    )
     patches = client.get(TrainJob, "tj-rp", namespace="default")["spec"]["runtimePatches"]
-    patches[0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
-        "metadata"]["annotations"]["dispatch.example/attempt"] = "2"
-    client.patch(TrainJob, "tj-rp", {"spec": {"runtimePatches": patches, "suspend": False}}, namespace="default",
-                 patch_type=PatchType.MERGE)
+    patches[0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
+        "template"
+    ]["metadata"]["annotations"]["dispatch.example/attempt"] = "2"
+    client.patch(
+        TrainJob,
+        "tj-rp",
+        {"spec": {"runtimePatches": patches, "suspend": False}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
     assert {p.metadata.annotations["dispatch.example/attempt"] for p in _pods(client, "tj-rp")} == {"2"}
 
 
-def test_failure_restarts_the_jobset_then_fails_at_max_restarts(server: FakeAPIServer, client: Client) -> None:
+def test_failure_restarts_the_jobset_then_fails_at_max_restarts(
+    server: FakeAPIServer, client: Client
+) -> None:
     _setup(server, max_restarts=1)
     cluster = server.control
     client.create(TrainJob(trainjob("tj-fail")))
@@ -139,19 +188,26 @@ def test_failure_restarts_the_jobset_then_fails_at_max_restarts(server: FakeAPIS
     assert _pods(client, "tj-fail", attempt=0) == [], "the old attempt's pods are gone"
     second = _pods(client, "tj-fail", attempt=1)
     assert len(second) == 2
-    assert client.get(Job, "tj-fail-node-0", namespace="default").metadata.labels[
-        "jobset.sigs.k8s.io/restart-attempt"] == "1"
+    assert (
+        client.get(Job, "tj-fail-node-0", namespace="default").metadata.labels[
+            "jobset.sigs.k8s.io/restart-attempt"
+        ]
+        == "1"
+    )
     cluster.run_pods("tj-fail")
     js = client.get(JobSet, "tj-fail", namespace="default")
-    assert (conditions(js)["RestartingJobSet"]["status"], conditions(js)["RestartingJobSet"]["reason"]) == \
-        ("False", "JobsReady")
+    assert (conditions(js)["RestartingJobSet"]["status"], conditions(js)["RestartingJobSet"]["reason"]) == (
+        "False",
+        "JobsReady",
+    )
 
     cluster.fail_pod(second[0].metadata.name, exit_code=1)
     tj = client.get(TrainJob, "tj-fail", namespace="default")
     failed = conditions(tj)["Failed"]
     assert failed["reason"] == "ReachedMaxRestarts"
-    assert failed["message"] == ("jobset failed due to reaching max number of restarts "
-                                 "(first failed job: tj-fail-node-0)")
+    assert failed["message"] == (
+        "jobset failed due to reaching max number of restarts (first failed job: tj-fail-node-0)"
+    )
     job = client.get(Job, "tj-fail-node-0", namespace="default")
     assert {c.type: c.reason for c in job.status.conditions}["Failed"] == "BackoffLimitExceeded"
     rank0 = client.get(Pod, second[0].metadata.name, namespace="default")
@@ -170,13 +226,18 @@ def test_oom_killed_fails_without_failure_policy(server: FakeAPIServer, client: 
     assert (term.reason, term.exitCode) == ("OOMKilled", 137)
     tj = client.get(TrainJob, "tj-oom", namespace="default")
     assert conditions(tj)["Failed"]["reason"] == "FailedJobs"
-    assert conditions(tj)["Failed"]["message"] == ("jobset failed due to one or more job failures "
-                                                   "(first failed job: tj-oom-node-0)")
+    assert conditions(tj)["Failed"]["message"] == (
+        "jobset failed due to one or more job failures (first failed job: tj-oom-node-0)"
+    )
 
 
 def test_pod_failure_policy_fail_job_on_oom_exit_code(server: FakeAPIServer, client: Client) -> None:
-    runtime = {"max_restarts": 3, "failure_rules": [
-        {"name": "oom", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]}
+    runtime = {
+        "max_restarts": 3,
+        "failure_rules": [
+            {"name": "oom", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
+        ],
+    }
     _setup(server, **runtime)
     cluster = server.control
     body = trainjob("tj-pfp")
@@ -184,8 +245,17 @@ def test_pod_failure_policy_fail_job_on_oom_exit_code(server: FakeAPIServer, cli
     # the runtime has no podFailurePolicy; add one to the Job as a runtime author would
     js = client.get(JobSet, "tj-pfp", namespace="default")
     assert js["spec"]["failurePolicy"]["rules"][0]["name"] == "oom"
-    cluster.patch(server.control.store.catalogue.by_kind("batch/v1", "Job"), "tj-pfp-node-0", {"spec": {
-        "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [137]}}]}}})
+    cluster.patch(
+        server.control.store.catalogue.by_kind("batch/v1", "Job"),
+        "tj-pfp-node-0",
+        {
+            "spec": {
+                "podFailurePolicy": {
+                    "rules": [{"action": "FailJob", "onExitCodes": {"operator": "In", "values": [137]}}]
+                }
+            }
+        },
+    )
     pods = cluster.run_pods("tj-pfp")
     cluster.oom_kill_pod(pods[0]["metadata"]["name"])
     job = client.get(Job, "tj-pfp-node-0", namespace="default")
@@ -195,7 +265,9 @@ def test_pod_failure_policy_fail_job_on_oom_exit_code(server: FakeAPIServer, cli
     assert client.get(JobSet, "tj-pfp", namespace="default")["status"]["restarts"] == 0
 
 
-def test_restart_policy_on_failure_restarts_the_container_in_place(server: FakeAPIServer, client: Client) -> None:
+def test_restart_policy_on_failure_restarts_the_container_in_place(
+    server: FakeAPIServer, client: Client
+) -> None:
     _setup(server, restart_policy="OnFailure", backoff_limit=None)
     cluster = server.control
     client.create(TrainJob(trainjob("tj-inplace")))
@@ -217,7 +289,10 @@ def test_active_deadline_fails_the_trainjob(server: FakeAPIServer, client: Clien
     assert "Failed" not in conditions(client.get(TrainJob, "tj-deadline", namespace="default"))
     server.control.advance(1)
     failed = conditions(client.get(TrainJob, "tj-deadline", namespace="default"))["Failed"]
-    assert (failed["reason"], failed["message"]) == ("DeadlineExceeded", "TrainJob exceeded its active deadline")
+    assert (failed["reason"], failed["message"]) == (
+        "DeadlineExceeded",
+        "TrainJob exceeded its active deadline",
+    )
     assert list(client.list(JobSet, namespace="default")) == []
 
 
@@ -232,8 +307,12 @@ def test_node_lost(server: FakeAPIServer, client: Client, how: str) -> None:
     rv = client.get(Pod, victim["metadata"]["name"], namespace="default").metadata.resourceVersion
 
     def watch() -> None:
-        for event, pod in client.watch(Pod, namespace="default", resource_version=rv,
-                                       fields={"metadata.name": victim["metadata"]["name"]}):
+        for event, pod in client.watch(
+            Pod,
+            namespace="default",
+            resource_version=rv,
+            fields={"metadata.name": victim["metadata"]["name"]},
+        ):
             seen.put((event, pod))
             if event == "DELETED":
                 return
@@ -245,7 +324,10 @@ def test_node_lost(server: FakeAPIServer, client: Client, how: str) -> None:
         assert node["spec"]["taints"][0]["key"] == "node.kubernetes.io/unreachable"
         assert node["status"]["conditions"][0]["reason"] == "NodeStatusUnknown"
         cluster.advance(299)
-        assert client.get(Pod, victim["metadata"]["name"], namespace="default").metadata.deletionTimestamp is None
+        assert (
+            client.get(Pod, victim["metadata"]["name"], namespace="default").metadata.deletionTimestamp
+            is None
+        )
         cluster.advance(1)
         expected = "DeletionByTaintManager"
     else:

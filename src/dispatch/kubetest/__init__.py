@@ -21,6 +21,17 @@ from .resources import KUEUE_VERSION, ResourceType
 from .server import FakeAPIServer, RequestRecord
 
 __all__ = [
-    "KUEUE_VERSION", "Cluster", "FakeAPIServer", "FakeClock", "ReconcileLoopError", "RequestRecord",
-    "ResourceType", "Rule", "StatusError", "kubeconfig_dict", "rule", "torch_runtime", "write_kubeconfig",
+    "KUEUE_VERSION",
+    "Cluster",
+    "FakeAPIServer",
+    "FakeClock",
+    "ReconcileLoopError",
+    "RequestRecord",
+    "ResourceType",
+    "Rule",
+    "StatusError",
+    "kubeconfig_dict",
+    "rule",
+    "torch_runtime",
+    "write_kubeconfig",
 ]

@@ -24,10 +24,17 @@ JSON = dict[str, Any]
 Path = tuple[str, ...]
 
 _IDENTITY: set[Path] = {
-    ("apiVersion",), ("kind",),
-    ("metadata", "name"), ("metadata", "namespace"), ("metadata", "resourceVersion"),
-    ("metadata", "uid"), ("metadata", "managedFields"), ("metadata", "creationTimestamp"),
-    ("metadata", "generation"), ("metadata", "deletionTimestamp"), ("metadata", "selfLink"),
+    ("apiVersion",),
+    ("kind",),
+    ("metadata", "name"),
+    ("metadata", "namespace"),
+    ("metadata", "resourceVersion"),
+    ("metadata", "uid"),
+    ("metadata", "managedFields"),
+    ("metadata", "creationTimestamp"),
+    ("metadata", "generation"),
+    ("metadata", "deletionTimestamp"),
+    ("metadata", "selfLink"),
 }
 
 
@@ -119,8 +126,7 @@ class Ownership:
     def record_update(self, old: JSON | None, new: JSON, manager: str, subresource: str, now: str) -> None:
         """Give ``manager`` (operation Update) the leaf fields that ``new`` added or changed."""
         changed = {
-            p for p in scoped_paths(new, subresource)
-            if old is None or get_path(old, p) != get_path(new, p)
+            p for p in scoped_paths(new, subresource) if old is None or get_path(old, p) != get_path(new, p)
         }
         if changed:
             self._take((manager, "Update", subresource), changed, now)
@@ -142,13 +148,19 @@ class Ownership:
         if conflicts and not force:
             seen = sorted(set(conflicts))
             causes = [
-                {"reason": "FieldManagerConflict", "message": f'conflict with "{m}"', "field": "." + ".".join(p)}
+                {
+                    "reason": "FieldManagerConflict",
+                    "message": f'conflict with "{m}"',
+                    "field": "." + ".".join(p),
+                }
                 for m, p in seen
             ]
             lines = "; ".join(f'conflict with "{m}": .{".".join(p)}' for m, p in seen)
             raise StatusError(
-                409, f"Apply failed with {len(seen)} conflict{'s' if len(seen) > 1 else ''}: {lines}",
-                "Conflict", {"causes": causes},
+                409,
+                f"Apply failed with {len(seen)} conflict{'s' if len(seen) > 1 else ''}: {lines}",
+                "Conflict",
+                {"causes": causes},
             )
         previously = self.owners.get(key, set())
         merged: JSON = deep_merge(current, {k: v for k, v in applied.items() if k != "metadata"})
@@ -182,8 +194,12 @@ class Ownership:
                 for part in p:
                     cur = cur.setdefault(f"f:{part}", {})
             entry: JSON = {
-                "manager": manager, "operation": op, "apiVersion": api_version,
-                "time": self.times.get((manager, op, sub), ""), "fieldsType": "FieldsV1", "fieldsV1": fields,
+                "manager": manager,
+                "operation": op,
+                "apiVersion": api_version,
+                "time": self.times.get((manager, op, sub), ""),
+                "fieldsType": "FieldsV1",
+                "fieldsV1": fields,
             }
             if sub:
                 entry["subresource"] = sub

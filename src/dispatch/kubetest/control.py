@@ -9,6 +9,7 @@ round changes nothing; it holds the store lock, so no HTTP write interleaves wit
 
 from __future__ import annotations
 
+import builtins
 import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,6 @@ from .requestctx import internal
 from .resources import (
     ADMISSION_CHECK,
     CLUSTER_QUEUE,
-    CLUSTER_TRAINING_RUNTIME,
     JOB,
     JOBSET,
     LOCAL_QUEUE,
@@ -33,7 +33,6 @@ from .resources import (
     NODE,
     POD,
     RESOURCE_FLAVOR,
-    TRAINING_RUNTIME,
     TRAINJOB,
     WORKLOAD,
     WORKLOAD_PRIORITY_CLASS,
@@ -62,7 +61,7 @@ def torch_runtime(
     max_restarts: int | None = 0,
     backoff_limit: int | None = 0,
     restart_policy: str | None = "Never",
-    failure_rules: list[JSON] | None = None,
+    failure_rules: builtins.list[JSON] | None = None,
     torch: bool = True,
 ) -> JSON:
     """A (Cluster)TrainingRuntime shaped like Trainer's torch-distributed runtime.
@@ -75,11 +74,17 @@ def torch_runtime(
         job_spec["backoffLimit"] = backoff_limit
     if restart_policy is not None:
         job_spec["template"]["spec"]["restartPolicy"] = restart_policy
-    js_spec: JSON = {"replicatedJobs": [{
-        "name": "node",
-        "template": {"metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
-                     "spec": job_spec},
-    }]}
+    js_spec: JSON = {
+        "replicatedJobs": [
+            {
+                "name": "node",
+                "template": {
+                    "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                    "spec": job_spec,
+                },
+            }
+        ]
+    }
     if max_restarts is not None:
         js_spec["failurePolicy"] = {"maxRestarts": max_restarts}
         if failure_rules:
@@ -113,7 +118,7 @@ class Cluster:
         self.jobset = JobSetReactor(self)
         self.jobs = JobReactor(self)
         self.pods_reactor = PodReactor(self)
-        self.reactors: list[Reactor] = (
+        self.reactors: builtins.list[Reactor] = (
             [self.kueue, self.trainer, self.jobset, self.jobs, self.pods_reactor] if install_reactors else []
         )
         self.store.admission_hooks.append(self._admit)
@@ -167,25 +172,40 @@ class Cluster:
         if self.store.try_get(rt, ns, meta["name"]) is None:
             return self.create(obj)
         with internal():
-            self.store.mutate(rt, ns, meta["name"], lambda cur: {**copy.deepcopy(obj), "metadata": {
-                **cur["metadata"], "labels": meta.get("labels", {}), "annotations": meta.get("annotations", {})}},
-                CONTROL)
+            self.store.mutate(
+                rt,
+                ns,
+                meta["name"],
+                lambda cur: {
+                    **copy.deepcopy(obj),
+                    "metadata": {
+                        **cur["metadata"],
+                        "labels": meta.get("labels", {}),
+                        "annotations": meta.get("annotations", {}),
+                    },
+                },
+                CONTROL,
+            )
             if "status" in obj:
-                self.store.mutate(rt, ns, meta["name"], lambda cur: {**cur, "status": obj["status"]}, CONTROL,
-                                  "status")
+                self.store.mutate(
+                    rt, ns, meta["name"], lambda cur: {**cur, "status": obj["status"]}, CONTROL, "status"
+                )
         self.reconcile()
         return self.store.get(rt, ns, meta["name"])
 
     def get(self, rt: ResourceType, name: str, namespace: str = "default") -> JSON | None:
         return self.store.try_get(rt, namespace, name)
 
-    def list(self, rt: ResourceType, namespace: str | None = None, labels: str | None = None) -> list[JSON]:
+    def list(
+        self, rt: ResourceType, namespace: str | None = None, labels: str | None = None
+    ) -> builtins.list[JSON]:
         reqs = parse_label_selector(labels)
         items, _ = self.store.list(rt, namespace if rt.namespaced else None)
         return [o for o in items if labels_match(reqs, o)]
 
-    def patch(self, rt: ResourceType, name: str, patch: JSON, namespace: str = "default",
-              subresource: str = "") -> JSON:
+    def patch(
+        self, rt: ResourceType, name: str, patch: JSON, namespace: str = "default", subresource: str = ""
+    ) -> JSON:
         """JSON-merge-patch an object (``subresource="status"`` for status), then reconcile."""
         with internal():
             self.store.mutate(rt, namespace, name, lambda cur: merge_patch(cur, patch), CONTROL, subresource)
@@ -199,26 +219,42 @@ class Cluster:
 
     # ---- setup helpers --------------------------------------------------------------------
     def add_namespace(self, name: str) -> JSON:
-        return self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}, with_status=False)
+        return self.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}, with_status=False
+        )
 
-    def add_node(self, name: str, labels: dict[str, str] | None = None,
-                 allocatable: dict[str, str] | None = None) -> JSON:
+    def add_node(
+        self, name: str, labels: dict[str, str] | None = None, allocatable: dict[str, str] | None = None
+    ) -> JSON:
         """A Ready node (with ``kubernetes.io/hostname`` and any extra labels)."""
         now = self.clock.rfc3339()
         alloc = allocatable or {"cpu": "64", "memory": "512Gi", "pods": "110"}
-        return self.create({
-            "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
-            "spec": {},
-            "status": {
-                "capacity": dict(alloc), "allocatable": dict(alloc),
-                "addresses": [{"type": "InternalIP", "address": f"192.168.0.{1 + len(self.list(NODE)) % 250}"},
-                              {"type": "Hostname", "address": name}],
-                "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
-                                "message": "kubelet is posting ready status", "lastHeartbeatTime": now,
-                                "lastTransitionTime": now}],
-            },
-        })
+        return self.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(labels or {})}},
+                "spec": {},
+                "status": {
+                    "capacity": dict(alloc),
+                    "allocatable": dict(alloc),
+                    "addresses": [
+                        {"type": "InternalIP", "address": f"192.168.0.{1 + len(self.list(NODE)) % 250}"},
+                        {"type": "Hostname", "address": name},
+                    ],
+                    "conditions": [
+                        {
+                            "type": "Ready",
+                            "status": "True",
+                            "reason": "KubeletReady",
+                            "message": "kubelet is posting ready status",
+                            "lastHeartbeatTime": now,
+                            "lastTransitionTime": now,
+                        }
+                    ],
+                },
+            }
+        )
 
     def set_node_ready(self, name: str, ready: bool | None) -> JSON:
         """Ready (True), NotReady (False) or unreachable (None: kubelet stopped posting).
@@ -228,21 +264,36 @@ class Cluster:
         has elapsed on the injected clock (see ``advance``). True removes those taints."""
         now = self.clock.rfc3339()
         if ready is True:
-            cond = {"type": "Ready", "status": "True", "reason": "KubeletReady",
-                    "message": "kubelet is posting ready status"}
+            cond = {
+                "type": "Ready",
+                "status": "True",
+                "reason": "KubeletReady",
+                "message": "kubelet is posting ready status",
+            }
             taint_key = None
         elif ready is False:
-            cond = {"type": "Ready", "status": "False", "reason": "KubeletNotReady",
-                    "message": "container runtime network not ready"}
+            cond = {
+                "type": "Ready",
+                "status": "False",
+                "reason": "KubeletNotReady",
+                "message": "container runtime network not ready",
+            }
             taint_key = NOT_READY
         else:
-            cond = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
-                    "message": "Kubelet stopped posting node status."}
+            cond = {
+                "type": "Ready",
+                "status": "Unknown",
+                "reason": "NodeStatusUnknown",
+                "message": "Kubelet stopped posting node status.",
+            }
             taint_key = UNREACHABLE
 
         def spec_change(cur: JSON) -> JSON:
-            taints = [t for t in (cur.get("spec") or {}).get("taints") or [] if t.get("key") not in (
-                NOT_READY, UNREACHABLE)]
+            taints = [
+                t
+                for t in (cur.get("spec") or {}).get("taints") or []
+                if t.get("key") not in (NOT_READY, UNREACHABLE)
+            ]
             if taint_key:
                 taints.append({"key": taint_key, "effect": "NoExecute", "timeAdded": now})
             cur.setdefault("spec", {})["taints"] = taints
@@ -252,10 +303,17 @@ class Cluster:
 
         def status_change(cur: JSON) -> JSON:
             conds = [c for c in (cur.get("status") or {}).get("conditions") or [] if c.get("type") != "Ready"]
-            old = next((c for c in (cur.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+            old: JSON = next(
+                (c for c in (cur.get("status") or {}).get("conditions") or [] if c.get("type") == "Ready"), {}
+            )
             changed = old.get("status") != cond["status"]
-            conds.append({**cond, "lastHeartbeatTime": old.get("lastHeartbeatTime", now) if ready is None else now,
-                          "lastTransitionTime": now if changed else old.get("lastTransitionTime", now)})
+            conds.append(
+                {
+                    **cond,
+                    "lastHeartbeatTime": old.get("lastHeartbeatTime", now) if ready is None else now,
+                    "lastTransitionTime": now if changed else old.get("lastTransitionTime", now),
+                }
+            )
             cur.setdefault("status", {})["conditions"] = conds
             return cur
 
@@ -275,23 +333,51 @@ class Cluster:
 
     def add_resource_flavor(self, name: str = "default", node_labels: dict[str, str] | None = None) -> JSON:
         spec: JSON = {"nodeLabels": node_labels} if node_labels else {}
-        return self.create({"apiVersion": RESOURCE_FLAVOR.api_version, "kind": "ResourceFlavor",
-                            "metadata": {"name": name}, "spec": spec}, with_status=False)
+        return self.create(
+            {
+                "apiVersion": RESOURCE_FLAVOR.api_version,
+                "kind": "ResourceFlavor",
+                "metadata": {"name": name},
+                "spec": spec,
+            },
+            with_status=False,
+        )
 
-    def add_admission_check(self, name: str, controller_name: str = "dispatch.example/admission",
-                            active: bool = True) -> JSON:
+    def add_admission_check(
+        self, name: str, controller_name: str = "dispatch.example/admission", active: bool = True
+    ) -> JSON:
         """An AdmissionCheck whose controller has set ``Active`` (True reason Active, or False)."""
-        status = {"conditions": [{
-            "type": "Active", "status": "True" if active else "False", "reason": "Active" if active else "Inactive",
-            "message": "The admission check is active" if active else "The admission check is inactive",
-            "lastTransitionTime": self.clock.rfc3339()}]}
-        return self.create({"apiVersion": ADMISSION_CHECK.api_version, "kind": "AdmissionCheck",
-                            "metadata": {"name": name}, "spec": {"controllerName": controller_name},
-                            "status": status})
+        status = {
+            "conditions": [
+                {
+                    "type": "Active",
+                    "status": "True" if active else "False",
+                    "reason": "Active" if active else "Inactive",
+                    "message": "The admission check is active"
+                    if active
+                    else "The admission check is inactive",
+                    "lastTransitionTime": self.clock.rfc3339(),
+                }
+            ]
+        }
+        return self.create(
+            {
+                "apiVersion": ADMISSION_CHECK.api_version,
+                "kind": "AdmissionCheck",
+                "metadata": {"name": name},
+                "spec": {"controllerName": controller_name},
+                "status": status,
+            }
+        )
 
-    def add_cluster_queue(self, name: str = "cq", quotas: dict[str, str | int] | None = None,
-                          flavor: str = "default", admission_checks: list[str] | None = None,
-                          preemption: str | None = None) -> JSON:
+    def add_cluster_queue(
+        self,
+        name: str = "cq",
+        quotas: dict[str, str | int] | None = None,
+        flavor: str = "default",
+        admission_checks: builtins.list[str] | None = None,
+        preemption: str | None = None,
+    ) -> JSON:
         """A ClusterQueue with one resource group (``quotas``: resource → nominalQuota) on ``flavor``
         (created if missing), optional AdmissionChecks and ``withinClusterQueue`` preemption."""
         quotas = quotas if quotas is not None else {"cpu": 100, "memory": "1Ti", "nvidia.com/gpu": 64}
@@ -299,24 +385,55 @@ class Cluster:
             self.add_resource_flavor(flavor)
         spec: JSON = {
             "namespaceSelector": {},
-            "resourceGroups": [{"coveredResources": list(quotas), "flavors": [{
-                "name": flavor, "resources": [{"name": r, "nominalQuota": q} for r, q in quotas.items()]}]}],
+            "resourceGroups": [
+                {
+                    "coveredResources": list(quotas),
+                    "flavors": [
+                        {
+                            "name": flavor,
+                            "resources": [{"name": r, "nominalQuota": q} for r, q in quotas.items()],
+                        }
+                    ],
+                }
+            ],
         }
         if admission_checks:
             spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": n} for n in admission_checks]}
         if preemption:
             spec["preemption"] = {"withinClusterQueue": preemption}
-        return self.create({"apiVersion": CLUSTER_QUEUE.api_version, "kind": "ClusterQueue",
-                            "metadata": {"name": name}, "spec": spec}, with_status=False)
+        return self.create(
+            {
+                "apiVersion": CLUSTER_QUEUE.api_version,
+                "kind": "ClusterQueue",
+                "metadata": {"name": name},
+                "spec": spec,
+            },
+            with_status=False,
+        )
 
-    def add_local_queue(self, name: str = "lq", namespace: str = "default", cluster_queue: str = "cq") -> JSON:
-        return self.create({"apiVersion": LOCAL_QUEUE.api_version, "kind": "LocalQueue",
-                            "metadata": {"name": name, "namespace": namespace},
-                            "spec": {"clusterQueue": cluster_queue}}, with_status=False)
+    def add_local_queue(
+        self, name: str = "lq", namespace: str = "default", cluster_queue: str = "cq"
+    ) -> JSON:
+        return self.create(
+            {
+                "apiVersion": LOCAL_QUEUE.api_version,
+                "kind": "LocalQueue",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"clusterQueue": cluster_queue},
+            },
+            with_status=False,
+        )
 
     def add_priority_class(self, name: str, value: int) -> JSON:
-        return self.create({"apiVersion": WORKLOAD_PRIORITY_CLASS.api_version, "kind": "WorkloadPriorityClass",
-                            "metadata": {"name": name}, "value": value}, with_status=False)
+        return self.create(
+            {
+                "apiVersion": WORKLOAD_PRIORITY_CLASS.api_version,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            },
+            with_status=False,
+        )
 
     # ---- Kueue ----------------------------------------------------------------------------
     def workload_for(self, name: str, namespace: str = "default", kind: str = "TrainJob") -> JSON | None:
@@ -326,12 +443,21 @@ class Cluster:
         if job is None:
             return None
         for wl in self.list(WORKLOAD, namespace):
-            if any(r.get("uid") == job["metadata"]["uid"] for r in wl["metadata"].get("ownerReferences") or []):
+            if any(
+                r.get("uid") == job["metadata"]["uid"] for r in wl["metadata"].get("ownerReferences") or []
+            ):
                 return wl
         return None
 
-    def set_admission_check_state(self, workload: str, check: str, state: str, message: str = "",
-                                  namespace: str = "default", pod_set_updates: list[JSON] | None = None) -> JSON:
+    def set_admission_check_state(
+        self,
+        workload: str,
+        check: str,
+        state: str,
+        message: str = "",
+        namespace: str = "default",
+        pod_set_updates: builtins.list[JSON] | None = None,
+    ) -> JSON:
         """Write one check's state on a Workload, as its AdmissionCheck controller would."""
         now = self.clock.rfc3339()
 
@@ -355,7 +481,9 @@ class Cluster:
         self.reconcile()
         return self.store.get(WORKLOAD, namespace, workload)
 
-    def preempt_workload(self, workload: str, namespace: str = "default", reason: str = "InClusterQueue") -> JSON:
+    def preempt_workload(
+        self, workload: str, namespace: str = "default", reason: str = "InClusterQueue"
+    ) -> JSON:
         """Evict an admitted Workload as preempted (Evicted ``Preempted``, Preempted ``reason``)."""
         with self.store.lock, internal():
             self.kueue.preempt(self.store.get(WORKLOAD, namespace, workload), reason)
@@ -363,18 +491,27 @@ class Cluster:
         return self.store.get(WORKLOAD, namespace, workload)
 
     # ---- pods (the kubelet) ---------------------------------------------------------------
-    def pods(self, namespace: str | None = None, labels: str | None = None) -> list[JSON]:
+    def pods(self, namespace: str | None = None, labels: str | None = None) -> builtins.list[JSON]:
         return self.list(POD, namespace, labels)
 
-    def pods_of(self, trainjob: str, namespace: str = "default", live: bool = True) -> list[JSON]:
+    def pods_of(self, trainjob: str, namespace: str = "default", live: bool = True) -> builtins.list[JSON]:
         """The pods of a TrainJob's JobSet, by completion index (``live``: not terminal/deleting)."""
         pods = self.pods(namespace, f"jobset.sigs.k8s.io/jobset-name={trainjob}")
         if live:
-            pods = [p for p in pods if not p["metadata"].get("deletionTimestamp")
-                    and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")]
-        return sorted(pods, key=lambda p: (int((p["metadata"].get("labels") or {}).get(
-            "jobset.sigs.k8s.io/job-global-index", 0)), int((p["metadata"].get("labels") or {}).get(
-            "batch.kubernetes.io/job-completion-index", 0)), p["metadata"]["name"]))
+            pods = [
+                p
+                for p in pods
+                if not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+            ]
+        return sorted(
+            pods,
+            key=lambda p: (
+                int((p["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/job-global-index", 0)),
+                int((p["metadata"].get("labels") or {}).get("batch.kubernetes.io/job-completion-index", 0)),
+                p["metadata"]["name"],
+            ),
+        )
 
     def _pod_action(self, name: str, namespace: str, action: Callable[[JSON], object]) -> JSON:
         with self.store.lock, internal():
@@ -390,23 +527,36 @@ class Cluster:
         """All containers exit 0 (reason Completed): phase Succeeded."""
         return self._pod_action(name, namespace, lambda p: self.pods_reactor.terminate(p, 0, "Completed"))
 
-    def fail_pod(self, name: str, namespace: str = "default", exit_code: int = 1, reason: str = "Error",
-                 message: str = "", container: str | None = None) -> JSON:
+    def fail_pod(
+        self,
+        name: str,
+        namespace: str = "default",
+        exit_code: int = 1,
+        reason: str = "Error",
+        message: str = "",
+        container: str | None = None,
+    ) -> JSON:
         """A container exits non-zero (restarted in place unless restartPolicy is Never)."""
         return self._pod_action(
-            name, namespace, lambda p: self.pods_reactor.terminate(p, exit_code, reason, message, container))
+            name, namespace, lambda p: self.pods_reactor.terminate(p, exit_code, reason, message, container)
+        )
 
     def oom_kill_pod(self, name: str, namespace: str = "default", container: str | None = None) -> JSON:
         """The kernel OOM-kills a container: terminated reason ``OOMKilled``, exit code 137."""
         return self.fail_pod(name, namespace, 137, "OOMKilled", "", container)
 
-    def preempt_pod(self, name: str, namespace: str = "default", reason: str = "PreemptionByScheduler",
-                    message: str = "Preempted by a higher priority pod") -> None:
+    def preempt_pod(
+        self,
+        name: str,
+        namespace: str = "default",
+        reason: str = "PreemptionByScheduler",
+        message: str = "Preempted by a higher priority pod",
+    ) -> None:
         """Delete the pod with ``DisruptionTarget=True`` and ``reason`` (``PreemptionByScheduler``,
         ``EvictionByEvictionAPI``, ``TerminationByKubelet``, ...)."""
         self._pod_action(name, namespace, lambda p: self.pods_reactor.disrupt(p, reason, message))
 
-    def run_pods(self, trainjob: str, namespace: str = "default") -> list[JSON]:
+    def run_pods(self, trainjob: str, namespace: str = "default") -> builtins.list[JSON]:
         """Run every live pod of a TrainJob; returns them."""
         for pod in self.pods_of(trainjob, namespace):
             if (pod.get("status") or {}).get("phase") != "Running":
@@ -426,7 +576,7 @@ class Cluster:
         self.logs.finish(namespace, pod, container)
 
     # ---- API server knobs -----------------------------------------------------------------
-    def set_rules(self, token: str, rules: list[Rule], user: str | None = None) -> None:
+    def set_rules(self, token: str, rules: builtins.list[Rule], user: str | None = None) -> None:
         """Authorise ``token`` by ``rules`` only (403 on anything else)."""
         self.rbac.set_rules(token, rules, user)
 
@@ -452,6 +602,7 @@ class Cluster:
         return self.server.watches.wait_for_open(count, timeout)
 
     def drop_watches(self, abrupt: bool = False) -> None:
+        """End every open watch (and log follow) stream now; see ``Faults.drop_watches``."""
         self.faults.drop_watches(abrupt)
 
 

@@ -99,7 +99,9 @@ def invalid(rt: ResourceType, name: str, causes: list[JSON]) -> StatusError:
     details = _details(rt, name)
     details["kind"] = rt.kind
     details["causes"] = causes
-    return StatusError(422, f'{rt.kind}.{rt.group or "core"} "{name}" is invalid: [{summary}]', "Invalid", details)
+    return StatusError(
+        422, f'{rt.kind}.{rt.group or "core"} "{name}" is invalid: [{summary}]', "Invalid", details
+    )
 
 
 def forbidden(user: str, verb: str, rt_key: str, group: str, namespace: str, name: str = "") -> StatusError:

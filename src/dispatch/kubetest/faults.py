@@ -9,6 +9,7 @@ before the request is handled.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import StatusError
@@ -49,6 +50,8 @@ class Faults:
         self._drop_epoch = 0
         self._abrupt = False
         self.requests_failed = 0
+        self.on_drop: Callable[[], None] | None = None
+        """Called after ``drop_watches()`` so waiting streams wake up at once (set by the server)."""
 
     def fail_next(
         self,
@@ -62,8 +65,17 @@ class Faults:
     ) -> None:
         """Answer the next ``count`` matching requests with ``code`` (500, 503, 429, 504, ...)."""
         with self._lock:
-            self._rules.append(_Rule("fail", count, code=code, method=method, path_contains=path_contains,
-                                     watch=watch, retry_after=retry_after))
+            self._rules.append(
+                _Rule(
+                    "fail",
+                    count,
+                    code=code,
+                    method=method,
+                    path_contains=path_contains,
+                    watch=watch,
+                    retry_after=retry_after,
+                )
+            )
 
     def delay(
         self,
@@ -75,7 +87,9 @@ class Faults:
     ) -> None:
         """Delay matching requests by ``seconds`` (``count=None``: until ``clear()``)."""
         with self._lock:
-            self._rules.append(_Rule("delay", count, seconds=seconds, method=method, path_contains=path_contains))
+            self._rules.append(
+                _Rule("delay", count, seconds=seconds, method=method, path_contains=path_contains)
+            )
 
     def clear(self) -> None:
         with self._lock:
@@ -87,6 +101,8 @@ class Faults:
         with self._lock:
             self._drop_epoch += 1
             self._abrupt = abrupt
+        if self.on_drop is not None:
+            self.on_drop()
 
     @property
     def drop_epoch(self) -> int:
@@ -111,8 +127,9 @@ class Faults:
                 elif error is None:
                     headers = {"Retry-After": str(r.retry_after)} if r.retry_after is not None else {}
                     details = {"retryAfterSeconds": r.retry_after} if r.retry_after is not None else None
-                    error = StatusError(r.code, _MESSAGES.get(r.code, "injected fault"), details=details,
-                                        headers=headers)
+                    error = StatusError(
+                        r.code, _MESSAGES.get(r.code, "injected fault"), details=details, headers=headers
+                    )
                     self.requests_failed += 1
                 else:
                     continue

@@ -9,8 +9,9 @@ from typing import Any
 import yaml
 
 
-def kubeconfig_dict(server_url: str, token: str | None = None, namespace: str = "default",
-                    context: str = "fake") -> dict[str, Any]:
+def kubeconfig_dict(
+    server_url: str, token: str | None = None, namespace: str = "default", context: str = "fake"
+) -> dict[str, Any]:
     """A kubeconfig with one cluster, user and context (current), using a bearer token if given."""
     user: dict[str, Any] = {"token": token} if token else {}
     return {
@@ -18,14 +19,21 @@ def kubeconfig_dict(server_url: str, token: str | None = None, namespace: str = 
         "kind": "Config",
         "clusters": [{"name": context, "cluster": {"server": server_url}}],
         "users": [{"name": context, "user": user}],
-        "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}],
+        "contexts": [
+            {"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}
+        ],
         "current-context": context,
         "preferences": {},
     }
 
 
-def write_kubeconfig(path: str | os.PathLike[str], server_url: str, token: str | None = None,
-                     namespace: str = "default", context: str = "fake") -> Path:
+def write_kubeconfig(
+    path: str | os.PathLike[str],
+    server_url: str,
+    token: str | None = None,
+    namespace: str = "default",
+    context: str = "fake",
+) -> Path:
     """Write the kubeconfig to ``path`` (mode 0600) and return the path."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

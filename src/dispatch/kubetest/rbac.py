@@ -30,26 +30,42 @@ class Rule:
     namespaces: tuple[str, ...] = ()
     resource_names: tuple[str, ...] = ()
 
-    def allows(self, verb: str, group: str, resource: str, subresource: str, namespace: str, name: str) -> bool:
+    def allows(
+        self, verb: str, group: str, resource: str, subresource: str, namespace: str, name: str
+    ) -> bool:
         full = f"{resource}/{subresource}" if subresource else resource
         return (
             (ANY in self.verbs or verb in self.verbs)
             and (ANY in self.groups or group in self.groups)
-            and (ANY in self.resources or full in self.resources or (bool(subresource) and f"{resource}/*" in self.resources))
+            and (
+                ANY in self.resources
+                or full in self.resources
+                or (bool(subresource) and f"{resource}/*" in self.resources)
+            )
             and (not self.namespaces or namespace in self.namespaces)
             and (not self.resource_names or name in self.resource_names)
         )
 
 
-def rule(verbs: str | list[str], groups: str | list[str], resources: str | list[str],
-         namespaces: list[str] | None = None, names: list[str] | None = None) -> Rule:
+def rule(
+    verbs: str | list[str],
+    groups: str | list[str],
+    resources: str | list[str],
+    namespaces: list[str] | None = None,
+    names: list[str] | None = None,
+) -> Rule:
     """Convenience constructor: ``rule("get,list,watch", "", "pods,pods/log", ["ml"])``."""
 
     def split(v: str | list[str]) -> tuple[str, ...]:
         return tuple(x.strip() for x in v.split(",")) if isinstance(v, str) else tuple(v)
 
-    return Rule(split(verbs), split(groups) if groups != "" else ("",), split(resources),
-                tuple(namespaces or ()), tuple(names or ()))
+    return Rule(
+        split(verbs),
+        split(groups) if groups != "" else ("",),
+        split(resources),
+        tuple(namespaces or ()),
+        tuple(names or ()),
+    )
 
 
 @dataclass(frozen=True)
@@ -97,8 +113,16 @@ class Authorizer:
                 return Identity(None, "system:anonymous")
             return Identity(token, self._users.get(token, f"token:{token}"))
 
-    def allowed(self, ident: Identity, verb: str, group: str, resource: str, subresource: str = "",
-                namespace: str = "", name: str = "") -> bool:
+    def allowed(
+        self,
+        ident: Identity,
+        verb: str,
+        group: str,
+        resource: str,
+        subresource: str = "",
+        namespace: str = "",
+        name: str = "",
+    ) -> bool:
         with self._lock:
             table = self._tables.get(ident.token) if ident.token is not None else None
             if table is None:

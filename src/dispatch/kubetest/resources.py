@@ -54,7 +54,9 @@ def _core(kind: str, plural: str, namespaced: bool, sub: frozenset[str] = frozen
 
 
 def _crd(group: str, version: str, kind: str, plural: str, namespaced: bool) -> ResourceType:
-    return ResourceType(group, version, kind, plural, namespaced, kind.lower(), frozenset({"status"}), builtin=False)
+    return ResourceType(
+        group, version, kind, plural, namespaced, kind.lower(), frozenset({"status"}), builtin=False
+    )
 
 
 STATUS = frozenset({"status"})
@@ -67,8 +69,13 @@ CONFIGMAP = _core("ConfigMap", "configmaps", True)
 JOB = ResourceType("batch", "v1", "Job", "jobs", True, "job", STATUS)
 LEASE = ResourceType("coordination.k8s.io", "v1", "Lease", "leases", True, "lease")
 SSAR = ResourceType(
-    "authorization.k8s.io", "v1", "SelfSubjectAccessReview", "selfsubjectaccessreviews", False,
-    "selfsubjectaccessreview", verbs=("create",),
+    "authorization.k8s.io",
+    "v1",
+    "SelfSubjectAccessReview",
+    "selfsubjectaccessreviews",
+    False,
+    "selfsubjectaccessreview",
+    verbs=("create",),
 )
 TRAINJOB = _crd("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs", True)
 TRAINING_RUNTIME = _crd("trainer.kubeflow.org", "v1alpha1", "TrainingRuntime", "trainingruntimes", True)
@@ -81,14 +88,31 @@ LOCAL_QUEUE = _crd("kueue.x-k8s.io", KUEUE_VERSION, "LocalQueue", "localqueues",
 CLUSTER_QUEUE = _crd("kueue.x-k8s.io", KUEUE_VERSION, "ClusterQueue", "clusterqueues", False)
 ADMISSION_CHECK = _crd("kueue.x-k8s.io", KUEUE_VERSION, "AdmissionCheck", "admissionchecks", False)
 RESOURCE_FLAVOR = _crd("kueue.x-k8s.io", KUEUE_VERSION, "ResourceFlavor", "resourceflavors", False)
-WORKLOAD_PRIORITY_CLASS = _crd("kueue.x-k8s.io", KUEUE_VERSION, "WorkloadPriorityClass", "workloadpriorityclasses", False)
+WORKLOAD_PRIORITY_CLASS = _crd(
+    "kueue.x-k8s.io", KUEUE_VERSION, "WorkloadPriorityClass", "workloadpriorityclasses", False
+)
 
 
 def default_catalogue() -> list[ResourceType]:
     return [
-        POD, NODE, NAMESPACE, EVENT, CONFIGMAP, JOB, LEASE, SSAR,
-        TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME, JOBSET,
-        WORKLOAD, LOCAL_QUEUE, CLUSTER_QUEUE, ADMISSION_CHECK, RESOURCE_FLAVOR, WORKLOAD_PRIORITY_CLASS,
+        POD,
+        NODE,
+        NAMESPACE,
+        EVENT,
+        CONFIGMAP,
+        JOB,
+        LEASE,
+        SSAR,
+        TRAINJOB,
+        TRAINING_RUNTIME,
+        CLUSTER_TRAINING_RUNTIME,
+        JOBSET,
+        WORKLOAD,
+        LOCAL_QUEUE,
+        CLUSTER_QUEUE,
+        ADMISSION_CHECK,
+        RESOURCE_FLAVOR,
+        WORKLOAD_PRIORITY_CLASS,
     ]
 
 

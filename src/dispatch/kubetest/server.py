@@ -9,6 +9,7 @@ controller run synchronously after every successful write request, before the re
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -43,9 +44,17 @@ if TYPE_CHECKING:
 JSON = dict[str, Any]
 
 VERSION_INFO = {
-    "major": "1", "minor": "37", "gitVersion": "v1.37.0-dispatch-fake", "gitCommit": "", "gitTreeState": "clean",
-    "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.25", "compiler": "gc", "platform": "linux/amd64",
+    "major": "1",
+    "minor": "37",
+    "gitVersion": "v1.37.0-dispatch-fake",
+    "gitCommit": "",
+    "gitTreeState": "clean",
+    "buildDate": "2026-01-01T00:00:00Z",
+    "goVersion": "go1.25",
+    "compiler": "gc",
+    "platform": "linux/amd64",
 }
+
 
 def parse_bool(text: str | None) -> bool:
     """Go's ``strconv.ParseBool`` (clients send ``true``, ``True``, ``1``...)."""
@@ -112,6 +121,7 @@ class FakeAPIServer:
         self.logs = LogBook(self.store)
         self.rbac = Authorizer()
         self.faults = Faults()
+        self.faults.on_drop = self.store.notify
         self.watches = WatchHub(bookmark_interval)
         self.strict_validation = strict_validation
         self.strategic_merge_on_crds = strategic_merge_on_crds
@@ -129,15 +139,15 @@ class FakeAPIServer:
         httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         httpd.daemon_threads = True
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="fake-apiserver", daemon=True)
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-apiserver", daemon=True
+        )
         self._thread.start()
         return self
 
     def stop(self) -> None:
         if self._httpd is not None:
             self.faults.drop_watches()
-            self.store.notify()
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
@@ -161,7 +171,9 @@ class FakeAPIServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def write_kubeconfig(self, path: str | Path, token: str | None = None, namespace: str = "default") -> Path:
+    def write_kubeconfig(
+        self, path: str | Path, token: str | None = None, namespace: str = "default"
+    ) -> Path:
         """Write a kubeconfig for this server (bearer ``token`` if given) and return its path."""
         return write_kubeconfig(path, self.url, token=token, namespace=namespace)
 
@@ -174,8 +186,10 @@ class FakeAPIServer:
         """Requests answered so far, optionally filtered."""
         with self._requests_lock:
             return [
-                r for r in self._requests
-                if (method is None or r.method == method) and (path_contains is None or path_contains in r.path)
+                r
+                for r in self._requests
+                if (method is None or r.method == method)
+                and (path_contains is None or path_contains in r.path)
             ]
 
     # ---- admission ------------------------------------------------------------------------
@@ -207,7 +221,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
     # ---- plumbing -------------------------------------------------------------------------
@@ -282,10 +296,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._route(method, parts.path, body, ident)
         except WatchDropped:
             self.close_connection = True
-            try:
+            with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
         except Exception as exc:  # every failure becomes a Status, never a dropped connection
@@ -294,8 +306,9 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._send_error(_status_error_for(exc))
         finally:
-            self.fake._record(RequestRecord(method, parts.path, parts.query,
-                                            ident.user if ident else "", self._code))
+            self.fake._record(
+                RequestRecord(method, parts.path, parts.query, ident.user if ident else "", self._code)
+            )
 
     # ---- routing --------------------------------------------------------------------------
     def _route(self, method: str, path: str, body: bytes, ident: Identity) -> None:
@@ -305,9 +318,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, VERSION_INFO)
             return
         if method == "GET" and segs == ["api"]:
-            self._send_json(200, {"kind": "APIVersions", "versions": ["v1"] if cat.is_served("v1") else [],
-                                  "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0",
-                                                                  "serverAddress": "127.0.0.1"}]})
+            self._send_json(
+                200,
+                {
+                    "kind": "APIVersions",
+                    "versions": ["v1"] if cat.is_served("v1") else [],
+                    "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": "127.0.0.1"}],
+                },
+            )
             return
         if method == "GET" and segs == ["apis"]:
             self._send_json(200, self._group_list())
@@ -359,16 +377,28 @@ class _Handler(BaseHTTPRequestHandler):
         for rt in self.fake.catalogue.served():
             if rt.group != group or rt.version != version:
                 continue
-            entry: JSON = {"name": rt.plural, "singularName": rt.singular, "namespaced": rt.namespaced,
-                           "kind": rt.kind, "verbs": list(rt.verbs)}
+            entry: JSON = {
+                "name": rt.plural,
+                "singularName": rt.singular,
+                "namespaced": rt.namespaced,
+                "kind": rt.kind,
+                "verbs": list(rt.verbs),
+            }
             if rt.short_names:
                 entry["shortNames"] = list(rt.short_names)
             resources.append(entry)
             for sub in sorted(rt.subresources):
                 verbs = ["get"] if sub == "log" else ["get", "patch", "update"]
                 kind = "Pod" if sub == "log" else rt.kind
-                resources.append({"name": f"{rt.plural}/{sub}", "singularName": "", "namespaced": rt.namespaced,
-                                  "kind": kind, "verbs": verbs})
+                resources.append(
+                    {
+                        "name": f"{rt.plural}/{sub}",
+                        "singularName": "",
+                        "namespaced": rt.namespaced,
+                        "kind": kind,
+                        "verbs": verbs,
+                    }
+                )
         gv = f"{group}/{version}" if group else version
         return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources}
 
@@ -389,16 +419,22 @@ class _Handler(BaseHTTPRequestHandler):
     def _dispatch(self, method: str, t: _Target, body: bytes, ident: Identity) -> None:
         verb = self._verb(method, t)
         if (method == "POST" and t.name) or (not t.name and method in ("PUT", "PATCH")):
-            raise StatusError(405, f"the server does not allow this method on the requested resource ({verb})",
-                              "MethodNotAllowed")
+            raise StatusError(
+                405,
+                f"the server does not allow this method on the requested resource ({verb})",
+                "MethodNotAllowed",
+            )
         if t.rt.kind == "SelfSubjectAccessReview":
             if verb != "create":
-                raise StatusError(405, "the server does not allow this method on the requested resource",
-                                  "MethodNotAllowed")
+                raise StatusError(
+                    405, "the server does not allow this method on the requested resource", "MethodNotAllowed"
+                )
             self._ssar(body, ident)
             return
         base_verb = "get" if t.subresource == "log" else verb
-        if not self.fake.rbac.allowed(ident, base_verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, t.name):
+        if not self.fake.rbac.allowed(
+            ident, base_verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, t.name
+        ):
             key = f"{t.rt.plural}/{t.subresource}" if t.subresource else t.rt.plural
             if t.rt.group:
                 key = f"{key}.{t.rt.group}"
@@ -427,12 +463,16 @@ class _Handler(BaseHTTPRequestHandler):
         elif verb == "delete":
             opts = self._decode(body) if body else {}
             pre = opts.get("preconditions") or {}
-            gone = self.fake.store.delete(t.rt, t.namespace, t.name, pre.get("uid"), pre.get("resourceVersion"))
+            gone = self.fake.store.delete(
+                t.rt, t.namespace, t.name, pre.get("uid"), pre.get("resourceVersion")
+            )
             self._after_write()
             self._send_json(200, gone)
         else:  # deletecollection
             predicate = self._predicate(t)
-            items, _ = self.fake.store.list(t.rt, t.namespace if t.rt.namespaced and t.namespace else None, predicate)
+            items, _ = self.fake.store.list(
+                t.rt, t.namespace if t.rt.namespaced and t.namespace else None, predicate
+            )
             for item in items:
                 meta = item["metadata"]
                 try:
@@ -441,9 +481,15 @@ class _Handler(BaseHTTPRequestHandler):
                     if exc.code != 404:
                         raise
             self._after_write()
-            self._send_json(200, {"kind": f"{t.rt.kind}List", "apiVersion": t.rt.api_version,
-                                  "metadata": {"resourceVersion": str(self.fake.store.resource_version)},
-                                  "items": items})
+            self._send_json(
+                200,
+                {
+                    "kind": f"{t.rt.kind}List",
+                    "apiVersion": t.rt.api_version,
+                    "metadata": {"resourceVersion": str(self.fake.store.resource_version)},
+                    "items": items,
+                },
+            )
 
     def _after_write(self) -> None:
         if self.fake.auto_reconcile:
@@ -459,8 +505,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _decode(self, body: bytes, allow_yaml: bool = False) -> Any:
         ctype = (self.headers.get("Content-Type") or "application/json").split(";")[0].strip()
         if "protobuf" in ctype or "cbor" in ctype:
-            raise StatusError(415, f'the body of the request was in an unknown format - accepted media types '
-                                   f'include: application/json, application/yaml', "UnsupportedMediaType")
+            raise StatusError(
+                415,
+                "the body of the request was in an unknown format - accepted media types "
+                "include: application/json, application/yaml",
+                "UnsupportedMediaType",
+            )
         try:
             if allow_yaml or ctype == "application/yaml":
                 return yaml.safe_load(body.decode() or "{}")
@@ -482,8 +532,10 @@ class _Handler(BaseHTTPRequestHandler):
         meta: JSON = {"resourceVersion": str(rv)}
         if token:
             meta["continue"] = token
-        self._send_json(200, {"kind": f"{t.rt.kind}List", "apiVersion": t.rt.api_version, "metadata": meta,
-                              "items": items})
+        self._send_json(
+            200,
+            {"kind": f"{t.rt.kind}List", "apiVersion": t.rt.api_version, "metadata": meta, "items": items},
+        )
 
     def _watch(self, t: _Target) -> None:
         timeout = self._query.get("timeoutSeconds")
@@ -516,13 +568,24 @@ class _Handler(BaseHTTPRequestHandler):
         if ctype == "application/apply-patch+yaml":
             manager = self._query.get("fieldManager")
             if not manager:
-                raise StatusError(422, "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: "
-                                       "is required for apply patch", "Invalid")
+                raise StatusError(
+                    422,
+                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
+                    "is required for apply patch",
+                    "Invalid",
+                )
             applied = self._decode(body, allow_yaml=True)
             if not isinstance(applied, dict):
                 raise errors.bad_request("apply patch body must be an object")
-            obj, created = store.apply(t.rt, t.namespace, t.name, applied, manager,
-                                       parse_bool(self._query.get("force")), t.subresource)
+            obj, created = store.apply(
+                t.rt,
+                t.namespace,
+                t.name,
+                applied,
+                manager,
+                parse_bool(self._query.get("force")),
+                t.subresource,
+            )
             self._after_write()
             self._send_json(201 if created else 200, obj)
             return
@@ -532,14 +595,22 @@ class _Handler(BaseHTTPRequestHandler):
             patcher = json_patch
         elif ctype == "application/strategic-merge-patch+json":
             if not t.rt.builtin and not self.fake.strategic_merge_on_crds:
-                raise StatusError(415, "the body of the request was in an unknown format - accepted media types "
-                                       "include: application/json-patch+json, application/merge-patch+json, "
-                                       "application/apply-patch+yaml", "UnsupportedMediaType")
+                raise StatusError(
+                    415,
+                    "the body of the request was in an unknown format - accepted media types "
+                    "include: application/json-patch+json, application/merge-patch+json, "
+                    "application/apply-patch+yaml",
+                    "UnsupportedMediaType",
+                )
             patcher = merge_patch
         else:
-            raise StatusError(415, f"the body of the request was in an unknown format - accepted media types "
-                                   f"include: application/json-patch+json, application/merge-patch+json, "
-                                   f"application/apply-patch+yaml (got {ctype!r})", "UnsupportedMediaType")
+            raise StatusError(
+                415,
+                f"the body of the request was in an unknown format - accepted media types "
+                f"include: application/json-patch+json, application/merge-patch+json, "
+                f"application/apply-patch+yaml (got {ctype!r})",
+                "UnsupportedMediaType",
+            )
         try:
             patch_doc = json.loads(body.decode() or "null")
         except ValueError as exc:
@@ -547,8 +618,15 @@ class _Handler(BaseHTTPRequestHandler):
         expected = None
         if isinstance(patch_doc, dict):
             expected = (patch_doc.get("metadata") or {}).get("resourceVersion")
-        result = store.mutate(t.rt, t.namespace, t.name, lambda cur: patcher(cur, patch_doc),
-                              self._manager(), t.subresource, expected_rv=expected)
+        result = store.mutate(
+            t.rt,
+            t.namespace,
+            t.name,
+            lambda cur: patcher(cur, patch_doc),
+            self._manager(),
+            t.subresource,
+            expected_rv=expected,
+        )
         self._after_write()
         self._send_json(200, result)
 
@@ -557,18 +635,32 @@ class _Handler(BaseHTTPRequestHandler):
         spec = review.get("spec") or {}
         attrs = spec.get("resourceAttributes")
         if attrs is None:
-            allowed = self.fake.rbac.allowed(ident, spec.get("nonResourceAttributes", {}).get("verb", "get"),
-                                             "", "nonresource:" + spec.get("nonResourceAttributes", {}).get("path", ""))
+            allowed = self.fake.rbac.allowed(
+                ident,
+                spec.get("nonResourceAttributes", {}).get("verb", "get"),
+                "",
+                "nonresource:" + spec.get("nonResourceAttributes", {}).get("path", ""),
+            )
         else:
             allowed = self.fake.rbac.allowed(
-                ident, attrs.get("verb", ""), attrs.get("group", ""), attrs.get("resource", ""),
-                attrs.get("subresource", ""), attrs.get("namespace", ""), attrs.get("name", ""),
+                ident,
+                attrs.get("verb", ""),
+                attrs.get("group", ""),
+                attrs.get("resource", ""),
+                attrs.get("subresource", ""),
+                attrs.get("namespace", ""),
+                attrs.get("name", ""),
             )
         status: JSON = {"allowed": allowed}
         if not allowed:
             status["reason"] = "no RBAC rule of the fake server's table allows it"
-        out = {"kind": SSAR.kind, "apiVersion": SSAR.api_version,
-               "metadata": {"creationTimestamp": None}, "spec": spec, "status": status}
+        out = {
+            "kind": SSAR.kind,
+            "apiVersion": SSAR.api_version,
+            "metadata": {"creationTimestamp": None},
+            "spec": spec,
+            "status": status,
+        }
         self._send_json(201, out)
 
     def _pod_log(self, t: _Target) -> None:
@@ -579,7 +671,8 @@ class _Handler(BaseHTTPRequestHandler):
         if not container:
             if len(containers) != 1:
                 raise errors.bad_request(
-                    f"a container name must be specified for pod {t.name}, choose one of: [{' '.join(containers)}]"
+                    f"a container name must be specified for pod {t.name}, "
+                    f"choose one of: [{' '.join(containers)}]"
                 )
             container = containers[0]
         if container not in containers:
@@ -593,7 +686,7 @@ class _Handler(BaseHTTPRequestHandler):
         tail_text = self._query.get("tailLines")
         lines, finished = self.fake.logs.read(t.namespace, t.name, container)
         if tail_text:
-            lines = lines[-int(tail_text):] if int(tail_text) > 0 else []
+            lines = lines[-int(tail_text) :] if int(tail_text) > 0 else []
         start = len(self.fake.logs.read(t.namespace, t.name, container)[0])
 
         def render(items: list[tuple[str, str]]) -> bytes:

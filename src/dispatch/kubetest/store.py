@@ -18,6 +18,7 @@ Contracts:
 from __future__ import annotations
 
 import base64
+import builtins
 import copy
 import hashlib
 import json
@@ -86,7 +87,7 @@ class Store:
         self._window = history_window
         self._uid_counter = 0
         self._suffix_counter = 0
-        self.admission_hooks: list[AdmissionHook] = []
+        self.admission_hooks: builtins.list[AdmissionHook] = []
         """Called as ``hook(rt, new_obj, old_obj)`` before create/update commits; may mutate the
         new object (mutating webhook) or raise ``StatusError`` (validating webhook)."""
 
@@ -120,7 +121,7 @@ class Store:
         if self._window == 0:
             self._oldest_rv = self._rv
 
-    def events_since(self, rv: int) -> list[Event]:
+    def events_since(self, rv: int) -> builtins.list[Event]:
         """Events with a version above ``rv``; raises 410 when ``rv`` is older than the history."""
         with self.lock:
             if rv < self._oldest_rv:
@@ -168,7 +169,7 @@ class Store:
         rt: ResourceType,
         namespace: str | None = None,
         predicate: Callable[[JSON], bool] | None = None,
-    ) -> tuple[list[JSON], int]:
+    ) -> tuple[builtins.list[JSON], int]:
         """Objects sorted by (namespace, name), and the store version they were read at."""
         with self.lock:
             items = [
@@ -185,7 +186,7 @@ class Store:
         predicate: Callable[[JSON], bool],
         limit: int | None,
         continue_token: str | None,
-    ) -> tuple[list[JSON], int, str | None]:
+    ) -> tuple[builtins.list[JSON], int, str | None]:
         """One page of a list. Continue tokens carry the last key and the list's version; a token
         whose version has left the history is 410 Expired (as after etcd compaction)."""
         with self.lock:
@@ -204,7 +205,7 @@ class Store:
                         "You can start a new list without the continue parameter."
                     )
             keys = sorted(self._bucket(rt))
-            out: list[JSON] = []
+            out: builtins.list[JSON] = []
             last: tuple[str, str] | None = None
             more = False
             for key in keys:
@@ -234,21 +235,42 @@ class Store:
     def _validate_name(self, rt: ResourceType, name: str) -> None:
         causes = []
         if not name:
-            causes.append({"reason": "FieldValueRequired", "message": "name or generateName is required",
-                           "field": "metadata.name"})
+            causes.append(
+                {
+                    "reason": "FieldValueRequired",
+                    "message": "name or generateName is required",
+                    "field": "metadata.name",
+                }
+            )
         elif rt.kind == "TrainJob":
             if len(name) > 63 or not _RFC1035_LABEL.match(name):
-                causes.append({"reason": "FieldValueInvalid",
-                               "message": "must be a valid RFC 1035 label (lowercase alphanumerics and '-', "
-                                          "starting with a letter, at most 63 characters)",
-                               "field": "metadata.name"})
+                causes.append(
+                    {
+                        "reason": "FieldValueInvalid",
+                        "message": "must be a valid RFC 1035 label (lowercase alphanumerics and '-', "
+                        "starting with a letter, at most 63 characters)",
+                        "field": "metadata.name",
+                    }
+                )
         elif rt.kind == "Namespace":
             if len(name) > 63 or not _DNS_LABEL.match(name):
-                causes.append({"reason": "FieldValueInvalid", "message": "a lowercase RFC 1123 label must "
-                               "consist of lower case alphanumeric characters or '-'", "field": "metadata.name"})
+                causes.append(
+                    {
+                        "reason": "FieldValueInvalid",
+                        "message": "a lowercase RFC 1123 label must "
+                        "consist of lower case alphanumeric characters or '-'",
+                        "field": "metadata.name",
+                    }
+                )
         elif len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-            causes.append({"reason": "FieldValueInvalid", "message": "a lowercase RFC 1123 subdomain must "
-                           "consist of lower case alphanumeric characters, '-' or '.'", "field": "metadata.name"})
+            causes.append(
+                {
+                    "reason": "FieldValueInvalid",
+                    "message": "a lowercase RFC 1123 subdomain must "
+                    "consist of lower case alphanumeric characters, '-' or '.'",
+                    "field": "metadata.name",
+                }
+            )
         if causes:
             raise errors.invalid(rt, name, causes)
 
@@ -272,7 +294,8 @@ class Store:
                 body_ns = meta.get("namespace")
                 if body_ns and body_ns != namespace:
                     raise errors.bad_request(
-                        "the namespace of the provided object does not match the namespace sent on the request"
+                        "the namespace of the provided object does not match the namespace sent "
+                        "on the request"
                     )
                 meta["namespace"] = namespace
                 if self.try_get(NAMESPACE, "", namespace) is None:
@@ -344,9 +367,7 @@ class Store:
                 meta.pop(fixed, None)
         new["apiVersion"] = rt.api_version
         new["kind"] = rt.kind
-        meta["generation"] = old_meta.get("generation", 1) + (
-            1 if _spec_part(new) != _spec_part(old) else 0
-        )
+        meta["generation"] = old_meta.get("generation", 1) + (1 if _spec_part(new) != _spec_part(old) else 0)
         if subresource != "status":
             for hook in self.admission_hooks:
                 hook(rt, new, copy.deepcopy(old))
@@ -476,8 +497,10 @@ class Store:
             key, old = self._current(rt, namespace, name)
             if expected_uid and expected_uid != old["metadata"]["uid"]:
                 raise errors.StatusError(
-                    409, f"Precondition failed: UID in precondition: {expected_uid}, "
-                    f"UID in object meta: {old['metadata']['uid']}", "Conflict",
+                    409,
+                    f"Precondition failed: UID in precondition: {expected_uid}, "
+                    f"UID in object meta: {old['metadata']['uid']}",
+                    "Conflict",
                 )
             if expected_rv and expected_rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt, name)

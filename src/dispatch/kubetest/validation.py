@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import types
 import typing
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from .errors import invalid
@@ -24,7 +24,7 @@ def _cause(reason: str, message: str, field: str) -> JSON:
     return {"reason": reason, "message": message, "field": field}
 
 
-@lru_cache(maxsize=None)
+@cache
 def _adapter(annotation: Any) -> Any:
     from pydantic import TypeAdapter
 
@@ -102,7 +102,7 @@ def _check_model(value: Any, model: Any, path: str, reject_unknown: bool, causes
 
 def validate_trainjob(rt: ResourceType, obj: JSON, reject_unknown: bool) -> None:
     """Raise a 422 ``StatusError`` if ``obj`` does not validate as ``TrainerV1alpha1TrainJob``."""
-    from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob
+    from kubeflow_trainer_api.models import TrainerV1alpha1TrainJob  # type: ignore[import-untyped]
 
     body = {k: v for k, v in obj.items() if k != "status"}
     meta = dict(body.get("metadata") or {})

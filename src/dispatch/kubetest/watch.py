@@ -107,8 +107,9 @@ def translate(event: Event, req: WatchRequest) -> tuple[str, JSON] | None:
     return None
 
 
-def run_watch(store: Store, hub: WatchHub, faults: Faults, req: WatchRequest,
-              write: Callable[[bytes], None]) -> None:
+def run_watch(
+    store: Store, hub: WatchHub, faults: Faults, req: WatchRequest, write: Callable[[bytes], None]
+) -> None:
     """Stream events for ``req`` through ``write`` until timeout, drop, error or disconnect."""
     start_epoch = faults.drop_epoch
     seen_bookmarks = hub.bookmark_seq
@@ -125,8 +126,9 @@ def run_watch(store: Store, hub: WatchHub, faults: Faults, req: WatchRequest,
             return
         initial = []
         if cursor < store.oldest_resource_version:
-            err = StatusError(410, f"too old resource version: {cursor} ({store.oldest_resource_version})",
-                              "Expired")
+            err = StatusError(
+                410, f"too old resource version: {cursor} ({store.oldest_resource_version})", "Expired"
+            )
             write(_line("ERROR", err.status()))
             return
     for type_, obj in initial:
@@ -138,6 +140,8 @@ def run_watch(store: Store, hub: WatchHub, faults: Faults, req: WatchRequest,
         bookmark = False
         with store.lock:
             while True:
+                if faults.drop_epoch != start_epoch:
+                    break  # a drop wins over pending events: they are resent on resume
                 try:
                     events = store.events_since(cursor)
                 except StatusError as exc:
@@ -150,8 +154,6 @@ def run_watch(store: Store, hub: WatchHub, faults: Faults, req: WatchRequest,
                 if events:
                     cursor = events[-1].rv
                 if out:
-                    break
-                if faults.drop_epoch != start_epoch:
                     break
                 now = time.monotonic()
                 if deadline is not None and now >= deadline:
@@ -171,18 +173,21 @@ def run_watch(store: Store, hub: WatchHub, faults: Faults, req: WatchRequest,
         if error is not None:
             write(_line("ERROR", error.status()))
             return
+        if faults.drop_epoch != start_epoch:
+            if faults.drop_is_abrupt:
+                raise WatchDropped()
+            return
         for type_, obj in out:
             write(_line(type_, obj))
         if out:
             last_sent = time.monotonic()
         if bookmark:
-            marker = {"kind": req.rt.kind, "apiVersion": req.rt.api_version,
-                      "metadata": {"resourceVersion": str(cursor)}}
+            marker = {
+                "kind": req.rt.kind,
+                "apiVersion": req.rt.api_version,
+                "metadata": {"resourceVersion": str(cursor)},
+            }
             write(_line("BOOKMARK", marker))
             last_sent = time.monotonic()
-        if faults.drop_epoch != start_epoch:
-            if faults.drop_is_abrupt:
-                raise WatchDropped()
-            return
         if deadline is not None and time.monotonic() >= deadline:
             return

@@ -43,7 +43,13 @@ def set_condition(
             if generation is not None:
                 cond["observedGeneration"] = generation
             return
-    new: JSON = {"type": type_, "status": value, "reason": reason, "message": message, "lastTransitionTime": now}
+    new: JSON = {
+        "type": type_,
+        "status": value,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": now,
+    }
     if generation is not None:
         new["observedGeneration"] = generation
     conds.append(new)
@@ -51,8 +57,12 @@ def set_condition(
 
 def owner_ref(owner: JSON, controller: bool = True) -> JSON:
     return {
-        "apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"],
-        "uid": owner["metadata"]["uid"], "controller": controller, "blockOwnerDeletion": True,
+        "apiVersion": owner["apiVersion"],
+        "kind": owner["kind"],
+        "name": owner["metadata"]["name"],
+        "uid": owner["metadata"]["uid"],
+        "controller": controller,
+        "blockOwnerDeletion": True,
     }
 
 

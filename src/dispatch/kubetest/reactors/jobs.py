@@ -38,8 +38,10 @@ def _phase(pod: JSON) -> str:
 
 
 def _ready(pod: JSON) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (pod.get("status") or {}).get("conditions") or [])
+    return any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in (pod.get("status") or {}).get("conditions") or []
+    )
 
 
 def _index(pod: JSON) -> int | None:
@@ -90,7 +92,9 @@ def _policy_action(job: JSON, pod: JSON) -> str:
                     return str(rule.get("action", "Count"))
         for pattern in rule.get("onPodConditions") or []:
             for cond in (pod.get("status") or {}).get("conditions") or []:
-                if cond.get("type") == pattern.get("type") and cond.get("status") == pattern.get("status", "True"):
+                if cond.get("type") == pattern.get("type") and cond.get("status") == pattern.get(
+                    "status", "True"
+                ):
                     return str(rule.get("action", "Count"))
     return "Count"
 
@@ -114,8 +118,9 @@ class JobReactor(Reactor):
 
     def _release(self, pod: JSON) -> None:
         def drop(cur: JSON) -> None:
-            cur["metadata"]["finalizers"] = [f for f in cur["metadata"].get("finalizers") or []
-                                             if f != TRACKING_FINALIZER]
+            cur["metadata"]["finalizers"] = [
+                f for f in cur["metadata"].get("finalizers") or [] if f != TRACKING_FINALIZER
+            ]
 
         self.edit(POD, pod, drop)
 
@@ -151,16 +156,21 @@ class JobReactor(Reactor):
                     continue
                 action = _policy_action(job, pod)
                 if action == "FailJob" and fail_job_reason is None:
-                    fail_job_reason = ("PodFailurePolicy",
-                                       f"Pod {pod['metadata']['namespace']}/{pod['metadata']['name']} has condition "
-                                       "or exit code matching FailJob rule of the podFailurePolicy")
+                    fail_job_reason = (
+                        "PodFailurePolicy",
+                        f"Pod {pod['metadata']['namespace']}/{pod['metadata']['name']} has condition "
+                        "or exit code matching FailJob rule of the podFailurePolicy",
+                    )
                 if action != "Ignore":
                     failed += 1
                 self._release(pod)
         if indexed:
             succeeded = len(succeeded_idx)
-        active = [p for p in pods if _phase(p) not in ("Succeeded", "Failed")
-                  and not p["metadata"].get("deletionTimestamp")]
+        active = [
+            p
+            for p in pods
+            if _phase(p) not in ("Succeeded", "Failed") and not p["metadata"].get("deletionTimestamp")
+        ]
 
         finished = _finished(job)
         if not finished and fail_job_reason is None and failed > backoff_limit:
@@ -170,10 +180,22 @@ class JobReactor(Reactor):
             set_condition(status, "Failed", "True", fail_job_reason[0], fail_job_reason[1], now)
             finished = True
         elif not finished and succeeded >= completions:
-            set_condition(status, "SuccessCriteriaMet", "True", "CompletionsReached",
-                          "Reached expected number of succeeded pods", now)
-            set_condition(status, "Complete", "True", "CompletionsReached",
-                          "Reached expected number of succeeded pods", now)
+            set_condition(
+                status,
+                "SuccessCriteriaMet",
+                "True",
+                "CompletionsReached",
+                "Reached expected number of succeeded pods",
+                now,
+            )
+            set_condition(
+                status,
+                "Complete",
+                "True",
+                "CompletionsReached",
+                "Reached expected number of succeeded pods",
+                now,
+            )
             status["completionTime"] = now
             finished = True
 
@@ -187,10 +209,15 @@ class JobReactor(Reactor):
             set_condition(status, "Suspended", "True", "JobSuspended", "Job suspended", now)
             status.pop("startTime", None)
         elif not finished:
-            if any(c.get("type") == "Suspended" and c.get("status") == "True" for c in status.get("conditions") or []):
+            if any(
+                c.get("type") == "Suspended" and c.get("status") == "True"
+                for c in status.get("conditions") or []
+            ):
                 set_condition(status, "Suspended", "False", "JobResumed", "Job resumed", now)
             status.setdefault("startTime", now)
-            active = self._create_missing(job, active, succeeded_idx, indexed, parallelism, completions, succeeded)
+            active = self._create_missing(
+                job, active, succeeded_idx, indexed, parallelism, completions, succeeded
+            )
 
         status["active"] = len(active)
         status["ready"] = sum(1 for p in active if _ready(p))
@@ -201,8 +228,16 @@ class JobReactor(Reactor):
             status["completedIndexes"] = _ranges(succeeded_idx)
         self.write_status(JOB, job, status)
 
-    def _create_missing(self, job: JSON, active: list[JSON], done: set[int], indexed: bool,
-                        parallelism: int, completions: int, succeeded: int) -> list[JSON]:
+    def _create_missing(
+        self,
+        job: JSON,
+        active: list[JSON],
+        done: set[int],
+        indexed: bool,
+        parallelism: int,
+        completions: int,
+        succeeded: int,
+    ) -> list[JSON]:
         if indexed:
             busy = {_index(p) for p in active}
             wanted = [i for i in range(completions) if i not in done and i not in busy]
@@ -221,8 +256,14 @@ class JobReactor(Reactor):
         labels = dict(tmeta.get("labels") or {})
         annotations = dict(tmeta.get("annotations") or {})
         uid = job["metadata"]["uid"]
-        labels.update({"batch.kubernetes.io/controller-uid": uid, "batch.kubernetes.io/job-name": name,
-                       "controller-uid": uid, "job-name": name})
+        labels.update(
+            {
+                "batch.kubernetes.io/controller-uid": uid,
+                "batch.kubernetes.io/job-name": name,
+                "controller-uid": uid,
+                "job-name": name,
+            }
+        )
         spec = template.get("spec") or {}
         prefix = name
         if index >= 0:
@@ -232,16 +273,27 @@ class JobReactor(Reactor):
             prefix = f"{name}-{index}"
             for c in spec.get("containers") or []:
                 env = [e for e in c.get("env") or [] if e.get("name") != "JOB_COMPLETION_INDEX"]
-                env.append({"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef": {
-                    "apiVersion": "v1", "fieldPath": f"metadata.annotations['{INDEX_KEY}']"}}})
+                env.append(
+                    {
+                        "name": "JOB_COMPLETION_INDEX",
+                        "valueFrom": {
+                            "fieldRef": {
+                                "apiVersion": "v1",
+                                "fieldPath": f"metadata.annotations['{INDEX_KEY}']",
+                            }
+                        },
+                    }
+                )
                 c["env"] = env
         spec.setdefault("restartPolicy", "Never")
         pod = {
-            "apiVersion": "v1", "kind": "Pod",
+            "apiVersion": "v1",
+            "kind": "Pod",
             "metadata": {
                 "name": f"{prefix}-{self.store.random_suffix(prefix)}",
                 "namespace": job["metadata"]["namespace"],
-                "labels": labels, "annotations": annotations,
+                "labels": labels,
+                "annotations": annotations,
                 "ownerReferences": [owner_ref(job)],
                 "finalizers": [TRACKING_FINALIZER],
             },

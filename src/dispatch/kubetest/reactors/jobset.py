@@ -70,8 +70,13 @@ class JobSetReactor(Reactor):
         global_idx = 0
         for rj in (js.get("spec") or {}).get("replicatedJobs") or []:
             for idx in range(int(rj.get("replicas", 1))):
-                out.append((rj, f"{js['metadata']['name']}-{rj['name']}-{idx}",
-                            self._labels(js, rj, idx, global_idx, attempt)))
+                out.append(
+                    (
+                        rj,
+                        f"{js['metadata']['name']}-{rj['name']}-{idx}",
+                        self._labels(js, rj, idx, global_idx, attempt),
+                    )
+                )
                 global_idx += 1
         return out
 
@@ -104,17 +109,19 @@ class JobSetReactor(Reactor):
         desired = self._desired_jobs(js, attempt)
         if not terminal:
             for rj, name, keys in desired:
-                job = current.get(name)
-                if job is None:
+                existing = current.get(name)
+                if existing is None:
                     rj_meta = (rj.get("template") or {}).get("metadata") or {}
                     job_spec = copy.deepcopy(((rj.get("template") or {}).get("spec")) or {})
                     job_spec["template"] = self._pod_template(js, rj, keys)
                     job_spec["suspend"] = suspended
                     job_spec.setdefault("completionMode", "Indexed")
                     body = {
-                        "apiVersion": "batch/v1", "kind": "Job",
+                        "apiVersion": "batch/v1",
+                        "kind": "Job",
                         "metadata": {
-                            "name": name, "namespace": js["metadata"]["namespace"],
+                            "name": name,
+                            "namespace": js["metadata"]["namespace"],
                             "labels": {**(rj_meta.get("labels") or {}), **keys},
                             "annotations": {**(rj_meta.get("annotations") or {}), **keys},
                             "ownerReferences": [owner_ref(js)],
@@ -122,7 +129,7 @@ class JobSetReactor(Reactor):
                         "spec": job_spec,
                     }
                     current[name] = self.create(JOB, body)
-                elif bool((job.get("spec") or {}).get("suspend")) != suspended:
+                elif bool((existing.get("spec") or {}).get("suspend")) != suspended:
                     template = self._pod_template(js, rj, keys)
 
                     def sync(cur: JSON, template: JSON = template) -> None:
@@ -138,7 +145,7 @@ class JobSetReactor(Reactor):
                                 else:
                                     pod_spec.pop(key, None)
 
-                    current[name] = self.edit(JOB, job, sync) or job
+                    current[name] = self.edit(JOB, existing, sync) or existing
 
         rj_status = self._replicated_status(js, list(current.values()))
         status["replicatedJobsStatus"] = rj_status
@@ -157,14 +164,25 @@ class JobSetReactor(Reactor):
             wanted = {name for _, name, _ in desired}
             if failed_jobs:
                 self._on_failure(js, status, failed_jobs[0], now)
-            elif wanted and all(is_true(j, "Complete") for n, j in current.items() if n in wanted) \
-                    and wanted <= set(current):
-                set_condition(status, "Completed", "True", "AllJobsCompleted", "jobset completed successfully", now)
+            elif (
+                wanted
+                and all(is_true(j, "Complete") for n, j in current.items() if n in wanted)
+                and wanted <= set(current)
+            ):
+                set_condition(
+                    status, "Completed", "True", "AllJobsCompleted", "jobset completed successfully", now
+                )
                 status["terminalState"] = "Completed"
-            elif is_true(js, "RestartingJobSet") and wanted <= set(current) and all(
-                int((j.get("status") or {}).get("ready", 0)) + int((j.get("status") or {}).get("succeeded", 0))
-                >= int((j.get("spec") or {}).get("parallelism", 1))
-                for n, j in current.items() if n in wanted
+            elif (
+                is_true(js, "RestartingJobSet")
+                and wanted <= set(current)
+                and all(
+                    int((j.get("status") or {}).get("ready", 0))
+                    + int((j.get("status") or {}).get("succeeded", 0))
+                    >= int((j.get("spec") or {}).get("parallelism", 1))
+                    for n, j in current.items()
+                    if n in wanted
+                )
             ):
                 set_condition(status, "RestartingJobSet", "False", "JobsReady", "all jobs are ready", now)
         self.write_status(JOBSET, js, status)
@@ -183,23 +201,40 @@ class JobSetReactor(Reactor):
             reasons = rule.get("onJobFailureReasons") or []
             targets = rule.get("targetReplicatedJobs") or []
             if (not reasons or reason in reasons) and (not targets or rj_name in targets):
-                action, rule_name = str(rule.get("action", "RestartJobSet")), str(rule.get("name", f"rule{i}"))
+                action, rule_name = (
+                    str(rule.get("action", "RestartJobSet")),
+                    str(rule.get("name", f"rule{i}")),
+                )
                 break
         if action == "FailJobSet":
-            self._fail(status, "FailJobSetFailurePolicyAction", "applying FailJobSet failure policy action" + suffix,
-                       now)
+            self._fail(
+                status,
+                "FailJobSetFailurePolicyAction",
+                "applying FailJobSet failure policy action" + suffix,
+                now,
+            )
             return
         counts = action != "RestartJobSetAndIgnoreMaxRestarts"
         if counts and int(status.get("restartsCountTowardsMax", 0)) >= int(policy.get("maxRestarts", 0)):
-            self._fail(status, "ReachedMaxRestarts", "jobset failed due to reaching max number of restarts" + suffix,
-                       now)
+            self._fail(
+                status,
+                "ReachedMaxRestarts",
+                "jobset failed due to reaching max number of restarts" + suffix,
+                now,
+            )
             return
         status["restarts"] = int(status.get("restarts", 0)) + 1
         if counts:
             status["restartsCountTowardsMax"] = int(status.get("restartsCountTowardsMax", 0)) + 1
         restart_reason = f"FailurePolicy_{rule_name}" if rule_name else "DefaultFailurePolicy"
-        set_condition(status, "RestartingJobSet", "True", restart_reason,
-                      f"restarting jobset, attempt {status['restarts']}" + suffix, now)
+        set_condition(
+            status,
+            "RestartingJobSet",
+            "True",
+            restart_reason,
+            f"restarting jobset, attempt {status['restarts']}" + suffix,
+            now,
+        )
 
     def _fail(self, status: JSON, reason: str, message: str, now: str) -> None:
         set_condition(status, "Failed", "True", reason, message, now)
@@ -208,7 +243,9 @@ class JobSetReactor(Reactor):
     def _replicated_status(self, js: JSON, jobs: list[JSON]) -> list[JSON]:
         out = []
         for rj in (js.get("spec") or {}).get("replicatedJobs") or []:
-            mine = [j for j in jobs if (j["metadata"].get("labels") or {}).get(REPLICATED_JOB_NAME) == rj["name"]]
+            mine = [
+                j for j in jobs if (j["metadata"].get("labels") or {}).get(REPLICATED_JOB_NAME) == rj["name"]
+            ]
             entry = {"name": rj["name"], "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
             for j in mine:
                 st = j.get("status") or {}

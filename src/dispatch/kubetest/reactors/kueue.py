@@ -10,7 +10,7 @@ that are not owned by a TrainJob. What it does, in Kueue's words where the strin
 - one Workload per job, name ``<lowercased kind>-<job name>-<5 chars>``, label
   ``kueue.x-k8s.io/job-uid=<job uid>``, controller ownerReference to the job, the gate annotation
   copied, ``spec.queueName``, ``spec.active: true``, ``spec.podSets`` (one per replicatedJob:
-  ``count = replicas × parallelism``), ``spec.priority`` from label ``kueue.x-k8s.io/priority-class``
+  ``count = replicas * parallelism``), ``spec.priority`` from label ``kueue.x-k8s.io/priority-class``
   (a WorkloadPriorityClass);
 - gated (annotation non-empty): ``QuotaReserved=False`` ``AdmissionGated`` "Admission is gated by: <gates>";
 - queueing: LocalQueue → ClusterQueue; missing/inactive ones give ``QuotaReserved=False``
@@ -125,8 +125,11 @@ class KueueReactor(Reactor):
             if value is not None:
                 names = [g.strip() for g in value.split(",")]
                 if any(not n or len(n) > 63 or not _GATE_RE.match(n) for n in names):
-                    raise _denied(rt.kind, f"{field}: Invalid value: {value!r}: each gate must be a "
-                                           "domain-prefixed path of at most 63 characters")
+                    raise _denied(
+                        rt.kind,
+                        f"{field}: Invalid value: {value!r}: each gate must be a "
+                        "domain-prefixed path of at most 63 characters",
+                    )
                 if len(set(names)) != len(names):
                     raise _denied(rt.kind, f"{field}: Duplicate value: {value!r}")
             return
@@ -143,8 +146,11 @@ class KueueReactor(Reactor):
     def _jobset_shape(self, rt: ResourceType, job: JSON) -> JSON | None:
         if rt.kind == "JobSet":
             return job
-        runtime = self._trainer().snapshot(job) if self.store.try_get(
-            TRAINJOB, job["metadata"]["namespace"], job["metadata"]["name"]) else None
+        runtime = (
+            self._trainer().snapshot(job)
+            if self.store.try_get(TRAINJOB, job["metadata"]["namespace"], job["metadata"]["name"])
+            else None
+        )
         return build_jobset(job, runtime) if runtime is not None else None
 
     def _pod_sets(self, rt: ResourceType, job: JSON) -> list[JSON] | None:
@@ -155,7 +161,9 @@ class KueueReactor(Reactor):
         for rj in (shape.get("spec") or {}).get("replicatedJobs") or []:
             jspec = (rj.get("template") or {}).get("spec") or {}
             count = int(rj.get("replicas", 1)) * int(jspec.get("parallelism", 1))
-            out.append({"name": rj["name"], "count": count, "template": copy.deepcopy(jspec.get("template") or {})})
+            out.append(
+                {"name": rj["name"], "count": count, "template": copy.deepcopy(jspec.get("template") or {})}
+            )
         return out
 
     def _priority(self, job: JSON) -> tuple[int, str | None]:
@@ -168,7 +176,10 @@ class KueueReactor(Reactor):
     def _workload_for(self, job: JSON, workloads: list[JSON]) -> JSON | None:
         uid = job["metadata"]["uid"]
         for wl in workloads:
-            if any(r.get("uid") == uid and r.get("controller") for r in wl["metadata"].get("ownerReferences") or []):
+            if any(
+                r.get("uid") == uid and r.get("controller")
+                for r in wl["metadata"].get("ownerReferences") or []
+            ):
                 return wl
         return None
 
@@ -178,7 +189,9 @@ class KueueReactor(Reactor):
         jobs: list[tuple[ResourceType, JSON]] = []
         for rt in (TRAINJOB, JOBSET):
             items, _ = self.store.list(rt)
-            jobs.extend((rt, j) for j in items if self._managed(rt, j) and not j["metadata"].get("deletionTimestamp"))
+            jobs.extend(
+                (rt, j) for j in items if self._managed(rt, j) and not j["metadata"].get("deletionTimestamp")
+            )
         for rt, job in jobs:
             wl = self._workload_for(job, workloads)
             if wl is None:
@@ -202,17 +215,33 @@ class KueueReactor(Reactor):
         gate = (job["metadata"].get("annotations") or {}).get(GATE_ANNOTATION)
         if gate is not None:
             annotations[GATE_ANNOTATION] = gate
-        spec: JSON = {"queueName": job["metadata"]["labels"][QUEUE_LABEL], "active": True,
-                      "podSets": pod_sets, "priority": priority}
+        spec: JSON = {
+            "queueName": job["metadata"]["labels"][QUEUE_LABEL],
+            "active": True,
+            "podSets": pod_sets,
+            "priority": priority,
+        }
         if pclass:
-            spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass", "name": pclass}
-        wl = self.create(WORKLOAD, {
-            "apiVersion": WORKLOAD.api_version, "kind": "Workload",
-            "metadata": {"name": f"{prefix}-{digest}", "namespace": job["metadata"]["namespace"],
-                         "labels": {JOB_UID_LABEL: uid}, "annotations": annotations,
-                         "ownerReferences": [owner_ref(job)]},
-            "spec": spec,
-        })
+            spec["priorityClassRef"] = {
+                "group": "kueue.x-k8s.io",
+                "kind": "WorkloadPriorityClass",
+                "name": pclass,
+            }
+        wl = self.create(
+            WORKLOAD,
+            {
+                "apiVersion": WORKLOAD.api_version,
+                "kind": "Workload",
+                "metadata": {
+                    "name": f"{prefix}-{digest}",
+                    "namespace": job["metadata"]["namespace"],
+                    "labels": {JOB_UID_LABEL: uid},
+                    "annotations": annotations,
+                    "ownerReferences": [owner_ref(job)],
+                },
+                "spec": spec,
+            },
+        )
         self._sync_workload(rt, job, wl)
         return wl
 
@@ -247,7 +276,11 @@ class KueueReactor(Reactor):
             self.write_status(WORKLOAD, wl, status)
             self._suspend_job(rt, job)
             return
-        if requeued and requeued.get("status") == "False" and str(requeued.get("reason", "")).startswith("Deactivated"):
+        if (
+            requeued
+            and requeued.get("status") == "False"
+            and str(requeued.get("reason", "")).startswith("Deactivated")
+        ):
             set_condition(status, "Requeued", "True", "Reactivated", "The workload was reactivated", now)
             wl = self.write_status(WORKLOAD, wl, status)
             status = copy.deepcopy(wl.get("status") or {})
@@ -262,8 +295,7 @@ class KueueReactor(Reactor):
                 cur["spec"]["active"] = False
 
             wl = self.edit(WORKLOAD, wl, deactivate) or wl
-            self._evict(rt, job, wl, "DeactivatedDueToAdmissionCheck",
-                        f"Admission check {name} was rejected")
+            self._evict(rt, job, wl, "DeactivatedDueToAdmissionCheck", f"Admission check {name} was rejected")
             return
         if "Retry" in states.values():
             self._evict(rt, job, wl, "AdmissionCheck", "At least one admission check is false")
@@ -273,8 +305,14 @@ class KueueReactor(Reactor):
             wl = self.write_status(WORKLOAD, wl, status)
             self._start_job(rt, job, wl)
         else:
-            set_condition(status, "Admitted", "False", "UnsatisfiedAdmissionChecks",
-                          "The workload has not all admission checks in state Ready", now)
+            set_condition(
+                status,
+                "Admitted",
+                "False",
+                "UnsatisfiedAdmissionChecks",
+                "The workload has not all admission checks in state Ready",
+                now,
+            )
             self.write_status(WORKLOAD, wl, status)
             self._suspend_job(rt, job)
 
@@ -283,7 +321,9 @@ class KueueReactor(Reactor):
         for type_, reason in ((ok, "Succeeded"), (bad, "Failed")):
             cond = find_condition(job, type_)
             if cond is not None and cond.get("status") == "True":
-                msg = cond.get("message") or ("Job finished successfully" if reason == "Succeeded" else "Job failed")
+                msg = cond.get("message") or (
+                    "Job finished successfully" if reason == "Succeeded" else "Job failed"
+                )
                 return reason, str(msg)
         return None
 
@@ -292,7 +332,9 @@ class KueueReactor(Reactor):
         def stop(cur: JSON) -> None:
             cur.setdefault("spec", {})["suspend"] = True
             if rt.kind == "TrainJob":
-                patches = [p for p in cur["spec"].get("runtimePatches") or [] if p.get("manager") != KUEUE_MANAGER]
+                patches = [
+                    p for p in cur["spec"].get("runtimePatches") or [] if p.get("manager") != KUEUE_MANAGER
+                ]
                 if patches:
                     cur["spec"]["runtimePatches"] = patches
                 else:
@@ -334,17 +376,24 @@ class KueueReactor(Reactor):
         def start(cur: JSON) -> None:
             cur.setdefault("spec", {})["suspend"] = False
             if rt.kind == "TrainJob":
-                patches = [p for p in cur["spec"].get("runtimePatches") or [] if p.get("manager") != KUEUE_MANAGER]
+                patches = [
+                    p for p in cur["spec"].get("runtimePatches") or [] if p.get("manager") != KUEUE_MANAGER
+                ]
                 if replicated:
-                    patches.append({"manager": KUEUE_MANAGER, "trainingRuntimeSpec": {
-                        "template": {"spec": {"replicatedJobs": replicated}}}})
+                    patches.append(
+                        {
+                            "manager": KUEUE_MANAGER,
+                            "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": replicated}}},
+                        }
+                    )
                 if patches:
                     cur["spec"]["runtimePatches"] = patches
 
         self.edit(rt, job, start)
 
-    def _evict(self, rt: ResourceType, job: JSON, wl: JSON, reason: str, message: str,
-               preempted: str | None = None) -> None:
+    def _evict(
+        self, rt: ResourceType, job: JSON, wl: JSON, reason: str, message: str, preempted: str | None = None
+    ) -> None:
         now = self.now()
         status = copy.deepcopy(wl.get("status") or {})
         set_condition(status, "Evicted", "True", reason, message, now)
@@ -356,12 +405,17 @@ class KueueReactor(Reactor):
             previous = check.get("state")
             if previous == "Retry":
                 check["retryCount"] = int(check.get("retryCount", 0)) + 1
-            check.update({"state": "Pending", "message": f"Reset to Pending after eviction. Previously: {previous}",
-                          "lastTransitionTime": now})
+            check.update(
+                {
+                    "state": "Pending",
+                    "message": f"Reset to Pending after eviction. Previously: {previous}",
+                    "lastTransitionTime": now,
+                }
+            )
             check.pop("podSetUpdates", None)
         stats = status.setdefault("schedulingStats", {}).setdefault("evictions", [])
         base_reason = "Deactivated" if reason.startswith("Deactivated") else reason
-        cause = reason[len("DeactivatedDueTo"):] if reason.startswith("DeactivatedDueTo") else ""
+        cause = reason[len("DeactivatedDueTo") :] if reason.startswith("DeactivatedDueTo") else ""
         for entry in stats:
             if entry.get("reason") == base_reason and entry.get("underlyingCause", "") == cause:
                 entry["count"] = int(entry.get("count", 0)) + 1
@@ -376,8 +430,14 @@ class KueueReactor(Reactor):
         set_condition(status, "QuotaReserved", "False", "Pending", message, now)
         set_condition(status, "Admitted", "False", "NoReservation", "The workload has no reservation", now)
         deactivated = reason.startswith("Deactivated")
-        set_condition(status, "Requeued", "False" if deactivated else "True",
-                      "Deactivated" if deactivated else reason, message, now)
+        set_condition(
+            status,
+            "Requeued",
+            "False" if deactivated else "True",
+            "Deactivated" if deactivated else reason,
+            message,
+            now,
+        )
         self.write_status(WORKLOAD, wl, status)
 
     def preempt(self, wl: JSON, reason: str = "InClusterQueue", message: str | None = None) -> None:
@@ -386,13 +446,17 @@ class KueueReactor(Reactor):
         if job is None or rt is None:
             raise StatusError(409, "the workload has no job", "Conflict")
         if (wl.get("status") or {}).get("admission") is None:
-            raise StatusError(409, f'workload "{wl["metadata"]["name"]}" has no quota reservation', "Conflict")
+            raise StatusError(
+                409, f'workload "{wl["metadata"]["name"]}" has no quota reservation', "Conflict"
+            )
         text = message or "Preempted to accommodate a workload due to prioritization in the ClusterQueue"
         self._evict(rt, job, wl, "Preempted", text, preempted=reason)
 
     def _owner(self, wl: JSON) -> tuple[JSON | None, ResourceType | None]:
         for ref in wl["metadata"].get("ownerReferences") or []:
-            rt = TRAINJOB if ref.get("kind") == "TrainJob" else JOBSET if ref.get("kind") == "JobSet" else None
+            rt = (
+                TRAINJOB if ref.get("kind") == "TrainJob" else JOBSET if ref.get("kind") == "JobSet" else None
+            )
             if rt is not None:
                 job = self.store.try_get(rt, wl["metadata"]["namespace"], ref["name"])
                 if job is not None and job["metadata"]["uid"] == ref.get("uid"):
@@ -408,16 +472,22 @@ class KueueReactor(Reactor):
         for group in spec.get("resourceGroups") or []:
             for flavor in group.get("flavors") or []:
                 if self.store.try_get(RESOURCE_FLAVOR, "", flavor["name"]) is None:
-                    return "FlavorNotFound", f"Can't admit new workloads: references missing ResourceFlavor(s): " \
-                                             f"{flavor['name']}"
+                    return (
+                        "FlavorNotFound",
+                        f"Can't admit new workloads: references missing ResourceFlavor(s): {flavor['name']}",
+                    )
         for name in _checks_of(cq):
             ac = self.store.try_get(ADMISSION_CHECK, "", name)
             if ac is None:
-                return "AdmissionCheckNotFound", f"Can't admit new workloads: references missing AdmissionCheck(s): " \
-                                                 f"{name}"
+                return (
+                    "AdmissionCheckNotFound",
+                    f"Can't admit new workloads: references missing AdmissionCheck(s): {name}",
+                )
             if not is_true(ac, "Active"):
-                return "AdmissionCheckInactive", f"Can't admit new workloads: references inactive AdmissionCheck(s): " \
-                                                 f"{name}"
+                return (
+                    "AdmissionCheckInactive",
+                    f"Can't admit new workloads: references inactive AdmissionCheck(s): {name}",
+                )
         return None
 
     def _usage(self, cq_name: str, workloads: list[JSON]) -> dict[tuple[str, str], float]:
@@ -432,7 +502,9 @@ class KueueReactor(Reactor):
                     usage[(flavor, res)] = usage.get((flavor, res), 0.0) + amount
         return usage
 
-    def _assign(self, cq: JSON, wl: JSON, usage: dict[tuple[str, str], float]) -> tuple[list[JSON] | None, str]:
+    def _assign(
+        self, cq: JSON, wl: JSON, usage: dict[tuple[str, str], float]
+    ) -> tuple[list[JSON] | None, str]:
         groups = (cq.get("spec") or {}).get("resourceGroups") or []
         assignments: list[JSON] = []
         trial = dict(usage)
@@ -445,12 +517,21 @@ class KueueReactor(Reactor):
                 total = amount * count
                 group = next((g for g in groups if res in (g.get("coveredResources") or [])), None)
                 if group is None:
-                    return None, f"couldn't assign flavors to pod set {ps['name']}: resource {res} unavailable in " \
-                                 f"ClusterQueue"
+                    return (
+                        None,
+                        f"couldn't assign flavors to pod set {ps['name']}: resource {res} unavailable in "
+                        f"ClusterQueue",
+                    )
                 reasons = []
                 for flavor in group.get("flavors") or []:
-                    quota = next((parse_quantity(r.get("nominalQuota", 0)) for r in flavor.get("resources") or []
-                                  if r.get("name") == res), 0.0)
+                    quota = next(
+                        (
+                            parse_quantity(r.get("nominalQuota", 0))
+                            for r in flavor.get("resources") or []
+                            if r.get("name") == res
+                        ),
+                        0.0,
+                    )
                     used = trial.get((flavor["name"], res), 0.0)
                     if used + total <= quota:
                         flavors[res] = flavor["name"]
@@ -458,14 +539,20 @@ class KueueReactor(Reactor):
                         usage_out[res] = format_quantity(total)
                         break
                     if total > quota:
-                        reasons.append(f"insufficient quota for {res} in flavor {flavor['name']}, request > maximum "
-                                       f"capacity ({format_quantity(total)} > {format_quantity(quota)})")
+                        reasons.append(
+                            f"insufficient quota for {res} in flavor {flavor['name']}, request > maximum "
+                            f"capacity ({format_quantity(total)} > {format_quantity(quota)})"
+                        )
                     else:
-                        reasons.append(f"insufficient unused quota for {res} in flavor {flavor['name']}, "
-                                       f"{format_quantity(used + total - quota)} more needed")
+                        reasons.append(
+                            f"insufficient unused quota for {res} in flavor {flavor['name']}, "
+                            f"{format_quantity(used + total - quota)} more needed"
+                        )
                 else:
                     return None, f"couldn't assign flavors to pod set {ps['name']}: {', '.join(reasons)}"
-            assignments.append({"name": ps["name"], "flavors": flavors, "resourceUsage": usage_out, "count": count})
+            assignments.append(
+                {"name": ps["name"], "flavors": flavors, "resourceUsage": usage_out, "count": count}
+            )
         return assignments, ""
 
     def _schedule(self, jobs: list[tuple[ResourceType, JSON]]) -> None:
@@ -473,22 +560,39 @@ class KueueReactor(Reactor):
         owners = {j["metadata"]["uid"]: (rt, j) for rt, j in jobs}
         pending = []
         for wl in workloads:
-            owner_uid = next((r.get("uid") for r in wl["metadata"].get("ownerReferences") or []
-                              if r.get("controller")), None)
-            if owner_uid not in owners or is_true(wl, "Finished") or not (wl.get("spec") or {}).get("active", True):
+            owner_uid = next(
+                (r.get("uid") for r in wl["metadata"].get("ownerReferences") or [] if r.get("controller")),
+                None,
+            )
+            if (
+                owner_uid not in owners
+                or is_true(wl, "Finished")
+                or not (wl.get("spec") or {}).get("active", True)
+            ):
                 continue
             if (wl.get("status") or {}).get("admission") is None:
                 pending.append(wl)
-        pending.sort(key=lambda w: (-int((w.get("spec") or {}).get("priority", 0)),
-                                    w["metadata"]["creationTimestamp"], w["metadata"]["name"]))
+        pending.sort(
+            key=lambda w: (
+                -int((w.get("spec") or {}).get("priority", 0)),
+                w["metadata"]["creationTimestamp"],
+                w["metadata"]["name"],
+            )
+        )
         now = self.now()
         for wl in pending:
             status = copy.deepcopy(wl.get("status") or {})
             rt, job = owners[next(r["uid"] for r in wl["metadata"]["ownerReferences"] if r.get("controller"))]
             gates = gates_of(wl)
             if gates:
-                set_condition(status, "QuotaReserved", "False", "AdmissionGated",
-                              f"Admission is gated by: {','.join(gates)}", now)
+                set_condition(
+                    status,
+                    "QuotaReserved",
+                    "False",
+                    "AdmissionGated",
+                    f"Admission is gated by: {','.join(gates)}",
+                    now,
+                )
                 self.write_status(WORKLOAD, wl, status)
                 continue
             ns = wl["metadata"]["namespace"]
@@ -510,27 +614,34 @@ class KueueReactor(Reactor):
             assignments, why = self._assign(cq, wl, self._usage(cq["metadata"]["name"], all_workloads))
             if assignments is None:
                 if self._try_preemption(cq, wl, all_workloads):
-                    status = copy.deepcopy((self.store.try_get(WORKLOAD, ns, wl["metadata"]["name"]) or wl)
-                                           .get("status") or {})
+                    status = copy.deepcopy(
+                        (self.store.try_get(WORKLOAD, ns, wl["metadata"]["name"]) or wl).get("status") or {}
+                    )
                     all_workloads, _ = self.store.list(WORKLOAD)
-                    assignments, why = self._assign(cq, wl, self._usage(cq["metadata"]["name"], all_workloads))
+                    assignments, why = self._assign(
+                        cq, wl, self._usage(cq["metadata"]["name"], all_workloads)
+                    )
                 if assignments is None:
                     set_condition(status, "QuotaReserved", "False", "Pending", why, now)
                     self.write_status(WORKLOAD, wl, status)
                     continue
             self._reserve(rt, job, wl, status, cq, assignments)
 
-    def _reserve(self, rt: ResourceType, job: JSON, wl: JSON, status: JSON, cq: JSON,
-                 assignments: list[JSON]) -> None:
+    def _reserve(
+        self, rt: ResourceType, job: JSON, wl: JSON, status: JSON, cq: JSON, assignments: list[JSON]
+    ) -> None:
         now = self.now()
         cq_name = cq["metadata"]["name"]
         status["admission"] = {"clusterQueue": cq_name, "podSetAssignments": assignments}
-        set_condition(status, "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq_name}",
-                      now)
+        set_condition(
+            status, "QuotaReserved", "True", "QuotaReserved", f"Quota reserved in ClusterQueue {cq_name}", now
+        )
         for type_ in ("Evicted", "Preempted"):
             cond = find_condition({"status": status}, type_)
             if cond is not None and cond.get("status") == "True":
-                set_condition(status, type_, "False", "QuotaReserved", f"Previously: {cond.get('message', '')}", now)
+                set_condition(
+                    status, type_, "False", "QuotaReserved", f"Previously: {cond.get('message', '')}", now
+                )
         existing = {c.get("name"): c for c in status.get("admissionChecks") or []}
         status["admissionChecks"] = [
             existing.get(name) or {"name": name, "state": "Pending", "message": "", "lastTransitionTime": now}
@@ -553,12 +664,19 @@ class KueueReactor(Reactor):
             theirs = int((other.get("spec") or {}).get("priority", 0))
             if theirs < mine:
                 return True
-            return policy == "LowerOrNewerEqualPriority" and theirs == mine and \
-                other["metadata"]["creationTimestamp"] > wl["metadata"]["creationTimestamp"]
+            return (
+                policy == "LowerOrNewerEqualPriority"
+                and theirs == mine
+                and other["metadata"]["creationTimestamp"] > wl["metadata"]["creationTimestamp"]
+            )
 
-        candidates = sorted((w for w in workloads if eligible(w)),
-                            key=lambda w: (int((w.get("spec") or {}).get("priority", 0)),
-                                           [-ord(ch) for ch in w["metadata"]["creationTimestamp"]]))
+        candidates = sorted(
+            (w for w in workloads if eligible(w)),
+            key=lambda w: (
+                int((w.get("spec") or {}).get("priority", 0)),
+                [-ord(ch) for ch in w["metadata"]["creationTimestamp"]],
+            ),
+        )
         victims: list[JSON] = []
         remaining = [w for w in workloads]
         for cand in candidates:
@@ -569,8 +687,10 @@ class KueueReactor(Reactor):
         else:
             return False
         job_uid = (wl["metadata"].get("labels") or {}).get(JOB_UID_LABEL, "")
-        message = (f"Preempted to accommodate a workload (UID: {wl['metadata']['uid']}, JobUID: {job_uid}) "
-                   "due to prioritization in the ClusterQueue")
+        message = (
+            f"Preempted to accommodate a workload (UID: {wl['metadata']['uid']}, JobUID: {job_uid}) "
+            "due to prioritization in the ClusterQueue"
+        )
         for victim in victims:
             job, rt = self._owner(victim)
             if job is not None and rt is not None:
@@ -589,27 +709,54 @@ class KueueReactor(Reactor):
                 set_condition(status, "Active", "True", "Ready", "Can admit new workloads", now)
             else:
                 set_condition(status, "Active", "False", problem[0], problem[1], now)
-            mine = [w for w in workloads if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") == name
-                    and not is_true(w, "Finished")]
+            mine = [
+                w
+                for w in workloads
+                if ((w.get("status") or {}).get("admission") or {}).get("clusterQueue") == name
+                and not is_true(w, "Finished")
+            ]
             status["reservingWorkloads"] = len(mine)
             status["admittedWorkloads"] = sum(1 for w in mine if is_true(w, "Admitted"))
             self.write_status(CLUSTER_QUEUE, cq, status)
         lqs, _ = self.store.list(LOCAL_QUEUE)
         for lq in lqs:
             status = copy.deepcopy(lq.get("status") or {})
-            cq = self.store.try_get(CLUSTER_QUEUE, "", (lq.get("spec") or {}).get("clusterQueue", ""))
-            if cq is None:
-                set_condition(status, "Active", "False", "ClusterQueueDoesNotExist", "Can't submit new workloads to "
-                              "clusterQueue", now)
-            elif self.cluster_queue_problem(cq) is not None:
-                set_condition(status, "Active", "False", "ClusterQueueIsInactive", "Can't submit new workloads to "
-                              "clusterQueue", now)
+            target = self.store.try_get(CLUSTER_QUEUE, "", (lq.get("spec") or {}).get("clusterQueue", ""))
+            if target is None:
+                set_condition(
+                    status,
+                    "Active",
+                    "False",
+                    "ClusterQueueDoesNotExist",
+                    "Can't submit new workloads to clusterQueue",
+                    now,
+                )
+            elif self.cluster_queue_problem(target) is not None:
+                set_condition(
+                    status,
+                    "Active",
+                    "False",
+                    "ClusterQueueIsInactive",
+                    "Can't submit new workloads to clusterQueue",
+                    now,
+                )
             else:
-                set_condition(status, "Active", "True", "Ready", "Can submit new workloads to localQueue", now)
+                set_condition(
+                    status, "Active", "True", "Ready", "Can submit new workloads to localQueue", now
+                )
             ns, lq_name = lq["metadata"]["namespace"], lq["metadata"]["name"]
-            mine = [w for w in workloads if w["metadata"]["namespace"] == ns
-                    and (w.get("spec") or {}).get("queueName") == lq_name and not is_true(w, "Finished")]
-            status["pendingWorkloads"] = sum(1 for w in mine if (w.get("status") or {}).get("admission") is None)
-            status["reservingWorkloads"] = sum(1 for w in mine if (w.get("status") or {}).get("admission") is not None)
+            mine = [
+                w
+                for w in workloads
+                if w["metadata"]["namespace"] == ns
+                and (w.get("spec") or {}).get("queueName") == lq_name
+                and not is_true(w, "Finished")
+            ]
+            status["pendingWorkloads"] = sum(
+                1 for w in mine if (w.get("status") or {}).get("admission") is None
+            )
+            status["reservingWorkloads"] = sum(
+                1 for w in mine if (w.get("status") or {}).get("admission") is not None
+            )
             status["admittedWorkloads"] = sum(1 for w in mine if is_true(w, "Admitted"))
             self.write_status(LOCAL_QUEUE, lq, status)

@@ -41,7 +41,11 @@ def node_is_ready(node: JSON) -> bool:
 
 
 def _blocking_taints(node: JSON) -> list[JSON]:
-    return [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
+    return [
+        t
+        for t in (node.get("spec") or {}).get("taints") or []
+        if t.get("effect") in ("NoSchedule", "NoExecute")
+    ]
 
 
 def _terminal(pod: JSON) -> bool:
@@ -74,16 +78,24 @@ class PodReactor(Reactor):
                 continue
             selector = spec.get("nodeSelector") or {}
             fits = [
-                n for n in nodes
-                if node_is_ready(n) and not _blocking_taints(n) and not (n.get("spec") or {}).get("unschedulable")
+                n
+                for n in nodes
+                if node_is_ready(n)
+                and not _blocking_taints(n)
+                and not (n.get("spec") or {}).get("unschedulable")
                 and all((n["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
             ]
             if not fits:
                 status = copy.deepcopy(pod.get("status") or {})
                 status.setdefault("phase", "Pending")
-                set_condition(status, "PodScheduled", "False", "Unschedulable",
-                              f"0/{len(nodes)} nodes are available: no node matches the pod's requirements.",
-                              self.now())
+                set_condition(
+                    status,
+                    "PodScheduled",
+                    "False",
+                    "Unschedulable",
+                    f"0/{len(nodes)} nodes are available: no node matches the pod's requirements.",
+                    self.now(),
+                )
                 self.write_status(POD, pod, status)
                 continue
             chosen = min(fits, key=lambda n: (load[n["metadata"]["name"]], n["metadata"]["name"]))
@@ -98,7 +110,9 @@ class PodReactor(Reactor):
                 continue
             status = copy.deepcopy(bound.get("status") or {})
             status.setdefault("phase", "Pending")
-            status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            status["conditions"] = [
+                c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"
+            ]
             set_condition(status, "PodScheduled", "True", "", "", self.now())
             status["hostIP"] = _node_ip(chosen)
             self.write_status(POD, bound, status)
@@ -118,7 +132,9 @@ class PodReactor(Reactor):
                     continue
                 added = parse_time(taint.get("timeAdded") or self.now())
                 if (now - added).total_seconds() >= seconds:
-                    self.disrupt(pod, "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")
+                    self.disrupt(
+                        pod, "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint"
+                    )
                     break
 
     def _garbage_collect(self, pods: list[JSON], nodes: dict[str, JSON]) -> None:
@@ -129,8 +145,14 @@ class PodReactor(Reactor):
             if _terminal(pod) and pod["metadata"].get("deletionTimestamp"):
                 continue
             status = copy.deepcopy(pod.get("status") or {})
-            set_condition(status, "DisruptionTarget", "True", "DeletionByPodGC", "PodGC: node no longer exists",
-                          self.now())
+            set_condition(
+                status,
+                "DisruptionTarget",
+                "True",
+                "DeletionByPodGC",
+                "PodGC: node no longer exists",
+                self.now(),
+            )
             if not _terminal(pod):
                 status["phase"] = "Failed"
                 _terminate_all(status, pod, 137, "Error", self.now(), only_running=True)
@@ -149,7 +171,9 @@ class PodReactor(Reactor):
     def run(self, pod: JSON) -> JSON:
         """Containers started and Ready; phase Running. The pod must be bound to a node."""
         if not (pod.get("spec") or {}).get("nodeName"):
-            raise StatusError(409, f'pod "{pod["metadata"]["name"]}" is not scheduled on a node yet', "Conflict")
+            raise StatusError(
+                409, f'pod "{pod["metadata"]["name"]}" is not scheduled on a node yet', "Conflict"
+            )
         now = self.now()
         status = copy.deepcopy(pod.get("status") or {})
         status["phase"] = "Running"
@@ -158,19 +182,27 @@ class PodReactor(Reactor):
         statuses = []
         for c in pod["spec"].get("containers") or []:
             prev = _find_status(status, c["name"]) or {}
-            statuses.append({
-                "name": c["name"], "image": c.get("image", ""), "imageID": "", "containerID": f"fake://{c['name']}",
-                "ready": True, "started": True, "restartCount": prev.get("restartCount", 0),
-                "state": {"running": {"startedAt": now}},
-                **({"lastState": prev["lastState"]} if prev.get("lastState") else {}),
-            })
+            statuses.append(
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "containerID": f"fake://{c['name']}",
+                    "ready": True,
+                    "started": True,
+                    "restartCount": prev.get("restartCount", 0),
+                    "state": {"running": {"startedAt": now}},
+                    **({"lastState": prev["lastState"]} if prev.get("lastState") else {}),
+                }
+            )
         status["containerStatuses"] = statuses
         for type_ in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready", "PodScheduled"):
             set_condition(status, type_, "True", "", "", now)
         return self.write_status(POD, pod, status)
 
-    def terminate(self, pod: JSON, exit_code: int, reason: str, message: str = "",
-                  container: str | None = None) -> JSON:
+    def terminate(
+        self, pod: JSON, exit_code: int, reason: str, message: str = "", container: str | None = None
+    ) -> JSON:
         """Container(s) exited with ``exit_code``. Under restartPolicy Never (or exit 0 under
         OnFailure) the pod becomes Succeeded/Failed; otherwise the container restarts in place."""
         now = self.now()
@@ -181,12 +213,23 @@ class PodReactor(Reactor):
         for name in names:
             cs = _find_status(status, name)
             if cs is None:
-                cs = {"name": name, "image": "", "imageID": "", "ready": False, "restartCount": 0, "started": False,
-                      "state": {}}
+                cs = {
+                    "name": name,
+                    "image": "",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "started": False,
+                    "state": {},
+                }
                 status.setdefault("containerStatuses", []).append(cs)
-            terminated: JSON = {"exitCode": exit_code, "reason": reason, "finishedAt": now,
-                                "startedAt": ((cs.get("state") or {}).get("running") or {}).get("startedAt", now),
-                                "containerID": f"fake://{name}"}
+            terminated: JSON = {
+                "exitCode": exit_code,
+                "reason": reason,
+                "finishedAt": now,
+                "startedAt": ((cs.get("state") or {}).get("running") or {}).get("startedAt", now),
+                "containerID": f"fake://{name}",
+            }
             if message:
                 terminated["message"] = message
             if restart:
@@ -199,7 +242,9 @@ class PodReactor(Reactor):
                 cs["ready"] = False
                 cs["started"] = False
         if not restart:
-            all_done = all("terminated" in (cs.get("state") or {}) for cs in status.get("containerStatuses") or [])
+            all_done = all(
+                "terminated" in (cs.get("state") or {}) for cs in status.get("containerStatuses") or []
+            )
             if all_done:
                 codes = [cs["state"]["terminated"]["exitCode"] for cs in status["containerStatuses"]]
                 status["phase"] = "Succeeded" if all(c == 0 for c in codes) else "Failed"

@@ -37,6 +37,7 @@ JSON = dict[str, Any]
 
 ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER_CONTAINER = "node"
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 
 
 def merge_named(base: Any, patch: Any) -> Any:
@@ -46,8 +47,11 @@ def merge_named(base: Any, patch: Any) -> Any:
         for key, value in patch.items():
             out[key] = merge_named(out.get(key), value)
         return out
-    if (isinstance(base, list) and isinstance(patch, list)
-            and all(isinstance(i, dict) and "name" in i for i in base + patch)):
+    if (
+        isinstance(base, list)
+        and isinstance(patch, list)
+        and all(isinstance(i, dict) and "name" in i for i in base + patch)
+    ):
         merged = copy.deepcopy(base)
         for item in patch:
             for i, existing in enumerate(merged):
@@ -100,23 +104,37 @@ def build_jobset(trainjob: JSON, runtime: JSON) -> JSON:
                 c["resources"] = copy.deepcopy(trainer["resourcesPerNode"])
             env = merge_named(c.get("env") or [], copy.deepcopy(trainer.get("env") or []))
             if "torch" in ml:
-                procs = str(trainer.get("numProcPerNode") or (ml.get("torch") or {}).get("numProcPerNode") or "auto")
-                env = merge_named(env, [
-                    {"name": "PET_NNODES", "value": str(num_nodes)},
-                    {"name": "PET_NPROC_PER_NODE", "value": procs},
-                    {"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {
-                        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
-                    {"name": "PET_MASTER_ADDR", "value": f"{name}-{step['name']}-0-0.{name}"},
-                    {"name": "PET_MASTER_PORT", "value": "29400"},
-                ])
+                procs = str(
+                    trainer.get("numProcPerNode") or (ml.get("torch") or {}).get("numProcPerNode") or "auto"
+                )
+                env = merge_named(
+                    env,
+                    [
+                        {"name": "PET_NNODES", "value": str(num_nodes)},
+                        {"name": "PET_NPROC_PER_NODE", "value": procs},
+                        {
+                            "name": "PET_NODE_RANK",
+                            "valueFrom": {
+                                "fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}
+                            },
+                        },
+                        {"name": "PET_MASTER_ADDR", "value": f"{name}-{step['name']}-0-0.{name}"},
+                        {"name": "PET_MASTER_PORT", "value": "29400"},
+                    ],
+                )
             if env:
                 c["env"] = env
     js_spec["suspend"] = bool(tspec.get("suspend", False))
     tmeta = template.get("metadata") or {}
     return {
-        "apiVersion": JOBSET.api_version, "kind": JOBSET.kind,
-        "metadata": {"name": name, "namespace": trainjob["metadata"]["namespace"],
-                     "labels": dict(tmeta.get("labels") or {}), "annotations": dict(tmeta.get("annotations") or {})},
+        "apiVersion": JOBSET.api_version,
+        "kind": JOBSET.kind,
+        "metadata": {
+            "name": name,
+            "namespace": trainjob["metadata"]["namespace"],
+            "labels": dict(tmeta.get("labels") or {}),
+            "annotations": dict(tmeta.get("annotations") or {}),
+        },
         "spec": js_spec,
     }
 
@@ -129,7 +147,9 @@ class TrainerReactor(Reactor):
         if ref.get("apiGroup", "trainer.kubeflow.org") != "trainer.kubeflow.org":
             return None
         if ref.get("kind", "ClusterTrainingRuntime") == "TrainingRuntime":
-            return self.store.try_get(TRAINING_RUNTIME, trainjob["metadata"]["namespace"], ref.get("name", ""))
+            return self.store.try_get(
+                TRAINING_RUNTIME, trainjob["metadata"]["namespace"], ref.get("name", "")
+            )
         return self.store.try_get(CLUSTER_TRAINING_RUNTIME, "", ref.get("name", ""))
 
     def snapshot(self, trainjob: JSON) -> JSON | None:
@@ -142,15 +162,29 @@ class TrainerReactor(Reactor):
         runtime = self.runtime_for(trainjob)
         if runtime is None:
             return None
-        clean = {"apiVersion": runtime["apiVersion"], "kind": runtime["kind"],
-                 "metadata": {k: runtime["metadata"][k] for k in ("name", "namespace", "labels", "annotations")
-                              if k in runtime["metadata"]},
-                 "spec": runtime.get("spec") or {}}
-        self.create(CONFIGMAP, {
-            "apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": f"{name}-runtime-snapshot", "namespace": ns, "ownerReferences": [owner_ref(trainjob)]},
-            "data": {"runtime": yaml.safe_dump(clean, sort_keys=False)},
-        })
+        clean = {
+            "apiVersion": runtime["apiVersion"],
+            "kind": runtime["kind"],
+            "metadata": {
+                k: runtime["metadata"][k]
+                for k in ("name", "namespace", "labels", "annotations")
+                if k in runtime["metadata"]
+            },
+            "spec": runtime.get("spec") or {},
+        }
+        self.create(
+            CONFIGMAP,
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": f"{name}-runtime-snapshot",
+                    "namespace": ns,
+                    "ownerReferences": [owner_ref(trainjob)],
+                },
+                "data": {"runtime": yaml.safe_dump(clean, sort_keys=False)},
+            },
+        )
         return clean
 
     def reconcile(self) -> None:
@@ -180,8 +214,10 @@ class TrainerReactor(Reactor):
 
                         def rebuild(cur: JSON, desired: JSON = desired) -> None:
                             cur["spec"] = desired["spec"]
-                            cur["metadata"]["labels"] = {**(cur["metadata"].get("labels") or {}),
-                                                         **desired["metadata"]["labels"]}
+                            cur["metadata"]["labels"] = {
+                                **(cur["metadata"].get("labels") or {}),
+                                **desired["metadata"]["labels"],
+                            }
 
                         jobset = self.edit(JOBSET, jobset, rebuild) or jobset
             if suspended:
@@ -191,12 +227,21 @@ class TrainerReactor(Reactor):
             deadline = (tj.get("spec") or {}).get("activeDeadlineSeconds")
             if deadline is not None and not suspended:
                 resumed = find_condition(tj, "Suspended")
-                start = resumed["lastTransitionTime"] if resumed and resumed.get("status") == "False" \
+                start = (
+                    resumed["lastTransitionTime"]
+                    if resumed and resumed.get("status") == "False"
                     else tj["metadata"]["creationTimestamp"]
+                )
                 elapsed = (self.store.clock.now() - parse_time(start)).total_seconds()
                 if elapsed >= float(deadline):
-                    set_condition(status, "Failed", "True", "DeadlineExceeded", "TrainJob exceeded its active deadline",
-                                  now)
+                    set_condition(
+                        status,
+                        "Failed",
+                        "True",
+                        "DeadlineExceeded",
+                        "TrainJob exceeded its active deadline",
+                        now,
+                    )
                     if jobset is not None:
                         self.delete(JOBSET, jobset)
                         jobset = None
@@ -205,9 +250,12 @@ class TrainerReactor(Reactor):
             for js_type, tj_type in (("Completed", "Complete"), ("Failed", "Failed")):
                 cond = find_condition(jobset, js_type)
                 if cond is not None and cond.get("status") == "True" and not is_true(tj, tj_type):
-                    set_condition(status, tj_type, "True", cond.get("reason", ""), cond.get("message", ""), now)
+                    set_condition(
+                        status, tj_type, "True", cond.get("reason", ""), cond.get("message", ""), now
+                    )
             status["jobsStatus"] = [
-                {k: rj.get(k, 0) for k in ("ready", "succeeded", "failed", "active", "suspended")} | {"name": rj["name"]}
+                {k: rj.get(k, 0) for k in ("ready", "succeeded", "failed", "active", "suspended")}
+                | {"name": rj["name"]}
                 for rj in js_status.get("replicatedJobsStatus") or []
             ]
         self.write_status(TRAINJOB, tj, status)
