@@ -231,3 +231,46 @@ def test_pods_list_log_and_missing_pod(client: Client) -> None:
         list(client.log("ghost", namespace="default"))
     assert err.value.status.code == 404
     assert list(client.list(Pod, namespace="default")) == []
+
+
+def test_apply_merges_map_lists_by_key(server: FakeAPIServer, client: Client) -> None:
+    from .conftest import Workload
+
+    cluster = server.control
+    cluster.add_runtime()
+    for check in ("first-check", "second-check"):
+        cluster.add_admission_check(check)
+    cluster.add_cluster_queue("cq", admission_checks=["first-check", "second-check"])
+    cluster.add_local_queue("lq")
+    client.create(TrainJob(trainjob("tj-ssa-list", queue="lq")))
+    wl = cluster.workload_for("tj-ssa-list")
+    assert wl is not None
+    name = wl["metadata"]["name"]
+    # an AdmissionCheck controller applies only its own entry, forcing ownership of "state"
+    out = client.apply(
+        Workload.Status(
+            apiVersion="kueue.x-k8s.io/v1beta2",
+            kind="Workload",
+            metadata={"name": name, "namespace": "default"},
+            status={"admissionChecks": [{"name": "second-check", "state": "Ready", "message": "ok"}]},
+        ),
+        field_manager="second-controller",
+        force=True,
+    )
+    states = {c["name"]: c["state"] for c in out["status"]["admissionChecks"]}
+    assert states == {"first-check": "Pending", "second-check": "Ready"}
+    owned = [m for m in out.metadata.managedFields if m.manager == "second-controller"]
+    assert owned and 'k:{"name":"second-check"}' in owned[0].fieldsV1["f:status"]["f:admissionChecks"]
+    # without force, taking a field another manager set is a conflict
+    with pytest.raises(ApiError) as err:
+        client.apply(
+            Workload.Status(
+                apiVersion="kueue.x-k8s.io/v1beta2",
+                kind="Workload",
+                metadata={"name": name, "namespace": "default"},
+                status={"admissionChecks": [{"name": "first-check", "state": "Ready", "message": "ok"}]},
+            ),
+            field_manager="first-controller",
+        )
+    assert err.value.status.code == 409
+    assert '.status.admissionChecks[name="first-check"].state' in err.value.status.message

@@ -8,9 +8,15 @@ What it models:
 - an apply that stops sending a field it owned (and nobody else owns) removes it;
 - create/update/patch record ``Update`` ownership of the leaf fields they changed.
 
-What it does not model: lists are atomic leaves (no ``x-kubernetes-list-map-keys`` merging, so an
-apply of ``containers`` owns and replaces the whole list); no ``x-kubernetes-map-type``; no
-version conversion of managed fields; managedFields a client sends are ignored.
+Lists named in ``LIST_MAP_KEYS`` (``conditions`` by ``type``, ``admissionChecks``, ``containers``,
+``env``, ``replicatedJobs``... by ``name``, ``runtimePatches`` by ``manager``) are map-lists as in the
+upstream schemas: each item is owned and merged by its key, so an AdmissionCheck controller can
+apply only its own ``status.admissionChecks`` entry. Every other list is atomic (owned and replaced
+whole).
+
+What it does not model: list-map keys beyond that fixed table (the real server reads them from
+each schema's ``x-kubernetes-list-map-keys``), ``x-kubernetes-list-type: set``, map types, version
+conversion of managed fields; managedFields a client sends are ignored.
 """
 
 from __future__ import annotations
@@ -38,13 +44,57 @@ _IDENTITY: set[Path] = {
 }
 
 
+LIST_MAP_KEYS: dict[str, str] = {
+    "conditions": "type",
+    "admissionChecks": "name",
+    "podSets": "name",
+    "podSetAssignments": "name",
+    "containers": "name",
+    "initContainers": "name",
+    "env": "name",
+    "volumes": "name",
+    "volumeMounts": "mountPath",
+    "replicatedJobs": "name",
+    "replicatedJobsStatus": "name",
+    "jobsStatus": "name",
+    "runtimePatches": "manager",
+}
+
+
+def _list_key(field: str, value: Any) -> str | None:
+    """The map key of list ``value`` stored under ``field``, or None if the list is atomic."""
+    key = LIST_MAP_KEYS.get(field)
+    if key is None or not isinstance(value, list) or not value:
+        return None
+    if all(isinstance(item, dict) and key in item for item in value):
+        return key
+    return None
+
+
+def _item_token(key: str, value: Any) -> str:
+    return f"[{key}={value}]"
+
+
+def _find_item(items: list[Any], token: str) -> int | None:
+    key, _, wanted = token[1:-1].partition("=")
+    for i, item in enumerate(items):
+        if isinstance(item, dict) and str(item.get(key)) == wanted:
+            return i
+    return None
+
+
 def leaf_paths(obj: Any, prefix: Path = ()) -> set[Path]:
-    """All leaf paths of ``obj``: dicts are descended into (an empty dict owns nothing); anything
-    else (lists too) is a leaf."""
+    """All leaf paths of ``obj``: dicts are descended into (an empty dict owns nothing), map-lists
+    are descended into per item (``[name=x]`` components); anything else is a leaf."""
     if isinstance(obj, dict):
         out: set[Path] = set()
         for key, value in obj.items():
-            out |= leaf_paths(value, (*prefix, str(key)))
+            list_key = _list_key(str(key), value)
+            if list_key is not None:
+                for item in value:
+                    out |= leaf_paths(item, (*prefix, str(key), _item_token(list_key, item[list_key])))
+            else:
+                out |= leaf_paths(value, (*prefix, str(key)))
         return out
     return {prefix} if prefix else set()
 
@@ -60,39 +110,83 @@ def scoped_paths(obj: JSON, subresource: str) -> set[Path]:
 def get_path(obj: Any, path: Path) -> Any:
     cur = obj
     for part in path:
-        if not isinstance(cur, dict) or part not in cur:
+        if part.startswith("[") and isinstance(cur, list):
+            index = _find_item(cur, part)
+            if index is None:
+                return None
+            cur = cur[index]
+        elif isinstance(cur, dict) and part in cur:
+            cur = cur[part]
+        else:
             return None
-        cur = cur[part]
     return cur
 
 
 def _delete_path(obj: JSON, path: Path, keep: set[Path]) -> None:
-    parents: list[tuple[JSON, str]] = []
+    """Remove the field at ``path``; then prune containers the removal emptied (a map-list item
+    left with nothing but its key counts as empty) unless someone owns them."""
+    chain: list[Any] = [obj]
     cur: Any = obj
     for part in path[:-1]:
-        if not isinstance(cur, dict) or part not in cur:
+        nxt = get_path(cur, (part,))
+        if nxt is None:
             return
-        parents.append((cur, part))
-        cur = cur[part]
-    if isinstance(cur, dict):
-        cur.pop(path[-1], None)
-    # prune parents emptied by the removal unless someone owns them as leaves
-    for depth in range(len(parents) - 1, -1, -1):
-        parent, key = parents[depth]
-        if parent.get(key) == {} and tuple(path[: depth + 1]) not in keep:
-            del parent[key]
-        else:
+        chain.append(nxt)
+        cur = nxt
+    last = path[-1]
+    if last.startswith("[") and isinstance(cur, list):
+        index = _find_item(cur, last)
+        if index is not None:
+            del cur[index]
+    elif isinstance(cur, dict):
+        cur.pop(last, None)
+    for depth in range(len(path) - 1, 0, -1):
+        container, parent, part = chain[depth], chain[depth - 1], path[depth - 1]
+        empty = container in ({}, [])
+        if part.startswith("[") and isinstance(container, dict):
+            key = part[1:-1].partition("=")[0]
+            empty = set(container) <= {key}
+        if not empty or tuple(path[:depth]) in keep:
             break
+        if part.startswith("[") and isinstance(parent, list):
+            index = _find_item(parent, part)
+            if index is not None:
+                del parent[index]
+        elif isinstance(parent, dict):
+            parent.pop(part, None)
 
 
-def deep_merge(base: Any, overlay: Any) -> Any:
-    """Merge dicts recursively; any non-dict value in ``overlay`` replaces the base value."""
+def deep_merge(base: Any, overlay: Any, field: str = "") -> Any:
+    """Merge dicts recursively and map-lists by key; any other ``overlay`` value replaces the base."""
     if isinstance(base, dict) and isinstance(overlay, dict):
         out = copy.deepcopy(base)
         for key, value in overlay.items():
-            out[key] = deep_merge(out.get(key), value)
+            out[key] = deep_merge(out.get(key), value, str(key))
         return out
+    list_key = _list_key(field, overlay)
+    if list_key is not None and _list_key(field, base) == list_key:
+        merged = copy.deepcopy(base)
+        for item in overlay:
+            token = _item_token(list_key, item[list_key])
+            index = _find_item(merged, token)
+            if index is None:
+                merged.append(copy.deepcopy(item))
+            else:
+                merged[index] = deep_merge(merged[index], item)
+        return merged
     return copy.deepcopy(overlay)
+
+
+def render_path(path: Path) -> str:
+    """A path as the apiserver prints it in conflicts: ``.status.admissionChecks[name="x"].state``."""
+    out = ""
+    for part in path:
+        if part.startswith("["):
+            key, _, value = part[1:-1].partition("=")
+            out += f'[{key}="{value}"]'
+        else:
+            out += f".{part}"
+    return out
 
 
 def _overlaps(a: Path, b: Path) -> bool:
@@ -151,11 +245,11 @@ class Ownership:
                 {
                     "reason": "FieldManagerConflict",
                     "message": f'conflict with "{m}"',
-                    "field": "." + ".".join(p),
+                    "field": render_path(p),
                 }
                 for m, p in seen
             ]
-            lines = "; ".join(f'conflict with "{m}": .{".".join(p)}' for m, p in seen)
+            lines = "; ".join(f'conflict with "{m}": {render_path(p)}' for m, p in seen)
             raise StatusError(
                 409,
                 f"Apply failed with {len(seen)} conflict{'s' if len(seen) > 1 else ''}: {lines}",
@@ -192,7 +286,11 @@ class Ownership:
             for p in sorted(paths):
                 cur = fields
                 for part in p:
-                    cur = cur.setdefault(f"f:{part}", {})
+                    if part.startswith("["):
+                        key, _, value = part[1:-1].partition("=")
+                        cur = cur.setdefault(f'k:{{"{key}":"{value}"}}', {})
+                    else:
+                        cur = cur.setdefault(f"f:{part}", {})
             entry: JSON = {
                 "manager": manager,
                 "operation": op,
