@@ -5,6 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 
+import httpx
 import pytest
 from lightkube import Client
 from lightkube.resources.batch_v1 import Job
@@ -12,6 +13,7 @@ from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import PatchType
 
 from dispatch.kubetest import FakeAPIServer
+from dispatch.kubetest.resources import JOB, JOBSET
 
 from .conftest import JobSet, TrainJob, conditions, trainjob
 
@@ -246,7 +248,7 @@ def test_pod_failure_policy_fail_job_on_oom_exit_code(server: FakeAPIServer, cli
     js = client.get(JobSet, "tj-pfp", namespace="default")
     assert js["spec"]["failurePolicy"]["rules"][0]["name"] == "oom"
     cluster.patch(
-        server.control.store.catalogue.by_kind("batch/v1", "Job"),
+        JOB,
         "tj-pfp-node-0",
         {
             "spec": {
@@ -344,3 +346,40 @@ def test_node_lost(server: FakeAPIServer, client: Client, how: str) -> None:
     assert events[0] == "MODIFIED"
     js = client.get(JobSet, "tj-node", namespace="default")
     assert js["status"]["restarts"] == 1, "the lost pod failed its Job and the JobSet restarted"
+
+
+def test_pod_start_states_preemption_and_auto_run(server: FakeAPIServer, client: Client) -> None:
+    _setup(server)
+    cluster = server.control
+    client.create(TrainJob(trainjob("tj-pods")))
+    first, second = _pods(client, "tj-pods")
+    assert first.status.containerStatuses[0].state.waiting.reason == "ContainerCreating"
+    cluster.set_pod_waiting(first.metadata.name, "ErrImagePull", "pull access denied")
+    waiting = (
+        client.get(Pod, first.metadata.name, namespace="default").status.containerStatuses[0].state.waiting
+    )
+    assert (waiting.reason, waiting.message) == ("ErrImagePull", "pull access denied")
+
+    cluster.run_pods("tj-pods")
+    cluster.preempt_pod(second.metadata.name)
+    gone = [p for p in client.list(Pod, namespace="default") if p.metadata.name == second.metadata.name]
+    assert gone == [], "a disrupted pod is deleted"
+    job = client.get(Job, "tj-pods-node-0", namespace="default")
+    assert {c.type: c.reason for c in job.status.conditions}["Failed"] == "BackoffLimitExceeded"
+
+    cluster.auto_run_pods = True
+    client.create(TrainJob(trainjob("tj-auto")))
+    assert {p.status.phase for p in _pods(client, "tj-auto")} == {"Running"}
+
+
+def test_reactors_can_be_stepped_by_hand() -> None:
+    with FakeAPIServer(auto_reconcile=False) as server:
+        cluster = server.control
+        cluster.add_node("worker-0")
+        cluster.add_runtime()
+        url = f"{server.url}/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs"
+        assert httpx.post(url, json=trainjob("tj-step")).status_code == 201
+        assert cluster.get(JOBSET, "tj-step") is None, "nothing reacts until the test steps the reactors"
+        rounds = cluster.reconcile()
+        assert rounds >= 2
+        assert len(cluster.pods_of("tj-step")) == 2

@@ -523,6 +523,28 @@ class Cluster:
         """Containers started and Ready (phase Running). The pod must already be scheduled."""
         return self._pod_action(name, namespace, self.pods_reactor.run)
 
+    def set_pod_waiting(
+        self,
+        name: str,
+        reason: str = "ImagePullBackOff",
+        message: str = "",
+        namespace: str = "default",
+        container: str | None = None,
+    ) -> JSON:
+        """Leave the pod Pending with its container(s) waiting for ``reason``."""
+        return self._pod_action(
+            name, namespace, lambda p: self.pods_reactor.wait(p, reason, message, container)
+        )
+
+    @property
+    def auto_run_pods(self) -> bool:
+        """When True the kubelet starts every pod as soon as it is scheduled."""
+        return self.pods_reactor.auto_run
+
+    @auto_run_pods.setter
+    def auto_run_pods(self, value: bool) -> None:
+        self.pods_reactor.auto_run = value
+
     def succeed_pod(self, name: str, namespace: str = "default") -> JSON:
         """All containers exit 0 (reason Completed): phase Succeeded."""
         return self._pod_action(name, namespace, lambda p: self.pods_reactor.terminate(p, 0, "Completed"))

@@ -13,7 +13,9 @@ What runs on its own (each reconcile):
   ``DisruptionTarget=True`` reason ``DeletionByPodGC`` and deleted (immediately; the real 40 s
   quarantine is not modelled).
 
-What the test drives (the kubelet): ``PodReactor.run/succeed/fail/...`` via the control surface.
+What the test drives (the kubelet): ``PodReactor.run/terminate/wait/disrupt`` via the control
+surface; bound pods show ``waiting: ContainerCreating`` until then (or start at once when
+``auto_run`` is set).
 A container failure under ``restartPolicy`` OnFailure/Always restarts the container in place
 (``restartCount`` + 1, ``lastState.terminated``), as the kubelet does; under Never the pod fails.
 """
@@ -54,6 +56,8 @@ def _terminal(pod: JSON) -> bool:
 
 class PodReactor(Reactor):
     manager = "kubelet"
+    auto_run = False
+    """When True, a pod is started (Running, Ready) as soon as it is bound to a node."""
 
     def reconcile(self) -> None:
         nodes, _ = self.store.list(NODE)
@@ -115,7 +119,21 @@ class PodReactor(Reactor):
             ]
             set_condition(status, "PodScheduled", "True", "", "", self.now())
             status["hostIP"] = _node_ip(chosen)
-            self.write_status(POD, bound, status)
+            status["containerStatuses"] = [
+                {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 0,
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }
+                for c in bound["spec"].get("containers") or []
+            ]
+            bound = self.write_status(POD, bound, status)
+            if self.auto_run:
+                self.run(bound)
 
     # ---- node lifecycle -------------------------------------------------------------------
     def _evict_tainted(self, pods: list[JSON], nodes: dict[str, JSON]) -> None:
@@ -167,6 +185,27 @@ class PodReactor(Reactor):
         set_condition(status, "DisruptionTarget", "True", reason, message, self.now())
         written = self.write_status(POD, pod, status)
         self.delete(POD, written)
+
+    def wait(self, pod: JSON, reason: str, message: str, container: str | None = None) -> JSON:
+        """Container(s) stuck waiting (``ErrImagePull``, ``ImagePullBackOff``,
+        ``CreateContainerConfigError``...); the pod stays Pending."""
+        status = copy.deepcopy(pod.get("status") or {})
+        for c in pod["spec"].get("containers") or []:
+            if container and c["name"] != container:
+                continue
+            cs = _find_status(status, c["name"])
+            if cs is None:
+                cs = {
+                    "name": c["name"],
+                    "image": c.get("image", ""),
+                    "imageID": "",
+                    "ready": False,
+                    "started": False,
+                    "restartCount": 0,
+                }
+                status.setdefault("containerStatuses", []).append(cs)
+            cs["state"] = {"waiting": {"reason": reason, "message": message}}
+        return self.write_status(POD, pod, status)
 
     def run(self, pod: JSON) -> JSON:
         """Containers started and Ready; phase Running. The pod must be bound to a node."""
