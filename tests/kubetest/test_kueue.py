@@ -280,3 +280,75 @@ def test_deleting_the_trainjob_collects_everything(server: FakeAPIServer, client
     assert list(client.list(Workload, namespace="default")) == []
     assert list(client.list(JobSet, namespace="default")) == []
     assert list(client.list(Pod, namespace="default")) == []
+
+
+def test_finished_trainjob_finishes_its_workload_and_frees_quota(
+    server: FakeAPIServer, client: Client
+) -> None:
+    _setup(server, gpus=8)
+    cluster = server.control
+    client.create(TrainJob(trainjob("tj-first", queue="lq")))
+    client.create(TrainJob(trainjob("tj-second", queue="lq")))
+    assert conditions(_workload(client, "tj-second"))["QuotaReserved"]["status"] == "False"
+    cluster.run_pods("tj-first")
+    cluster.succeed_pods("tj-first")
+    finished = conditions(_workload(client, "tj-first"))["Finished"]
+    assert (finished["status"], finished["reason"]) == ("True", "Succeeded")
+    assert conditions(_workload(client, "tj-second"))["Admitted"]["status"] == "True"
+    assert client.get(ClusterQueue, "cq")["status"]["admittedWorkloads"] == 1
+
+
+def test_standalone_jobset_is_queued_too(server: FakeAPIServer, client: Client) -> None:
+    _setup(server)
+    body = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {
+            "name": "plain-js",
+            "namespace": "default",
+            "labels": {"kueue.x-k8s.io/queue-name": "lq"},
+            "annotations": {"kueue.x-k8s.io/admission-gated-by": GATE},
+        },
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 2,
+                    "template": {
+                        "spec": {
+                            "parallelism": 1,
+                            "completions": 1,
+                            "backoffLimit": 0,
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [{"name": "w", "image": "busybox"}],
+                                }
+                            },
+                        }
+                    },
+                }
+            ]
+        },
+    }
+    created = client.create(JobSet(body))
+    assert created["spec"]["suspend"] is True
+    [wl] = client.list(Workload, namespace="default")
+    assert wl.metadata.name.startswith("jobset-plain-js-")
+    assert wl["spec"]["podSets"] == [
+        {
+            "name": "workers",
+            "count": 2,
+            "template": body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"],
+        }
+    ]
+    client.patch(
+        JobSet,
+        "plain-js",
+        {"metadata": {"annotations": {"kueue.x-k8s.io/admission-gated-by": None}}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
+    assert client.get(JobSet, "plain-js", namespace="default")["spec"]["suspend"] is False
+    pods = list(client.list(Pod, namespace="default", labels={"jobset.sigs.k8s.io/jobset-name": "plain-js"}))
+    assert sorted(p.metadata.labels["jobset.sigs.k8s.io/job-global-index"] for p in pods) == ["0", "1"]

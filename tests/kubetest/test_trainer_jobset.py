@@ -298,7 +298,7 @@ def test_active_deadline_fails_the_trainjob(server: FakeAPIServer, client: Clien
     assert list(client.list(JobSet, namespace="default")) == []
 
 
-@pytest.mark.parametrize("how", ["unreachable", "deleted"])
+@pytest.mark.parametrize("how", ["unreachable", "notready", "deleted"])
 def test_node_lost(server: FakeAPIServer, client: Client, how: str) -> None:
     _setup(server, max_restarts=1)
     cluster = server.control
@@ -321,10 +321,16 @@ def test_node_lost(server: FakeAPIServer, client: Client, how: str) -> None:
 
     threading.Thread(target=watch, daemon=True).start()
     assert cluster.wait_for_watches(1)
-    if how == "unreachable":
-        node = cluster.set_node_ready("worker-1", None)
-        assert node["spec"]["taints"][0]["key"] == "node.kubernetes.io/unreachable"
-        assert node["status"]["conditions"][0]["reason"] == "NodeStatusUnknown"
+    if how in ("unreachable", "notready"):
+        node = cluster.set_node_ready("worker-1", None if how == "unreachable" else False)
+        taint = "node.kubernetes.io/unreachable" if how == "unreachable" else "node.kubernetes.io/not-ready"
+        reason = "NodeStatusUnknown" if how == "unreachable" else "KubeletNotReady"
+        assert node["spec"]["taints"][0] == {
+            "key": taint,
+            "effect": "NoExecute",
+            "timeAdded": node["spec"]["taints"][0]["timeAdded"],
+        }
+        assert node["status"]["conditions"][0]["reason"] == reason
         cluster.advance(299)
         assert (
             client.get(Pod, victim["metadata"]["name"], namespace="default").metadata.deletionTimestamp
