@@ -13,7 +13,7 @@ from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import PatchType
 
 from dispatch.kubetest import FakeAPIServer
-from dispatch.kubetest.resources import JOB, JOBSET
+from dispatch.kubetest.resources import CLUSTER_TRAINING_RUNTIME, JOB, JOBSET
 
 from .conftest import JobSet, TrainJob, conditions, trainjob
 
@@ -389,3 +389,21 @@ def test_reactors_can_be_stepped_by_hand() -> None:
         rounds = cluster.reconcile()
         assert rounds >= 2
         assert len(cluster.pods_of("tj-step")) == 2
+
+
+def test_runtime_changes_do_not_reach_existing_trainjobs(server: FakeAPIServer, client: Client) -> None:
+    _setup(server, max_restarts=0)
+    cluster = server.control
+    client.create(TrainJob(trainjob("tj-snap", suspend=True)))
+    cluster.patch(
+        CLUSTER_TRAINING_RUNTIME,
+        "torch-distributed",
+        {"spec": {"template": {"spec": {"failurePolicy": {"maxRestarts": 5}}}}},
+        namespace="",
+    )
+    client.patch(
+        TrainJob, "tj-snap", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE
+    )
+    assert client.get(JobSet, "tj-snap", namespace="default")["spec"]["failurePolicy"] == {"maxRestarts": 0}
+    client.create(TrainJob(trainjob("tj-new")))
+    assert client.get(JobSet, "tj-new", namespace="default")["spec"]["failurePolicy"] == {"maxRestarts": 5}

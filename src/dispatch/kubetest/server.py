@@ -681,6 +681,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise errors.bad_request(
                 f'container "{container}" in pod "{t.name}" is waiting to start: ContainerCreating'
             )
+        if parse_bool(self._query.get("previous")):
+            restarts = int((_container_status(pod, container) or {}).get("restartCount", 0))
+            if restarts == 0:
+                raise errors.bad_request(
+                    f'previous terminated container "{container}" in pod "{t.name}" not found'
+                )
+            raise errors.bad_request("previous=true (logs of an earlier container instance) is not modelled")
         follow = parse_bool(self._query.get("follow"))
         stamps = parse_bool(self._query.get("timestamps"))
         tail_text = self._query.get("tailLines")
