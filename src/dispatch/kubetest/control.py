@@ -10,7 +10,6 @@ round changes nothing; it holds the store lock, so no HTTP write interleaves wit
 from __future__ import annotations
 
 import builtins
-import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -163,35 +162,6 @@ class Cluster:
             created = self.store.create(rt, ns, obj, CONTROL, keep_status=with_status)
         self.reconcile()
         return self.store.get(rt, ns, created["metadata"]["name"])
-
-    def apply(self, obj: JSON) -> JSON:
-        """Create the object or replace its spec/metadata (and status if given); then reconcile."""
-        rt = self._rt_for(obj)
-        meta = obj.get("metadata") or {}
-        ns = meta.get("namespace", "default" if rt.namespaced else "")
-        if self.store.try_get(rt, ns, meta["name"]) is None:
-            return self.create(obj)
-        with internal():
-            self.store.mutate(
-                rt,
-                ns,
-                meta["name"],
-                lambda cur: {
-                    **copy.deepcopy(obj),
-                    "metadata": {
-                        **cur["metadata"],
-                        "labels": meta.get("labels", {}),
-                        "annotations": meta.get("annotations", {}),
-                    },
-                },
-                CONTROL,
-            )
-            if "status" in obj:
-                self.store.mutate(
-                    rt, ns, meta["name"], lambda cur: {**cur, "status": obj["status"]}, CONTROL, "status"
-                )
-        self.reconcile()
-        return self.store.get(rt, ns, meta["name"])
 
     def get(self, rt: ResourceType, name: str, namespace: str = "default") -> JSON | None:
         return self.store.try_get(rt, namespace, name)
