@@ -75,9 +75,7 @@ class Cluster:
             shlex.join(remote),  # the remote side runs this through ada's shell
         ]
 
-    def run(
-        self, argv: list[str], check: bool = True, timeout: float = 60
-    ) -> subprocess.CompletedProcess[str]:
+    def run(self, argv: list[str], check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         """Run a Slurm command as the cluster's user, through the cluster's transport."""
         if self.transport == "local":
             env = {**os.environ, **self.desc.get("env", {})}
@@ -100,9 +98,7 @@ class Cluster:
         cmd = [*self.desc["admin"]["command"], *args]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         if check and proc.returncode != 0:
-            pytest.fail(
-                f"[{self.name}] admin {shlex.join(args)} failed (rc={proc.returncode}): {proc.stderr}"
-            )
+            pytest.fail(f"[{self.name}] admin {shlex.join(args)} failed (rc={proc.returncode}): {proc.stderr}")
         return proc
 
     def close(self) -> None:
@@ -222,9 +218,7 @@ _clusters: dict[str, Cluster] = {}
         pytest.param("sid", marks=pytest.mark.slurm_sid),
     ],
 )
-def cluster(
-    request: pytest.FixtureRequest, description: dict[str, Any], control_dir: str
-) -> Iterator[Cluster]:
+def cluster(request: pytest.FixtureRequest, description: dict[str, Any], control_dir: str) -> Iterator[Cluster]:
     name: str = request.param
     if name not in description:
         pytest.fail(f"{CLUSTERS_JSON} has no {name!r} cluster; {HINT}")
