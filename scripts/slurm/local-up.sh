@@ -28,6 +28,10 @@ LOGDIR=/var/log/slurm
 CTLD_PORT=6817 SLURMD_PORT=6818 DBD_PORT=6819 NODE_PORT0=6821   # n1=6821, n2=6822, ...
 MINJOBAGE=15 KILLWAIT=5 SLURMDTIMEOUT=10 CRED_EXPIRE=10
 
+# the Slurm commands below must talk to this cluster, whatever the caller's environment says
+while read -r v; do unset "$v"; done < <(compgen -e | grep '^SLURM_' || true)
+export SLURM_CONF=$ETC/slurm.conf
+
 mkdir -p "$DISPATCH_TEST_STATE"
 # fd 8 holds the lock; every daemon is started with "8>&-" so that it does not keep it
 exec 8>"$DISPATCH_TEST_STATE/local-up.lock"
@@ -235,7 +239,7 @@ for n in $(sinfo -h -N -o '%N %t' | sort -u | awk '$2 ~ /^(down|drain|drng|fail)
 done
 nodes_ready() {
   local ok
-  ok=$(sinfo -h -N -o '%N %t' | sort -u | awk '$2 ~ /^(idle|mix|alloc|comp)$/' | wc -l)
+  ok=$(sinfo -h -N -o '%N %t' | sort -u | awk '$2 ~ /^(idle|mix|alloc|comp|plnd|resv|maint)[-+]?$/' | wc -l)
   [ "$ok" -eq "$NODES" ]
 }
 LOGHINT=$LOGDIR/slurmctld.log

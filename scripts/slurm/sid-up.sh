@@ -386,7 +386,7 @@ for n in $(inr sinfo -h -N -o '%N %t' | sort -u | awk '$2 ~ /^(down|drain|drng|f
 done
 nodes_ready() {
   local ok
-  ok=$(inr sinfo -h -N -o '%N %t' | sort -u | awk '$2 ~ /^(idle|mix|alloc|comp)$/' | wc -l)
+  ok=$(inr sinfo -h -N -o '%N %t' | sort -u | awk '$2 ~ /^(idle|mix|alloc|comp|plnd|resv|maint)[-+]?$/' | wc -l)
   [ "$ok" -eq "$NNODES" ]
 }
 waitfor 60 "all $NNODES nodes to be up (sinfo -N)" nodes_ready

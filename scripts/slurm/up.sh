@@ -32,6 +32,11 @@ wait "$pid_sid" || rc_sid=$?
 . "$DISPATCH_TEST_STATE/local.env"
 # shellcheck disable=SC1091
 . "$DISPATCH_TEST_STATE/sid.env"
+# clusters.json must not point into a clone that may be deleted: the admin helper is
+# installed next to it (admin.sh finds lib.sh in its own directory)
+install -d -m 755 "$DISPATCH_TEST_STATE/bin"
+install -m 755 "$HERE/admin.sh" "$DISPATCH_TEST_STATE/bin/admin.sh"
+install -m 644 "$HERE/lib.sh" "$DISPATCH_TEST_STATE/bin/lib.sh"
 # the settings in clusters.json are read back from the running controllers
 "$HERE/admin.sh" local scontrol show config >"$DISPATCH_TEST_STATE/local-config.txt"
 "$HERE/admin.sh" sid scontrol show config >"$DISPATCH_TEST_STATE/sid-config.txt"
@@ -42,7 +47,7 @@ import datetime, json, os, re, sys
 
 (out, here, local_version, local_nodes, local_mem, sid_version, sid_root, sid_keydir,
  sid_nodes, sid_mem, local_cfg, sid_cfg) = sys.argv[1:]
-admin = os.path.join(here, "admin.sh")
+admin = os.path.join(os.path.dirname(out), "bin", "admin.sh")
 KEYS = ["SLURM_VERSION", "ClusterName", "MinJobAge", "KillWait", "SlurmdTimeout", "SlurmctldTimeout",
         "MessageTimeout", "OverTimeLimit", "JobRequeue", "ReturnToService", "AuthType", "AuthInfo",
         "CredType", "PreemptType", "PreemptMode", "SelectType", "SelectTypeParameters", "DefMemPerCPU",

@@ -208,9 +208,6 @@ def control_dir() -> Iterator[str]:
         yield d
 
 
-_clusters: dict[str, Cluster] = {}
-
-
 @pytest.fixture(
     scope="module",
     params=[
