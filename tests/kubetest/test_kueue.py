@@ -242,7 +242,15 @@ def test_rejected_check_deactivates(server: FakeAPIServer, client: Client) -> No
     server.control.set_admission_check_state(name, "dispatch-readmission", "Rejected", "no more attempts")
     wl = _workload(client, "tj-rej")
     assert wl["spec"]["active"] is False
-    assert conditions(wl)["Evicted"]["reason"] == "DeactivatedDueToAdmissionCheck"
+    evicted = conditions(wl)["Evicted"]
+    assert (evicted["reason"], evicted["message"]) == (
+        "DeactivatedDueToAdmissionCheck",
+        "The workload is deactivated due to Admission check(s): dispatch-readmission, were rejected",
+    )
+    requeued = conditions(wl)["Requeued"]
+    assert (requeued["status"], requeued["reason"]) == ("False", "DeactivatedDueToAdmissionCheck")
+    assert "DeactivationTarget" not in conditions(wl)
+    assert client.get(TrainJob, "tj-rej", namespace="default")["spec"]["suspend"] is True
     assert wl["status"]["schedulingStats"]["evictions"] == [
         {"reason": "Deactivated", "underlyingCause": "AdmissionCheck", "count": 1}
     ]

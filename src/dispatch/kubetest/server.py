@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -136,8 +137,7 @@ class FakeAPIServer:
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> FakeAPIServer:
         handler = _make_handler(self)
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        httpd.daemon_threads = True
+        httpd = _HTTPServer(("127.0.0.1", 0), handler)
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-apiserver", daemon=True
@@ -197,6 +197,16 @@ class FakeAPIServer:
         strict = self.strict_validation or field_validation() == "Strict"
         if rt.kind == "TrainJob" and strict and is_external():
             validate_trainjob(rt, obj, reject_unknown=True)
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # a client closing its keep-alive connection is routine, not a server error
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 def _status_error_for(exc: Exception) -> StatusError:
