@@ -7,7 +7,7 @@ import threading
 
 import httpx
 import pytest
-from lightkube import Client
+from lightkube import ApiError, Client
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import PatchType
@@ -407,3 +407,25 @@ def test_runtime_changes_do_not_reach_existing_trainjobs(server: FakeAPIServer, 
     assert client.get(JobSet, "tj-snap", namespace="default")["spec"]["failurePolicy"] == {"maxRestarts": 0}
     client.create(TrainJob(trainjob("tj-new")))
     assert client.get(JobSet, "tj-new", namespace="default")["spec"]["failurePolicy"] == {"maxRestarts": 5}
+
+
+def test_trainjob_update_rules(server: FakeAPIServer, client: Client) -> None:
+    _setup(server)
+    client.create(TrainJob(trainjob("tj-rules")))
+    with pytest.raises(ApiError) as err:
+        client.patch(
+            TrainJob,
+            "tj-rules",
+            {"spec": {"trainer": {"image": "other:2"}}},
+            namespace="default",
+            patch_type=PatchType.MERGE,
+        )
+    assert (err.value.status.code, err.value.status.reason) == (422, "Invalid")
+    assert err.value.status.details.causes[0].field == "spec.trainer"
+    patch = {"spec": {"runtimePatches": [{"manager": "dispatch.example/adapter"}]}}
+    with pytest.raises(ApiError) as err:
+        client.patch(TrainJob, "tj-rules", patch, namespace="default", patch_type=PatchType.MERGE)
+    assert err.value.status.code == 403 and "admission webhook" in err.value.status.message
+    patch["spec"]["suspend"] = True  # allowed together with (or while) suspending
+    out = client.patch(TrainJob, "tj-rules", patch, namespace="default", patch_type=PatchType.MERGE)
+    assert out["spec"]["runtimePatches"] == [{"manager": "dispatch.example/adapter"}]
