@@ -12,7 +12,9 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +38,7 @@ from .requestctx import external_request, field_validation, is_external
 from .resources import POD, SSAR, Catalogue, ResourceType, default_catalogue
 from .selectors import make_filter, parse_field_selector, parse_label_selector
 from .store import Store
+from .tls import make_self_signed_cert, write_service_account
 from .validation import validate_trainjob
 from .watch import WatchDropped, WatchHub, WatchRequest, run_watch
 
@@ -100,6 +103,8 @@ class FakeAPIServer:
         bookmark_interval: seconds of silence after which a watch with bookmarks sends one.
         auto_reconcile: run the reactors after every successful write request.
         reactors: install the Trainer/JobSet/Job/Kueue/Pod reactors (False: a bare apiserver).
+        tls: serve HTTPS with a throwaway self-signed certificate (``ca_cert`` is its path), for
+            in-cluster service-account clients (see ``write_service_account``).
     """
 
     def __init__(
@@ -113,6 +118,7 @@ class FakeAPIServer:
         auto_reconcile: bool = True,
         reactors: bool = True,
         catalogue: list[ResourceType] | None = None,
+        tls: bool = False,
     ) -> None:
         from .control import Cluster
 
@@ -129,6 +135,9 @@ class FakeAPIServer:
         self.auto_reconcile = auto_reconcile
         self._requests: list[RequestRecord] = []
         self._requests_lock = threading.Lock()
+        self.tls = tls
+        self._tls_dir: tempfile.TemporaryDirectory[str] | None = None
+        self.ca_cert: Path | None = None
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.store.admission_hooks.append(self._validate)
@@ -138,6 +147,14 @@ class FakeAPIServer:
     def start(self) -> FakeAPIServer:
         handler = _make_handler(self)
         httpd = _HTTPServer(("127.0.0.1", 0), handler)
+        if self.tls:
+            self._tls_dir = tempfile.TemporaryDirectory(prefix="fake-apiserver-tls-")
+            cert, key = make_self_signed_cert(self._tls_dir.name)
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            context.load_cert_chain(cert, key)
+            # handshakes happen in the handler threads, not in the accept loop
+            httpd.socket = context.wrap_socket(httpd.socket, server_side=True, do_handshake_on_connect=False)
+            self.ca_cert = cert
         self._httpd = httpd
         self._thread = threading.Thread(
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-apiserver", daemon=True
@@ -154,6 +171,9 @@ class FakeAPIServer:
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
+        if self._tls_dir is not None:
+            self._tls_dir.cleanup()
+            self._tls_dir = None
 
     def __enter__(self) -> FakeAPIServer:
         return self.start()
@@ -169,13 +189,25 @@ class FakeAPIServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def write_kubeconfig(
         self, path: str | Path, token: str | None = None, namespace: str = "default"
     ) -> Path:
         """Write a kubeconfig for this server (bearer ``token`` if given) and return its path."""
-        return write_kubeconfig(path, self.url, token=token, namespace=namespace)
+        ca = str(self.ca_cert) if self.ca_cert is not None else None
+        return write_kubeconfig(path, self.url, token=token, namespace=namespace, certificate_authority=ca)
+
+    def write_service_account(
+        self, directory: str | Path, token: str, namespace: str = "default"
+    ) -> dict[str, str]:
+        """Write an in-cluster service-account directory for a TLS server; returns the
+        ``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT`` environment a pod would have."""
+        if self.ca_cert is None:
+            raise RuntimeError("in-cluster clients need FakeAPIServer(tls=True)")
+        write_service_account(directory, self.ca_cert, token, namespace)
+        return {"KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(self.port)}
 
     # ---- request log ----------------------------------------------------------------------
     def _record(self, rec: RequestRecord) -> None:
