@@ -64,7 +64,7 @@ from ..resources import (
     ResourceType,
 )
 from .base import Reactor, find_condition, is_true, owner_ref, set_condition
-from .trainer import TrainerReactor, build_jobset
+from .trainer import build_jobset
 
 JSON = dict[str, Any]
 
@@ -140,14 +140,11 @@ class KueueReactor(Reactor):
             raise _denied(rt.kind, f"{field}: Forbidden: gates can only be removed")
 
     # ---- helpers --------------------------------------------------------------------------
-    def _trainer(self) -> TrainerReactor:
-        return TrainerReactor(self.cluster)
-
     def _jobset_shape(self, rt: ResourceType, job: JSON) -> JSON | None:
         if rt.kind == "JobSet":
             return job
         runtime = (
-            self._trainer().snapshot(job)
+            self.cluster.trainer.snapshot(job)
             if self.store.try_get(TRAINJOB, job["metadata"]["namespace"], job["metadata"]["name"])
             else None
         )
@@ -688,15 +685,15 @@ class KueueReactor(Reactor):
                 and other["metadata"]["creationTimestamp"] > wl["metadata"]["creationTimestamp"]
             )
 
+        # lowest priority first; among equals the most recently created first (two stable sorts)
         candidates = sorted(
             (w for w in workloads if eligible(w)),
-            key=lambda w: (
-                int((w.get("spec") or {}).get("priority", 0)),
-                [-ord(ch) for ch in w["metadata"]["creationTimestamp"]],
-            ),
+            key=lambda w: (w["metadata"]["creationTimestamp"], w["metadata"]["name"]),
+            reverse=True,
         )
+        candidates.sort(key=lambda w: int((w.get("spec") or {}).get("priority", 0)))
         victims: list[JSON] = []
-        remaining = [w for w in workloads]
+        remaining = list(workloads)
         for cand in candidates:
             victims.append(cand)
             remaining = [w for w in remaining if w["metadata"]["uid"] != cand["metadata"]["uid"]]
