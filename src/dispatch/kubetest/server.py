@@ -321,6 +321,7 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         self._query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         self._code = 0
+        self._dry = False
         body = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
         ident: Identity | None = None
         is_watch = False
@@ -484,57 +485,66 @@ class _Handler(BaseHTTPRequestHandler):
         if t.subresource == "log":
             self._pod_log(t)
             return
-        if verb == "get":
-            self._send_json(200, self.fake.store.get(t.rt, t.namespace, t.name))
-        elif verb == "list":
-            self._list(t)
-        elif verb == "watch":
-            self._watch(t)
-        elif verb == "create":
-            obj = self._decode(body)
-            created = self.fake.store.create(t.rt, t.namespace, obj, self._manager())
-            self._after_write()
-            self._send_json(201, created)
-        elif verb == "update":
-            obj = self._decode(body)
-            updated = self.fake.store.update(t.rt, t.namespace, t.name, obj, self._manager(), t.subresource)
-            self._after_write()
-            self._send_json(200, updated)
-        elif verb == "patch":
-            self._patch(t, body)
-        elif verb == "delete":
-            opts = self._decode(body) if body else {}
-            pre = opts.get("preconditions") or {}
-            gone = self.fake.store.delete(
-                t.rt, t.namespace, t.name, pre.get("uid"), pre.get("resourceVersion")
-            )
-            self._after_write()
-            self._send_json(200, gone)
-        else:  # deletecollection
-            predicate = self._predicate(t)
-            items, _ = self.fake.store.list(
-                t.rt, t.namespace if t.rt.namespaced and t.namespace else None, predicate
-            )
-            for item in items:
-                meta = item["metadata"]
-                try:
-                    self.fake.store.delete(t.rt, meta.get("namespace", ""), meta["name"])
-                except StatusError as exc:
-                    if exc.code != 404:
-                        raise
-            self._after_write()
-            self._send_json(
-                200,
-                {
-                    "kind": f"{t.rt.kind}List",
-                    "apiVersion": t.rt.api_version,
-                    "metadata": {"resourceVersion": str(self.fake.store.resource_version)},
-                    "items": items,
-                },
-            )
+        self._dry = False
+        dry = self._query.get("dryRun")
+        if dry is not None and verb in ("create", "update", "patch", "delete", "deletecollection"):
+            if dry != "All":
+                raise errors.bad_request(f'dryRun: Unsupported value: "{dry}": supported values: "All"')
+            self._dry = True
+        with self.fake.store.dry_run() if self._dry else contextlib.nullcontext():
+            if verb == "get":
+                self._send_json(200, self.fake.store.get(t.rt, t.namespace, t.name))
+            elif verb == "list":
+                self._list(t)
+            elif verb == "watch":
+                self._watch(t)
+            elif verb == "create":
+                obj = self._decode(body)
+                created = self.fake.store.create(t.rt, t.namespace, obj, self._manager())
+                self._after_write()
+                self._send_json(201, created)
+            elif verb == "update":
+                obj = self._decode(body)
+                updated = self.fake.store.update(
+                    t.rt, t.namespace, t.name, obj, self._manager(), t.subresource
+                )
+                self._after_write()
+                self._send_json(200, updated)
+            elif verb == "patch":
+                self._patch(t, body)
+            elif verb == "delete":
+                opts = self._decode(body) if body else {}
+                pre = opts.get("preconditions") or {}
+                gone = self.fake.store.delete(
+                    t.rt, t.namespace, t.name, pre.get("uid"), pre.get("resourceVersion")
+                )
+                self._after_write()
+                self._send_json(200, gone)
+            else:  # deletecollection
+                predicate = self._predicate(t)
+                items, _ = self.fake.store.list(
+                    t.rt, t.namespace if t.rt.namespaced and t.namespace else None, predicate
+                )
+                for item in items:
+                    meta = item["metadata"]
+                    try:
+                        self.fake.store.delete(t.rt, meta.get("namespace", ""), meta["name"])
+                    except StatusError as exc:
+                        if exc.code != 404:
+                            raise
+                self._after_write()
+                self._send_json(
+                    200,
+                    {
+                        "kind": f"{t.rt.kind}List",
+                        "apiVersion": t.rt.api_version,
+                        "metadata": {"resourceVersion": str(self.fake.store.resource_version)},
+                        "items": items,
+                    },
+                )
 
     def _after_write(self) -> None:
-        if self.fake.auto_reconcile:
+        if self.fake.auto_reconcile and not self._dry:
             self.fake.control.reconcile()
 
     def _manager(self) -> str:
