@@ -61,6 +61,8 @@ def test_trainjob_runs_to_complete(server: FakeAPIServer, client: Client) -> Non
     assert rank0.spec.hostname == "tj-ok-node-0-0" and rank0.spec.subdomain == "tj-ok"
     assert rank0.metadata.labels["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
     assert rank0.metadata.labels["jobset.sigs.k8s.io/job-index"] == "0"
+    assert rank0.metadata.labels["jobset.sigs.k8s.io/jobset-uid"] == js.metadata.uid
+    assert rank0.metadata.labels["jobset.sigs.k8s.io/global-replicas"] == "1"
     assert rank0.metadata.annotations["batch.kubernetes.io/job-completion-index"] == "0"
     assert {p.spec.nodeName for p in pods} == {"worker-0", "worker-1"}
     assert rank0.status.phase == "Pending"
