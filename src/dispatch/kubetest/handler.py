@@ -83,6 +83,11 @@ class RequestHandler(BaseHTTPRequestHandler):
     code: int
     """The status code sent so far (0 before the response starts)."""
     _dry: bool
+    _recorded: bool
+    _method: str
+    _path: str
+    _raw_query: str
+    _user: str
 
     def setup(self) -> None:
         super().setup()
@@ -111,16 +116,29 @@ class RequestHandler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else b""
 
+    def _record(self, code: int) -> None:
+        """Log this request once. Plain answers are logged before their bytes leave, so a client
+        that has its answer can rely on ``server.requests()``; streams when they end."""
+        if not self._recorded:
+            self._recorded = True
+            self.fake._record(RequestRecord(self._method, self._path, self._raw_query, self._user, code))
+
     def _send_json(self, code: int, body: JSON, headers: dict[str, str] | None = None) -> None:
-        data = json.dumps(body, separators=(",", ":")).encode()
+        self.send_body(code, json.dumps(body, separators=(",", ":")).encode(), "application/json", headers)
+
+    def send_body(
+        self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
+    ) -> None:
+        """A complete (non-streamed) answer."""
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
+        self.code = code
+        self._record(code)
         self.end_headers()
         self.wfile.write(data)
-        self.code = code
 
     def _send_error(self, err: StatusError) -> None:
         self._send_json(err.code, err.status(), err.headers)
@@ -138,15 +156,13 @@ class RequestHandler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
-    def end_stream(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
-
     def _handle(self, method: str) -> None:
         parts = urlsplit(self.path)
         self.query = {k: v[-1] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
         self.code = 0
         self._dry = False
+        self._recorded = False
+        self._method, self._path, self._raw_query, self._user = method, parts.path, parts.query, ""
         body = self._read_body() if method in ("POST", "PUT", "PATCH", "DELETE") else b""
         ident: Identity | None = None
         is_watch = False
@@ -156,6 +172,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             if delay:
                 time.sleep(delay)
             ident = self.fake.rbac.identify(self.headers.get("Authorization"))
+            self._user = ident.user if ident else ""
             if ident is None:
                 raise StatusError(401, "Unauthorized", "Unauthorized")
             if fault is not None:
@@ -163,6 +180,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             with external_request(self.query.get("fieldValidation", "")):
                 self._route(method, parts.path, body, ident)
         except WatchDropped:
+            self._record(self.code)
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
@@ -174,9 +192,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             else:
                 self._send_error(_status_error_for(exc))
         finally:
-            self.fake._record(
-                RequestRecord(method, parts.path, parts.query, ident.user if ident else "", self.code)
-            )
+            self._record(self.code)
 
     # ---- routing --------------------------------------------------------------------------
     def _route(self, method: str, path: str, body: bytes, ident: Identity) -> None:
@@ -385,6 +401,12 @@ class RequestHandler(BaseHTTPRequestHandler):
         finally:
             self.fake.watches.closed()
         self.end_stream()
+
+    def end_stream(self) -> None:
+        """Finish a chunked answer; the request is logged before the client can see the end."""
+        self._record(self.code)
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def _predicate_with_ns(self, t: Target) -> Callable[[JSON], bool]:
         base = self._predicate(t)

@@ -49,21 +49,15 @@ def serve_pod_log(handler: RequestHandler, t: Target) -> None:
     stamps = parse_bool(handler.query.get("timestamps"))
     tail_text = handler.query.get("tailLines")
     lines, finished = handler.fake.logs.read(t.namespace, t.name, container)
+    start = len(lines)  # where a follow continues: after everything read here
     if tail_text:
         lines = lines[-int(tail_text) :] if int(tail_text) > 0 else []
-    start = len(handler.fake.logs.read(t.namespace, t.name, container)[0])
 
     def render(items: list[tuple[str, str]]) -> bytes:
         return "".join(f"{ts} {text}\n" if stamps else f"{text}\n" for ts, text in items).encode()
 
     if not follow:
-        data = render(lines)
-        handler.send_response(200)
-        handler.send_header("Content-Type", "text/plain")
-        handler.send_header("Content-Length", str(len(data)))
-        handler.end_headers()
-        handler.wfile.write(data)
-        handler.code = 200
+        handler.send_body(200, render(lines), "text/plain")
         return
     handler.start_stream("text/plain")
     if lines:
