@@ -123,6 +123,15 @@ def test_suspend_and_resume(server: FakeAPIServer, client: Client) -> None:
     assert {c.type: c.reason for c in job.status.conditions}["Suspended"] == "JobSuspended"
     assert job.status.failed == 0, "pods deleted by suspension are not failures"
 
+    # a hold and release starts new pods of the same Jobs: the restart attempt does not move
+    client.patch(
+        TrainJob, "tj-sus", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE
+    )
+    again = _pods(client, "tj-sus")
+    assert len(again) == 2
+    assert {p.metadata.labels["jobset.sigs.k8s.io/restart-attempt"] for p in again} == {"0"}
+    assert client.get(JobSet, "tj-sus", namespace="default")["status"]["restarts"] == 0
+
 
 def test_runtime_patches_changed_while_suspended_reach_new_pods(
     server: FakeAPIServer, client: Client
