@@ -18,7 +18,7 @@ from dispatch.extensions import Image
 from dispatch.kubeflow import KubeflowSettings, Mode, open_backend
 from dispatch.kubeflow.extensions import RuntimeRef
 from dispatch.kubetest import FakeAPIServer
-from dispatch.kubetest.resources import TRAINJOB
+from dispatch.kubetest.resources import POD, TRAINJOB
 from dispatch.registry import OpenOptions
 from dispatch.settings import decode
 from dispatch.spec import JobSpec
@@ -120,15 +120,18 @@ class FakeCluster:
         now = self.clock.now()
         for tj in self.control.list(TRAINJOB, "default"):
             name = tj["metadata"]["name"]
-            for pod in self.control.pods_of(name):
-                pname = pod["metadata"]["name"]
-                if pod.get("status", {}).get("phase") != "Running":
+            for i, listed in enumerate(self.control.pods_of(name)):
+                pname = listed["metadata"]["name"]
+                pod = self.control.get(POD, pname) or {}
+                if pod.get("status", {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
                     continue
                 first = self.started.setdefault(pname, now)
                 argv = _argv(pod)
                 behaviour = argv[0] if argv else ""
                 if now - first < RUN_SECONDS:
                     continue
+                if behaviour in ("fail", "oom") and i > 0:
+                    continue  # rank 0 fails; the Job controller ends the others
                 if behaviour == "succeed":
                     self.control.succeed_pod(pname)
                 elif behaviour == "fail":

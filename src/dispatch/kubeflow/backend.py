@@ -428,7 +428,9 @@ class KubeflowBackend:
         now = self.clock.now()
         ev = Evidence("kubernetes:watch", now)
         execs: list[ExecutionEvidence] = []
-        if self.kueue and r.key.attempt > 1 and not any(key.attempt == r.key.attempt - 1 for key in journal.execs):
+        if self.kueue and r.key.attempt > 1 and not any(key.attempt < r.key.attempt for key in journal.execs):
+            # earlier attempts ran before this process watched: one entry stands for them (attempt numbers
+            # are 1 + the Workload's evictions, so they need not be contiguous)
             last = last_eviction(o.workload)
             synth = (
                 eviction_outcome(last[0], last[1], bool(r.holds), ev)

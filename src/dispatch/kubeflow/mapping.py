@@ -160,7 +160,8 @@ def evictions(workload: JSON | None) -> int:
 
 
 def admitted(workload: JSON | None) -> bool:
-    return is_true(workload, "Admitted")
+    """Admitted now (an eviction in progress shows ``Evicted=True`` while ``Admitted`` is still True)."""
+    return is_true(workload, "Admitted") and not is_true(workload, "Evicted")
 
 
 def holds_of(trainjob: JSON) -> tuple[str, ...]:

@@ -176,7 +176,11 @@ class Journal:
             rec = self.execs.get(r.key)
             if rec is None:
                 self.execs[r.key] = ExecRecord(r.key, r.started_at, r.execution, r.ended_at, r.nodes)
-            elif not rec.outcome.ended:
+            elif not rec.outcome.ended or (
+                # the watches of different kinds race: a TrainJob's Failed can arrive before the pod that
+                # explains it, so an unknown cause is refined by later evidence of the same execution
+                rec.outcome.cause is Cause.UNKNOWN and r.execution.ended and r.execution.cause is not Cause.UNKNOWN
+            ):
                 rec.outcome = r.execution
                 rec.ended_at = r.ended_at
                 rec.nodes = tuple(sorted(set(rec.nodes) | set(r.nodes)))
