@@ -58,7 +58,9 @@ class FakeCluster:
             self.control.add_node(f"worker-{i}")
         self.control.add_runtime(**(runtime or {"num_nodes": 1}))
         self.control.auto_run_pods = True
-        self.kubeconfig = self.server.write_kubeconfig(tmp / "kubeconfig", token=TOKEN, namespace="default")
+        self.kubeconfig = self.server.write_kubeconfig(
+            tmp / f"kubeconfig-{self.server.port}", token=TOKEN, namespace="default"
+        )
         self.controller: Any = None
         if mode is Mode.KUEUE:
             self.control.add_admission_check(CHECK, controller_name=ADMISSION_CONTROLLER, active=False)

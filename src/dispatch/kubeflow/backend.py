@@ -348,6 +348,17 @@ class KubeflowBackend:
             return  # suspended by someone else after we opened: a foreign hold, never lifted by us
         self._unsuspend_plain(scheduler_id, tj, {n.GATE: "open"})
 
+    def readmit(self, scheduler_id: str) -> None:
+        """Kueue mode: authorise the next admission of a Workload evicted (preempted, ...) while it waits at
+        the readmission gate. Plain mode has no readmission (a failed JobSet ends the TrainJob): Unsupported."""
+        self._write("readmit")
+        if not self.kueue:
+            raise Unsupported("plain mode has no readmission: resubmit instead")
+        tj = self._fresh(scheduler_id)
+        if n.STOP in annotations(tj):
+            raise Rejected(f"TrainJob {scheduler_id} was stopped")
+        self._patch(scheduler_id, {"metadata": {"annotations": {n.ADMIT: self._authorise_kueue(tj)}}})
+
     def hold(self, scheduler_id: str, instance: str) -> None:
         self._write("hold")
         if not instance or "," in instance:

@@ -368,6 +368,14 @@ def of_key(pods: Iterable[JSON], key: ExecKey) -> list[JSON]:
     return out
 
 
+def kueue_deactivation(workload: JSON | None) -> tuple[str, str] | None:
+    """Kueue's own deactivation (``DeactivatedDueTo...``: a rejected check, a time or requeue limit), or None."""
+    ev = condition(workload, "Evicted")
+    if ev is not None and str(ev.get("reason", "")).startswith("DeactivatedDueTo"):
+        return str(ev.get("reason")), str(ev.get("message", ""))
+    return None
+
+
 def gate_and_holds(o: Objects) -> tuple[Gate, tuple[str, ...], tuple[str, ...]]:
     tj = o.trainjob
     ann = annotations(tj)
@@ -379,7 +387,13 @@ def gate_and_holds(o: Objects) -> tuple[Gate, tuple[str, ...], tuple[str, ...]]:
         gate = Gate.CLOSED if o.gate_name in gates else Gate.OPEN
         foreign.extend(f"admission-gated-by:{g}" for g in gates if g != o.gate_name)
         wl_active = ((o.workload or {}).get("spec") or {}).get("active", True)
-        if o.workload is not None and wl_active is False and not holds and not stopped:
+        if (
+            o.workload is not None
+            and wl_active is False
+            and not holds
+            and not stopped
+            and kueue_deactivation(o.workload) is None
+        ):
             foreign.append("workload-deactivated")
     else:
         gate = Gate.OPEN if ann.get(n.GATE) == "open" else Gate.CLOSED
@@ -447,6 +461,9 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
                 ),
                 parse_time(wl_evicted.get("lastTransitionTime")),
             )
+        elif o.kueue and admitted(o.workload):
+            # the Workload (watched apart from the TrainJob) has not shown why the pods stop yet
+            execution = Outcome(State.RUNNING, None, ev, detail="stopping; waiting for the Workload to say why")
         elif suspended and holds:
             ended(Outcome(State.CANCELLED, Cause.HELD, ev, detail="suspended by a dispatch hold"))
         elif suspended and foreign:
@@ -467,7 +484,7 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
                 execution = Outcome(State.RUNNING, None, ev, detail="started")
     waiting = None if (started and execution is not None and execution.state is State.RUNNING) else _waiting(o, ev)
     awaiting = False
-    if o.kueue and o.workload is not None:
+    if o.kueue and o.workload is not None and not holds and not foreign and n.STOP not in ann:
         raw = ann.get(n.ADMIT, "0")
         authorised = int(raw) if raw.isdigit() else 0
         awaiting = evictions(o.workload) + 1 > authorised and evictions(o.workload) > 0 and not admitted(o.workload)
@@ -500,6 +517,9 @@ def _waiting(o: Objects, ev: Evidence) -> Outcome:
         reason = str(failed.get("reason", ""))
         cause = Cause.TIMEOUT if reason == "DeadlineExceeded" else Cause.REJECTED if reason == "TrainingRuntimeNotSupported" else Cause.UNKNOWN
         return Outcome(State.FAILED, cause, ev, detail=f"{reason}: {failed.get('message', '')}")
+    deactivated = kueue_deactivation(o.workload) if o.kueue else None
+    if deactivated is not None:
+        return eviction_outcome(deactivated[0], deactivated[1], bool(holds), ev)
     if foreign:
         return Outcome(State.HELD, Cause.ADMIN_HELD, ev, detail="held by someone else: " + ", ".join(foreign))
     if holds:

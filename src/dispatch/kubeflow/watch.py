@@ -33,6 +33,8 @@ from dispatch.outcome import Cause, Evidence, Outcome, State
 JSON = dict[str, Any]
 
 GONE_PODS_KEPT = 256
+VAGUE = frozenset({Cause.UNKNOWN, Cause.ADMIN_HELD})
+"""Causes a later reading of the same execution may replace (they are read from the TrainJob alone)."""
 CHANGES_KEPT = 100_000
 
 
@@ -179,7 +181,9 @@ class Journal:
             elif not rec.outcome.ended or (
                 # the watches of different kinds race: a TrainJob's Failed can arrive before the pod that
                 # explains it, so an unknown cause is refined by later evidence of the same execution
-                rec.outcome.cause is Cause.UNKNOWN and r.execution.ended and r.execution.cause is not Cause.UNKNOWN
+                rec.outcome.cause in VAGUE
+                and r.execution.ended
+                and r.execution.cause not in VAGUE
             ):
                 rec.outcome = r.execution
                 rec.ended_at = r.ended_at
