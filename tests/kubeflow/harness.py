@@ -28,6 +28,7 @@ RUN_SECONDS = 5.0
 ADMISSION_CONTROLLER = "dispatch.io/admission"
 CHECK = "dispatch-readmission"
 TOKEN = "adapter-token"
+ADMISSION_TOKEN = "admission-token"
 
 
 class ClusterClock:
@@ -71,12 +72,12 @@ class FakeCluster:
 
     # ---- dispatch-admission ----------------------------------------------------------------------------
 
-    def start_admission(self) -> None:
+    def start_admission(self, token: str | None = ADMISSION_TOKEN) -> None:
         from dispatch.admission.controller import Controller, ControllerSettings
 
         settings = ControllerSettings(
             kubeconfig=str(self.kubeconfig), controller_name=ADMISSION_CONTROLLER, lease_namespace="default",
-            identity="test-admission", lease_duration=15.0, renew_every=0.5,
+            identity="test-admission", lease_duration=15.0, renew_every=0.5, token=token,
         )
         self.controller = Controller(settings)
         self.controller.start()

@@ -40,6 +40,19 @@ FIELD_MANAGER = "dispatch-admission"
 log = logging.getLogger("dispatch.admission")
 
 
+PERMISSIONS: tuple[tuple[str, str, str, bool], ...] = (
+    # (verb, group, resource[/subresource], in its own namespace only): everything the controller calls;
+    # Workloads and TrainJobs are watched in every namespace, the Lease lives in the controller's
+    *((v, "kueue.x-k8s.io", "admissionchecks", False) for v in ("list", "watch")),
+    ("patch", "kueue.x-k8s.io", "admissionchecks/status", False),
+    *((v, "kueue.x-k8s.io", "workloads", False) for v in ("list", "watch")),
+    ("patch", "kueue.x-k8s.io", "workloads/status", False),
+    *((v, "trainer.kubeflow.org", "trainjobs", False) for v in ("list", "watch")),
+    *((v, "coordination.k8s.io", "leases", True) for v in ("get", "create", "update")),
+)
+"""The controller's RBAC needs (deploy/kubeflow/admission-rbac.yaml grants exactly these)."""
+
+
 @dataclass(frozen=True)
 class ControllerSettings:
     kubeconfig: str | None = None

@@ -40,14 +40,17 @@ class Permission:
 
 TR, JS, KQ = k.TRAINER, k.JOBSET_GROUP, k.KUEUE
 
-READS: tuple[Permission, ...] = tuple(
-    Permission(v, g, r, namespaced=ns)
-    for g, r, ns in ((TR, "trainjobs", True), (JS, "jobsets", True), ("", "pods", True), ("", "nodes", False))
-    for v in ("get", "list", "watch")
-) + (Permission("get", TR, "clustertrainingruntimes", namespaced=False), Permission("get", TR, "trainingruntimes"))
+READS: tuple[Permission, ...] = (
+    *(Permission(v, TR, "trainjobs") for v in ("get", "list", "watch")),
+    *(Permission(v, JS, "jobsets") for v in ("list", "watch")),
+    *(Permission(v, "", "pods") for v in ("list", "watch")),
+    *(Permission(v, "", "nodes", namespaced=False) for v in ("list", "watch")),
+    Permission("get", TR, "clustertrainingruntimes", namespaced=False),
+    Permission("get", TR, "trainingruntimes"),
+)
 """What the adapter reads in every mode."""
 
-KUEUE_READS: tuple[Permission, ...] = tuple(Permission(v, KQ, "workloads") for v in ("get", "list", "watch")) + (
+KUEUE_READS: tuple[Permission, ...] = tuple(Permission(v, KQ, "workloads") for v in ("list", "watch")) + (
     Permission("get", KQ, "localqueues"),
     Permission("get", KQ, "clusterqueues", namespaced=False),
     Permission("get", KQ, "admissionchecks", namespaced=False),
@@ -62,12 +65,16 @@ WRITES: tuple[Permission, ...] = (
     Permission("delete", TR, "trainingruntimes"),
 )
 KUEUE_WRITES: tuple[Permission, ...] = (Permission("patch", KQ, "workloads"),)
+"""Kueue-mode writes. ``list`` on workloads (to find a TrainJob's Workload by uid) is among KUEUE_READS."""
 LOGS = Permission("get", "", "pods", "log")
+
+
+SSAR = Permission("create", "authorization.k8s.io", "selfsubjectaccessreviews", namespaced=False)
 
 
 def permissions(mode: Mode) -> tuple[Permission, ...]:
     """Every verb and resource the adapter uses in ``mode`` (the RBAC test checks deploy/ against this)."""
-    out = READS + WRITES + (LOGS,)
+    out = READS + WRITES + (LOGS, SSAR)
     if mode is Mode.KUEUE:
         out += KUEUE_READS + KUEUE_WRITES
     return out
