@@ -23,7 +23,11 @@ def wl(evictions: int = 0, owner: bool = True) -> dict[str, Any]:
     status: dict[str, Any] = {"admission": {"clusterQueue": "cq"}}
     if evictions:
         status["schedulingStats"] = {"evictions": [{"reason": "Preempted", "count": evictions}]}
-    return {"metadata": {"name": "w", "ownerReferences": refs}, "spec": {"podSets": [{"name": "node"}]}, "status": status}
+    return {
+        "metadata": {"name": "w", "ownerReferences": refs},
+        "spec": {"podSets": [{"name": "node"}]},
+        "status": status,
+    }
 
 
 def tj(managed: bool = True, **ann: str) -> dict[str, Any]:
@@ -60,15 +64,19 @@ def test_only_its_own_entry_is_written_and_rbac_is_exact(tmp_path: Path) -> None
         c.control.add_admission_check("other-check", controller_name="example.com/other")
         c.control.patch(
             __import__("dispatch.kubetest.resources", fromlist=["CLUSTER_QUEUE"]).CLUSTER_QUEUE,
-            "cq", {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}, {"name": "other-check"}]}}},
+            "cq",
+            {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}, {"name": "other-check"}]}}},
             namespace="",
         )
         c.start_admission()
-        c.control.create({
-            "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": "plain-user", "namespace": "default", "labels": {n.QUEUE_LABEL: "lq"}},
-            "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "x:1", "numNodes": 1}},
-        })
+        c.control.create(
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": "plain-user", "namespace": "default", "labels": {n.QUEUE_LABEL: "lq"}},
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "x:1", "numNodes": 1}},
+            }
+        )
         entries: dict[str, Any] = {}
         for _ in range(100):
             w = c.control.workload_for("plain-user")
@@ -94,8 +102,14 @@ def test_one_leader_at_a_time(tmp_path: Path) -> None:
     ctrls: list[Controller] = []
     try:
         for ident in ("a", "b"):
-            s = ControllerSettings(kubeconfig=str(c.kubeconfig), controller_name="dispatch.io/admission",
-                                   lease_namespace="default", identity=ident, lease_duration=2.0, renew_every=0.2)
+            s = ControllerSettings(
+                kubeconfig=str(c.kubeconfig),
+                controller_name="dispatch.io/admission",
+                lease_namespace="default",
+                identity=ident,
+                lease_duration=2.0,
+                renew_every=0.2,
+            )
             ctrl = Controller(s)
             ctrls.append(ctrl)
             ctrl.start()
@@ -118,7 +132,9 @@ def test_one_leader_at_a_time(tmp_path: Path) -> None:
 
 
 def test_console_flags() -> None:
-    s = parse(["--kubeconfig", "/k", "--controller-name", "example.com/adm", "--identity", "me", "--lease-namespace", "x"])
+    s = parse(
+        ["--kubeconfig", "/k", "--controller-name", "example.com/adm", "--identity", "me", "--lease-namespace", "x"]
+    )
     assert (s.kubeconfig, s.controller_name, s.identity, s.lease_namespace) == ("/k", "example.com/adm", "me", "x")
     with pytest.raises(SystemExit):
         parse(["--in-cluster", "--kubeconfig", "/k"])

@@ -45,8 +45,16 @@ class ClusterClock:
 class FakeCluster:
     """A fake Kubernetes cluster with Trainer, JobSet (and Kueue) for the Kubeflow adapter's tests."""
 
-    def __init__(self, tmp: Path, mode: Mode = Mode.PLAIN, *, nodes: int = 4, admission: bool = True,
-                 runtime: dict[str, Any] | None = None, real_pause: float = 0.03) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        mode: Mode = Mode.PLAIN,
+        *,
+        nodes: int = 4,
+        admission: bool = True,
+        runtime: dict[str, Any] | None = None,
+        real_pause: float = 0.03,
+    ) -> None:
         self.mode = mode
         self.server = FakeAPIServer(bookmark_interval=0.5)
         self.server.start()
@@ -76,8 +84,13 @@ class FakeCluster:
         from dispatch.admission.controller import Controller, ControllerSettings
 
         settings = ControllerSettings(
-            kubeconfig=str(self.kubeconfig), controller_name=ADMISSION_CONTROLLER, lease_namespace="default",
-            identity="test-admission", lease_duration=15.0, renew_every=0.5, token=token,
+            kubeconfig=str(self.kubeconfig),
+            controller_name=ADMISSION_CONTROLLER,
+            lease_namespace="default",
+            identity="test-admission",
+            lease_duration=15.0,
+            renew_every=0.5,
+            token=token,
         )
         self.controller = Controller(settings)
         self.controller.start()
@@ -202,7 +215,9 @@ def harness(cluster: FakeCluster) -> Harness:
             assert wl is not None
             cluster.control.patch(WORKLOAD, wl["metadata"]["name"], {"spec": {"active": False}})
         else:
-            cluster.control.patch(TRAINJOB, sid, {"metadata": {"annotations": {"dispatch.io/admin-hold": "maintenance"}}})
+            cluster.control.patch(
+                TRAINJOB, sid, {"metadata": {"annotations": {"dispatch.io/admin-hold": "maintenance"}}}
+            )
 
     def cleanup(b: Backend, sid: str) -> None:
         from dispatch.kubeflow.backend import KubeflowBackend

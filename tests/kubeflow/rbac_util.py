@@ -26,7 +26,9 @@ def grants(path: Path) -> tuple[set[tuple[str, str, str, bool]], list[Rule]]:
                 for res in r["resources"]:
                     for v in r["verbs"]:
                         out.add((v, g, res, namespaced))
-            rules.append(rule(list(r["verbs"]), list(r["apiGroups"]), list(r["resources"]), ["default"] if namespaced else None))
+            rules.append(
+                rule(list(r["verbs"]), list(r["apiGroups"]), list(r["resources"]), ["default"] if namespaced else None)
+            )
     return out, rules
 
 

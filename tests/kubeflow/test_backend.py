@@ -25,14 +25,18 @@ def kb(b: Any) -> KubeflowBackend:
     return b
 
 
-def wait(c: FakeCluster, b: KubeflowBackend, sid: str, pred: Any, what: str, steps: int = 60, dt: float = 1.0) -> JobEvidence:
+def wait(
+    c: FakeCluster, b: KubeflowBackend, sid: str, pred: Any, what: str, steps: int = 60, dt: float = 1.0
+) -> JobEvidence:
     ev = b.inspect(sid)
     for _ in range(steps):
         if pred(ev):
             return ev
         c.tick(dt)
         ev = b.inspect(sid)
-    raise AssertionError(f"{what}: last {ev.outcome} executions={[(x.identity, x.outcome.cause) for x in ev.executions]}")
+    raise AssertionError(
+        f"{what}: last {ev.outcome} executions={[(x.identity, x.outcome.cause) for x in ev.executions]}"
+    )
 
 
 def running(ev: JobEvidence) -> bool:
@@ -69,11 +73,16 @@ def test_read_but_not_write_opens_observe_only(mode: str, plain: FakeCluster, ku
         assert caps.answer(Capability.OUTPUT_READ) is Answer.NO  # no pods/log either
         with pytest.raises(Unsupported, match="observe-only"):
             start(b, job="j2")
-        for call in (lambda: b.open(sid), lambda: b.stop_job(sid), lambda: b.hold(sid, "h"), lambda: b.release(sid, "h")):
+        for call in (
+            lambda: b.open(sid),
+            lambda: b.stop_job(sid),
+            lambda: b.hold(sid, "h"),
+            lambda: b.release(sid, "h"),
+        ):
             with pytest.raises(ReadOnly):
                 call()
         assert b.inspect(sid).gate is Gate.CLOSED
-        assert [f.scheduler_id for f in b.find(f"dsp-j1-1", 0)] == [sid]
+        assert [f.scheduler_id for f in b.find("dsp-j1-1", 0)] == [sid]
     finally:
         b.close()
         writer.close()
@@ -82,8 +91,19 @@ def test_read_but_not_write_opens_observe_only(mode: str, plain: FakeCluster, ku
 def test_unproven_gate_opens_observe_only(kueue: FakeCluster) -> None:
     kueue.controller.stop()
     kueue.controller = None
-    kueue.control.patch(ADMISSION_CHECK, CHECK, {"status": {"conditions": [
-        {"type": "Active", "status": "False", "reason": "Inactive", "message": "controller gone"}]}}, namespace="", subresource="status")
+    kueue.control.patch(
+        ADMISSION_CHECK,
+        CHECK,
+        {
+            "status": {
+                "conditions": [
+                    {"type": "Active", "status": "False", "reason": "Inactive", "message": "controller gone"}
+                ]
+            }
+        },
+        namespace="",
+        subresource="status",
+    )
     b = kb(kueue.backend())
     try:
         assert b.observe_only and "not proven" in b.preflight.reason
@@ -135,7 +155,9 @@ def test_missing_trainer_api_refuses_to_open(plain: FakeCluster) -> None:
 
 
 @pytest.mark.parametrize("mode", ["plain", "kueue"])
-def test_hold_on_running_ends_it_held_and_release_is_a_new_attempt(mode: str, plain: FakeCluster, kueue: FakeCluster) -> None:
+def test_hold_on_running_ends_it_held_and_release_is_a_new_attempt(
+    mode: str, plain: FakeCluster, kueue: FakeCluster
+) -> None:
     c = plain if mode == "plain" else kueue
     b = kb(c.backend())
     try:
@@ -216,11 +238,14 @@ def test_admission_gates_readmission_after_preemption(kueue: FakeCluster) -> Non
 
 
 def test_admission_lets_other_workloads_through(kueue: FakeCluster) -> None:
-    kueue.control.create({
-        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-        "metadata": {"name": "someone-else", "namespace": "default", "labels": {n.QUEUE_LABEL: "lq"}},
-        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "x:1", "numNodes": 1}},
-    })
+    kueue.control.create(
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "someone-else", "namespace": "default", "labels": {n.QUEUE_LABEL: "lq"}},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "x:1", "numNodes": 1}},
+        }
+    )
     for _ in range(20):
         kueue.tick(0.5)
         if kueue.control.pods_of("someone-else"):
@@ -248,7 +273,11 @@ def test_admission_rejection_reads_rejected(kueue: FakeCluster) -> None:
 
 @pytest.mark.parametrize(
     ("disrupt", "cause"),
-    [("PreemptionByScheduler", Cause.PREEMPTED), ("TerminationByKubelet", Cause.NODE_LOST), ("EvictionByEvictionAPI", Cause.CESSATION)],
+    [
+        ("PreemptionByScheduler", Cause.PREEMPTED),
+        ("TerminationByKubelet", Cause.NODE_LOST),
+        ("EvictionByEvictionAPI", Cause.CESSATION),
+    ],
 )
 def test_pod_disruptions_end_to_end(disrupt: str, cause: Cause, plain: FakeCluster) -> None:
     b = kb(plain.backend())
@@ -320,7 +349,11 @@ def test_rank_restart_runtime_refused_unless_allowed(plain: FakeCluster) -> None
         reason = b.weakened(sid)
         assert reason is not None and "ClusterTrainingRuntime/stock" in reason
         with pytest.raises(Rejected, match="does not exist"):
-            b.start(StartRequest("j6", 1, "dsp-j6-1", JobSpec(command=("x",), extensions=(Image("i:1"), RuntimeRef("missing")))))
+            b.start(
+                StartRequest(
+                    "j6", 1, "dsp-j6-1", JobSpec(command=("x",), extensions=(Image("i:1"), RuntimeRef("missing")))
+                )
+            )
     finally:
         b.close()
 
@@ -407,8 +440,14 @@ def test_close_stops_every_watch_thread(plain: FakeCluster) -> None:
     assert len(names) >= 4
     b.close()
     time.sleep(0.2)
-    assert not [t for t in threading.enumerate() if t.name.startswith("dispatch-kubeflow-watch") and t.is_alive()
-                and t.name in names and any(t is x._thread for x in b.informers)]
+    assert not [
+        t
+        for t in threading.enumerate()
+        if t.name.startswith("dispatch-kubeflow-watch")
+        and t.is_alive()
+        and t.name in names
+        and any(t is x._thread for x in b.informers)
+    ]
 
 
 # ---- output ----------------------------------------------------------------------------------------------

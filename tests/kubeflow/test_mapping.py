@@ -46,7 +46,12 @@ def pod(
     return {
         "metadata": {
             "name": name,
-            "labels": {n.JOBSET_NAME: "dj-j-1", n.RESTART_ATTEMPT: "0", n.JOB_INDEX: "0", n.COMPLETION_INDEX: str(index)},
+            "labels": {
+                n.JOBSET_NAME: "dj-j-1",
+                n.RESTART_ATTEMPT: "0",
+                n.JOB_INDEX: "0",
+                n.COMPLETION_INDEX: str(index),
+            },
             "annotations": {n.ATTEMPT: attempt},
         },
         "spec": {"nodeName": node},
@@ -70,10 +75,23 @@ def workload(*conds: dict[str, Any], evictions: int = 0, active: bool = True, re
 NODES = {"w0": {"metadata": {"name": "w0"}, "status": {"conditions": [cond("Ready")]}}}
 
 
-def reading(tj: dict[str, Any], pods: list[dict[str, Any]] = (), gone: list[dict[str, Any]] = (), wl: Any = None,
-            nodes: dict[str, Any] | None = None, kueue: bool = False) -> Reading:  # type: ignore[assignment]
-    o = Objects(trainjob=tj, workload=wl, pods=list(pods), gone_pods=list(gone), nodes=nodes if nodes is not None else NODES,
-                nodes_known=True, kueue=kueue)
+def reading(
+    tj: dict[str, Any],
+    pods: list[dict[str, Any]] = (),
+    gone: list[dict[str, Any]] = (),
+    wl: Any = None,
+    nodes: dict[str, Any] | None = None,
+    kueue: bool = False,
+) -> Reading:  # type: ignore[assignment]
+    o = Objects(
+        trainjob=tj,
+        workload=wl,
+        pods=list(pods),
+        gone_pods=list(gone),
+        nodes=nodes if nodes is not None else NODES,
+        nodes_known=True,
+        kueue=kueue,
+    )
     return read(o, NOW)
 
 
@@ -92,7 +110,10 @@ def test_stop_requested_reads_cancelled() -> None:
 
 
 def test_complete_reads_succeeded_exit_zero() -> None:
-    r = reading(trainjob(cond("Complete", reason="AllJobsCompleted")), [pod(phase="Succeeded", state=terminated(0, "Completed"))])
+    r = reading(
+        trainjob(cond("Complete", reason="AllJobsCompleted")),
+        [pod(phase="Succeeded", state=terminated(0, "Completed"))],
+    )
     assert ended(r) == (State.SUCCEEDED, Cause.EXIT, 0)
 
 
@@ -120,19 +141,28 @@ def test_runtime_not_supported_reads_rejected() -> None:
     ],
 )
 def test_kueue_eviction_rows(reason: str, state: State, cause: Cause) -> None:
-    r = reading(trainjob(suspend=True), gone=[pod()], wl=workload(cond("Evicted", reason=reason), evictions=1), kueue=True)
+    r = reading(
+        trainjob(suspend=True), gone=[pod()], wl=workload(cond("Evicted", reason=reason), evictions=1), kueue=True
+    )
     assert ended(r)[:2] == (state, cause)
 
 
 def test_deactivated_with_our_hold_reads_held() -> None:
     tj = trainjob(suspend=True, **{n.HOLDS: "h1"})
-    r = reading(tj, gone=[pod()], wl=workload(cond("Evicted", reason="Deactivated"), evictions=1, active=False), kueue=True)
+    r = reading(
+        tj, gone=[pod()], wl=workload(cond("Evicted", reason="Deactivated"), evictions=1, active=False), kueue=True
+    )
     assert ended(r)[:2] == (State.CANCELLED, Cause.HELD)
     assert r.waiting is not None and (r.waiting.state, r.waiting.cause) == (State.HELD, Cause.HELD)
 
 
 def test_deactivated_by_someone_else_reads_admin_held() -> None:
-    r = reading(trainjob(suspend=True), gone=[pod()], wl=workload(cond("Evicted", reason="Deactivated"), evictions=1, active=False), kueue=True)
+    r = reading(
+        trainjob(suspend=True),
+        gone=[pod()],
+        wl=workload(cond("Evicted", reason="Deactivated"), evictions=1, active=False),
+        kueue=True,
+    )
     assert ended(r)[:2] == (State.CANCELLED, Cause.ADMIN_HELD)
     assert "workload-deactivated" in r.foreign_holds
 
@@ -197,8 +227,17 @@ def test_program_not_found_reads_launch_failed(code: int) -> None:
 
 
 def test_non_zero_exit_reads_exit_with_the_first_failures_code() -> None:
-    early = pod("p1", phase="Failed", index=1, state={"terminated": {"exitCode": 3, "startedAt": T, "finishedAt": "2027-01-15T08:00:05Z"}})
-    late = pod("p0", phase="Failed", state={"terminated": {"exitCode": 143, "startedAt": T, "finishedAt": "2027-01-15T08:00:09Z"}})
+    early = pod(
+        "p1",
+        phase="Failed",
+        index=1,
+        state={"terminated": {"exitCode": 3, "startedAt": T, "finishedAt": "2027-01-15T08:00:05Z"}},
+    )
+    late = pod(
+        "p0",
+        phase="Failed",
+        state={"terminated": {"exitCode": 143, "startedAt": T, "finishedAt": "2027-01-15T08:00:09Z"}},
+    )
     r = reading(trainjob(FAILED), [late, early])
     assert ended(r) == (State.FAILED, Cause.EXIT, 3)
 
@@ -223,7 +262,10 @@ def waiting(r: Reading) -> tuple[State, Cause | None]:
 
 
 def test_closed_gate_reads_gated_in_both_modes() -> None:
-    assert waiting(reading(trainjob(suspend=True, **{n.GATE: "closed", n.ATTEMPT: "0"}))) == (State.PENDING, Cause.GATED)
+    assert waiting(reading(trainjob(suspend=True, **{n.GATE: "closed", n.ATTEMPT: "0"}))) == (
+        State.PENDING,
+        Cause.GATED,
+    )
     tj = trainjob(suspend=True, **{n.GATED_BY: "dispatch.io/start"})
     r = reading(tj, wl=workload(cond("QuotaReserved", "False", "AdmissionGated"), reserved=False), kueue=True)
     assert waiting(r) == (State.PENDING, Cause.GATED) and r.gate is Gate.CLOSED
@@ -247,20 +289,39 @@ def test_dispatch_hold_reads_held() -> None:
 @pytest.mark.parametrize(
     ("reason", "message", "cause"),
     [
-        ("Pending", "couldn't assign flavors to pod set node: insufficient unused quota for cpu in flavor default, 2 more needed", Cause.NO_CAPACITY),
-        ("Pending", "couldn't assign flavors to pod set node: insufficient quota for cpu in flavor default, request > maximum capacity (64 > 8)", Cause.NO_CAPACITY),
+        (
+            "Pending",
+            "couldn't assign flavors to pod set node: insufficient unused quota for cpu in flavor default, "
+            "2 more needed",
+            Cause.NO_CAPACITY,
+        ),
+        (
+            "Pending",
+            "couldn't assign flavors to pod set node: insufficient quota for cpu in flavor default, "
+            "request > maximum capacity (64 > 8)",
+            Cause.NO_CAPACITY,
+        ),
         ("Inadmissible", "ClusterQueue cq is inactive", Cause.NO_CAPACITY),
         ("Pending", "waiting", Cause.QUEUED),
     ],
 )
 def test_kueue_quota_rows(reason: str, message: str, cause: Cause) -> None:
-    r = reading(trainjob(suspend=True, **{n.ADMIT: "1"}), wl=workload(cond("QuotaReserved", "False", reason, message), reserved=False), kueue=True)
+    r = reading(
+        trainjob(suspend=True, **{n.ADMIT: "1"}),
+        wl=workload(cond("QuotaReserved", "False", reason, message), reserved=False),
+        kueue=True,
+    )
     assert waiting(r) == (State.PENDING, cause)
 
 
 def test_kueue_waiting_for_checks_reads_queued() -> None:
-    wl = workload(cond("QuotaReserved", reason="QuotaReserved"), cond("Admitted", "False", "UnsatisfiedAdmissionChecks"))
-    assert waiting(reading(trainjob(suspend=True, **{n.ADMIT: "1"}), wl=wl, kueue=True)) == (State.PENDING, Cause.QUEUED)
+    wl = workload(
+        cond("QuotaReserved", reason="QuotaReserved"), cond("Admitted", "False", "UnsatisfiedAdmissionChecks")
+    )
+    assert waiting(reading(trainjob(suspend=True, **{n.ADMIT: "1"}), wl=wl, kueue=True)) == (
+        State.PENDING,
+        Cause.QUEUED,
+    )
 
 
 def test_unschedulable_pod_reads_no_capacity() -> None:
@@ -270,9 +331,13 @@ def test_unschedulable_pod_reads_no_capacity() -> None:
 
 
 def test_readmission_not_authorised_is_flagged() -> None:
-    wl = workload(cond("QuotaReserved", reason="QuotaReserved"), cond("Admitted", "False", "UnsatisfiedAdmissionChecks"),
-                  cond("Evicted", "False", "QuotaReserved", "Previously: Preempted to accommodate a workload"),
-                  cond("Preempted", "False", "QuotaReserved", "Previously: Preempted to accommodate a workload"), evictions=1)
+    wl = workload(
+        cond("QuotaReserved", reason="QuotaReserved"),
+        cond("Admitted", "False", "UnsatisfiedAdmissionChecks"),
+        cond("Evicted", "False", "QuotaReserved", "Previously: Preempted to accommodate a workload"),
+        cond("Preempted", "False", "QuotaReserved", "Previously: Preempted to accommodate a workload"),
+        evictions=1,
+    )
     r = reading(trainjob(suspend=True, **{n.ADMIT: "1"}), gone=[pod()], wl=wl, kueue=True)
     assert r.awaiting_authorisation
     assert ended(r)[:2] == (State.FAILED, Cause.PREEMPTED)  # from the durable "Previously:" conditions

@@ -42,7 +42,9 @@ def request(**spec: Any) -> StartRequest:
     return StartRequest("a1b2c3d4e5f6", 2, "dsp-a1b2c3d4e5f6-2", JobSpec(**base))
 
 
-def build(mode: Mode = Mode.PLAIN, runtime: dict[str, Any] | None = None, **spec: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def build(
+    mode: Mode = Mode.PLAIN, runtime: dict[str, Any] | None = None, **spec: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
     rt = runtime or torch_runtime()
     req = request(**spec)
     s = settings(mode)
@@ -85,10 +87,16 @@ def test_names_labels_and_identity_env() -> None:
     assert meta["labels"] == {n.MANAGED: "true", n.MARKER: "dsp-a1b2c3d4e5f6-2"}
     assert meta["annotations"][n.MARKER_FULL] == "dsp-a1b2c3d4e5f6-2"
     assert meta["annotations"][n.JOB_ID] == "a1b2c3d4e5f6" and meta["annotations"][n.SUBMISSION] == "2"
-    assert tj["spec"]["runtimeRef"] == {"name": meta["name"], "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"}
+    assert tj["spec"]["runtimeRef"] == {
+        "name": meta["name"],
+        "kind": "TrainingRuntime",
+        "apiGroup": "trainer.kubeflow.org",
+    }
     env = {e["name"]: e for e in tj["spec"]["trainer"]["env"]}
     assert env["DISPATCH_JOB_ID"]["value"] == "a1b2c3d4e5f6" and env["DISPATCH_SUBMISSION"]["value"] == "2"
-    assert env["DISPATCH_ATTEMPT"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['dispatch.io/attempt']"
+    assert (
+        env["DISPATCH_ATTEMPT"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.annotations['dispatch.io/attempt']"
+    )
     assert "jobset.sigs.k8s.io/restart-attempt" in env["DISPATCH_RESTART_A"]["valueFrom"]["fieldRef"]["fieldPath"]
     assert env["RUN"]["value"] == "exp1"
     assert copy["metadata"]["annotations"][n.RUNTIME_SOURCE] == "ClusterTrainingRuntime/torch-distributed"
@@ -98,18 +106,21 @@ def test_names_labels_and_identity_env() -> None:
 def test_long_or_odd_job_ids_hash_into_a_valid_name() -> None:
     name = n.trainjob_name("X_" * 40, 3)
     assert name.startswith("dj-") and name.endswith("-3") and len(name) <= n.MAX_NAME
-    assert n.marker_label("bad marker!") .startswith("h-")
+    assert n.marker_label("bad marker!").startswith("h-")
 
 
 def test_prologue_runs_argv_verbatim_and_sets_the_execution_identity(tmp_path: Any) -> None:
     _, tj = build(command=("printf", "%s|", "a b", "$(touch /tmp/x)", "; echo hi"), working_dir=str(tmp_path))
     cmd = tj["spec"]["trainer"]["command"]
     env = {"PATH": "/usr/bin:/bin", "DISPATCH_JOB_ID": "j", "DISPATCH_SUBMISSION": "2", "DISPATCH_ATTEMPT": "3"}
-    out = subprocess.run(cmd + [], capture_output=True, text=True, env=env, check=True).stdout
+    out = subprocess.run([*cmd], capture_output=True, text=True, env=env, check=True).stdout
     assert out == "a b|$(touch /tmp/x)|; echo hi|"
     probe = subprocess.run(
         [*cmd[:4], str(tmp_path), "sh", "-c", 'echo "$DISPATCH_EXECUTION $PWD"'],
-        capture_output=True, text=True, env=env, check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
     ).stdout.split()
     assert probe == ["j.2.3.0.0", str(tmp_path)]
 

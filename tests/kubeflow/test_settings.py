@@ -52,8 +52,19 @@ def test_token_is_never_shown() -> None:
 
 def test_schema_lists_every_key() -> None:
     props = schema()["properties"]
-    for key in ("kubeconfig", "inCluster", "token", "namespace", "mode", "localQueue", "gateName",
-                "nodeLossWindow", "timeouts", "allowRankRestart", "preflight"):
+    for key in (
+        "kubeconfig",
+        "inCluster",
+        "token",
+        "namespace",
+        "mode",
+        "localQueue",
+        "gateName",
+        "nodeLossWindow",
+        "timeouts",
+        "allowRankRestart",
+        "preflight",
+    ):
         assert key in props
     assert props["mode"]["enum"] == ["plain", "kueue"]
     assert schema()["additionalProperties"] is False

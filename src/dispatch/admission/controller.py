@@ -32,7 +32,7 @@ from lightkube.types import PatchType
 
 from dispatch.kubeflow import client as k
 from dispatch.kubeflow import names as n
-from dispatch.kubeflow.mapping import annotations, condition, evictions, labels, meta
+from dispatch.kubeflow.mapping import annotations_of, condition, evictions, labels, meta
 from dispatch.kubeflow.watch import Informer
 
 JSON = dict[str, Any]
@@ -90,7 +90,7 @@ def decide(workload: JSON, owner: JSON | None, owner_known: bool) -> Decision:
         return Decision("Pending", "dispatch: waiting to see the owning TrainJob")
     if labels(owner).get(n.MANAGED) != "true":
         return Decision("Ready", "not a dispatch job")
-    ann = annotations(owner)
+    ann = annotations_of(owner)
     attempt = evictions(workload) + 1
     if n.STOP in ann:
         return Decision("Pending", "dispatch: the job was stopped")
@@ -208,12 +208,12 @@ class Controller:
         }
         try:
             try:
-                cur = self.client.get(k.Lease, s.lease_name, namespace=s.lease_namespace).to_dict()
+                cur = k.as_dict(self.client.get(k.Lease, s.lease_name, namespace=s.lease_namespace))
             except ApiError as exc:
                 if exc.status.code != 404:
                     raise
                 body["spec"]["acquireTime"] = _micro(now)
-                self.client.create(k.Lease(body), namespace=s.lease_namespace)
+                self.client.create(k.build(k.Lease, body), namespace=s.lease_namespace)
                 return True
             spec = cur.get("spec") or {}
             holder = spec.get("holderIdentity")
@@ -222,12 +222,12 @@ class Controller:
                 return False
             body["metadata"]["resourceVersion"] = meta(cur).get("resourceVersion")
             body["spec"]["acquireTime"] = spec.get("acquireTime") if holder == s.identity else _micro(now)
-            self.client.replace(k.Lease(body), namespace=s.lease_namespace)
+            self.client.replace(k.build(k.Lease, body))
             return True
         except ApiError as exc:
             log.warning("lease: %s", exc.status.message)
             return False
-        except Exception as exc:  # noqa: BLE001 - transport trouble: not the leader until it is renewed
+        except Exception as exc:
             log.warning("lease: %s", type(exc).__name__)
             return False
 
@@ -240,7 +240,9 @@ class Controller:
             trainjobs = dict(self.trainjobs)
             synced = all(i.synced.is_set() for i in self.informers)
         ours = {
-            str(meta(ac).get("name")) for ac in checks if (ac.get("spec") or {}).get("controllerName") == self.settings.controller_name
+            str(meta(ac).get("name"))
+            for ac in checks
+            if (ac.get("spec") or {}).get("controllerName") == self.settings.controller_name
         }
         for ac in checks:
             if str(meta(ac).get("name")) in ours:
@@ -298,7 +300,7 @@ class Controller:
         }
         try:
             self.client.apply(
-                k.Workload.Status(body),
+                k.build(k.Workload.Status, body),
                 name=meta(wl)["name"],
                 namespace=meta(wl)["namespace"],
                 field_manager=FIELD_MANAGER,
@@ -329,12 +331,14 @@ class Controller:
                     log.warning("lost the lease")
             if self.leader:
                 with self._lock:
-                    self._lock.wait_for(lambda: self._dirty or self._stop.is_set(), timeout=max(0.0, next_renew - time.monotonic()))
+                    self._lock.wait_for(
+                        lambda: self._dirty or self._stop.is_set(), timeout=max(0.0, next_renew - time.monotonic())
+                    )
                     dirty, self._dirty = self._dirty, False
                 if dirty and not self._stop.is_set():
                     try:
                         self.reconcile()
-                    except Exception:  # noqa: BLE001 - keep serving; the next event retries
+                    except Exception:
                         log.exception("reconcile failed")
                         with self._lock:
                             self._dirty = True

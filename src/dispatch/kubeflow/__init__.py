@@ -40,7 +40,9 @@ def _factory(settings: KubeflowSettings, options: OpenOptions) -> Backend:
 
 def register() -> None:
     """Register the adapter (done on import; also usable as an entry-point hook)."""
-    _register(NAME, _factory, settings=KubeflowSettings, description="Kubeflow Trainer v2 (plain or Kueue)", replace=True)
+    _register(
+        NAME, _factory, settings=KubeflowSettings, description="Kubeflow Trainer v2 (plain or Kueue)", replace=True
+    )
 
 
 register()

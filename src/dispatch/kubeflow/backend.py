@@ -20,6 +20,7 @@ Gates and holds (names in :mod:`dispatch.kubeflow.names`):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -38,10 +39,10 @@ from dispatch.kubeflow import names as n
 from dispatch.kubeflow import render as rd
 from dispatch.kubeflow.extensions import RuntimeRef
 from dispatch.kubeflow.mapping import (
-    annotations,
+    annotations_of,
     condition,
-    evictions,
     eviction_outcome,
+    evictions,
     labels,
     last_eviction,
     meta,
@@ -55,7 +56,7 @@ from dispatch.kubeflow.preflight import PreflightResult
 from dispatch.kubeflow.settings import KubeflowSettings, Mode
 from dispatch.kubeflow.watch import Cache, Informer
 from dispatch.outcome import Evidence, Outcome, State
-from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence, StartRequest, WatchBatch
+from dispatch.spi import Cessation, ExecutionEvidence, Found, JobEvidence, StartRequest, WatchBatch
 
 NAME = "kubeflow"
 JSON = dict[str, Any]
@@ -228,7 +229,9 @@ class KubeflowBackend:
         runtime = self._runtime(ref)
         report = rd.check_runtime(runtime)
         if report.rank_restart is not None and not self.settings.allow_rank_restart:
-            raise Unsupported(f"{ref.runtime_kind}/{ref.name}: {report.rank_restart} (set allowRankRestart to accept it)")
+            raise Unsupported(
+                f"{ref.runtime_kind}/{ref.name}: {report.rank_restart} (set allowRankRestart to accept it)"
+            )
         name = n.trainjob_name(request.job_id, request.submission)
         copy = rd.runtime_copy(runtime, name, self.settings, request)
         body = rd.render_trainjob(request, self.settings, report, name, name)
@@ -245,8 +248,8 @@ class KubeflowBackend:
         name = body["metadata"]["name"]
         existing = self.cache.trainjobs.get(name)
         if existing is not None:
-            if annotations(existing).get(n.MARKER_FULL) == request.marker:
-                return name
+            if annotations_of(existing).get(n.MARKER_FULL) == request.marker:
+                return str(name)
             raise Rejected(f"TrainJob {name} already exists for another submission")
         try:
             self.kube.create(k.TrainingRuntime, copy)
@@ -258,7 +261,7 @@ class KubeflowBackend:
             created = self.kube.create(k.TrainJob, body)
         except Rejected:
             current = self.kube.get(k.TrainJob, name)
-            if annotations(current).get(n.MARKER_FULL) != request.marker:
+            if annotations_of(current).get(n.MARKER_FULL) != request.marker:
                 raise
             created = current
         self.cache.put("trainjobs", created)
@@ -268,10 +271,8 @@ class KubeflowBackend:
             "name": name,
             "uid": meta(created).get("uid"),
         }
-        try:
+        with contextlib.suppress(Exception):
             self.kube.merge_patch(k.TrainingRuntime, name, {"metadata": {"ownerReferences": [owner]}})
-        except Exception:  # noqa: BLE001 - the copy is also deleted by name in delete(); nothing is lost
-            pass
         return str(name)
 
     # ---- gate, holds, stop -------------------------------------------------------------------------------
@@ -302,7 +303,7 @@ class KubeflowBackend:
         self.cache.put("workloads", out)
 
     def _unsuspend_plain(self, sid: str, tj: JSON, extra_annotations: dict[str, Any]) -> None:
-        raw = annotations(tj).get(n.ATTEMPT, "0")
+        raw = annotations_of(tj).get(n.ATTEMPT, "0")
         attempt = (int(raw) if raw.isdigit() else 0) + 1
         patches = [p for p in (tj.get("spec") or {}).get("runtimePatches") or [] if p.get("manager") != n.PATCH_MANAGER]
         patches.append(rd.attempt_patch(attempt))
@@ -316,14 +317,14 @@ class KubeflowBackend:
 
     def _authorise_kueue(self, tj: JSON) -> str:
         wl = self._workload(tj)
-        raw = annotations(tj).get(n.ADMIT, "0")
+        raw = annotations_of(tj).get(n.ADMIT, "0")
         current = int(raw) if raw.isdigit() else 0
         return str(max(current, evictions(wl) + 1))
 
     def open(self, scheduler_id: str) -> None:
         self._write("open")
         tj = self._fresh(scheduler_id)
-        ann = annotations(tj)
+        ann = annotations_of(tj)
         if n.STOP in ann:
             raise Rejected(f"TrainJob {scheduler_id} was stopped; it cannot be opened")
         holds = n.split_list(ann.get(n.HOLDS))
@@ -355,7 +356,7 @@ class KubeflowBackend:
         if not self.kueue:
             raise Unsupported("plain mode has no readmission: resubmit instead")
         tj = self._fresh(scheduler_id)
-        if n.STOP in annotations(tj):
+        if n.STOP in annotations_of(tj):
             raise Rejected(f"TrainJob {scheduler_id} was stopped")
         self._patch(scheduler_id, {"metadata": {"annotations": {n.ADMIT: self._authorise_kueue(tj)}}})
 
@@ -364,7 +365,7 @@ class KubeflowBackend:
         if not instance or "," in instance:
             raise Rejected(f"bad hold instance {instance!r}")
         tj = self._fresh(scheduler_id)
-        ann = annotations(tj)
+        ann = annotations_of(tj)
         if n.STOP in ann or condition(tj, "Complete") or _failed(tj):
             raise Rejected(f"TrainJob {scheduler_id} has ended; nothing to hold")
         holds = n.split_list(ann.get(n.HOLDS))
@@ -380,7 +381,7 @@ class KubeflowBackend:
     def release(self, scheduler_id: str, instance: str) -> None:
         self._write("release")
         tj = self._fresh(scheduler_id)
-        ann = annotations(tj)
+        ann = annotations_of(tj)
         holds = n.split_list(ann.get(n.HOLDS))
         if instance not in holds:
             if holds:
@@ -405,7 +406,7 @@ class KubeflowBackend:
         self._write("stop")
         tj = self._fresh(scheduler_id)
         bound = DEFAULT_GRACE + self.settings.call_bound
-        if n.STOP in annotations(tj):
+        if n.STOP in annotations_of(tj):
             return bound
         stamp = _dt.datetime.fromtimestamp(self.clock.now(), _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         patch: JSON = {"metadata": {"annotations": {n.STOP: stamp}}}
@@ -420,10 +421,8 @@ class KubeflowBackend:
         """Delete the TrainJob and its runtime copy (everything it owns goes with it)."""
         self._write("delete")
         self.kube.delete(k.TrainJob, scheduler_id)
-        try:
+        with contextlib.suppress(NotFound):
             self.kube.delete(k.TrainingRuntime, scheduler_id)
-        except NotFound:
-            pass
 
     # ---- reading -----------------------------------------------------------------------------------------
 
@@ -432,7 +431,7 @@ class KubeflowBackend:
         if got is None:
             return None
         o, r, journal = got
-        ann = annotations(o.trainjob)
+        ann = annotations_of(o.trainjob)
         job_id = ann.get(n.JOB_ID) or name
         raw_sub = ann.get(n.SUBMISSION, "1")
         submission = int(raw_sub) if raw_sub.isdigit() and int(raw_sub) >= 1 else 1
@@ -509,7 +508,7 @@ class KubeflowBackend:
         with self.cache.lock:
             items = list(self.cache.trainjobs.values())
         for tj in items:
-            if labels(tj).get(n.MARKER) != want or annotations(tj).get(n.MARKER_FULL, marker) != marker:
+            if labels(tj).get(n.MARKER) != want or annotations_of(tj).get(n.MARKER_FULL, marker) != marker:
                 continue
             created = parse_time(meta(tj).get("creationTimestamp"))
             if created is not None and created < since:
@@ -552,8 +551,8 @@ class KubeflowBackend:
         tj = self.cache.trainjobs.get(scheduler_id)
         if tj is None:
             raise NotFound(f"no TrainJob {scheduler_id}")
-        if annotations(tj).get(n.RANK_RESTART) == "allowed":
-            src = annotations(tj).get(n.RUNTIME_SOURCE, "its runtime")
+        if annotations_of(tj).get(n.RANK_RESTART) == "allowed":
+            src = annotations_of(tj).get(n.RUNTIME_SOURCE, "its runtime")
             return f"{src} can restart a rank inside an execution (accepted under allowRankRestart)"
         return None
 

@@ -57,7 +57,9 @@ KUEUE = "kueue.x-k8s.io"
 
 TrainJob = create_namespaced_resource(TRAINER, "v1alpha1", "TrainJob", "trainjobs")
 TrainingRuntime = create_namespaced_resource(TRAINER, "v1alpha1", "TrainingRuntime", "trainingruntimes")
-ClusterTrainingRuntime = create_global_resource(TRAINER, "v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes")
+ClusterTrainingRuntime = create_global_resource(
+    TRAINER, "v1alpha1", "ClusterTrainingRuntime", "clustertrainingruntimes"
+)
 JobSet = create_namespaced_resource(JOBSET_GROUP, "v1alpha2", "JobSet", "jobsets")
 Workload = create_namespaced_resource(KUEUE, "v1beta2", "Workload", "workloads")
 LocalQueue = create_namespaced_resource(KUEUE, "v1beta2", "LocalQueue", "localqueues")
@@ -149,6 +151,11 @@ def map_error(exc: BaseException, verb: str, what: str) -> DispatchError:
     raise exc
 
 
+def build(res: Any, body: JSON) -> Any:
+    """A lightkube generic object from a dict (its stubs do not show the dict constructor)."""
+    return res(body)
+
+
 def as_dict(obj: Any) -> JSON:
     """A lightkube object as a plain dict."""
     if isinstance(obj, dict):
@@ -185,9 +192,9 @@ class Kube:
             return self.client.get(res, name, namespace=ns)
         return self.client.get(res, name)
 
-    def list(self, res: Any, *, labels: dict[str, Any] | None = None, namespace: str | None = None) -> tuple[
-        list[JSON], str
-    ]:
+    def list(
+        self, res: Any, *, labels: dict[str, Any] | None = None, namespace: str | None = None
+    ) -> tuple[list[JSON], str]:
         """Every object (one request per page) and the list's resourceVersion."""
         kind = res._api_info.resource.kind
 
@@ -218,7 +225,7 @@ class Kube:
     def create(self, res: Any, body: JSON) -> JSON:
         kind = res._api_info.resource.kind
         name = body.get("metadata", {}).get("name", "")
-        return as_dict(self.call("create", f"{kind} {name}", lambda: self.client.create(res(body))))
+        return as_dict(self.call("create", f"{kind} {name}", lambda: self.client.create(build(res, body))))
 
     def merge_patch(self, res: Any, name: str, patch: JSON, *, namespace: str | None = None) -> JSON:
         kind = res._api_info.resource.kind
@@ -238,7 +245,9 @@ class Kube:
 
     def log(self, pod: str, *, container: str, follow: bool) -> Iterator[str]:
         it = self.call(
-            "get", f"pods/log {pod}", lambda: self.client.log(pod, namespace=self.namespace, container=container, follow=follow)
+            "get",
+            f"pods/log {pod}",
+            lambda: self.client.log(pod, namespace=self.namespace, container=container, follow=follow),
         )
         try:
             yield from it
@@ -257,7 +266,9 @@ class Kube:
             "kind": "SelfSubjectAccessReview",
             "spec": {"resourceAttributes": attrs},
         }
-        out = self.call("create", "SelfSubjectAccessReview", lambda: self.client.create(SelfSubjectAccessReview(body)))
+        out = self.call(
+            "create", "SelfSubjectAccessReview", lambda: self.client.create(build(SelfSubjectAccessReview, body))
+        )
         return bool((as_dict(out).get("status") or {}).get("allowed"))
 
     def close(self) -> None:

@@ -90,7 +90,7 @@ def labels(obj: JSON) -> dict[str, str]:
     return dict(meta(obj).get("labels") or {})
 
 
-def annotations(obj: JSON) -> dict[str, str]:
+def annotations_of(obj: JSON) -> dict[str, str]:
     return dict(meta(obj).get("annotations") or {})
 
 
@@ -165,11 +165,11 @@ def admitted(workload: JSON | None) -> bool:
 
 
 def holds_of(trainjob: JSON) -> tuple[str, ...]:
-    return tuple(n.split_list(annotations(trainjob).get(n.HOLDS)))
+    return tuple(n.split_list(annotations_of(trainjob).get(n.HOLDS)))
 
 
 def pod_key(pod: JSON) -> tuple[int | None, int, int]:
-    lab, ann = labels(pod), annotations(pod)
+    lab, ann = labels(pod), annotations_of(pod)
     attempt = ann.get(n.ATTEMPT)
     a = lab.get(n.RESTART_ATTEMPT) or ann.get(n.RESTART_ATTEMPT) or "0"
     j = lab.get(n.JOB_RESTART_ATTEMPT) or ann.get(n.JOB_RESTART_ATTEMPT) or "0"
@@ -254,7 +254,9 @@ def node_ceasing(node: JSON | None) -> str | None:
 # ---- causes ---------------------------------------------------------------------------------------------
 
 
-def pod_cause(pods: Iterable[JSON], nodes: Mapping[str, JSON], nodes_known: bool) -> tuple[Cause, int | None, str] | None:
+def pod_cause(
+    pods: Iterable[JSON], nodes: Mapping[str, JSON], nodes_known: bool
+) -> tuple[Cause, int | None, str] | None:
     """The cause the pods of one execution show, by the table's pod rows, or None."""
     ordered = sorted(pods, key=rank)
     for pod in ordered:
@@ -349,12 +351,9 @@ def current_key(o: Objects) -> ExecKey:
     j = max([pod_key(p)[2] for p in pods_a] or [0])
     if o.kueue:
         from_pods = [k for k in (pod_key(p)[0] for p in pods_a) if k is not None]
-        if from_pods:
-            attempt = max(from_pods)
-        else:
-            attempt = evictions(o.workload) + (1 if admitted(o.workload) else 0)
+        attempt = max(from_pods) if from_pods else evictions(o.workload) + (1 if admitted(o.workload) else 0)
     else:
-        raw = annotations(tj).get(n.ATTEMPT, "0")
+        raw = annotations_of(tj).get(n.ATTEMPT, "0")
         attempt = int(raw) if raw.isdigit() else 0
     return ExecKey(attempt, a, j)
 
@@ -378,7 +377,7 @@ def kueue_deactivation(workload: JSON | None) -> tuple[str, str] | None:
 
 def gate_and_holds(o: Objects) -> tuple[Gate, tuple[str, ...], tuple[str, ...]]:
     tj = o.trainjob
-    ann = annotations(tj)
+    ann = annotations_of(tj)
     holds = holds_of(tj)
     foreign: list[str] = []
     stopped = n.STOP in ann
@@ -409,7 +408,7 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
     """Fold the objects into a :class:`Reading` (the table in this module's docstring)."""
     ev = Evidence(source, now)
     tj = o.trainjob
-    ann = annotations(tj)
+    ann = annotations_of(tj)
     gate, holds, foreign = gate_and_holds(o)
     key = current_key(o)
     live = of_key(o.pods, key)
@@ -417,7 +416,9 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
     everything = live + gone
     started = [p for p in everything if pod_started(p)]
     started_at = min([t for t in (pod_start_time(p) for p in started) if t is not None] or [now]) if started else None
-    nodes = tuple(sorted({str((p.get("spec") or {}).get("nodeName")) for p in started if (p.get("spec") or {}).get("nodeName")}))
+    nodes = tuple(
+        sorted({str((p.get("spec") or {}).get("nodeName")) for p in started if (p.get("spec") or {}).get("nodeName")})
+    )
     running = any(pod_running(p) for p in live)
     stopped = n.STOP in ann
     suspended = bool((tj.get("spec") or {}).get("suspend"))
@@ -467,7 +468,11 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
         elif suspended and holds:
             ended(Outcome(State.CANCELLED, Cause.HELD, ev, detail="suspended by a dispatch hold"))
         elif suspended and foreign:
-            ended(Outcome(State.CANCELLED, Cause.ADMIN_HELD, ev, detail="suspended by someone else: " + ", ".join(foreign)))
+            ended(
+                Outcome(
+                    State.CANCELLED, Cause.ADMIN_HELD, ev, detail="suspended by someone else: " + ", ".join(foreign)
+                )
+            )
         elif o.kueue and suspended and not admitted(o.workload):
             last = last_eviction(o.workload)
             if last is not None:
@@ -506,7 +511,7 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
 
 def _waiting(o: Objects, ev: Evidence) -> Outcome:
     tj = o.trainjob
-    ann = annotations(tj)
+    ann = annotations_of(tj)
     gate, holds, foreign = gate_and_holds(o)
     complete, failed = condition(tj, "Complete"), condition(tj, "Failed")
     if n.STOP in ann:
@@ -515,7 +520,13 @@ def _waiting(o: Objects, ev: Evidence) -> Outcome:
         return Outcome(State.SUCCEEDED, Cause.EXIT, ev, exit_code=0, detail=str(complete.get("reason", "")))
     if failed is not None and failed.get("status") == "True":
         reason = str(failed.get("reason", ""))
-        cause = Cause.TIMEOUT if reason == "DeadlineExceeded" else Cause.REJECTED if reason == "TrainingRuntimeNotSupported" else Cause.UNKNOWN
+        cause = (
+            Cause.TIMEOUT
+            if reason == "DeadlineExceeded"
+            else Cause.REJECTED
+            if reason == "TrainingRuntimeNotSupported"
+            else Cause.UNKNOWN
+        )
         return Outcome(State.FAILED, cause, ev, detail=f"{reason}: {failed.get('message', '')}")
     deactivated = kueue_deactivation(o.workload) if o.kueue else None
     if deactivated is not None:

@@ -13,6 +13,7 @@ Outcome (:class:`PreflightResult`):
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from collections.abc import Callable
@@ -50,7 +51,8 @@ READS: tuple[Permission, ...] = (
 )
 """What the adapter reads in every mode."""
 
-KUEUE_READS: tuple[Permission, ...] = tuple(Permission(v, KQ, "workloads") for v in ("list", "watch")) + (
+KUEUE_READS: tuple[Permission, ...] = (
+    *tuple(Permission(v, KQ, "workloads") for v in ("list", "watch")),
     Permission("get", KQ, "localqueues"),
     Permission("get", KQ, "clusterqueues", namespaced=False),
     Permission("get", KQ, "admissionchecks", namespaced=False),
@@ -227,7 +229,5 @@ def probe(kube: k.Kube, settings: KubeflowSettings, sleep: Callable[[float], Non
     except DispatchError as exc:
         return False, f"watching the probe failed: {exc}"
     finally:
-        try:
+        with contextlib.suppress(DispatchError):
             kube.delete(k.TrainJob, name)
-        except DispatchError:
-            pass

@@ -148,7 +148,9 @@ def render_trainjob(
         raise Unsupported("the kubeflow adapter requires the extension dispatch.Image")
     for key in spec.env:
         if key.startswith(RESERVED_ENV_PREFIXES):
-            raise Unsupported(f"environment variable {key} is reserved on Kubeflow (DISPATCH_* and PET_* are set by it)")
+            raise Unsupported(
+                f"environment variable {key} is reserved on Kubeflow (DISPATCH_* and PET_* are set by it)"
+            )
     if spec.procs_per_node > 1 and report.ml_policy is None:
         raise Unsupported("more than one process per node needs a runtime with an ML policy (torch or mpi)")
     ref = spec.extension(RuntimeRef)
@@ -200,7 +202,9 @@ def attempt_patch(attempt: int) -> JSON:
                     "replicatedJobs": [
                         {
                             "name": n.TRAINER_CONTAINER,
-                            "template": {"spec": {"template": {"metadata": {"annotations": {n.ATTEMPT: str(attempt)}}}}},
+                            "template": {
+                                "spec": {"template": {"metadata": {"annotations": {n.ATTEMPT: str(attempt)}}}}
+                            },
                         }
                     ]
                 }

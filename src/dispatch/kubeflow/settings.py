@@ -95,9 +95,8 @@ class KubeflowSettings:
             raise ConfigError("gateName", "must be a domain-prefixed path of at most 63 characters (dispatch.io/start)")
         if not self.admission_check_controller or len(self.admission_check_controller) > 253:
             raise ConfigError("admissionCheckController", "must be 1 to 253 characters")
-        if self.mode is Mode.KUEUE:
-            if self.local_queue is None:
-                raise ConfigError("localQueue", "is required in kueue mode")
+        if self.mode is Mode.KUEUE and self.local_queue is None:
+            raise ConfigError("localQueue", "is required in kueue mode")
         if self.local_queue is not None and not _DNS_SUBDOMAIN.match(self.local_queue):
             raise ConfigError("localQueue", f"{self.local_queue!r} is not a Kubernetes object name")
         if self.node_loss_window <= 0:

@@ -15,6 +15,7 @@ executions built from what the watches showed.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -34,7 +35,16 @@ JSON = dict[str, Any]
 
 GONE_PODS_KEPT = 256
 VAGUE = frozenset({Cause.UNKNOWN, Cause.ADMIN_HELD})
-"""Causes a later reading of the same execution may replace (they are read from the TrainJob alone)."""
+"""Causes read from the TrainJob alone: any later explanation of the same execution replaces them."""
+
+
+def _weight(outcome: Outcome) -> int:
+    """How specific an ended outcome is: vague 0, a bare exit code 1, a named cause 2."""
+    if outcome.cause in VAGUE:
+        return 0
+    if outcome.cause is Cause.EXIT:
+        return 1
+    return 2
 CHANGES_KEPT = 100_000
 
 
@@ -76,10 +86,8 @@ class Informer:
         self.stopping.set()
         client = self._client
         if client is not None:
-            try:
+            with contextlib.suppress(Exception):
                 client.close()
-            except Exception:  # noqa: BLE001 - closing a client another thread reads from; nothing to report
-                pass
 
     def join(self, timeout: float = 5.0) -> None:
         if self._thread.is_alive():
@@ -107,17 +115,15 @@ class Informer:
                 gone = self._watch(self._client)
                 if gone:
                     self.relists += 1
-            except Exception:  # noqa: BLE001 - any failure: back off and re-list (the cache keeps its state)
+            except Exception:
                 if self.stopping.is_set():
                     break
                 backoff = min(5.0, backoff * 2 or 0.2)
                 self.stopping.wait(backoff)
             finally:
                 if self._client is not None:
-                    try:
+                    with contextlib.suppress(Exception):
                         self._client.close()
-                    except Exception:  # noqa: BLE001
-                        pass
 
     def _watch(self, client: Client) -> bool:
         """Watch from ``resource_version`` until stopped (False) or told the version is gone (True)."""
@@ -141,11 +147,9 @@ class Informer:
             "timeoutSeconds": "300",
         }
         # lightkube's public watch() cannot ask for bookmarks; its request builder and watch driver can.
-        br = client._client.prepare_request(  # noqa: SLF001
-            "list", res=self.res, namespace=self.namespace, watch=True, params=params
-        )
+        br = client._client.prepare_request("list", res=self.res, namespace=self.namespace, watch=True, params=params)
         self.on_request("watch")
-        for kind, obj in client._client.watch(br, on_error=on_error):  # noqa: SLF001
+        for kind, obj in client._client.watch(br, on_error=on_error):
             if self.stopping.is_set():
                 return False
             data = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
@@ -178,13 +182,9 @@ class Journal:
             rec = self.execs.get(r.key)
             if rec is None:
                 self.execs[r.key] = ExecRecord(r.key, r.started_at, r.execution, r.ended_at, r.nodes)
-            elif not rec.outcome.ended or (
-                # the watches of different kinds race: a TrainJob's Failed can arrive before the pod that
-                # explains it, so an unknown cause is refined by later evidence of the same execution
-                rec.outcome.cause in VAGUE
-                and r.execution.ended
-                and r.execution.cause not in VAGUE
-            ):
+            elif not rec.outcome.ended or (r.execution.ended and _weight(r.execution) > _weight(rec.outcome)):
+                # the watches of different kinds race: a TrainJob's Failed (or a pod's exit code) can arrive
+                # before the pod condition that explains it, so a later, more specific reading wins
                 rec.outcome = r.execution
                 rec.ended_at = r.ended_at
                 rec.nodes = tuple(sorted(set(rec.nodes) | set(r.nodes)))
