@@ -56,7 +56,8 @@ class FakeCluster:
         real_pause: float = 0.03,
     ) -> None:
         self.mode = mode
-        self.server = FakeAPIServer(bookmark_interval=0.5)
+        # strict_validation: every TrainJob the adapter writes is checked against kubeflow-trainer-api models
+        self.server = FakeAPIServer(bookmark_interval=0.5, strict_validation=True)
         self.server.start()
         self.control = self.server.control
         self.clock = ClusterClock(self)

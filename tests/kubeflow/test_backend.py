@@ -510,3 +510,23 @@ def test_workload_objects_exist_in_kueue_mode(kueue: FakeCluster) -> None:
         assert kueue.control.list(WORKLOAD, "default")
     finally:
         b.close()
+
+
+def test_output_and_foreign_extensions_are_refused_before_any_call(plain: FakeCluster) -> None:
+    from dispatch.extensions import Image, Output
+    from dispatch.kubeflow.extensions import RuntimeRef
+    from dispatch.spec import JobSpec
+
+    b = kb(plain.backend())
+    try:
+        before = len(plain.server.requests())
+        for exts in (
+            (Image("i:1"), RuntimeRef("torch-distributed"), Output("/out")),
+            (RuntimeRef("torch-distributed"),),
+            (Image("i:1"),),
+        ):
+            with pytest.raises(Unsupported):
+                b.start(StartRequest("jx", 1, "dsp-jx-1", JobSpec(command=("x",), extensions=exts)))
+        assert len(plain.server.requests()) == before
+    finally:
+        b.close()

@@ -215,6 +215,9 @@ class Cache:
         self.nodes: dict[str, JSON] = {}
         self.gone: dict[str, deque[JSON]] = {}
         self.journals: dict[str, Journal] = {}
+        self.pods_by_jobset: dict[str, set[str]] = {}
+        self.workload_of: dict[str, str] = {}
+        """TrainJob name -> its Workload's name (indexes, so a read is O(its own objects))."""
         self.synced: set[str] = set()
         self.seq = 0
         self.reset_seq = 0
@@ -243,8 +246,13 @@ class Cache:
                     if name not in fresh:
                         self._bury(pod)
             table.clear()
+            if kind == "pods":
+                self.pods_by_jobset.clear()
+            if kind == "workloads":
+                self.workload_of.clear()
             for obj in items:
                 table[str(meta(obj).get("name"))] = obj
+                self._index(kind, obj, deleted=False)
             if kind in self.synced:
                 self.reset_seq = self.seq + 1
             self.synced.add(kind)
@@ -261,6 +269,7 @@ class Cache:
             name = str(meta(obj).get("name"))
             if type_ == "DELETED":
                 table.pop(name, None)
+                self._index(kind, obj, deleted=True)
                 if kind == "pods":
                     self._bury(obj)
             else:
@@ -268,6 +277,7 @@ class Cache:
                 if old is not None and _rv(old) > _rv(obj):
                     return
                 table[name] = obj
+                self._index(kind, obj, deleted=False)
             for tj in self._affected(kind, obj):
                 self._touch(tj)
             self.lock.notify_all()
@@ -275,6 +285,25 @@ class Cache:
     def put(self, kind: str, obj: JSON) -> None:
         """An object a write returned: newer than what the watch showed, so take it now."""
         self.event(kind, "MODIFIED", obj)
+
+    def _index(self, kind: str, obj: JSON, *, deleted: bool) -> None:
+        name = str(meta(obj).get("name"))
+        if kind == "pods":
+            js = labels(obj).get(n.JOBSET_NAME)
+            if js:
+                members = self.pods_by_jobset.setdefault(js, set())
+                if deleted:
+                    members.discard(name)
+                else:
+                    members.add(name)
+        elif kind == "workloads":
+            for ref in meta(obj).get("ownerReferences") or []:
+                if ref.get("kind") == "TrainJob":
+                    if deleted:
+                        if self.workload_of.get(str(ref.get("name"))) == name:
+                            self.workload_of.pop(str(ref.get("name")), None)
+                    else:
+                        self.workload_of[str(ref.get("name"))] = name
 
     def _bury(self, pod: JSON) -> None:
         js = labels(pod).get(n.JOBSET_NAME)
@@ -313,19 +342,16 @@ class Cache:
         tj = self.trainjobs.get(name)
         if tj is None:
             return None
-        wl = None
-        for w in self.workloads.values():
-            if any(r.get("kind") == "TrainJob" and r.get("name") == name for r in meta(w).get("ownerReferences") or []):
-                wl = w
-                break
-        pods = [p for p in self.pods.values() if labels(p).get(n.JOBSET_NAME) == name]
+        wl_name = self.workload_of.get(name)
+        wl = self.workloads.get(wl_name) if wl_name else None
+        pods = [self.pods[p] for p in self.pods_by_jobset.get(name, ()) if p in self.pods]
         return Objects(
             trainjob=tj,
             jobset=self.jobsets.get(name),
             workload=wl,
             pods=pods,
             gone_pods=list(self.gone.get(name, ())),
-            nodes=dict(self.nodes),
+            nodes=self.nodes,
             nodes_known="nodes" in self.synced,
             kueue=self.kueue,
             gate_name=self.gate_name,
