@@ -22,9 +22,7 @@ def test_discovery_lists_groups_and_can_unserve(server: FakeAPIServer) -> None:
     assert names["kueue.x-k8s.io"] == "v1beta2"
     assert names["authorization.k8s.io"] == "v1"
     trainer = httpx.get(f"{server.url}/apis/trainer.kubeflow.org/v1alpha1").json()
-    assert {"trainjobs", "trainjobs/status", "clustertrainingruntimes"} <= {
-        r["name"] for r in trainer["resources"]
-    }
+    assert {"trainjobs", "trainjobs/status", "clustertrainingruntimes"} <= {r["name"] for r in trainer["resources"]}
     core = httpx.get(f"{server.url}/api/v1").json()
     assert {"pods", "pods/log", "nodes", "namespaces", "events"} <= {r["name"] for r in core["resources"]}
 
@@ -147,9 +145,7 @@ def test_strategic_merge_is_refused_on_custom_resources(server: FakeAPIServer, c
     server.control.reactors.clear()
     client.create(TrainJob(trainjob("tj-smp")))
     with pytest.raises(ApiError) as err:
-        client.patch(
-            TrainJob, "tj-smp", {"spec": {"suspend": True}}, namespace="default"
-        )  # lightkube default: SMP
+        client.patch(TrainJob, "tj-smp", {"spec": {"suspend": True}}, namespace="default")  # lightkube default: SMP
     assert (err.value.status.code, err.value.status.reason) == (415, "UnsupportedMediaType")
     # built-in types accept it (approximated as a merge patch)
     client.create(ConfigMap(metadata=ObjectMeta(name="smp", namespace="default"), data={"a": "1"}))

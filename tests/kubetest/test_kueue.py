@@ -23,9 +23,7 @@ def _setup(
     cluster.add_runtime(max_restarts=1)
     for check in checks or []:
         cluster.add_admission_check(check)
-    cluster.add_cluster_queue(
-        "cq", quotas={"nvidia.com/gpu": gpus}, admission_checks=checks, preemption=preemption
-    )
+    cluster.add_cluster_queue("cq", quotas={"nvidia.com/gpu": gpus}, admission_checks=checks, preemption=preemption)
     cluster.add_local_queue("lq", cluster_queue="cq")
 
 
@@ -66,11 +64,7 @@ def test_admission_gated_by_annotation(server: FakeAPIServer, client: Client) ->
         client.patch(
             TrainJob,
             "tj-gate",
-            {
-                "metadata": {
-                    "annotations": {"kueue.x-k8s.io/admission-gated-by": f"{GATE},other.example/gate"}
-                }
-            },
+            {"metadata": {"annotations": {"kueue.x-k8s.io/admission-gated-by": f"{GATE},other.example/gate"}}},
             namespace="default",
             patch_type=PatchType.MERGE,
         )
@@ -119,9 +113,7 @@ def test_admission_check_gates_admission(server: FakeAPIServer, client: Client) 
         "False",
         "UnsatisfiedAdmissionChecks",
     )
-    assert [(c["name"], c["state"]) for c in wl["status"]["admissionChecks"]] == [
-        ("dispatch-readmission", "Pending")
-    ]
+    assert [(c["name"], c["state"]) for c in wl["status"]["admissionChecks"]] == [("dispatch-readmission", "Pending")]
     assert _live_pods(client, "tj-ac") == []
 
     # the AdmissionCheck controller (e.g. dispatch-admission) writes its state through workloads/status
@@ -163,9 +155,7 @@ def test_preemption_resets_check_states_and_suspends(server: FakeAPIServer, clie
         "Pending",
         "Reset to Pending after eviction. Previously: Ready",
     )
-    assert wl["status"]["schedulingStats"]["evictions"] == [
-        {"reason": "Preempted", "underlyingCause": "", "count": 1}
-    ]
+    assert wl["status"]["schedulingStats"]["evictions"] == [{"reason": "Preempted", "underlyingCause": "", "count": 1}]
     tj = client.get(TrainJob, "tj-pre", namespace="default")
     assert tj["spec"]["suspend"] is True and conditions(tj)["Suspended"]["status"] == "True"
     assert _live_pods(client, "tj-pre") == []
@@ -290,9 +280,7 @@ def test_deleting_the_trainjob_collects_everything(server: FakeAPIServer, client
     assert list(client.list(Pod, namespace="default")) == []
 
 
-def test_finished_trainjob_finishes_its_workload_and_frees_quota(
-    server: FakeAPIServer, client: Client
-) -> None:
+def test_finished_trainjob_finishes_its_workload_and_frees_quota(server: FakeAPIServer, client: Client) -> None:
     _setup(server, gpus=8)
     cluster = server.control
     client.create(TrainJob(trainjob("tj-first", queue="lq")))

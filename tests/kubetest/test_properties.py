@@ -47,31 +47,23 @@ def _reference(labels: dict[str, str], req: tuple[str, str, Any]) -> bool:
 
 
 @given(LABELS, st.lists(requirement(), min_size=1, max_size=4))
-def test_label_selector_matches_the_reference_semantics(
-    labels: dict[str, str], reqs: list[tuple[str, Any]]
-) -> None:
+def test_label_selector_matches_the_reference_semantics(labels: dict[str, str], reqs: list[tuple[str, Any]]) -> None:
     text = ",".join(r[0] for r in reqs)
     parsed = parse_label_selector(text)
-    assert labels_match(parsed, {"metadata": {"labels": labels}}) == all(
-        _reference(labels, r[1]) for r in reqs
-    )
+    assert labels_match(parsed, {"metadata": {"labels": labels}}) == all(_reference(labels, r[1]) for r in reqs)
 
 
 JSON_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-5, 5), st.text(max_size=3))
 JSON_VALUE = st.recursive(
     JSON_LEAF,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=2), inner, max_size=3)
-    ),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=2), inner, max_size=3)),
     max_leaves=10,
 )
 JSON_OBJ = st.dictionaries(st.text(max_size=2), JSON_VALUE, max_size=4)
 
 
 @given(JSON_OBJ, JSON_OBJ)
-def test_merge_patch_is_idempotent_and_sets_every_patched_key(
-    target: dict[str, Any], patch: dict[str, Any]
-) -> None:
+def test_merge_patch_is_idempotent_and_sets_every_patched_key(target: dict[str, Any], patch: dict[str, Any]) -> None:
     once = merge_patch(target, patch)
     assert merge_patch(once, patch) == once
     for key, value in patch.items():
@@ -91,9 +83,7 @@ def test_json_patch_add_then_remove_restores(target: dict[str, Any], key: str, v
 
 
 @given(JSON_OBJ, JSON_OBJ)
-def test_apply_merge_keeps_base_keys_and_takes_overlay_leaves(
-    base: dict[str, Any], overlay: dict[str, Any]
-) -> None:
+def test_apply_merge_keeps_base_keys_and_takes_overlay_leaves(base: dict[str, Any], overlay: dict[str, Any]) -> None:
     merged = deep_merge(base, overlay)
     assert set(base) | set(overlay) == set(merged)
     assert deep_merge(merged, overlay) == merged

@@ -28,9 +28,7 @@ def _pods(client: Client, name: str, attempt: int | None = None) -> list[Pod]:
     labels = {"jobset.sigs.k8s.io/jobset-name": name}
     if attempt is not None:
         labels["jobset.sigs.k8s.io/restart-attempt"] = str(attempt)
-    pods = [
-        p for p in client.list(Pod, namespace="default", labels=labels) if not p.metadata.deletionTimestamp
-    ]
+    pods = [p for p in client.list(Pod, namespace="default", labels=labels) if not p.metadata.deletionTimestamp]
     return sorted(pods, key=lambda p: int(p.metadata.labels["batch.kubernetes.io/job-completion-index"]))
 
 
@@ -101,23 +99,17 @@ def test_suspend_and_resume(server: FakeAPIServer, client: Client) -> None:
     assert client.get(JobSet, "tj-sus", namespace="default")["spec"]["suspend"] is True
     assert _pods(client, "tj-sus") == []
 
-    client.patch(
-        TrainJob, "tj-sus", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE
-    )
+    client.patch(TrainJob, "tj-sus", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE)
     tj = client.get(TrainJob, "tj-sus", namespace="default")
     assert (conditions(tj)["Suspended"]["status"], conditions(tj)["Suspended"]["reason"]) == (
         "False",
         "Resumed",
     )
-    assert (
-        conditions(client.get(JobSet, "tj-sus", namespace="default"))["Suspended"]["reason"] == "ResumeJobs"
-    )
+    assert conditions(client.get(JobSet, "tj-sus", namespace="default"))["Suspended"]["reason"] == "ResumeJobs"
     assert len(_pods(client, "tj-sus")) == 2
     cluster.run_pods("tj-sus")
 
-    client.patch(
-        TrainJob, "tj-sus", {"spec": {"suspend": True}}, namespace="default", patch_type=PatchType.MERGE
-    )
+    client.patch(TrainJob, "tj-sus", {"spec": {"suspend": True}}, namespace="default", patch_type=PatchType.MERGE)
     assert _pods(client, "tj-sus") == [], "suspending deletes the running pods"
     job = client.get(Job, "tj-sus-node-0", namespace="default")
     assert {c.type: c.reason for c in job.status.conditions}["Suspended"] == "JobSuspended"
@@ -133,9 +125,7 @@ def test_suspend_and_resume(server: FakeAPIServer, client: Client) -> None:
     assert client.get(JobSet, "tj-sus", namespace="default")["status"]["restarts"] == 0
 
 
-def test_runtime_patches_changed_while_suspended_reach_new_pods(
-    server: FakeAPIServer, client: Client
-) -> None:
+def test_runtime_patches_changed_while_suspended_reach_new_pods(server: FakeAPIServer, client: Client) -> None:
     _setup(server)
     body = trainjob("tj-rp", suspend=True)
     body["spec"]["runtimePatches"] = [
@@ -149,9 +139,7 @@ def test_runtime_patches_changed_while_suspended_reach_new_pods(
                                 "name": "node",
                                 "template": {
                                     "spec": {
-                                        "template": {
-                                            "metadata": {"annotations": {"dispatch.example/attempt": "1"}}
-                                        }
+                                        "template": {"metadata": {"annotations": {"dispatch.example/attempt": "1"}}}
                                     }
                                 },
                             }
@@ -162,17 +150,13 @@ def test_runtime_patches_changed_while_suspended_reach_new_pods(
         }
     ]
     client.create(TrainJob(body))
-    client.patch(
-        TrainJob, "tj-rp", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE
-    )
+    client.patch(TrainJob, "tj-rp", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE)
     assert {p.metadata.annotations["dispatch.example/attempt"] for p in _pods(client, "tj-rp")} == {"1"}
-    client.patch(
-        TrainJob, "tj-rp", {"spec": {"suspend": True}}, namespace="default", patch_type=PatchType.MERGE
-    )
+    client.patch(TrainJob, "tj-rp", {"spec": {"suspend": True}}, namespace="default", patch_type=PatchType.MERGE)
     patches = client.get(TrainJob, "tj-rp", namespace="default")["spec"]["runtimePatches"]
-    patches[0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
-        "template"
-    ]["metadata"]["annotations"]["dispatch.example/attempt"] = "2"
+    patches[0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"][
+        "metadata"
+    ]["annotations"]["dispatch.example/attempt"] = "2"
     client.patch(
         TrainJob,
         "tj-rp",
@@ -183,9 +167,7 @@ def test_runtime_patches_changed_while_suspended_reach_new_pods(
     assert {p.metadata.annotations["dispatch.example/attempt"] for p in _pods(client, "tj-rp")} == {"2"}
 
 
-def test_failure_restarts_the_jobset_then_fails_at_max_restarts(
-    server: FakeAPIServer, client: Client
-) -> None:
+def test_failure_restarts_the_jobset_then_fails_at_max_restarts(server: FakeAPIServer, client: Client) -> None:
     _setup(server, max_restarts=1)
     cluster = server.control
     client.create(TrainJob(trainjob("tj-fail")))
@@ -202,9 +184,7 @@ def test_failure_restarts_the_jobset_then_fails_at_max_restarts(
     second = _pods(client, "tj-fail", attempt=1)
     assert len(second) == 2
     assert (
-        client.get(Job, "tj-fail-node-0", namespace="default").metadata.labels[
-            "jobset.sigs.k8s.io/restart-attempt"
-        ]
+        client.get(Job, "tj-fail-node-0", namespace="default").metadata.labels["jobset.sigs.k8s.io/restart-attempt"]
         == "1"
     )
     cluster.run_pods("tj-fail")
@@ -247,9 +227,7 @@ def test_oom_killed_fails_without_failure_policy(server: FakeAPIServer, client: 
 def test_pod_failure_policy_fail_job_on_oom_exit_code(server: FakeAPIServer, client: Client) -> None:
     runtime = {
         "max_restarts": 3,
-        "failure_rules": [
-            {"name": "oom", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}
-        ],
+        "failure_rules": [{"name": "oom", "action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}],
     }
     _setup(server, **runtime)
     cluster = server.control
@@ -278,9 +256,7 @@ def test_pod_failure_policy_fail_job_on_oom_exit_code(server: FakeAPIServer, cli
     assert client.get(JobSet, "tj-pfp", namespace="default")["status"]["restarts"] == 0
 
 
-def test_restart_policy_on_failure_restarts_the_container_in_place(
-    server: FakeAPIServer, client: Client
-) -> None:
+def test_restart_policy_on_failure_restarts_the_container_in_place(server: FakeAPIServer, client: Client) -> None:
     _setup(server, restart_policy="OnFailure", backoff_limit=None)
     cluster = server.control
     client.create(TrainJob(trainjob("tj-inplace")))
@@ -343,10 +319,7 @@ def test_node_lost(server: FakeAPIServer, client: Client, how: str) -> None:
         }
         assert node["status"]["conditions"][0]["reason"] == reason
         cluster.advance(299)
-        assert (
-            client.get(Pod, victim["metadata"]["name"], namespace="default").metadata.deletionTimestamp
-            is None
-        )
+        assert client.get(Pod, victim["metadata"]["name"], namespace="default").metadata.deletionTimestamp is None
         cluster.advance(1)
         expected = "DeletionByTaintManager"
     else:
@@ -372,9 +345,7 @@ def test_pod_start_states_preemption_and_auto_run(server: FakeAPIServer, client:
     first, second = _pods(client, "tj-pods")
     assert first.status.containerStatuses[0].state.waiting.reason == "ContainerCreating"
     cluster.set_pod_waiting(first.metadata.name, "ErrImagePull", "pull access denied")
-    waiting = (
-        client.get(Pod, first.metadata.name, namespace="default").status.containerStatuses[0].state.waiting
-    )
+    waiting = client.get(Pod, first.metadata.name, namespace="default").status.containerStatuses[0].state.waiting
     assert (waiting.reason, waiting.message) == ("ErrImagePull", "pull access denied")
 
     cluster.run_pods("tj-pods")
@@ -412,9 +383,7 @@ def test_runtime_changes_do_not_reach_existing_trainjobs(server: FakeAPIServer, 
         {"spec": {"template": {"spec": {"failurePolicy": {"maxRestarts": 5}}}}},
         namespace="",
     )
-    client.patch(
-        TrainJob, "tj-snap", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE
-    )
+    client.patch(TrainJob, "tj-snap", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE)
     assert client.get(JobSet, "tj-snap", namespace="default")["spec"]["failurePolicy"] == {"maxRestarts": 0}
     client.create(TrainJob(trainjob("tj-new")))
     assert client.get(JobSet, "tj-new", namespace="default")["spec"]["failurePolicy"] == {"maxRestarts": 5}

@@ -77,9 +77,7 @@ def test_watch_resumes_after_drop_without_missing_a_transition(server: FakeAPISe
     # lightkube reconnects from the last version it saw and gets exactly the missed transitions
     assert _take(events, 3) == [("MODIFIED", "w", "4"), ("DELETED", "w", "4"), ("ADDED", "w2", "5")]
     assert events.empty()
-    finished_watches = [
-        r for r in server.requests(method="GET", path_contains="/configmaps") if "watch" in r.query
-    ]
+    finished_watches = [r for r in server.requests(method="GET", path_contains="/configmaps") if "watch" in r.query]
     assert len(finished_watches) == 1, "the first stream really ended; the events came on a second one"
 
 
@@ -126,9 +124,7 @@ def test_small_history_window_expires_a_lagging_resume_point(server: FakeAPIServ
     client.create(ConfigMap(metadata=ObjectMeta(name="h", namespace="default"), data={"v": "0"}))
     rv = client.get(ConfigMap, "h", namespace="default").metadata.resourceVersion
     for i in range(3):
-        client.patch(
-            ConfigMap, "h", {"data": {"v": str(i + 1)}}, namespace="default", patch_type=PatchType.MERGE
-        )
+        client.patch(ConfigMap, "h", {"data": {"v": str(i + 1)}}, namespace="default", patch_type=PatchType.MERGE)
     first = next(_raw_watch(server, {"resourceVersion": rv}))
     assert first["type"] == "ERROR"
     assert first["object"]["code"] == 410 and first["object"]["reason"] == "Expired"
@@ -158,9 +154,7 @@ def test_watch_without_version_starts_with_current_objects_and_timeout_ends_it(
 
 
 def test_selector_transitions_are_added_and_deleted(server: FakeAPIServer, client: Client) -> None:
-    client.create(
-        ConfigMap(metadata=ObjectMeta(name="s", namespace="default", labels={"team": "b"}), data={"v": "0"})
-    )
+    client.create(ConfigMap(metadata=ObjectMeta(name="s", namespace="default", labels={"team": "b"}), data={"v": "0"}))
     listing = client.list(ConfigMap, namespace="default", labels={"team": "a"})
     list(listing)
     events, _ = _watch_in_thread(client, listing.resourceVersion, labels={"team": "a"})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 import stat
 import threading
 from collections.abc import Iterator
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch import Conflict, JobSpec, NotFound
+from dispatch import Conflict, JobSpec, NotFound, Unavailable
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.records import (
     Event,
@@ -22,6 +23,7 @@ from dispatch.records import (
     SQLiteRecords,
     Submission,
 )
+from dispatch.records.postgres import PostgresRecords, redact
 
 
 def make_job(job_id: str = "j1", at: float = 100.0) -> JobRecord:
@@ -35,10 +37,29 @@ def make_job(job_id: str = "j1", at: float = 100.0) -> JobRecord:
     )
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+POSTGRES_DSN = os.environ.get("DISPATCH_TEST_POSTGRES", "host=127.0.0.1 dbname=dispatch_test user=postgres")
+
+
+def postgres_store() -> PostgresRecords:
+    """A store in a fresh schema of the test database; fails loudly (never skips) if PostgreSQL is down."""
+    try:
+        return PostgresRecords(POSTGRES_DSN, schema=f"t_{secrets.token_hex(6)}")
+    except Unavailable as exc:
+        pytest.fail(f"{exc}\nstart it with scripts/postgres-up.sh (the README's test command does)")
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Records]:
-    s: Records = MemoryRecords() if request.param == "memory" else SQLiteRecords(tmp_path / "r.db")
+    s: Records
+    if request.param == "memory":
+        s = MemoryRecords()
+    elif request.param == "sqlite":
+        s = SQLiteRecords(tmp_path / "r.db")
+    else:
+        s = postgres_store()
     yield s
+    if isinstance(s, PostgresRecords):
+        s.drop()
     s.close()
 
 
@@ -181,3 +202,27 @@ def test_two_sqlite_connections_share_one_file(tmp_path: Path) -> None:
         b.update(jb)
     a.close()
     b.close()
+
+
+def test_postgres_two_connections_share_one_schema() -> None:
+    a = postgres_store()
+    b = PostgresRecords(POSTGRES_DSN, schema=a.schema)
+    try:
+        assert b.schema_version() == 1
+        a.create(make_job())
+        ja, jb = a.get("j1"), b.get("j1")
+        a.update(ja)
+        with pytest.raises(Conflict):
+            b.update(jb)
+    finally:
+        b.close()
+        a.drop()
+        a.close()
+
+
+def test_postgres_errors_never_show_the_password() -> None:
+    assert "hunter2" not in redact("host=x password=hunter2 user=u")
+    assert "hunter2" not in redact("postgresql://u:hunter2@h/db")
+    with pytest.raises(Unavailable) as err:
+        PostgresRecords("host=127.0.0.1 port=1 user=u password=hunter2 dbname=x", connect_timeout=2)
+    assert "hunter2" not in str(err.value)
