@@ -530,3 +530,25 @@ def test_output_and_foreign_extensions_are_refused_before_any_call(plain: FakeCl
         assert len(plain.server.requests()) == before
     finally:
         b.close()
+
+
+def test_release_counts_an_eviction_kueue_has_not_recorded_yet(kueue: FakeCluster) -> None:
+    from dispatch.kubeflow import client as k
+
+    b = kb(kueue.backend())
+    try:
+        sid = start(b)
+        b.open(sid)
+        wait(kueue, b, sid, running, "runs")
+        tj = b.kube.get(k.TrainJob, sid)
+        wl = kueue.control.workload_for(sid)
+        assert wl is not None
+        # what the apiserver shows in the moment after a deactivation, before Kueue evicts
+        wl["spec"]["active"] = False
+        from unittest import mock
+
+        with mock.patch.object(b, "_workload", return_value=wl):
+            assert b._authorise_kueue(tj) == "2"
+        assert b._authorise_kueue(tj) == "1"
+    finally:
+        b.close()

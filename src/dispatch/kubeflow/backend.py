@@ -316,10 +316,17 @@ class KubeflowBackend:
         )
 
     def _authorise_kueue(self, tj: JSON) -> str:
+        """The attempt to authorise next: 1 + the Workload's evictions, counting an eviction Kueue has yet to
+        record (a deactivated Workload that still holds its quota reservation will be evicted)."""
         wl = self._workload(tj)
         raw = annotations_of(tj).get(n.ADMIT, "0")
         current = int(raw) if raw.isdigit() else 0
-        return str(max(current, evictions(wl) + 1))
+        pending = 0
+        if wl is not None:
+            inactive = (wl.get("spec") or {}).get("active", True) is False
+            reserved = (wl.get("status") or {}).get("admission") is not None
+            pending = 1 if inactive and reserved else 0
+        return str(max(current, evictions(wl) + 1 + pending))
 
     def open(self, scheduler_id: str) -> None:
         self._write("open")

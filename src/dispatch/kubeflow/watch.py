@@ -45,6 +45,8 @@ def _weight(outcome: Outcome) -> int:
     if outcome.cause is Cause.EXIT:
         return 1
     return 2
+
+
 CHANGES_KEPT = 100_000
 
 
