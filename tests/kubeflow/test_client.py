@@ -73,3 +73,21 @@ def test_injected_faults_map_through_the_real_client(plain: FakeCluster) -> None
             slow.close()
     finally:
         b.close()
+
+
+def test_token_setting_replaces_the_kubeconfig_credentials(plain: FakeCluster, tmp_path: object) -> None:
+    from pathlib import Path
+
+    from dispatch.kubeflow.backend import KubeflowBackend
+
+    bare = plain.server.write_kubeconfig(Path(str(tmp_path)) / "bare-kubeconfig", token=None)
+    plain.control.rbac.require_token = True
+    plain.control.rbac.add_token("the-token", "alice")
+    b = plain.backend(kubeconfig={"path": str(bare)}, token="the-token")
+    assert isinstance(b, KubeflowBackend)
+    try:
+        users = {r.user for r in plain.server.requests() if r.user}
+        assert "alice" in users
+        assert "the-token" not in repr(b) and "the-token" not in repr(b.settings)
+    finally:
+        b.close()
