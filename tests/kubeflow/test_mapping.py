@@ -342,3 +342,20 @@ def test_readmission_not_authorised_is_flagged() -> None:
     assert r.awaiting_authorisation
     assert ended(r)[:2] == (State.FAILED, Cause.PREEMPTED)  # from the durable "Previously:" conditions
     assert last_eviction(wl) == ("Preempted", "Preempted to accommodate a workload")
+
+
+def test_a_failure_waits_for_its_pods_to_end_before_naming_a_cause() -> None:
+    failed_now = cond("Failed", reason="FailedJobs", message="x")
+    failed_now["lastTransitionTime"] = "2027-01-15T08:00:00Z"  # == NOW
+    still_running = pod("p1", index=1)
+    r = reading(trainjob(failed_now), [still_running], gone=[pod(phase="Failed", state=terminated(143))])
+    assert r.execution is not None and r.execution.state is State.RUNNING and "ending" in r.execution.detail
+    later = Objects(
+        trainjob=trainjob(failed_now),
+        pods=[still_running],
+        gone_pods=[pod(phase="Failed", state=terminated(143))],
+        nodes=NODES,
+        nodes_known=True,
+    )
+    r = read(later, NOW + 31)
+    assert ended(r)[:2] == (State.FAILED, Cause.EXIT)

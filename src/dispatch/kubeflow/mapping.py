@@ -344,6 +344,32 @@ def last_eviction(workload: JSON | None) -> tuple[str, str] | None:
 # ---- the reading ----------------------------------------------------------------------------------------
 
 
+SETTLE = 30.0
+"""Seconds after a TrainJob's ``Failed`` during which its execution reads running while pods of it have not
+ended yet: the pods' own evidence (a DisruptionTarget, an OOMKilled) names the cause, and it arrives on
+another watch. After this the cause is read from whatever the pods show."""
+
+
+def settling(live: Sequence[JSON], failed: JSON, now: float) -> bool:
+    """True while some live pod of the execution has not ended, within SETTLE of the failure."""
+    since = parse_time(failed.get("lastTransitionTime"))
+    if since is None or now - since >= SETTLE:
+        return False
+
+    def ending(p: JSON) -> bool:
+        status = p.get("status") or {}
+        if status.get("phase") in ("Succeeded", "Failed"):
+            return False
+        stuck = [
+            cs
+            for cs in status.get("containerStatuses") or []
+            if ((cs.get("state") or {}).get("waiting") or {}).get("reason") in LAUNCH_WAITING
+        ]
+        return not stuck  # a pod that cannot start will not end by itself
+
+    return any(ending(p) for p in live)
+
+
 def current_key(o: Objects) -> ExecKey:
     tj = o.trainjob
     a = int(((o.jobset or {}).get("status") or {}).get("restarts", 0) or 0)
@@ -444,6 +470,9 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
                 ended(Outcome(State.FAILED, Cause.TIMEOUT, ev, detail=f"{reason}: {message}"))
             elif reason == "TrainingRuntimeNotSupported":
                 ended(Outcome(State.FAILED, Cause.REJECTED, ev, detail=f"{reason}: {message}"))
+            elif settling(live, failed, now):
+                # the pods that explain the failure are still ending (or their watch lags): wait for them
+                execution = Outcome(State.RUNNING, None, ev, detail=f"ending ({reason}); waiting for the pods to end")
             else:
                 found = pod_cause(everything, o.nodes, o.nodes_known)
                 if found is None:
