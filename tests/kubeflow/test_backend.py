@@ -552,3 +552,32 @@ def test_release_counts_an_eviction_kueue_has_not_recorded_yet(kueue: FakeCluste
         assert b._authorise_kueue(tj) == "1"
     finally:
         b.close()
+
+
+def test_stop_after_a_hold_reads_cancelled(plain: FakeCluster) -> None:
+    b = kb(plain.backend())
+    try:
+        sid = start(b)
+        b.open(sid)
+        wait(plain, b, sid, running, "runs")
+        b.hold(sid, "h")
+        wait(plain, b, sid, lambda e: e.outcome.state is State.HELD, "held")
+        b.stop_job(sid)
+        ev = wait(plain, b, sid, lambda e: e.outcome.state.ended, "stopped")
+        assert (ev.outcome.state, ev.outcome.cause) == (State.CANCELLED, Cause.CANCELLED)
+        assert ev.executions[-1].outcome.cause is Cause.HELD
+    finally:
+        b.close()
+
+
+def test_stop_after_success_keeps_success(plain: FakeCluster) -> None:
+    b = kb(plain.backend())
+    try:
+        sid = start(b, "succeed")
+        b.open(sid)
+        wait(plain, b, sid, lambda e: e.outcome.state.ended, "ends")
+        b.stop_job(sid)
+        plain.tick(1)
+        assert b.inspect(sid).outcome.state is State.SUCCEEDED
+    finally:
+        b.close()

@@ -55,7 +55,7 @@ from dispatch.kubeflow.mapping import (
 from dispatch.kubeflow.preflight import PreflightResult
 from dispatch.kubeflow.settings import KubeflowSettings, Mode
 from dispatch.kubeflow.watch import Cache, Informer
-from dispatch.outcome import Evidence, Outcome, State
+from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.spi import Cessation, ExecutionEvidence, Found, JobEvidence, StartRequest, WatchBatch
 
 NAME = "kubeflow"
@@ -476,8 +476,9 @@ class KubeflowBackend:
             outcome = r.execution
         elif r.execution is not None and r.execution.ended:
             waiting = r.waiting
-            if waiting is not None and waiting.state.waiting and not r.awaiting_authorisation:
-                outcome = waiting
+            stopped = waiting is not None and waiting.state is State.CANCELLED and waiting.cause is Cause.CANCELLED
+            if waiting is not None and ((waiting.state.waiting and not r.awaiting_authorisation) or stopped):
+                outcome = waiting  # held after the execution ended, or stopped after a hold ended it
             else:
                 outcome = current.outcome if current is not None else r.execution
         else:

@@ -543,8 +543,6 @@ def _waiting(o: Objects, ev: Evidence) -> Outcome:
     ann = annotations_of(tj)
     gate, holds, foreign = gate_and_holds(o)
     complete, failed = condition(tj, "Complete"), condition(tj, "Failed")
-    if n.STOP in ann:
-        return Outcome(State.CANCELLED, Cause.CANCELLED, ev, detail="stopped on request")
     if complete is not None and complete.get("status") == "True":
         return Outcome(State.SUCCEEDED, Cause.EXIT, ev, exit_code=0, detail=str(complete.get("reason", "")))
     if failed is not None and failed.get("status") == "True":
@@ -556,7 +554,11 @@ def _waiting(o: Objects, ev: Evidence) -> Outcome:
             if reason == "TrainingRuntimeNotSupported"
             else Cause.UNKNOWN
         )
+        if n.STOP in ann:
+            return Outcome(State.CANCELLED, Cause.CANCELLED, ev, detail="stopped on request")
         return Outcome(State.FAILED, cause, ev, detail=f"{reason}: {failed.get('message', '')}")
+    if n.STOP in ann:
+        return Outcome(State.CANCELLED, Cause.CANCELLED, ev, detail="stopped on request")
     deactivated = kueue_deactivation(o.workload) if o.kueue else None
     if deactivated is not None:
         return eviction_outcome(deactivated[0], deactivated[1], bool(holds), ev)
