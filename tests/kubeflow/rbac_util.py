@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
-
 import yaml
 
 from dispatch.kubetest import Rule, rule
@@ -30,7 +28,3 @@ def grants(path: Path) -> tuple[set[tuple[str, str, str, bool]], list[Rule]]:
                 rule(list(r["verbs"]), list(r["apiGroups"]), list(r["resources"]), ["default"] if namespaced else None)
             )
     return out, rules
-
-
-def _unused(x: Any) -> Any:
-    return x
