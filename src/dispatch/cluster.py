@@ -152,6 +152,8 @@ class Operator:
     def __init__(self, cluster: Cluster, owner: str | None = None) -> None:
         self._c = cluster
         self.owner = owner or default_owner("operator")
+        self.new_id = new_job_id
+        """Makes job ids from the clock's time (replaceable: the simulator makes them deterministic)."""
 
     def _writable(self) -> tuple[Records, Actor]:
         if self._c.read_only or self._c.records is None:
@@ -173,7 +175,7 @@ class Operator:
         if ruleset is not None:
             ruleset.check_against(backend, backend.capabilities())
         now = self._c.clock.now()
-        job_id = new_job_id(now)
+        job_id = self.new_id(now)
         job = JobRecord(
             id=job_id,
             cluster=self._c.name,

@@ -210,7 +210,8 @@ class Supervisor:
         new = job.copy()
         new.lease = Lease(self.owner, token, now + self.lease_ttl)
         new.updated_at = now
-        event = Event(job.id, now, "lease", {"owner": self.owner, "token": token, "from": lease.owner if lease else None})
+        previous = lease.owner if lease else None
+        event = Event(job.id, now, "lease", {"owner": self.owner, "token": token, "from": previous})
         written = self.records.update(new, [event])  # compare-and-set on the version: one taker wins
         report.writes += 1
         self._seen.discard(job.id)
@@ -404,6 +405,12 @@ class Supervisor:
             events=[Event(job.id, self.clock.now(), "step", {"reason": step.reason, "by": self.owner})],
         )
         report.writes += 1
+        if self.clock.now() > intent.written_at + self.actor.margin:
+            # too long since the intent was written: a call now might land after its deadline, when another
+            # supervisor may already have resolved it by observation. Record it as not made.
+            late = Unavailable(f"not called: more than {self.actor.margin:g}s passed since the intent was written")
+            return self._commit(written, lambda j: _answer(j, intent, IntentStatus.FAILED, None, late, self.clock.now()), report)
+        self._check(written)
         report.actions += 1
         status, answer, error = self.actor.attempt(written, intent)
         if (
