@@ -193,8 +193,8 @@ class ParkedRecords:
         taking = job.lease is not None and job.lease.owner == owner
         if taking and (lease is None or lease.expires_at <= self.now()):
             return
-        held = f"{lease.owner} (token {lease.token}, until {lease.expires_at:g})" if lease else "nobody"
-        self.violations.append(f"{owner} wrote job {job.id} while the lease is held by {held}")
+        held = f"{lease.owner} (token {lease.token}, until t={lease.expires_at:.1f})" if lease else "nobody"
+        self.violations.append(f"fenced-writes: {owner} wrote job {job.id} while the lease is held by {held}")
 
     def jobs(self, *, active_only: bool = True, cluster: str | None = None) -> list[JobRecord]:
         return self.inner.jobs(active_only=active_only, cluster=cluster)  # type: ignore[no-any-return]

@@ -17,8 +17,9 @@ class Mutation(StrEnum):
     a scheduler object the record knows nothing about."""
 
     SKIP_FENCE = "skip-fence"
-    """Write without the fencing token and, after a lost compare-and-set, re-read and write again without
-    checking the lease: a supervisor whose lease was taken over keeps writing."""
+    """Skip the fence: write without the fencing token and without checking the lease before a write. A
+    supervisor overtaken in the middle of a cycle re-reads after its lost compare-and-set and keeps writing a
+    job another supervisor now owns."""
 
     RESUBMIT_ON_UNKNOWN = "resubmit-on-unknown"
     """Take an unknown outcome (OutcomeUnknown from a start or requeue) as a failure and act again at once,

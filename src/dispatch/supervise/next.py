@@ -125,14 +125,19 @@ def stray_handled(job: JobRecord, sid: str) -> bool:
     )
 
 
-def stop_done(job: JobRecord, sub: Submission) -> bool:
-    return any(
-        i.action is Action.STOP
-        and i.submission == sub.n
-        and i.args.get("schedulerId") is None
-        and i.status is IntentStatus.DONE
-        for i in job.intents
-    )
+def stop_done(job: JobRecord, sub: Submission) -> float | None:
+    """When the last stop of ``sub`` that took effect has certainly ended the object (its answer is the
+    bound in seconds), or None if no stop took effect."""
+    for i in reversed(job.intents):
+        if i.action is Action.STOP and i.submission == sub.n and i.args.get("schedulerId") is None:
+            if i.status is not IntentStatus.DONE:
+                continue
+            try:
+                bound = float(i.result)
+            except ValueError:
+                bound = i.deadline - i.written_at
+            return (i.resolved_at or i.written_at) + bound + (i.deadline - i.written_at)
+    return None
 
 
 def final(sub: Submission) -> bool:
@@ -199,8 +204,14 @@ def next_step(job: JobRecord, rules: RuleSet, facts: Facts, now: float) -> Step:
                 )
 
     if job.stop_requested:
-        if sub.scheduler_id is not None and not sub.gone and not final(sub) and not stop_done(job, sub):
-            return Step(StepKind.ACT, "a stop was requested", action=Action.STOP, submission=sub.n)
+        if sub.scheduler_id is not None and not sub.gone and not final(sub):
+            done = stop_done(job, sub)
+            if done is None:
+                return Step(StepKind.ACT, "a stop was requested", action=Action.STOP, submission=sub.n)
+            if now < done:
+                return Step(StepKind.WAIT, "stopping: waiting for the object to end", until=done)
+            return Step(StepKind.ACT, "the stop's bound passed and the object still runs", action=Action.STOP,
+                        submission=sub.n)
         if not job.closed:
             return Step(StepKind.CLOSE, "stopped on request")
         return NOTHING

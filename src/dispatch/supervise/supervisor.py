@@ -155,6 +155,7 @@ class Supervisor:
         self._rules_cache: dict[str, RuleSet] = {}
         self._cursor: str | None = None
         self._seen: set[str] = set()
+        self._pending: set[str] = set()
 
     # ----- the loop ------------------------------------------------------------------------------------------
 
@@ -219,6 +220,8 @@ class Supervisor:
 
     def _check(self, job: JobRecord) -> None:
         """Raise LostLease unless ``job`` shows this supervisor's lease, unexpired on the clock."""
+        if Mutation.SKIP_FENCE in self.mutations:
+            return  # planted bug: the fence (this check, and the token on the write) is skipped
         lease = job.lease
         if lease is None or lease.owner != self.owner or self.clock.now() >= lease.expires_at:
             raise LostLease(f"job {job.id}: {self.owner} no longer holds the lease")
@@ -250,8 +253,6 @@ class Supervisor:
             except Conflict:
                 report.conflicts += 1
                 job = self.records.get(job.id)
-                if Mutation.SKIP_FENCE in self.mutations:
-                    continue  # planted bug: no lease check, no fence
                 self._check(job)
         raise Conflict(f"job {job.id}: kept losing the compare-and-set")
 
@@ -268,11 +269,11 @@ class Supervisor:
                 batch = self.backend.watch(self._cursor, 0.0)
                 report.observation_calls += 1
                 self._cursor = batch.cursor
-                changed = None if batch.reset else set(batch.changed)
+                changed = None if batch.reset else set(batch.changed) | self._pending
             except Unavailable:
                 report.observation_calls += 1
                 report.unavailable = True
-                changed = set()
+                changed = set(self._pending)
         for job in owned:
             for sub in job.submissions:
                 it = start_intent(job, sub.n)
@@ -295,8 +296,13 @@ class Supervisor:
             try:
                 obs.evidence = dict(self.backend.inspect_many(ids))
                 obs.inspected = set(ids)
+                self._pending.clear()
             except Unavailable:
                 report.unavailable = True
+                # changes the watch reported but we could not read are read next cycle
+                self._pending.update(ids if changed is not None else [])
+                if changed is None:
+                    self._cursor = None  # a reset we could not follow: reset again
         if markers:
             since = min(markers.values())
             try:
@@ -478,9 +484,9 @@ def _live(job: JobRecord) -> bool:
             return True
     cur = job.current
     if job.stop_requested and cur is not None and cur.scheduler_id is not None and not cur.gone:
-        from dispatch.supervise.next import final, stop_done
+        from dispatch.supervise.next import final
 
-        return not final(cur) and not stop_done(job, cur)
+        return not final(cur)  # followed until the object is seen to have ended
     return False
 
 
