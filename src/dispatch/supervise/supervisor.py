@@ -281,7 +281,7 @@ class Supervisor:
                     markers[sub.marker] = sub.created_at - self.actor.margin
             cur = job.current
             due = any(i.open and now >= i.deadline for i in job.intents)
-            if cur is not None and cur.scheduler_id is not None and not cur.gone:
+            if cur is not None and cur.scheduler_id is not None and (not cur.gone or due):
                 fresh = job.id not in self._seen
                 if changed is None or fresh or due or cur.scheduler_id in changed:
                     ids.append(cur.scheduler_id)
