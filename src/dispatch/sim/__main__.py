@@ -14,7 +14,7 @@ import sys
 import time
 from typing import Any
 
-from dispatch.sim.world import Config, Result, run
+from dispatch.sim.world import Config, Result, run, run_quiet
 from dispatch.supervise.mutation import Mutation
 
 
@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--unmatched", choices=["escalate", "close"], default=None)
     p.add_argument("--mutation", action="append", default=[], choices=[m.value for m in Mutation],
                    help="plant a known bug (tests of the simulator itself)")
+    p.add_argument("--procs", type=int, default=1, help="worker processes for --seeds (seeds are independent)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     if (args.seeds is None) == (args.seed is None):
@@ -77,9 +78,14 @@ def main(argv: list[str] | None = None) -> int:
 
     seeds = _range(args.seeds)
     started = time.perf_counter()
-    results: list[Result] = []
-    for s in seeds:
-        results.append(run(_config(args, s)))
+    configs = [_config(args, s) for s in seeds]
+    if args.procs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(args.procs) as pool:
+            results: list[Result] = pool.map(run_quiet, configs, chunksize=8)
+    else:
+        results = [run_quiet(c) for c in configs]
     elapsed = time.perf_counter() - started
     bad = [r for r in results if not r.ok]
     out: dict[str, Any] = {

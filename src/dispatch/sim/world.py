@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -443,5 +442,8 @@ def run(cfg: Config) -> Result:
     return World(cfg).run()
 
 
-def run_many(seeds: list[int], make: Callable[[int], Config]) -> list[Result]:
-    return [run(make(s)) for s in seeds]
+def run_quiet(cfg: Config) -> Result:
+    """Run one seed and drop its trace (a sweep keeps summaries; replays keep traces). Picklable, for pools."""
+    result = run(cfg)
+    result.trace = []
+    return result
