@@ -255,15 +255,17 @@ class MemoryScheduler:
         )
 
     def _start_due(self, now: float) -> None:
-        for job in sorted(self.jobs.values(), key=lambda j: int(j.sid.split("-")[-1])):
-            if not self._startable(job):
-                continue
-            free = self._free_nodes()
+        startable = [j for j in self.jobs.values() if self._startable(j)]
+        if not startable:
+            return
+        free = self._free_nodes()  # computed once per pass (not per job): linear in the number of jobs
+        for job in sorted(startable, key=lambda j: int(j.sid.split("-")[-1])):
             if len(free) < job.spec.nodes:
                 continue
             job.current.started_at = now
             job.current.state = State.RUNNING
             job.current.nodes = tuple(free[: job.spec.nodes])
+            free = free[job.spec.nodes :]
             self._changed(job.sid)
 
     def _purge_due(self, now: float) -> None:

@@ -38,7 +38,7 @@ from dispatch.records.base import Records
 from dispatch.records.model import Action, Event, Intent, IntentStatus, JobRecord, Lease, Submission
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, CessationSignal, Cessation, Found, JobEvidence, MultiFinder, Watcher
-from dispatch.supervise.fold import DEFAULT_REFRESH, fold, fold_found, fold_stray, start_intent
+from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, next_step
 
@@ -128,7 +128,7 @@ class Supervisor:
         cluster: str | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         margin: float = DEFAULT_MARGIN,
-        refresh: float = DEFAULT_REFRESH,
+        refresh: float | None = None,
         mutations: Collection[Mutation] = (),
     ) -> None:
         decl = backend.declarations()
@@ -143,7 +143,8 @@ class Supervisor:
             raise ConfigError("leaseTtl", f"the lease ({lease_ttl:g}s) must outlast the poll interval ({self.poll:g}s)")
         self.lease_ttl = float(lease_ttl)
         self.cluster = cluster or backend.name
-        self.refresh = refresh
+        self.refresh = self.lease_ttl / 2 if refresh is None else refresh
+        """How stale a record's evidence time may grow while nothing changes (default: half the lease)."""
         self.mutations = frozenset(Mutation(m) for m in mutations)
         self.actor = Actor(records, backend, clock, self.owner, margin=margin)
         self.facts = Facts.of(backend)
@@ -199,11 +200,7 @@ class Supervisor:
         """The job under this supervisor's valid lease (taken or renewed as needed), or None if another holds it."""
         lease = job.lease
         if lease is not None and lease.owner == self.owner and now < lease.expires_at:
-            if lease.expires_at - now > self.lease_ttl / 2:
-                return job
-            new = job.copy()
-            new.lease = Lease(self.owner, lease.token, now + self.lease_ttl)
-            return self._store(new, [], report)
+            return job  # renewed in this cycle's first write for the job (see _renew)
         if lease is not None and now < lease.expires_at:
             return None
         # free, or expired (ours included: an expired lease is never renewed in place, the token moves on)
@@ -338,7 +335,7 @@ class Supervisor:
             rules = self._rules_cache[key] = RuleSet.from_data(job.rules)
         return rules
 
-    def _fold(self, job: JobRecord, obs: _Observation) -> tuple[JobRecord, list[Event]]:
+    def _fold(self, job: JobRecord, obs: _Observation, refresh: float) -> tuple[JobRecord, list[Event]]:
         now = self.clock.now()
         events: list[Event] = []
         cur = job.current
@@ -352,7 +349,7 @@ class Supervisor:
                     now,
                     found=found,
                     cessation=obs.cessation.get(sid),
-                    refresh=self.refresh,
+                    refresh=refresh,
                 )
                 events += ev
             elif found is not None:
@@ -360,7 +357,7 @@ class Supervisor:
                 events += ev
                 sid = job.current.scheduler_id if job.current else None
                 if sid is not None and sid in obs.inspected:
-                    job, ev = fold(job, obs.evidence.get(sid), now, refresh=self.refresh)
+                    job, ev = fold(job, obs.evidence.get(sid), now, refresh=refresh)
                     events += ev
         for s in list(job.submissions):
             for sid in s.strays:
@@ -369,8 +366,23 @@ class Supervisor:
                     events += ev
         return job, events
 
+    def _renew_due(self, job: JobRecord) -> bool:
+        lease = job.lease
+        return lease is not None and lease.expires_at - self.clock.now() <= self.lease_ttl / 2
+
+    def _fold_and_renew(self, job: JobRecord, obs: _Observation) -> tuple[JobRecord, list[Event]]:
+        """The observation folded in, and the lease renewed when half of it is gone, in one write. A renewal
+        also refreshes the evidence times, so both fall due together afterwards."""
+        renew = self._renew_due(job)
+        new, events = self._fold(job, obs, refresh=0.0 if renew else self.refresh)
+        if renew and job.lease is not None:
+            if new is job:
+                new = job.copy()
+            new.lease = Lease(self.owner, job.lease.token, self.clock.now() + self.lease_ttl)
+        return new, events
+
     def _supervise(self, job: JobRecord, obs: _Observation, report: CycleReport) -> None:
-        job = self._commit(job, lambda j: self._fold(j, obs), report)
+        job = self._commit(job, lambda j: self._fold_and_renew(j, obs), report)
         self._seen.add(job.id)
         for _ in range(MAX_STEPS_PER_JOB):
             now = self.clock.now()
