@@ -95,8 +95,11 @@ def timed_backend(inner: Any, meter: Meter) -> Any:
     cls = type(view)
     for name in list(vars(cls)):
         fn = vars(cls)[name]
-        if not callable(fn) or name.startswith("__") or name in ("capabilities", "declarations",
-                                                                  "extension_policy", "close"):
+        if (
+            not callable(fn)
+            or name.startswith("__")
+            or name in ("capabilities", "declarations", "extension_policy", "close")
+        ):
             continue
 
         def wrap(f: Any) -> Any:
@@ -118,8 +121,9 @@ def measure(adapter: str, jobs: int) -> dict[str, Any]:
     setup = ADAPTERS[adapter](jobs)
     meter = Meter()
     b = timed_backend(setup.backend, meter)
-    sup = Supervisor(b, setup.records, clock=setup.clock, owner="bench", poll=POLL, cluster="memory",
-                     lease_ttl=LEASE_TTL)
+    sup = Supervisor(
+        b, setup.records, clock=setup.clock, owner="bench", poll=POLL, cluster="memory", lease_ttl=LEASE_TTL
+    )
     for _ in range(2):  # take the leases, fold the first evidence
         sup.cycle()
         setup.clock.advance(POLL)
@@ -165,9 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"results": results}, indent=2))
     else:
         for r in results:
-            print(f"{r['jobs']:>6} jobs: {r['backend_calls_per_cycle']:.1f} backend calls/cycle, "
-                  f"{r['cycle_cpu_ms']:.1f} ms CPU/cycle ({r['backend_cpu_ms']:.1f} ms in the backend), "
-                  f"{r['writes_per_cycle']} writes/cycle")
+            print(
+                f"{r['jobs']:>6} jobs: {r['backend_calls_per_cycle']:.1f} backend calls/cycle, "
+                f"{r['cycle_cpu_ms']:.1f} ms CPU/cycle ({r['backend_cpu_ms']:.1f} ms in the backend), "
+                f"{r['writes_per_cycle']} writes/cycle"
+            )
     return 0
 
 

@@ -66,8 +66,9 @@ def test_cli_replay_prints_the_trace_and_dump(capsys: pytest.CaptureFixture[str]
 
 
 def _record(job_id: str, n: int, marker: str, sid: str | None) -> JobRecord:
-    return JobRecord(job_id, "memory", JobSpec(command=("x",)), 0.0,
-                     submissions=[Submission(n, marker, 0.0, scheduler_id=sid)])
+    return JobRecord(
+        job_id, "memory", JobSpec(command=("x",)), 0.0, submissions=[Submission(n, marker, 0.0, scheduler_id=sid)]
+    )
 
 
 def test_the_checks_catch_an_object_without_a_record_and_two_live_executions() -> None:
@@ -81,6 +82,10 @@ def test_the_checks_catch_an_object_without_a_record_and_two_live_executions() -
     sched.open_gate(c)
     found = check({"j1": _record("j1", 1, "dsp-j1-1", a)}, sched, b)
     names = {v.split(":")[0] for v in found}
-    assert {"one-live-execution", "no-object-without-record", "gate-opened-only-when-recorded",
-            "no-action-twice"} <= names
+    assert {
+        "one-live-execution",
+        "no-object-without-record",
+        "gate-opened-only-when-recorded",
+        "no-action-twice",
+    } <= names
     assert any("has no recorded submission" in v for v in check({}, sched, b))

@@ -114,10 +114,10 @@ def test_admin_hold_is_escalated_and_never_lifted(env: Env) -> None:
     job_id = env.cluster.submit(env.spec("sleep", "50", nodes=4))
     env.cluster.submit(env.spec("sleep", "500", nodes=4))
     sup = env.supervisor()
-    other = [t.sid for t in env.sched.jobs.values() if t.job_id != job_id][0]
+    other = next(t.sid for t in env.sched.jobs.values() if t.job_id != job_id)
     env.sched.control.admin_hold(other)
     env.cycles(sup, 2)
-    held = [j for j in env.records.jobs() if j.current.scheduler_id == other][0]  # type: ignore[union-attr]
+    held = next(j for j in env.records.jobs() if j.current.scheduler_id == other)  # type: ignore[union-attr]
     assert held.state is State.HELD and held.cause is Cause.ADMIN_HELD
     assert [e.cause for e in held.escalations] == [Cause.ADMIN_HELD] and not held.closed
     assert env.sched.jobs[other].admin_held  # dispatch did not lift it

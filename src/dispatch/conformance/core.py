@@ -101,8 +101,13 @@ class World:
         self.cluster = Cluster("conformance", self.backend, self.records, self.clock)
         self.poll = min(10.0, _default_poll(self.backend))
         self.sup = Supervisor(
-            self.backend, self.records, clock=self.clock, owner="conformance-supervisor", poll=self.poll,
-            cluster="conformance", default_rules=rules,
+            self.backend,
+            self.records,
+            clock=self.clock,
+            owner="conformance-supervisor",
+            poll=self.poll,
+            cluster="conformance",
+            default_rules=rules,
         )
 
     def spec(self, behaviour: str) -> JobSpec:
@@ -162,8 +167,9 @@ def world(h: CoreHarness, rules: Any = None, backend: Any = None) -> Iterator[Wo
                         h.base.cleanup(w.backend, s.scheduler_id)
 
 
-EVICTED = {"rules": [{"name": "evicted", "cause": ["preempted", "node-lost", "cessation"], "action": "resubmit",
-                      "limit": 1}]}
+EVICTED = {
+    "rules": [{"name": "evicted", "cause": ["preempted", "node-lost", "cessation"], "action": "resubmit", "limit": 1}]
+}
 
 
 # ----- checks ---------------------------------------------------------------------------------------------------
@@ -176,11 +182,16 @@ def check_submission_is_recorded_before_its_gate_opens(h: CoreHarness) -> None:
         job_id = w.cluster.submit(w.spec("sleep"))
         job = w.get(job_id)
         kinds = [(e.kind, e.data.get("action")) for e in w.cluster.observer.events(job_id)]
-        expect(kinds[:5] == [("submitted", None), ("intent", "start"), ("call", "start"), ("intent", "open"),
-                             ("call", "open")], f"the write order was {kinds[:5]}")
+        expect(
+            kinds[:5]
+            == [("submitted", None), ("intent", "start"), ("call", "start"), ("intent", "open"), ("call", "open")],
+            f"the write order was {kinds[:5]}",
+        )
         expect(job.current is not None and job.current.marker in (job.current.marker,), "no submission")
-        expect(job.intents[0].action is Action.START and job.intents[0].status is IntentStatus.DONE,
-               "the start intent is not done")
+        expect(
+            job.intents[0].action is Action.START and job.intents[0].status is IntentStatus.DONE,
+            "the start intent is not done",
+        )
 
 
 @core_check
@@ -191,8 +202,10 @@ def check_success_is_closed_with_evidence(h: CoreHarness) -> None:
         w.until("the job closing", lambda: w.get(job_id).closed)
         job = w.get(job_id)
         out = job.outcome
-        expect(job.state is State.SUCCEEDED and out is not None and out.exit_code == 0 and out.cause is Cause.EXIT,
-               f"recorded {job.state}/{job.cause}")
+        expect(
+            job.state is State.SUCCEEDED and out is not None and out.exit_code == 0 and out.cause is Cause.EXIT,
+            f"recorded {job.state}/{job.cause}",
+        )
         expect(bool(out and out.evidence.source), "no evidence source")
 
 
@@ -255,8 +268,13 @@ def check_rule_limit_is_honoured(h: CoreHarness) -> None:
         preempt = w.hook("preempt")
         job_id = w.cluster.submit(w.spec("sleep"))
         for n in (1, 2):
-            w.until("the job running", lambda n=n: len(w.get(job_id).submissions) == n  # type: ignore[misc]
-                    and w.get(job_id).state is State.RUNNING)
+            w.until(
+                "the job running",
+                lambda n=n: (
+                    len(w.get(job_id).submissions) == n  # type: ignore[misc]
+                    and w.get(job_id).state is State.RUNNING
+                ),
+            )
             preempt(w.backend, w.sid(job_id))
         w.until("the job closing", lambda: w.get(job_id).closed)
         job = w.get(job_id)
@@ -345,10 +363,13 @@ def check_hold_rule_belongs_to_the_supervisor(h: CoreHarness) -> None:
     """A hold rule starts the next submission under a hold the supervisor owns; an operator does not lift it
     unless a human names its instance."""
     with world(h, {"rules": [{"cause": "timeout", "action": "hold"}]}) as w:
-        if not isinstance(w.backend, Holder) or not w.backend.capabilities()[Capability.HOLD].yes:
+        if not isinstance(w.backend, Holder) or not w.cluster.capabilities()[Capability.HOLD].yes:
             raise Skip("this cluster cannot hold")
         job_id = w.cluster.submit(w.spec("timeout"))
-        w.until("the held submission 2", lambda: w.get(job_id).cause is Cause.HELD and len(w.get(job_id).submissions) == 2)
+        w.until(
+            "the held submission 2",
+            lambda: w.get(job_id).cause is Cause.HELD and len(w.get(job_id).submissions) == 2,
+        )
         job = w.get(job_id)
         hold = job.active_holds()[0]
         expect(hold.owner == w.sup.owner, f"the hold belongs to {hold.owner}")
@@ -380,8 +401,13 @@ def check_unavailable_rule_action_is_refused(h: CoreHarness) -> None:
     with world(h) as w:
         reduced = restrict(w.backend, (Holder,))
         try:
-            Supervisor(reduced, w.records, clock=w.clock, poll=w.poll,
-                       default_rules={"rules": [{"name": "park", "cause": "timeout", "action": "hold"}]})
+            Supervisor(
+                reduced,
+                w.records,
+                clock=w.clock,
+                poll=w.poll,
+                default_rules={"rules": [{"name": "park", "cause": "timeout", "action": "hold"}]},
+            )
         except ConfigError as exc:
             expect(exc.path == "rules[0]" and "park" in str(exc), f"the error names {exc.path}: {exc}")
             return

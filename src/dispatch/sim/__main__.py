@@ -55,8 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=150, help="steps of the fault phase")
     p.add_argument("--quiet", type=int, default=80, help="the liveness bound K, in supervisor rounds")
     p.add_argument("--unmatched", choices=["escalate", "close"], default=None)
-    p.add_argument("--mutation", action="append", default=[], choices=[m.value for m in Mutation],
-                   help="plant a known bug (tests of the simulator itself)")
+    p.add_argument(
+        "--mutation",
+        action="append",
+        default=[],
+        choices=[m.value for m in Mutation],
+        help="plant a known bug (tests of the simulator itself)",
+    )
     p.add_argument("--procs", type=int, default=1, help="worker processes for --seeds (seeds are independent)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
@@ -105,8 +110,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(out, indent=2))
     else:
-        print(f"{out['seeds']} seeds, {out['steps']} steps, {out['violations']} violations, "
-              f"{len(bad)} failing, {out['seeds_per_second']} seeds/s")
+        print(
+            f"{out['seeds']} seeds, {out['steps']} steps, {out['violations']} violations, "
+            f"{len(bad)} failing, {out['seeds_per_second']} seeds/s"
+        )
         for r in bad[:5]:
             print(json.dumps(r.summary(), indent=2))
     return 1 if bad else 0

@@ -119,14 +119,19 @@ class Conductor:
 
 def parked_backend(inner: Any, conductor: Conductor) -> Any:
     """A view of ``inner`` whose every method parks first; it implements the same optional interfaces."""
-    core = ["capabilities", "declarations", "extension_policy", "start", "open", "inspect", "inspect_many", "find",
-            "stop_job", "close"]
-    optional = [
-        m
-        for iface in OPTIONAL_INTERFACES
-        if isinstance(inner, iface)
-        for m in _methods(iface)
+    core = [
+        "capabilities",
+        "declarations",
+        "extension_policy",
+        "start",
+        "open",
+        "inspect",
+        "inspect_many",
+        "find",
+        "stop_job",
+        "close",
     ]
+    optional = [m for iface in OPTIONAL_INTERFACES if isinstance(inner, iface) for m in _methods(iface)]
     quiet = {"capabilities", "declarations", "extension_policy", "close"}
 
     def forward(name: str) -> Any:

@@ -47,17 +47,16 @@ def check(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any) -
             out.append(f"no-object-without-record: object {t.sid} ({t.marker}) has no recorded submission")
             continue
         known = t.sid == sub.scheduler_id or t.sid in sub.strays
-        pending = any(
-            i.action is Action.START and i.submission == sub.n and i.open for i in job.intents
-        )
+        pending = any(i.action is Action.START and i.submission == sub.n and i.open for i in job.intents)
         if not known and not pending:
             out.append(
                 f"no-object-without-record: object {t.sid} of job {t.job_id} submission {t.submission} is neither "
                 f"recorded ({sub.scheduler_id}, strays {sub.strays}) nor the subject of an open start"
             )
         if t.gate_open and t.sid != sub.scheduler_id:
-            out.append(f"gate-opened-only-when-recorded: object {t.sid} was opened but the record names "
-                       f"{sub.scheduler_id}")
+            out.append(
+                f"gate-opened-only-when-recorded: object {t.sid} was opened but the record names {sub.scheduler_id}"
+            )
 
     out += _actions_once(jobs, sched, by_job)
     out += _holds(jobs, sched)
@@ -90,11 +89,11 @@ def _actions_once(
         if c.method == "requeue" and c.applied and c.sid is not None:
             requeues[c.sid] = requeues.get(c.sid, 0) + 1
     for sid, count in requeues.items():
-        t = sched.jobs.get(sid)
-        job = jobs.get(t.job_id) if t is not None else None
-        if t is None or job is None:
+        obj = sched.jobs.get(sid)
+        rec = jobs.get(obj.job_id) if obj is not None else None
+        if obj is None or rec is None:
             continue
-        decided = sum(1 for d in job.decisions if d.submission == t.submission and d.action == "requeue")
+        decided = sum(1 for d in rec.decisions if d.submission == obj.submission and d.action == "requeue")
         if count > decided:
             out.append(f"no-action-twice: object {sid} was requeued {count} times for {decided} requeue decisions")
     for job in jobs.values():
@@ -117,20 +116,20 @@ def _holds(jobs: Mapping[str, JobRecord], sched: MemoryScheduler) -> list[str]:
             instance = str(it.args.get("instance"))
             owner = owners.get(instance)
             if owner is None:
-                out.append(f"hold-lifted-by-owner: job {job.id}: intent {it.seq} releases {instance}, not a dispatch hold")
-            elif it.owner != owner and not it.owner.startswith("operator:"):
                 out.append(
-                    f"hold-lifted-by-owner: job {job.id}: {it.owner} releases hold {instance} owned by {owner}"
+                    f"hold-lifted-by-owner: job {job.id}: intent {it.seq} releases {instance}, not a dispatch hold"
                 )
+            elif it.owner != owner and not it.owner.startswith("operator:"):
+                out.append(f"hold-lifted-by-owner: job {job.id}: {it.owner} releases hold {instance} owned by {owner}")
     for c in sched.calls:
         if c.method != "release" or not c.applied or c.sid is None:
             continue
-        t = sched.jobs.get(c.sid)
-        job = jobs.get(t.job_id) if t is not None else None
-        if job is None:
+        obj = sched.jobs.get(c.sid)
+        rec = jobs.get(obj.job_id) if obj is not None else None
+        if rec is None:
             continue
-        if not any(h.instance == c.args.get("instance") for h in job.holds) and not any(
-            i.action is Action.RELEASE and i.args.get("instance") == c.args.get("instance") for i in job.intents
+        if not any(h.instance == c.args.get("instance") for h in rec.holds) and not any(
+            i.action is Action.RELEASE and i.args.get("instance") == c.args.get("instance") for i in rec.intents
         ):
             out.append(f"hold-lifted-by-owner: a release of {c.args.get('instance')} on {c.sid} has no recorded hold")
     return out
@@ -160,8 +159,10 @@ def _outcomes(job: JobRecord, objs: Sequence[TruthJob], backend: Any) -> list[st
                 out.append(f"record-matches-truth: job {job.id} records execution {identity}, which never ran")
                 continue
             if o.state is State.SUCCEEDED and not (ex.state is State.SUCCEEDED and ex.exit_code == 0):
-                out.append(f"no-success-without-evidence: job {job.id} execution {identity} recorded succeeded, "
-                           f"truth {ex.state} {ex.cause}")
+                out.append(
+                    f"no-success-without-evidence: job {job.id} execution {identity} recorded succeeded, "
+                    f"truth {ex.state} {ex.cause}"
+                )
             truth_cause = ex.cause
             if o.cause is Cause.CESSATION and truth_cause is Cause.NODE_LOST:
                 continue
@@ -178,8 +179,8 @@ def _outcomes(job: JobRecord, objs: Sequence[TruthJob], backend: Any) -> list[st
                 out.append(f"no-success-without-evidence: job {job.id} submission {sub.n} recorded succeeded")
     for it in job.intents:
         if it.status is IntentStatus.DONE and it.action is Action.START:
-            sub = _sub(job, it.submission)
-            if sub is not None and sub.scheduler_id is None:
+            started = _sub(job, it.submission)
+            if started is not None and started.scheduler_id is None:
                 out.append(f"record-matches-truth: job {job.id}: start {it.seq} done without a scheduler id")
     return out
 

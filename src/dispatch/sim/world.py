@@ -96,8 +96,14 @@ def rules_for(shape: Shape, unmatched: str) -> dict[str, Any]:
         "unmatched": unmatched,
         "limits": {"total": 4},
         "rules": [
-            {"name": "evicted", "cause": ["preempted", "node-lost", "cessation"], "action": "resubmit", "limit": 3,
-             "backoff": "10s", "backoffMax": "40s"},
+            {
+                "name": "evicted",
+                "cause": ["preempted", "node-lost", "cessation"],
+                "action": "resubmit",
+                "limit": 3,
+                "backoff": "10s",
+                "backoffMax": "40s",
+            },
             {"name": "retry-75", "cause": "exit", "exitCodes": [75], "action": retry, "limit": 2},
             {"name": "timeout", "cause": "timeout", "action": "hold", "limit": 1},
         ],
@@ -113,7 +119,12 @@ class World:
         self.shape = Shape(cfg.shape)
         self.clock = FakeClock(1_800_000_000.0)
         self.sched = MemoryScheduler(
-            self.clock, self.shape, nodes=4, min_job_age=120.0, node_loss_window=60.0, default_runtime=60.0,
+            self.clock,
+            self.shape,
+            nodes=4,
+            min_job_age=120.0,
+            node_loss_window=60.0,
+            default_runtime=60.0,
             kill_wait=10.0,
         )
         self.backend = memory_backend(self.sched, call_bound=CALL_BOUND)
@@ -192,9 +203,7 @@ class World:
         return [w for w in self.workers if w is not None and w.state == "parked"]
 
     def tick(self, dt: float) -> None:
-        cap = min(
-            (w.parked_at + CALL_BOUND - 1.0 for w in self.parked() if w.kind == "act"), default=float("inf")
-        )
+        cap = min((w.parked_at + CALL_BOUND - 1.0 for w in self.parked() if w.kind == "act"), default=float("inf"))
         dt = max(0.0, min(dt, cap - self.clock.now()))
         if dt > 0:
             self.clock.advance(dt)
@@ -223,8 +232,24 @@ class World:
         running = sorted(c.running(), key=_sid_key)
         objects = sorted(self.sched.jobs.values(), key=lambda t: _sid_key(t.sid))
         choice = r.choice(
-            ["preempt", "oom", "timeout", "lose-node", "restore-node", "admin-hold", "admin-release", "cease",
-             "end-cessation", "purge", "fault", "fault", "fault", "stop", "release", "submit"]
+            [
+                "preempt",
+                "oom",
+                "timeout",
+                "lose-node",
+                "restore-node",
+                "admin-hold",
+                "admin-release",
+                "cease",
+                "end-cessation",
+                "purge",
+                "fault",
+                "fault",
+                "fault",
+                "stop",
+                "release",
+                "submit",
+            ]
         )
         if choice in ("preempt", "oom", "timeout") and running:
             sid = r.choice(running)
@@ -263,8 +288,20 @@ class World:
                 c.purge(t.sid)
                 self.note(f"purge {t.sid}")
         elif choice == "fault":
-            method = r.choice(["start", "open", "hold", "release", "requeue", "stop_job", "inspect_many",
-                               "find_many", "watch", "crash-requeue"])
+            method = r.choice(
+                [
+                    "start",
+                    "open",
+                    "hold",
+                    "release",
+                    "requeue",
+                    "stop_job",
+                    "inspect_many",
+                    "find_many",
+                    "watch",
+                    "crash-requeue",
+                ]
+            )
             if method == "crash-requeue":
                 c.crash_next_requeue()
                 self.note("fault requeue crashes between its steps")
@@ -418,7 +455,9 @@ class World:
             self.result.unsettled = why
             self.step_no += 1
             self.tick(POLL)
-        self.result.violations.append(f"liveness: not settled within {self.cfg.quiet} rounds: {self.result.unsettled[:3]}")
+        self.result.violations.append(
+            f"liveness: not settled within {self.cfg.quiet} rounds: {self.result.unsettled[:3]}"
+        )
 
     def shutdown(self) -> None:
         for k, w in enumerate(self.workers):

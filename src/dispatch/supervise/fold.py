@@ -77,9 +77,9 @@ def fold(
     return new, events
 
 
-def fold_found(job: JobRecord, found: Sequence[Found], now: float, *, submission: int | None = None) -> tuple[
-    JobRecord, list[Event]
-]:
+def fold_found(
+    job: JobRecord, found: Sequence[Found], now: float, *, submission: int | None = None
+) -> tuple[JobRecord, list[Event]]:
     """Fold only the result of a find-by-marker (no inspect evidence) into ``job``."""
     sub = _target(job, submission)
     if sub is None:
@@ -226,9 +226,13 @@ def _fold_evidence(
     for ee in evidence.executions:
         rec = by_id.get(ee.identity)
         out = _merge_execution(rec, ee.outcome, ee)
-        if cessation is not None and out.ended and out.cause is Cause.NODE_LOST:
-            if ee.ended_at is None or ee.ended_at >= cessation.since:
-                out = replace(out, cause=Cause.CESSATION, detail=f"cessation: {cessation.reason}")
+        if (
+            cessation is not None
+            and out.ended
+            and out.cause is Cause.NODE_LOST
+            and (ee.ended_at is None or ee.ended_at >= cessation.since)
+        ):
+            out = replace(out, cause=Cause.CESSATION, detail=f"cessation: {cessation.reason}")
         merged.append(ExecutionRecord(ee.identity, ee.restart, out, ee.started_at, ee.ended_at, list(ee.nodes)))
         seen.add(ee.identity)
     for rec in sub.executions:
@@ -281,14 +285,17 @@ def _resolve_by_evidence(job: JobRecord, sub: Submission, evidence: JobEvidence,
             continue  # a stray's stop: resolved from the stray's own evidence
         if it.action is Action.OPEN:
             ok = evidence.gate is Gate.OPEN
-            events.append(_resolve(job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, f"gate {evidence.gate}", now))
+            status = IntentStatus.DONE if ok else IntentStatus.FAILED
+            events.append(_resolve(job, it, status, f"gate {evidence.gate}", now))
         elif it.action is Action.HOLD:
             instance = str(it.args.get("instance"))
             ok = instance in evidence.holds
             if ok and not any(h.instance == instance for h in job.holds):
                 job.holds.append(HoldRecord(instance, it.owner, sub.n, now, str(it.args.get("reason", ""))))
             events.append(
-                _resolve(job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, f"hold {instance} present={ok}", now)
+                _resolve(
+                    job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, f"hold {instance} present={ok}", now
+                )
             )
         elif it.action is Action.RELEASE:
             instance = str(it.args.get("instance"))
@@ -304,9 +311,7 @@ def _resolve_by_evidence(job: JobRecord, sub: Submission, evidence: JobEvidence,
             ok = evidence.outcome.ended or evidence.outcome.state is State.UNKNOWN
             if ok:
                 job.stop_requested = job.stop_requested or it.args.get("schedulerId") is None
-            events.append(
-                _resolve(job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, f"ended={ok}", now)
-            )
+            events.append(_resolve(job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, f"ended={ok}", now))
         elif it.action is Action.REQUEUE:
             before = int(it.args.get("restart", -1))
             latest = max((e.restart for e in evidence.executions), default=-1)

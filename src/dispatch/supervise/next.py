@@ -210,8 +210,9 @@ def next_step(job: JobRecord, rules: RuleSet, facts: Facts, now: float) -> Step:
                 return Step(StepKind.ACT, "a stop was requested", action=Action.STOP, submission=sub.n)
             if now < done:
                 return Step(StepKind.WAIT, "stopping: waiting for the object to end", until=done)
-            return Step(StepKind.ACT, "the stop's bound passed and the object still runs", action=Action.STOP,
-                        submission=sub.n)
+            return Step(
+                StepKind.ACT, "the stop's bound passed and the object still runs", action=Action.STOP, submission=sub.n
+            )
         if not job.closed:
             return Step(StepKind.CLOSE, "stopped on request")
         return NOTHING
@@ -280,7 +281,8 @@ def _decide(
         avail = facts.availability.get(rule.action)
         if avail is None or avail.answer is not Answer.YES:
             why = avail.reason if avail else "unknown action"
-            rule, reason = None, f"rule {rule.name!r} matches but {rule.action.value} is unavailable here: {why}"
+            reason = f"rule {rule.name!r} matches but {rule.action.value} is unavailable here: {why}"
+            rule = None
     if rule is None:
         action = "escalate" if rules.unmatched is Unmatched.ESCALATE else "close"
         return Step(
@@ -321,7 +323,7 @@ def _carry_out(job: JobRecord, sub: Submission, d: Decision, now: float) -> Step
         tries = [i for i in job.intents if i.decision == d.seq and i.action is Action.REQUEUE]
         if any(i.status is IntentStatus.DONE for i in tries):
             return NOTHING  # the new execution shows up in the next observation
-        if tries and tries[-1].result.startswith(("Rejected", "NotFound", "Unsupported")) or sub.gone:
+        if (tries and tries[-1].result.startswith(("Rejected", "NotFound", "Unsupported"))) or sub.gone:
             return Step(
                 StepKind.ESCALATE,
                 f"requeue of submission {sub.n} was refused: {tries[-1].result if tries else 'the object is gone'}",

@@ -27,17 +27,18 @@ import math
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from dispatch.actions import DEFAULT_MARGIN, Actor, marker_for
 from dispatch.clock import Clock
 from dispatch.cluster import default_owner
 from dispatch.declarations import Declarations, check_poll_interval
-from dispatch.errors import ConfigError, Conflict, DispatchError, NotFound, Unavailable
+from dispatch.errors import ConfigError, Conflict, DispatchError, Unavailable
 from dispatch.records.base import Records
 from dispatch.records.model import Action, Event, Intent, IntentStatus, JobRecord, Lease, Submission
 from dispatch.rules import RuleSet
-from dispatch.spi import Backend, CessationSignal, Cessation, Found, JobEvidence, MultiFinder, Watcher
+from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Watcher
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, next_step
@@ -284,9 +285,7 @@ class Supervisor:
                     ids.append(cur.scheduler_id)
             for s in job.submissions:
                 for sid in s.strays:
-                    if any(
-                        i.open and now >= i.deadline and i.args.get("schedulerId") == sid for i in job.intents
-                    ):
+                    if any(i.open and now >= i.deadline and i.args.get("schedulerId") == sid for i in job.intents):
                         ids.append(sid)
         if ids:
             report.observation_calls += 1
@@ -393,7 +392,7 @@ class Supervisor:
             if step.kind is StepKind.ACT:
                 job = self._act(job, step, report)
             else:
-                job = self._commit(job, lambda j, s=step: self._record_step(j, s), report)
+                job = self._commit(job, partial(self._record_step, step=step), report)
 
     def _record_step(self, job: JobRecord, step: Step) -> tuple[JobRecord, list[Event]]:
         # re-derived on the record being written, so a retry after a lost race never applies a stale step
@@ -427,7 +426,9 @@ class Supervisor:
             # too long since the intent was written: a call now might land after its deadline, when another
             # supervisor may already have resolved it by observation. Record it as not made.
             late = Unavailable(f"not called: more than {self.actor.margin:g}s passed since the intent was written")
-            return self._commit(written, lambda j: _answer(j, intent, IntentStatus.FAILED, None, late, self.clock.now()), report)
+            return self._commit(
+                written, lambda j: _answer(j, intent, IntentStatus.FAILED, None, late, self.clock.now()), report
+            )
         self._check(written)
         report.actions += 1
         status, answer, error = self.actor.attempt(written, intent)
@@ -437,9 +438,7 @@ class Supervisor:
             and step.action in (Action.START, Action.REQUEUE)
         ):
             return self._forget_unknown(written, intent, report)
-        return self._commit(
-            written, lambda j: _answer(j, intent, status, answer, error, self.clock.now()), report
-        )
+        return self._commit(written, lambda j: _answer(j, intent, status, answer, error, self.clock.now()), report)
 
     def _act_before_intent(self, base: JobRecord, step: Step, report: CycleReport) -> JobRecord:
         """Planted bug (Mutation.ACT_BEFORE_INTENT): the call is made before its intent is written."""
@@ -509,4 +508,3 @@ def _node_lost(ev: JobEvidence) -> bool:
 
 
 __all__ = ["CycleReport", "LostLease", "Supervisor", "default_poll"]
-_ = NotFound
