@@ -30,7 +30,6 @@ from dispatch.errors import (
     DispatchError,
     NotFound,
     OutcomeUnknown,
-    Rejected,
     Unavailable,
 )
 from dispatch.outcome import Cause, Evidence, Outcome, State
