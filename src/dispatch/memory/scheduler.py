@@ -364,7 +364,13 @@ class MemoryScheduler:
         if instance in job.holds:
             job.holds.remove(instance)
             ended_by_hold = len(job.executions) > 1 and job.executions[-2].cause is Cause.HELD
-            if self.shape is Shape.KUBEFLOW and not job.holds and ended_by_hold and job.current.started_at is None:
+            if (
+                self.shape is Shape.KUBEFLOW
+                and not job.holds
+                and ended_by_hold
+                and job.current.started_at is None
+                and job.current.ended_at is None  # an execution that already ended keeps its identity
+            ):
                 job.attempts += 1
                 job.current.attempt = job.attempts
             self._changed(sid)

@@ -12,7 +12,7 @@ from typing import Any
 
 from dispatch.memory.scheduler import MemoryScheduler, TruthExecution, TruthJob
 from dispatch.outcome import Cause, State
-from dispatch.records.model import Action, ExecutionRecord, IntentStatus, JobRecord, Submission
+from dispatch.records.model import Action, IntentStatus, JobRecord, Submission
 
 INVARIANTS = (
     "one-live-execution",
@@ -135,26 +135,33 @@ def _holds(jobs: Mapping[str, JobRecord], sched: MemoryScheduler) -> list[str]:
     return out
 
 
-def _truth_execution(objs: Sequence[TruthJob], identity: str, backend: Any) -> TruthExecution | None:
+def _truth_execution(objs: Sequence[TruthJob], identity: str, backend: Any, nth: int = 0) -> TruthExecution | None:
+    """The ``nth`` shown truth execution with this identity (the memory Kubeflow shape can show a held execution
+    and a never-started one, cancelled later, under one identity; they are matched in order)."""
+    k = 0
     for t in objs:
         for ex in t.executions:
             if (ex.started_at is not None or ex.ended_at is not None) and backend._identity(t, ex) == identity:
-                return ex
+                if k == nth:
+                    return ex
+                k += 1
     return None
 
 
 def _outcomes(job: JobRecord, objs: Sequence[TruthJob], backend: Any) -> list[str]:
     out: list[str] = []
     for sub in job.submissions:
-        records: list[tuple[str, ExecutionRecord | None]] = [(e.identity, e) for e in sub.executions]
-        for identity, rec in records:
-            assert rec is not None
+        seen: dict[str, int] = {}
+        for rec in sub.executions:
+            identity = rec.identity
+            nth = seen.get(identity, 0)
+            seen[identity] = nth + 1
             o = rec.outcome
             if o.ended and o.cause is None:
                 out.append(f"ended-has-cause: job {job.id} execution {identity} ended without a cause")
             if not o.ended:
                 continue
-            ex = _truth_execution(objs, identity, backend)
+            ex = _truth_execution(objs, identity, backend, nth)
             if ex is None:
                 out.append(f"record-matches-truth: job {job.id} records execution {identity}, which never ran")
                 continue

@@ -135,6 +135,8 @@ class World:
         self.cluster.operator.owner = "operator:sim"
         self._ids = 0
         self.cluster.operator.new_id = self._new_id
+        self._instances = 0
+        self.cluster.operator.new_instance = self._new_instance
         self.workers: list[Worker | None] = [None] * cfg.supervisors
         self.incarnation = [0] * cfg.supervisors
         self.result = Result(cfg.seed, self.shape.value)
@@ -146,6 +148,10 @@ class World:
     def _new_id(self, now: float) -> str:
         self._ids += 1
         return f"j{self.cfg.seed}x{self._ids}"
+
+    def _new_instance(self) -> str:
+        self._instances += 1
+        return f"u{self._instances}"
 
     def spec(self) -> JobSpec:
         r = self.rng
@@ -249,6 +255,8 @@ class World:
                 "stop",
                 "release",
                 "submit",
+                "user-hold",
+                "user-release",
             ]
         )
         if choice in ("preempt", "oom", "timeout") and running:
@@ -324,8 +332,30 @@ class World:
                     self.note(f"stop {job.id} raised {type(exc).__name__}")
         elif choice == "release":
             self.human_release()
+        elif choice == "user-hold":
+            jobs = self.store.jobs(active_only=True)
+            if jobs:
+                job = r.choice(jobs)
+                try:
+                    instance = self.cluster.operator.hold(job.id, "held by a user")
+                    self.note(f"user-hold {job.id} {instance}")
+                except DispatchError as exc:
+                    self.note(f"user-hold {job.id} raised {type(exc).__name__}")
+        elif choice == "user-release":
+            self.user_release()
         elif choice == "submit" and self._ids < self.cfg.jobs + 2:
             self.submit()
+
+    def user_release(self) -> None:
+        """A user lifts the holds they placed through the operator (no instance named: only their own)."""
+        for job in self.store.jobs(active_only=False):
+            if any(h.owner.startswith("operator:") for h in job.active_holds()):
+                try:
+                    lifted = self.cluster.operator.release(job.id)
+                    self.note(f"user-release {job.id} {lifted}")
+                except DispatchError as exc:
+                    self.note(f"user-release {job.id} raised {type(exc).__name__}")
+                return
 
     def human_release(self) -> None:
         """A human releases a hold a rule asked them to (naming its instance)."""
@@ -436,6 +466,7 @@ class World:
                     c.admin_release(t.sid)
                     self.note(f"admin-release {t.sid}")
             self.human_release()
+            self.user_release()
             for w in list(self.workers):
                 if w is None:
                     continue

@@ -121,7 +121,12 @@ def _worth_folding(
     if sub.scheduler_id is None:
         return False
     if evidence is None:
-        return not sub.gone or any(i.open and i.submission == sub.n and now >= i.deadline for i in job.intents)
+        settled = sub.outcome is not None and (sub.outcome.ended or sub.outcome.state is State.UNKNOWN)
+        return (
+            not sub.gone
+            or not settled
+            or any(i.open and i.submission == sub.n and now >= i.deadline for i in job.intents)
+        )
     if evidence.scheduler_id != sub.scheduler_id:
         return False
     if sub.gone or cessation is not None:
@@ -180,7 +185,8 @@ def _fold_found(job: JobRecord, sub: Submission, found: Sequence[Found], now: fl
 def _fold_vanished(job: JobRecord, sub: Submission, now: float) -> list[Event]:
     events: list[Event] = []
     ev = Evidence("not-found", now)
-    if not sub.gone:
+    settled = sub.outcome is not None and (sub.outcome.ended or sub.outcome.state is State.UNKNOWN)
+    if not sub.gone or not settled:
         sub.gone = True
         for ex in sub.executions:
             if not ex.outcome.ended:

@@ -41,7 +41,7 @@ from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Watcher
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.mutation import Mutation
-from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, next_step
+from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, final, next_step
 
 DEFAULT_LEASE_TTL = 120.0
 DEFAULT_MAX_POLL = 30.0
@@ -279,7 +279,7 @@ class Supervisor:
                     markers[sub.marker] = sub.created_at - self.actor.margin
             cur = job.current
             due = any(i.open and now >= i.deadline for i in job.intents)
-            if cur is not None and cur.scheduler_id is not None and (not cur.gone or due):
+            if cur is not None and cur.scheduler_id is not None and (not cur.gone or due or not final(cur)):
                 fresh = job.id not in self._seen
                 if changed is None or fresh or due or cur.scheduler_id in changed:
                     ids.append(cur.scheduler_id)
