@@ -32,7 +32,7 @@ from typing import Any
 
 from dispatch.actions import DEFAULT_MARGIN, Actor, marker_for
 from dispatch.clock import Clock
-from dispatch.cluster import default_owner
+from dispatch.cluster import Cluster, default_owner
 from dispatch.declarations import Declarations, check_poll_interval
 from dispatch.errors import ConfigError, Conflict, DispatchError, Unavailable
 from dispatch.records.base import Records
@@ -111,8 +111,8 @@ class Supervisor:
 
     ``owner`` names this supervisor in leases, intents and decisions (default: host and pid; it must be unique
     per process). ``poll`` is the time between cycles; for a polled backend it must not exceed the shortest
-    PolledLoss window (ConfigError ``poll`` otherwise). ``cluster`` is the cluster name in the records (default:
-    the backend's name). ``lease_ttl`` bounds how long a dead supervisor's jobs wait before another takes them
+    PolledLoss window (ConfigError ``poll`` otherwise). ``cluster`` is the cluster (or its name) whose records
+    it supervises (default: the backend's name). ``lease_ttl`` bounds how long a dead supervisor's jobs wait before another takes them
     over. ``mutations`` plants bugs for the simulator's mutation tests (:mod:`dispatch.supervise.mutation`);
     never set it otherwise.
     """
@@ -126,7 +126,7 @@ class Supervisor:
         owner: str | None = None,
         poll: float | None = None,
         default_rules: RuleSet | Mapping[str, Any] | None = None,
-        cluster: str | None = None,
+        cluster: str | Cluster | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         margin: float = DEFAULT_MARGIN,
         refresh: float | None = None,
@@ -143,7 +143,7 @@ class Supervisor:
         if not math.isfinite(lease_ttl) or lease_ttl <= self.poll:
             raise ConfigError("leaseTtl", f"the lease ({lease_ttl:g}s) must outlast the poll interval ({self.poll:g}s)")
         self.lease_ttl = float(lease_ttl)
-        self.cluster = cluster or backend.name
+        self.cluster = cluster.name if isinstance(cluster, Cluster) else cluster or backend.name
         self.refresh = self.lease_ttl / 2 if refresh is None else refresh
         """How stale a record's evidence time may grow while nothing changes (default: half the lease)."""
         self.mutations = frozenset(Mutation(m) for m in mutations)
