@@ -308,11 +308,15 @@ class World:
                     "find_many",
                     "watch",
                     "crash-requeue",
+                    "drop-watch",
                 ]
             )
             if method == "crash-requeue":
                 c.crash_next_requeue()
                 self.note("fault requeue crashes between its steps")
+            elif method == "drop-watch":
+                c.drop_watch()
+                self.note("fault watch loses its place (a re-list follows)")
             elif method in ("inspect_many", "find_many", "watch"):
                 c.inject(method, "unavailable")
                 self.note(f"fault {method} unavailable")
