@@ -187,7 +187,10 @@ def check_submission_is_recorded_before_its_gate_opens(h: CoreHarness) -> None:
             == [("submitted", None), ("intent", "start"), ("call", "start"), ("intent", "open"), ("call", "open")],
             f"the write order was {kinds[:5]}",
         )
-        expect(job.current is not None and job.current.marker in (job.current.marker,), "no submission")
+        cur = job.current
+        assert cur is not None
+        found = [f.scheduler_id for f in w.backend.find(cur.marker, 0.0)]
+        expect(found == [cur.scheduler_id], f"objects carrying the marker: {found}, recorded {cur.scheduler_id}")
         expect(
             job.intents[0].action is Action.START and job.intents[0].status is IntentStatus.DONE,
             "the start intent is not done",
