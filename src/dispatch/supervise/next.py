@@ -148,6 +148,25 @@ def final(sub: Submission) -> bool:
     return out.ended or out.state is State.UNKNOWN
 
 
+def needs_observation(job: JobRecord, now: float) -> bool:
+    """Whether the current submission's object should be read this cycle (on a polled backend every live one
+    is; this also covers a submission marked gone whose fate is not folded yet, or whose requeue landed)."""
+    sub = job.current
+    if sub is None or sub.scheduler_id is None:
+        return False
+    if not sub.gone or not final(sub):
+        return True
+    if any(i.open and now >= i.deadline for i in job.intents):
+        return True
+    return any(
+        i.action is Action.REQUEUE
+        and i.status is IntentStatus.DONE
+        and i.submission == sub.n
+        and int(i.args.get("restart", -1)) >= max((e.restart for e in sub.executions), default=-1)
+        for i in job.intents
+    )
+
+
 def execution_key(sub: Submission) -> str:
     """The identity a decision is made for: the submission's latest execution (or the submission itself)."""
     if sub.executions:
@@ -322,6 +341,14 @@ def _carry_out(job: JobRecord, sub: Submission, d: Decision, now: float) -> Step
     if d.action == RuleAction.REQUEUE.value:
         tries = [i for i in job.intents if i.decision == d.seq and i.action is Action.REQUEUE]
         if any(i.status is IntentStatus.DONE for i in tries):
+            if sub.gone:
+                return Step(
+                    StepKind.ESCALATE,
+                    f"submission {sub.n} was requeued, then the scheduler lost all trace of it",
+                    cause=Cause.UNKNOWN,
+                    submission=sub.n,
+                    close=True,
+                )
             return NOTHING  # the new execution shows up in the next observation
         if (tries and tries[-1].result.startswith(("Rejected", "NotFound", "Unsupported"))) or sub.gone:
             return Step(

@@ -41,7 +41,7 @@ from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Watcher
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.mutation import Mutation
-from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, final, next_step
+from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, needs_observation, next_step
 
 DEFAULT_LEASE_TTL = 120.0
 DEFAULT_MAX_POLL = 30.0
@@ -112,9 +112,9 @@ class Supervisor:
     ``owner`` names this supervisor in leases, intents and decisions (default: host and pid; it must be unique
     per process). ``poll`` is the time between cycles; for a polled backend it must not exceed the shortest
     PolledLoss window (ConfigError ``poll`` otherwise). ``cluster`` is the cluster (or its name) whose records
-    it supervises (default: the backend's name). ``lease_ttl`` bounds how long a dead supervisor's jobs wait before another takes them
-    over. ``mutations`` plants bugs for the simulator's mutation tests (:mod:`dispatch.supervise.mutation`);
-    never set it otherwise.
+    it supervises (default: the backend's name). ``lease_ttl`` bounds how long a dead supervisor's jobs wait
+    before another takes them over. ``mutations`` plants bugs for the simulator's mutation tests
+    (:mod:`dispatch.supervise.mutation`); never set it otherwise.
     """
 
     def __init__(
@@ -279,7 +279,7 @@ class Supervisor:
                     markers[sub.marker] = sub.created_at - self.actor.margin
             cur = job.current
             due = any(i.open and now >= i.deadline for i in job.intents)
-            if cur is not None and cur.scheduler_id is not None and (not cur.gone or due or not final(cur)):
+            if cur is not None and cur.scheduler_id is not None and needs_observation(job, now):
                 fresh = job.id not in self._seen
                 if changed is None or fresh or due or cur.scheduler_id in changed:
                     ids.append(cur.scheduler_id)
