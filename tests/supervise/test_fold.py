@@ -164,3 +164,22 @@ def test_fold_does_not_touch_its_input() -> None:
     before = j.to_json()
     fold(j, ended(T0 + 5, State.FAILED, Cause.PREEMPTED), T0 + 5)
     assert j.to_json() == before
+
+
+def test_an_observation_made_before_the_deadline_resolves_nothing() -> None:
+    # a slow supervisor read the object at T0+5, before the hold intent's deadline, and folds it at T0+60
+    base, _ = fold(job(), running(T0 + 1), T0 + 1)
+    base.intents.append(
+        Intent(1, Action.HOLD, 1, "op", T0 + 2, T0 + 37, status=IntentStatus.UNKNOWN, args={"instance": "u1"})
+    )
+    stale, _ = fold(base, running(T0 + 5), T0 + 60)
+    assert stale.intents[0].status is IntentStatus.UNKNOWN
+    late = JobEvidence("101", "dsp-j1-1", running(T0 + 40).outcome, Gate.OPEN, holds=("u1",))
+    resolved, _ = fold(base, late, T0 + 60)
+    assert resolved.intents[0].status is IntentStatus.DONE and resolved.holds[0].instance == "u1"
+
+
+def test_a_find_made_before_the_deadline_resolves_nothing() -> None:
+    j = _with_start(job(GateState.PLANNED, None), T0 + 35)
+    new, _ = fold_found(j, [], T0 + 60, observed_at=T0 + 30)
+    assert new is j and new.intents[0].status is IntentStatus.UNKNOWN

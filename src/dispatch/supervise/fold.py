@@ -51,8 +51,13 @@ def fold(
     found: Sequence[Found] | None = None,
     cessation: Cessation | None = None,
     refresh: float = DEFAULT_REFRESH,
+    observed_at: float | None = None,
 ) -> tuple[JobRecord, list[Event]]:
     """Fold one observation of a submission (default: the current one) into ``job``.
+
+    An intent is resolved only by an observation made at or after its deadline: the evidence's own time, or
+    ``observed_at`` (default ``now``) for a NotFound and for ``found``. An observation made earlier (a slow
+    supervisor folding what it read before the deadline) says nothing about the call.
 
     ``evidence`` is what ``inspect`` showed (None: the scheduler has no trace of the object; pass nothing for
     a submission that was not observed, see :func:`fold_found`). ``found`` is what finding the submission's
@@ -67,25 +72,31 @@ def fold(
     new = job.copy()
     nsub = new.submission(sub.n)
     events: list[Event] = []
+    at = now if observed_at is None else observed_at
     if found is not None:
-        events += _fold_found(new, nsub, found, now)
+        events += _fold_found(new, nsub, found, now, at)
     if nsub.scheduler_id is not None:
         if evidence is None:
-            events += _fold_vanished(new, nsub, now)
+            events += _fold_vanished(new, nsub, now, at)
         elif evidence.scheduler_id == nsub.scheduler_id:
             events += _fold_evidence(new, nsub, evidence, now, cessation)
     return new, events
 
 
 def fold_found(
-    job: JobRecord, found: Sequence[Found], now: float, *, submission: int | None = None
+    job: JobRecord,
+    found: Sequence[Found],
+    now: float,
+    *,
+    submission: int | None = None,
+    observed_at: float | None = None,
 ) -> tuple[JobRecord, list[Event]]:
     """Fold only the result of a find-by-marker (no inspect evidence) into ``job``."""
     sub = _target(job, submission)
     if sub is None:
         return job, []
     new = job.copy()
-    events = _fold_found(new, new.submission(sub.n), found, now)
+    events = _fold_found(new, new.submission(sub.n), found, now, now if observed_at is None else observed_at)
     return (new, events) if events else (job, [])
 
 
@@ -161,9 +172,9 @@ def _resolve(job: JobRecord, it: Intent, status: IntentStatus, result: str, now:
     )
 
 
-def _fold_found(job: JobRecord, sub: Submission, found: Sequence[Found], now: float) -> list[Event]:
+def _fold_found(job: JobRecord, sub: Submission, found: Sequence[Found], now: float, at: float) -> list[Event]:
     it = start_intent(job, sub.n)
-    if it is None or now < it.deadline:
+    if it is None or at < it.deadline:
         return []
     mine = sorted((f for f in found if f.marker == sub.marker), key=lambda f: (f.created_at or 0.0, f.scheduler_id))
     if not mine:
@@ -182,7 +193,7 @@ def _fold_found(job: JobRecord, sub: Submission, found: Sequence[Found], now: fl
     return events
 
 
-def _fold_vanished(job: JobRecord, sub: Submission, now: float) -> list[Event]:
+def _fold_vanished(job: JobRecord, sub: Submission, now: float, at: float) -> list[Event]:
     events: list[Event] = []
     ev = Evidence("not-found", now)
     settled = sub.outcome is not None and (sub.outcome.ended or sub.outcome.state is State.UNKNOWN)
@@ -195,7 +206,7 @@ def _fold_vanished(job: JobRecord, sub: Submission, now: float) -> list[Event]:
             sub.outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail="the scheduler has no trace of it")
         events.append(Event(job.id, now, "vanished", {"submission": sub.n, "state": sub.outcome.state.value}))
     for it in job.intents:
-        if not it.open or it.submission != sub.n or now < it.deadline or it.action is Action.START:
+        if not it.open or it.submission != sub.n or at < it.deadline or it.action is Action.START:
             continue
         if it.args.get("schedulerId") not in (None, sub.scheduler_id):
             continue
@@ -284,8 +295,9 @@ def _fold_evidence(
 
 def _resolve_by_evidence(job: JobRecord, sub: Submission, evidence: JobEvidence, now: float) -> list[Event]:
     events: list[Event] = []
+    seen = evidence.outcome.evidence.observed_at
     for it in job.intents:
-        if not it.open or it.submission != sub.n or now < it.deadline or it.action is Action.START:
+        if not it.open or it.submission != sub.n or seen < it.deadline or it.action is Action.START:
             continue
         if it.args.get("schedulerId") not in (None, sub.scheduler_id):
             continue  # a stray's stop: resolved from the stray's own evidence
@@ -331,13 +343,16 @@ def _resolve_by_evidence(job: JobRecord, sub: Submission, evidence: JobEvidence,
 
 
 def fold_stray(
-    job: JobRecord, scheduler_id: str, evidence: JobEvidence | None, now: float
+    job: JobRecord, scheduler_id: str, evidence: JobEvidence | None, now: float, observed_at: float | None = None
 ) -> tuple[JobRecord, list[Event]]:
-    """Resolve open ``stop`` intents aimed at the stray object ``scheduler_id`` from its evidence (None: gone)."""
+    """Resolve open ``stop`` intents aimed at the stray object ``scheduler_id`` from its evidence (None: gone),
+    if it was observed at or after their deadline."""
+    at = evidence.outcome.evidence.observed_at if evidence is not None else observed_at
+    at = now if at is None else at
     todo = {
         i.seq
         for i in job.intents
-        if i.open and i.action is Action.STOP and now >= i.deadline and i.args.get("schedulerId") == scheduler_id
+        if i.open and i.action is Action.STOP and at >= i.deadline and i.args.get("schedulerId") == scheduler_id
     }
     if not todo:
         return job, []

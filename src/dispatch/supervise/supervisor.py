@@ -104,6 +104,8 @@ class _Observation:
     inspected: set[str] = field(default_factory=set)
     found: dict[str, list[Found]] = field(default_factory=dict)
     cessation: dict[str, Cessation] = field(default_factory=dict)
+    inspected_at: float = 0.0
+    found_at: float = 0.0
 
 
 class Supervisor:
@@ -292,6 +294,7 @@ class Supervisor:
             try:
                 obs.evidence = dict(self.backend.inspect_many(ids))
                 obs.inspected = set(ids)
+                obs.inspected_at = self.clock.now()
                 self._pending.clear()
             except Unavailable:
                 report.unavailable = True
@@ -301,6 +304,7 @@ class Supervisor:
                     self._cursor = None  # a reset we could not follow: reset again
         if markers:
             since = min(markers.values())
+            obs.found_at = self.clock.now()
             try:
                 if isinstance(self.backend, MultiFinder):
                     report.observation_calls += 1
@@ -339,29 +343,24 @@ class Supervisor:
         events: list[Event] = []
         cur = job.current
         if cur is not None:
-            found = obs.found.get(cur.marker) if cur.marker in obs.found else None
-            sid = cur.scheduler_id
+            if cur.marker in obs.found:
+                job, ev = fold_found(job, obs.found[cur.marker], now, observed_at=obs.found_at)
+                events += ev
+            sid = job.current.scheduler_id if job.current else None
             if sid is not None and sid in obs.inspected:
                 job, ev = fold(
                     job,
                     obs.evidence.get(sid),
                     now,
-                    found=found,
                     cessation=obs.cessation.get(sid),
                     refresh=refresh,
+                    observed_at=obs.inspected_at,
                 )
                 events += ev
-            elif found is not None:
-                job, ev = fold_found(job, found, now)
-                events += ev
-                sid = job.current.scheduler_id if job.current else None
-                if sid is not None and sid in obs.inspected:
-                    job, ev = fold(job, obs.evidence.get(sid), now, refresh=refresh)
-                    events += ev
         for s in list(job.submissions):
             for sid in s.strays:
                 if sid in obs.inspected:
-                    job, ev = fold_stray(job, sid, obs.evidence.get(sid), now)
+                    job, ev = fold_stray(job, sid, obs.evidence.get(sid), now, obs.inspected_at)
                     events += ev
         return job, events
 
