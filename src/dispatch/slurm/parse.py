@@ -177,6 +177,8 @@ def parse_squeue(text: str) -> tuple[str, list[SlurmJob]]:
     jobs = []
     for raw in doc.get("jobs") or []:
         base, flags = _states(raw.get("job_state"))
+        if base == "REQUEUED":  # in squeue, REQUEUED is a flag (22.05 prints it instead of the base state)
+            base, flags = "", flags | {"REQUEUED"}
         flags = flags | frozenset(str(f).upper() for f in (raw.get("flags") or []) if str(f).upper() == "REQUEUED")
         code, sig = _exit(raw.get("exit_code"), raw_status=old)
         jobs.append(
