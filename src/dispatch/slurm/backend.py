@@ -71,7 +71,7 @@ class SlurmBackend:
         self._uncertainty = self.facts.uncertainty
         self._caps = preflight.capabilities_of(self.facts)
         self._decl = preflight.declarations_of(settings, self.facts)
-        self.release = self.facts.version
+        self.slurm_release = self.facts.version
         self.dialect = dialect_of(self.facts.version)
         self.default_output_dir = posixpath.join(self.facts.home or "/tmp", "dispatch-output")
 
@@ -137,7 +137,7 @@ class SlurmBackend:
 
     def build(self, request: StartRequest) -> submit.SbatchJob:
         self.extension_policy().check(request.spec.extensions, NAME)
-        return submit.build(request, self.settings, self.release, self.default_output_dir)
+        return submit.build(request, self.settings, self.slurm_release, self.default_output_dir)
 
     def render(self, request: StartRequest) -> str:
         """The exact sbatch command and batch script :meth:`start` would submit (a dry run; nothing runs)."""
@@ -216,7 +216,7 @@ class SlurmBackend:
         out = self._run(s, False)
         call = self._need(out, 0, "sacct", write=False)
         if self.dialect == "v0.0.38":
-            jobs = parse_sacct_text(call.stdout, self.release)
+            jobs = parse_sacct_text(call.stdout, self.slurm_release)
         else:
             _, jobs = parse_sacct(call.stdout)
         by: dict[str, list[SlurmJob]] = {}
@@ -433,7 +433,7 @@ class SlurmBackend:
         return self._read(scheduler_id, execution, follow, "stderr")
 
     def __repr__(self) -> str:
-        return f"SlurmBackend({self.facts.cluster_name} {self.release}, transport={self.settings.transport})"
+        return f"SlurmBackend({self.facts.cluster_name} {self.slurm_release}, transport={self.settings.transport})"
 
 
 def _job_id(scheduler_id: str) -> str:
