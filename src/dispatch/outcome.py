@@ -34,7 +34,8 @@ class State(StrEnum):
     non-zero ``exit``, launch-failed, cessation, rejected."""
 
     CANCELLED = "cancelled"
-    """Ended because it was stopped on request (cause ``cancelled``)."""
+    """Ended because it was stopped on request: cause ``cancelled``, or ``held`` where a hold ends a running
+    execution (Kubeflow)."""
 
     UNKNOWN = "unknown"
     """The evidence is gone or contradictory (the job left the queue without accounting). Never success."""

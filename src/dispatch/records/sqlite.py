@@ -25,8 +25,16 @@ from dispatch.records.model import Event, JobRecord, JobSummary
 SCHEMA_VERSION = 2
 
 
+def _run(db: sqlite3.Connection, script: str) -> None:
+    # executescript() would COMMIT the migration's transaction; run statement by statement instead.
+    for statement in script.split(";"):
+        if statement.strip():
+            db.execute(statement)
+
+
 def _migration_1(db: sqlite3.Connection) -> None:
-    db.executescript(
+    _run(
+        db,
         """
         CREATE TABLE jobs (
             id TEXT PRIMARY KEY,
@@ -51,16 +59,17 @@ def _migration_1(db: sqlite3.Connection) -> None:
             data TEXT NOT NULL
         );
         CREATE INDEX events_job ON events (job_id, seq);
-        """
+        """,
     )
 
 
 def _migration_2(db: sqlite3.Connection) -> None:
-    db.executescript(
+    _run(
+        db,
         """
         CREATE INDEX jobs_active ON jobs (closed, created_at);
         CREATE INDEX jobs_created ON jobs (created_at);
-        """
+        """,
     )
 
 

@@ -1,0 +1,45 @@
+"""A conformance harness for the memory adapter (and a model for other adapters' harnesses)."""
+
+from __future__ import annotations
+
+from dispatch.clock import FakeClock
+from dispatch.conformance.harness import Harness, Timings
+from dispatch.extensions import Image
+from dispatch.memory import MemoryScheduler, Shape, backend
+from dispatch.spec import JobSpec
+from dispatch.spi import Backend
+
+
+def memory_harness(shape: Shape | str, *, accounting: bool = True) -> Harness:
+    """A harness over a fresh memory scheduler of ``shape`` driven by a fake clock."""
+    clock = FakeClock()
+    sched = MemoryScheduler(clock, shape, nodes=4, accounting=accounting, min_job_age=300, node_loss_window=120)
+    extensions = (Image("registry.example/train:1"),) if sched.shape is Shape.KUBEFLOW else ()
+
+    def spec(behaviour: str) -> JobSpec | None:
+        argv: dict[str, tuple[str, ...]] = {
+            "sleep": ("sleep", "1000000"),
+            "succeed": ("sleep", "5"),
+            "fail": ("sleep", "5", "exit", "3"),
+            "timeout": ("sleep", "1000"),
+            "oom": ("oom", "5"),
+        }
+        if behaviour not in argv:
+            return None
+        limit = 10.0 if behaviour == "timeout" else None
+        return JobSpec(command=argv[behaviour], nodes=2, time_limit=limit, extensions=extensions)
+
+    def lose_node(b: Backend, sid: str) -> None:
+        sched.control.lose_node(sched.jobs[sid].current.nodes[0])
+
+    return Harness(
+        backend=lambda: backend(sched),
+        clock=clock,
+        spec=spec,
+        timings=Timings(wait=900.0, quiet=30.0, poll=1.0),
+        read_only_backend=lambda: backend(sched, read_only=True),
+        preempt=lambda b, sid: sched.control.preempt(sid),
+        lose_node=lose_node,
+        admin_hold=lambda b, sid: sched.control.admin_hold(sid),
+        name=f"memory-{sched.shape.value}",
+    )

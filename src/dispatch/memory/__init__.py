@@ -1,0 +1,118 @@
+"""The memory adapter: a clock-driven simulator of a Slurm-shaped or Kubeflow-shaped cluster.
+
+It is the backend the conformance suite is proven against and the one the simulator runs. Open it like any
+adapter (``dispatch.open("memory", adapter={"shape": "kubeflow"}, store=...)``) or build one directly::
+
+    sched = MemoryScheduler(FakeClock(), "slurm", nodes=4)
+    backend = dispatch.memory.backend(sched)
+    sched.control.preempt(job_id)
+
+Opened through the registry, backends with the same ``cluster`` setting share one scheduler in the process
+(``scheduler_for(name)`` returns it, for its control surface).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+
+from dispatch.clock import Clock
+from dispatch.memory.backend import NAME, KubeflowShapedBackend, Runtime, SlurmShapedBackend
+from dispatch.memory.scheduler import Control, Crashed, MemoryScheduler, Shape, TruthExecution, TruthJob
+from dispatch.registry import OpenOptions
+from dispatch.registry import register as _register
+from dispatch.spi import Backend
+
+_SCHEDULERS: dict[str, MemoryScheduler] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    """Settings of the memory adapter."""
+
+    shape: Shape = Shape.SLURM
+    cluster: str = "default"
+    nodes: int = 4
+    min_job_age: float = field(default=300.0, metadata={"duration": True})
+    node_loss_window: float = field(default=120.0, metadata={"duration": True})
+    call_bound: float = field(default=30.0, metadata={"duration": True})
+    kill_wait: float = field(default=30.0, metadata={"duration": True})
+    default_runtime: float = field(default=60.0, metadata={"duration": True})
+    accounting: bool = True
+    native_restart: bool = False
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.nodes <= 100_000:
+            raise ValueError("nodes must be between 1 and 100000")
+
+
+def backend(scheduler: MemoryScheduler, *, read_only: bool = False, call_bound: float = 30.0) -> Backend:
+    """A backend of the scheduler's shape over ``scheduler``."""
+    cls = SlurmShapedBackend if scheduler.shape is Shape.SLURM else KubeflowShapedBackend
+    b: Backend = cls(scheduler, read_only=read_only, call_bound=call_bound)
+    return b
+
+
+def scheduler_for(cluster: str, clock: Clock | None = None, settings: MemorySettings | None = None) -> MemoryScheduler:
+    """The process-wide scheduler named ``cluster``, made on first use from ``settings`` and ``clock``."""
+    with _LOCK:
+        sched = _SCHEDULERS.get(cluster)
+        if sched is None:
+            if clock is None:
+                raise KeyError(f"no memory cluster named {cluster!r} yet")
+            s = settings or MemorySettings(cluster=cluster)
+            sched = MemoryScheduler(
+                clock,
+                s.shape,
+                nodes=s.nodes,
+                min_job_age=s.min_job_age,
+                node_loss_window=s.node_loss_window,
+                accounting=s.accounting,
+                default_runtime=s.default_runtime,
+                kill_wait=s.kill_wait,
+                native_restart=s.native_restart,
+            )
+            _SCHEDULERS[cluster] = sched
+        return sched
+
+
+def forget(cluster: str) -> None:
+    """Drop a process-wide scheduler (tests)."""
+    with _LOCK:
+        _SCHEDULERS.pop(cluster, None)
+
+
+def _factory(settings: MemorySettings, options: OpenOptions) -> Backend:
+    sched = scheduler_for(settings.cluster, options.clock, settings)
+    if sched.shape is not settings.shape:
+        from dispatch.errors import ConfigError
+
+        raise ConfigError("shape", f"memory cluster {settings.cluster!r} already exists as {sched.shape.value}")
+    return backend(sched, read_only=options.read_only, call_bound=settings.call_bound)
+
+
+def register() -> None:
+    """Register the memory adapter (done on import; also the entry point's hook)."""
+    _register(NAME, _factory, settings=MemorySettings, description="a clock-driven simulated cluster", replace=True)
+
+
+register()
+
+__all__ = [
+    "NAME",
+    "Control",
+    "Crashed",
+    "KubeflowShapedBackend",
+    "MemoryScheduler",
+    "MemorySettings",
+    "Runtime",
+    "Shape",
+    "SlurmShapedBackend",
+    "TruthExecution",
+    "TruthJob",
+    "backend",
+    "forget",
+    "register",
+    "scheduler_for",
+]

@@ -1,0 +1,367 @@
+"""The memory backends: the SPI over a :class:`~dispatch.memory.scheduler.MemoryScheduler`, in two shapes.
+
+* :class:`SlurmShapedBackend`: Holder (waiting jobs only), Requeuer (two steps), MultiFinder, CessationSignal,
+  NativePolicyCompiler; polled, with PolledLoss = MinJobAge for state, cause and exit code, and execution
+  history UNBOUNDED with accounting (0 without).
+* :class:`KubeflowShapedBackend`: Holder (a hold ends a running execution with cause held), Watcher,
+  CessationSignal, IdentityWeakener, NativePolicyCompiler; no PolledLoss; requires ``dispatch.Image``.
+
+Together they implement every optional interface but OutputReader. Every call advances the scheduler to the
+clock's time first; nothing runs in the background.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
+from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
+from dispatch.errors import NotFound, ReadOnly
+from dispatch.extensions import Extension, ExtensionPolicy, register_extension
+from dispatch.identity import AttemptId, RestartId
+from dispatch.memory.scheduler import MemoryScheduler, Shape, TruthExecution, TruthJob
+from dispatch.outcome import Cause, Evidence, Outcome, State
+from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence, NativePolicy, StartRequest, WatchBatch
+
+NAME = "memory"
+
+
+@register_extension
+@dataclass(frozen=True)
+class Runtime(Extension):
+    """Memory (Kubeflow shape) runtime options: ``allow_rank_restart`` makes the object's identity weak."""
+
+    kind: ClassVar[str] = "memory.Runtime"
+    allow_rank_restart: bool = False
+
+
+class _Base(ABC):
+    """What both shapes share."""
+
+    shape: ClassVar[Shape]
+
+    def __init__(self, scheduler: MemoryScheduler, *, read_only: bool = False, call_bound: float = 30.0) -> None:
+        if scheduler.shape is not self.shape:
+            raise ValueError(f"a {type(self).__name__} needs a {self.shape.value}-shaped scheduler")
+        self.scheduler = scheduler
+        self._read_only = read_only
+        self._call_bound = call_bound
+        self.closed = False
+
+    # ----- identity of the backend -----------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only
+
+    def _write(self, what: str) -> None:
+        if self._read_only:
+            raise ReadOnly(f"memory backend opened read-only: {what} refused")
+
+    # ----- evidence --------------------------------------------------------------------------------------
+
+    @abstractmethod
+    def _identity(self, job: TruthJob, ex: TruthExecution) -> str:
+        """The execution's identity in this shape's form."""
+
+    def _waiting_outcome(self, job: TruthJob, ev: Evidence) -> Outcome:
+        if job.admin_held:
+            return Outcome(State.HELD, Cause.ADMIN_HELD, ev, detail="JobHeldAdmin")
+        if job.holds:
+            return Outcome(State.HELD, Cause.HELD, ev, detail="held by dispatch")
+        if not job.gate_open:
+            return Outcome(State.PENDING, Cause.GATED, ev, detail="start gate closed")
+        usable = [n for n in self.scheduler.node_names if n not in self.scheduler.lost_nodes]
+        if job.spec.nodes > len(usable):
+            return Outcome(State.PENDING, Cause.NO_CAPACITY, ev, detail="Resources")
+        return Outcome(State.PENDING, Cause.QUEUED, ev, detail="Priority")
+
+    def _evidence(self, job: TruthJob, now: float) -> JobEvidence:
+        source = "accounting" if job.purged else "queue"
+        ev = Evidence(f"memory:{source}", now)
+        executions = []
+        for ex in job.executions:
+            if ex.started_at is None and ex.ended_at is None:
+                continue
+            if job.purged:
+                out = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail="purged: accounting keeps executions only")
+            elif ex.ended_at is not None:
+                assert ex.cause is not None
+                out = Outcome(ex.state, ex.cause, ev, exit_code=ex.exit_code, detail=ex.detail)
+            else:
+                out = Outcome(State.RUNNING, None, ev, detail="RUNNING")
+            executions.append(
+                ExecutionEvidence(self._identity(job, ex), ex.restart, out, ex.started_at, ex.ended_at, ex.nodes)
+            )
+        cur = job.current
+        if job.purged:
+            outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail="left the queue")
+        elif cur.started_at is None and cur.ended_at is None:
+            outcome = self._waiting_outcome(job, ev)
+        else:
+            outcome = executions[-1].outcome
+        return JobEvidence(
+            scheduler_id=job.sid,
+            marker=job.marker,
+            outcome=outcome,
+            gate=Gate.OPEN if job.gate_open else Gate.CLOSED,
+            holds=tuple(job.holds),
+            foreign_holds=("admin",) if job.admin_held else (),
+            executions=tuple(executions),
+        )
+
+    # ----- the Backend protocol -----------------------------------------------------------------------------
+
+    def start(self, request: StartRequest) -> str:
+        self._write("start")
+        self.extension_policy().check(request.spec.extensions, NAME)
+        s = self.scheduler
+        return str(
+            s.call(
+                "start",
+                None,
+                {"marker": request.marker},
+                lambda: s.create(request.job_id, request.submission, request.marker, request.spec),
+            )
+        )
+
+    def open(self, scheduler_id: str) -> None:
+        self._write("open")
+        s = self.scheduler
+
+        def apply() -> None:
+            job = s.live_job(scheduler_id)
+            if job.admin_held and not job.gate_open:
+                # the gate is ours and is opened; the admin's hold stays and is reported as foreign
+                pass
+            s.open_gate(scheduler_id)
+
+        s.call("open", scheduler_id, {}, apply)
+
+    def inspect(self, scheduler_id: str) -> JobEvidence:
+        s = self.scheduler
+        with s._lock:
+            now = s.advance()
+            return self._evidence(s.job(scheduler_id), now)
+
+    def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
+        s = self.scheduler
+        out: dict[str, JobEvidence] = {}
+        with s._lock:
+            now = s.advance()
+            fault = s._fault("inspect_many")
+            if fault is not None:
+                from dispatch.errors import Unavailable
+
+                raise Unavailable("memory: injected: the status query failed")
+            for sid in scheduler_ids:
+                try:
+                    out[sid] = self._evidence(s.job(sid), now)
+                except NotFound:
+                    continue
+        return out
+
+    def find(self, marker: str, since: float) -> list[Found]:
+        s = self.scheduler
+        with s._lock:
+            s.advance()
+            return [Found(j.sid, j.marker, j.created_at) for j in s.find(marker, since)]
+
+    def stop_job(self, scheduler_id: str) -> float:
+        self._write("stop")
+        s = self.scheduler
+        return float(s.call("stop_job", scheduler_id, {}, lambda: s.stop(scheduler_id)))
+
+    def close(self) -> None:
+        self.closed = True
+
+    # ----- shared optional interfaces ----------------------------------------------------------------------
+
+    def hold(self, scheduler_id: str, instance: str) -> None:
+        self._write("hold")
+        s = self.scheduler
+        s.call("hold", scheduler_id, {"instance": instance}, lambda: s.hold(scheduler_id, instance))
+
+    def release(self, scheduler_id: str, instance: str) -> None:
+        self._write("release")
+        s = self.scheduler
+        s.call("release", scheduler_id, {"instance": instance}, lambda: s.release(scheduler_id, instance))
+
+    def cessation(self, scheduler_ids: Sequence[str]) -> Mapping[str, Cessation]:
+        s = self.scheduler
+        out: dict[str, Cessation] = {}
+        with s._lock:
+            s.advance()
+            for sid in scheduler_ids:
+                job = s.jobs.get(sid)
+                if job is None:
+                    continue
+                nodes = [n for ex in job.executions for n in ex.nodes if n in s.ceasing]
+                if nodes:
+                    reason, since = s.ceasing[nodes[0]]
+                    out[sid] = Cessation(reason, since, tuple(dict.fromkeys(nodes)))
+        return out
+
+    def compile_policy(self, rules: Sequence[Mapping[str, Any]]) -> NativePolicy:
+        native = tuple(r for r in rules if r.get("action") == "restart" and self.scheduler.native_restart)
+        residual = tuple(r for r in rules if r not in native)
+        return NativePolicy(native, residual, {"restart": bool(native)})
+
+    # ----- capabilities ------------------------------------------------------------------------------------
+
+    def _common_capabilities(self) -> dict[Capability, CapabilityAnswer]:
+        nr = (
+            yes("the memory scheduler restarts in place when configured with native_restart")
+            if self.scheduler.native_restart
+            else no("native restart is off in this memory scheduler")
+        )
+        return {
+            Capability.NATIVE_REQUEUE: no("the memory scheduler never requeues by itself"),
+            Capability.NATIVE_RESTART: nr,
+            Capability.PRE_TERMINATION_SIGNAL: yes("simulated: a stop is graceful, then forced after KillWait"),
+            Capability.ATTEMPT_INJECTION: yes("the execution identity is known before each execution starts"),
+            Capability.WORKING_DIRECTORY: yes("simulated: any absolute directory is accepted"),
+            Capability.PROCS_PER_NODE: yes("simulated: any number of processes per node"),
+            Capability.OUTPUT_PATH: no("the memory adapter produces no output files"),
+            Capability.OUTPUT_READ: no("the memory adapter does not implement OutputReader"),
+            Capability.OUTPUT_FOLLOW: no("the memory adapter does not implement OutputReader"),
+            Capability.OUTPUT_RETAINED: no("the memory adapter produces no output"),
+        }
+
+    @abstractmethod
+    def extension_policy(self) -> ExtensionPolicy:
+        """Defined by each shape."""
+
+    @abstractmethod
+    def capabilities(self) -> Capabilities:
+        """Defined by each shape."""
+
+    @abstractmethod
+    def declarations(self) -> Declarations:
+        """Defined by each shape."""
+
+
+class SlurmShapedBackend(_Base):
+    """The memory adapter in the shape of the Slurm adapter (polled, requeue, far-future-start holds)."""
+
+    shape = Shape.SLURM
+
+    def _identity(self, job: TruthJob, ex: TruthExecution) -> str:
+        return str(RestartId(job.submission, job.sid, ex.restart))
+
+    def extension_policy(self) -> ExtensionPolicy:
+        return ExtensionPolicy(accepted=frozenset({"dispatch.Output", "dispatch.SharedCheckpoint"}))
+
+    def capabilities(self) -> Capabilities:
+        caps = self._common_capabilities()
+        acct = self.scheduler.accounting
+        caps.update(
+            {
+                Capability.CONTAINER_IMAGE: no("the Slurm shape runs no container images"),
+                Capability.HOLD: yes("holds on waiting jobs, by instance", Provenance.PROBED),
+                Capability.ACCOUNTING_HISTORY: (
+                    yes("accounting keeps executions after MinJobAge", Provenance.PROBED)
+                    if acct
+                    else no("this memory scheduler has no accounting", Provenance.PROBED)
+                ),
+                Capability.READMISSION_GATE: no("a requeued Slurm-shaped job starts again without dispatch"),
+            }
+        )
+        answers = Capabilities(caps)
+        return answers.lowered_for_read_only() if self._read_only else answers
+
+    def declarations(self) -> Declarations:
+        s = self.scheduler
+        window = s.min_job_age
+        return Declarations(
+            node_loss_window=s.node_loss_window,
+            call_bound=self._call_bound,
+            polled_loss=PolledLoss(window, window, window, UNBOUNDED if s.accounting else 0.0),
+        )
+
+    def requeue(self, scheduler_id: str) -> None:
+        self._write("requeue")
+        s = self.scheduler
+        s.call("requeue", scheduler_id, {}, lambda: s.requeue(scheduler_id))
+
+    def find_many(self, markers: Sequence[str], since: float) -> Mapping[str, list[Found]]:
+        s = self.scheduler
+        wanted = set(markers)
+        out: dict[str, list[Found]] = {m: [] for m in markers}
+        with s._lock:
+            s.advance()
+            for j in s.jobs.values():
+                if j.marker in wanted and j.created_at >= since and not j.deleted and (s.accounting or not j.purged):
+                    out[j.marker].append(Found(j.sid, j.marker, j.created_at))
+        return out
+
+
+class KubeflowShapedBackend(_Base):
+    """The memory adapter in the shape of the Kubeflow adapter (watched, holds by deactivation)."""
+
+    shape = Shape.KUBEFLOW
+
+    def _identity(self, job: TruthJob, ex: TruthExecution) -> str:
+        return str(AttemptId(job.job_id, job.submission, ex.attempt, ex.restart, 0))
+
+    def extension_policy(self) -> ExtensionPolicy:
+        return ExtensionPolicy(
+            required=frozenset({"dispatch.Image"}),
+            accepted=frozenset({"dispatch.Image", "dispatch.SharedCheckpoint", "memory.Runtime"}),
+        )
+
+    def capabilities(self) -> Capabilities:
+        caps = self._common_capabilities()
+        hold = (
+            unknown("read-only open: the gate could not be proven")
+            if self._read_only
+            else yes("holds deactivate the object; a running execution ends with cause held", Provenance.PROBED)
+        )
+        caps.update(
+            {
+                Capability.CONTAINER_IMAGE: yes("the Kubeflow shape runs container images"),
+                Capability.HOLD: hold,
+                Capability.ACCOUNTING_HISTORY: no("a deleted object is gone"),
+                Capability.READMISSION_GATE: yes("a held or evicted object is readmitted only when dispatch allows"),
+            }
+        )
+        return Capabilities(caps)
+
+    def declarations(self) -> Declarations:
+        return Declarations(
+            node_loss_window=self.scheduler.node_loss_window, call_bound=self._call_bound, polled_loss=None
+        )
+
+    def watch(self, cursor: str | None, timeout: float) -> WatchBatch:
+        s = self.scheduler
+        with s._lock:
+            s.advance()
+            if cursor is None:
+                seq, _, _ = s.changes_since(s._change_seq)
+                return WatchBatch(str(seq), (), reset=True)
+            try:
+                position = int(cursor)
+            except ValueError:
+                return WatchBatch(str(s._change_seq), (), reset=True)
+            seq, sids, reset = s.changes_since(position)
+            return WatchBatch(str(seq), tuple(sids), reset)
+
+    def weakened(self, scheduler_id: str) -> str | None:
+        job = self.scheduler.job(scheduler_id)
+        runtime = job.spec.extension(Runtime)
+        if runtime is not None and runtime.allow_rank_restart:
+            return "the runtime lets a rank restart inside an execution (allow_rank_restart)"
+        return None
+
+
+def events_of(backend: object) -> Iterator[str]:
+    """Names of the scheduler calls a backend made (for tests that count calls)."""
+    if isinstance(backend, _Base):
+        yield from (c.method for c in backend.scheduler.calls)

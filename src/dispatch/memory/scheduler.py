@@ -1,0 +1,560 @@
+"""The memory scheduler: one simulated cluster's ground truth, advanced from a clock inside calls.
+
+Nothing here runs by itself: every backend call and every control call first *advances* the scheduler to the
+clock's current time (jobs start when their gate is open and nodes are free, end when their program ends or
+their time limit passes, lost nodes end their jobs after the NodeLossWindow, ended jobs are purged after
+MinJobAge). A fake clock therefore drives all timed behaviour, deterministically.
+
+A job's argv is read as a tiny program, so specs are portable between this scheduler and real ones:
+
+* ``("sleep", "S")``: run S seconds, exit 0.
+* ``("exit", "C")`` or ``("sleep", "S", "exit", "C")``: run (S seconds, default 1) and exit with code C.
+* ``("oom", "S")``: run S seconds, then exceed memory (cause out-of-memory).
+* anything else: run ``default_runtime`` seconds and exit 0.
+
+The :class:`Control` surface lets tests make the scheduler do what real ones do on their own (preempt, lose a
+node, admin-hold, cease nodes, purge, delete) and inject faults into the next call of a backend method. The
+:meth:`MemoryScheduler.truth` view is what invariant checkers compare records against.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from dispatch.clock import Clock
+from dispatch.errors import NotFound, OutcomeUnknown, Rejected, Unavailable
+from dispatch.outcome import Cause, State
+from dispatch.spec import JobSpec
+
+
+class Shape(StrEnum):
+    SLURM = "slurm"
+    """Polled; requeue in two steps; holds only on waiting jobs; purge after MinJobAge; optional accounting."""
+    KUBEFLOW = "kubeflow"
+    """Watched; a hold on a running execution ends it (cause held) and readmission is a new attempt; no
+    accounting (a deleted object is gone)."""
+
+
+class Crashed(OutcomeUnknown):
+    """The caller crashed between the requeue's steps, leaving the requeue flag set (outcome unknown)."""
+
+
+@dataclass
+class TruthExecution:
+    restart: int
+    attempt: int
+    started_at: float | None = None
+    ended_at: float | None = None
+    state: State = State.PENDING
+    cause: Cause | None = None
+    exit_code: int | None = None
+    nodes: tuple[str, ...] = ()
+    detail: str = ""
+
+    @property
+    def live(self) -> bool:
+        return self.started_at is not None and self.ended_at is None
+
+
+@dataclass
+class TruthJob:
+    sid: str
+    marker: str
+    job_id: str
+    submission: int
+    spec: JobSpec
+    created_at: float
+    gate_open: bool = False
+    holds: list[str] = field(default_factory=list)
+    admin_held: bool = False
+    executions: list[TruthExecution] = field(default_factory=list)
+    requeue_flag: bool = False
+    purged: bool = False
+    deleted: bool = False
+    ended_at: float | None = None
+    stop_requested_at: float | None = None
+    lost_at: float | None = None
+    attempts: int = 0
+    object_restarts: int = 0
+
+    @property
+    def current(self) -> TruthExecution:
+        return self.executions[-1]
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_at is not None
+
+    @property
+    def waiting(self) -> bool:
+        return not self.ended and self.current.started_at is None
+
+
+@dataclass(frozen=True)
+class Program:
+    runtime: float
+    exit_code: int = 0
+    oom: bool = False
+
+
+def read_program(spec: JobSpec, default_runtime: float) -> Program:
+    """What a job's argv means to the memory scheduler (see the module docstring)."""
+    argv = list(spec.command)
+    runtime, code, oom = default_runtime, 0, False
+    try:
+        if argv[0] == "sleep" and len(argv) >= 2:
+            runtime = float(argv[1])
+            argv = argv[2:]
+        elif argv[0] in ("exit", "oom"):
+            runtime = 1.0
+        if argv and argv[0] == "exit" and len(argv) >= 2:
+            code = int(argv[1]) % 256
+        elif argv and argv[0] == "oom":
+            oom = True
+            runtime = float(argv[1]) if len(argv) >= 2 else 1.0
+    except ValueError:
+        runtime, code, oom = default_runtime, 0, False
+    return Program(max(runtime, 0.0), code, oom)
+
+
+@dataclass
+class Fault:
+    """A fault for the next call of ``method``: ``kind`` is ``unknown`` or ``unavailable``; ``landed`` says
+    whether an ``unknown`` call took effect before the error."""
+
+    method: str
+    kind: str
+    landed: bool = False
+
+
+@dataclass
+class CallLog:
+    at: float
+    method: str
+    sid: str | None
+    args: dict[str, Any]
+    applied: bool
+    error: str = ""
+
+
+class MemoryScheduler:
+    """Ground truth of one simulated cluster. Thread-safe; all state changes happen inside calls."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        shape: Shape | str = Shape.SLURM,
+        *,
+        nodes: int = 4,
+        min_job_age: float = 300.0,
+        node_loss_window: float = 120.0,
+        accounting: bool = True,
+        default_runtime: float = 60.0,
+        kill_wait: float = 30.0,
+        native_restart: bool = False,
+        watch_window: int = 10_000,
+    ) -> None:
+        self.clock = clock
+        self.shape = Shape(shape)
+        self.node_names = [f"node{i + 1}" for i in range(nodes)]
+        self.min_job_age = min_job_age
+        self.node_loss_window = node_loss_window
+        self.accounting = accounting and self.shape is Shape.SLURM
+        self.default_runtime = default_runtime
+        self.kill_wait = kill_wait
+        self.native_restart = native_restart
+        self.jobs: dict[str, TruthJob] = {}
+        self.lost_nodes: dict[str, float] = {}
+        self.ceasing: dict[str, tuple[str, float]] = {}
+        self.faults: deque[Fault] = deque()
+        self.calls: list[CallLog] = []
+        self.crash_requeue = 0
+        self._next_id = 1000
+        self._lock = threading.RLock()
+        self._changes: list[tuple[int, str]] = []
+        self._change_seq = 0
+        self._watch_window = watch_window
+        self._watch_dropped = False
+        self.control = Control(self)
+
+    # ----- time ------------------------------------------------------------------------------------------
+
+    def advance(self) -> float:
+        """Bring the cluster to the clock's time. Returns that time."""
+        with self._lock:
+            now = self.clock.now()
+            self._end_due(now)
+            self._start_due(now)
+            self._purge_due(now)
+            return now
+
+    def _changed(self, sid: str) -> None:
+        self._change_seq += 1
+        self._changes.append((self._change_seq, sid))
+        if len(self._changes) > self._watch_window:
+            del self._changes[: len(self._changes) - self._watch_window]
+
+    def _end(
+        self, job: TruthJob, at: float, state: State, cause: Cause, *, code: int | None = None, detail: str = ""
+    ) -> None:
+        ex = job.current
+        if ex.started_at is None and state is not State.CANCELLED and cause is not Cause.HELD:
+            ex.started_at = at
+        ex.ended_at = at
+        ex.state, ex.cause, ex.exit_code, ex.detail = state, cause, code, detail
+        job.ended_at = at
+        self._changed(job.sid)
+
+    def _end_due(self, now: float) -> None:
+        for job in self.jobs.values():
+            if job.ended or job.deleted:
+                continue
+            ex = job.current
+            if ex.started_at is None:
+                continue
+            prog = read_program(job.spec, self.default_runtime)
+            candidates: list[tuple[float, State, Cause, int | None, str]] = []
+            if job.stop_requested_at is not None:
+                candidates.append((job.stop_requested_at, State.CANCELLED, Cause.CANCELLED, None, "CANCELLED"))
+            if prog.oom:
+                candidates.append(
+                    (ex.started_at + prog.runtime, State.FAILED, Cause.OUT_OF_MEMORY, None, "OUT_OF_MEMORY")
+                )
+            else:
+                state = State.SUCCEEDED if prog.exit_code == 0 else State.FAILED
+                candidates.append((ex.started_at + prog.runtime, state, Cause.EXIT, prog.exit_code, "COMPLETED"))
+            if job.spec.time_limit is not None:
+                candidates.append((ex.started_at + job.spec.time_limit, State.FAILED, Cause.TIMEOUT, None, "TIMEOUT"))
+            for node in ex.nodes:
+                lost = self.lost_nodes.get(node)
+                if lost is not None:
+                    at = max(lost, ex.started_at) + self.node_loss_window
+                    candidates.append((at, State.FAILED, Cause.NODE_LOST, None, "NODE_FAIL"))
+            at, state, cause, code, detail = min(candidates, key=lambda c: c[0])
+            if at <= now:
+                self._end(job, at, state, cause, code=code, detail=detail)
+
+    def _free_nodes(self) -> list[str]:
+        busy = {
+            n for j in self.jobs.values() if not j.ended and not j.deleted for n in j.current.nodes if j.current.live
+        }
+        return [n for n in self.node_names if n not in busy and n not in self.lost_nodes and n not in self.ceasing]
+
+    def _startable(self, job: TruthJob) -> bool:
+        return (
+            job.gate_open
+            and not job.holds
+            and not job.admin_held
+            and not job.ended
+            and not job.deleted
+            and job.current.started_at is None
+        )
+
+    def _start_due(self, now: float) -> None:
+        for job in sorted(self.jobs.values(), key=lambda j: int(j.sid.split("-")[-1])):
+            if not self._startable(job):
+                continue
+            free = self._free_nodes()
+            if len(free) < job.spec.nodes:
+                continue
+            job.current.started_at = now
+            job.current.state = State.RUNNING
+            job.current.nodes = tuple(free[: job.spec.nodes])
+            self._changed(job.sid)
+
+    def _purge_due(self, now: float) -> None:
+        if self.shape is not Shape.SLURM:
+            return
+        for job in self.jobs.values():
+            if job.ended and not job.purged and job.ended_at is not None and now >= job.ended_at + self.min_job_age:
+                job.purged = True
+                self._changed(job.sid)
+
+    # ----- faults and the call log -----------------------------------------------------------------------
+
+    def _fault(self, method: str) -> Fault | None:
+        for f in list(self.faults):
+            if f.method == method:
+                self.faults.remove(f)
+                return f
+        return None
+
+    def call(self, method: str, sid: str | None, args: dict[str, Any], apply: Any) -> Any:
+        """Run ``apply()`` as backend call ``method``, with any injected fault, and log it."""
+        with self._lock:
+            now = self.advance()
+            fault = self._fault(method)
+            if fault is not None and fault.kind == "unavailable":
+                self.calls.append(CallLog(now, method, sid, args, False, "Unavailable"))
+                raise Unavailable(f"memory: injected: the cluster could not be reached for {method}")
+            if fault is not None and not fault.landed:
+                self.calls.append(CallLog(now, method, sid, args, False, "OutcomeUnknown"))
+                raise OutcomeUnknown(f"memory: injected: {method} lost before it landed")
+            try:
+                result = apply()
+            except Exception as exc:
+                self.calls.append(CallLog(now, method, sid, args, False, type(exc).__name__))
+                raise
+            self.calls.append(CallLog(now, method, sid if sid is not None else result, args, True))
+            if fault is not None:
+                raise OutcomeUnknown(f"memory: injected: {method} landed but its answer was lost")
+            return result
+
+    # ----- operations the backend uses --------------------------------------------------------------------
+
+    def job(self, sid: str) -> TruthJob:
+        job = self.jobs.get(sid)
+        if job is None or job.deleted or (job.purged and not self.accounting):
+            raise NotFound(f"memory: no job {sid}")
+        return job
+
+    def live_job(self, sid: str) -> TruthJob:
+        job = self.job(sid)
+        if job.purged:
+            raise NotFound(f"memory: job {sid} left the queue")
+        return job
+
+    def create(self, job_id: str, submission: int, marker: str, spec: JobSpec) -> str:
+        now = self.clock.now()
+        self._next_id += 1
+        sid = str(self._next_id) if self.shape is Shape.SLURM else f"tj-{self._next_id}"
+        job = TruthJob(sid, marker, job_id, submission, spec, now)
+        job.executions.append(TruthExecution(restart=0, attempt=0))
+        self.jobs[sid] = job
+        self._changed(sid)
+        return sid
+
+    def open_gate(self, sid: str) -> None:
+        job = self.live_job(sid)
+        if job.gate_open:
+            return
+        if job.ended:
+            return
+        job.gate_open = True
+        if self.shape is Shape.KUBEFLOW:
+            job.attempts = max(job.attempts, 1)
+            job.current.attempt = job.attempts
+        self._changed(sid)
+        self._start_due(self.clock.now())
+
+    def hold(self, sid: str, instance: str) -> None:
+        job = self.live_job(sid)
+        if instance in job.holds:
+            return
+        if job.ended:
+            raise Rejected(f"memory: job {sid} has ended; nothing to hold")
+        if job.current.live:
+            if self.shape is Shape.SLURM:
+                raise Rejected(f"memory: job {sid} is running; only a waiting job can be held")
+            now = self.clock.now()
+            ex = job.current
+            ex.ended_at, ex.state, ex.cause, ex.detail = now, State.CANCELLED, Cause.HELD, "Deactivated"
+            job.executions.append(TruthExecution(restart=ex.restart, attempt=ex.attempt))
+        job.holds.append(instance)
+        self._changed(sid)
+
+    def release(self, sid: str, instance: str) -> None:
+        job = self.live_job(sid)
+        if instance in job.holds:
+            job.holds.remove(instance)
+            ended_by_hold = len(job.executions) > 1 and job.executions[-2].cause is Cause.HELD
+            if self.shape is Shape.KUBEFLOW and not job.holds and ended_by_hold and job.current.started_at is None:
+                job.attempts += 1
+                job.current.attempt = job.attempts
+            self._changed(sid)
+            self._start_due(self.clock.now())
+            return
+        if job.holds:
+            raise Rejected(f"memory: job {sid} is held under another instance ({', '.join(job.holds)})")
+
+    def requeue(self, sid: str) -> None:
+        job = self.live_job(sid)
+        if self.shape is not Shape.SLURM:
+            raise Rejected("memory: a Kubeflow-shaped cluster has no requeue")
+        job.requeue_flag = True
+        if self.crash_requeue > 0:
+            self.crash_requeue -= 1
+            self._changed(sid)
+            raise Crashed("memory: the caller crashed between the requeue's steps (Requeue=1 left set)")
+        now = self.clock.now()
+        if job.current.live:
+            self._end(job, now, State.CANCELLED, Cause.CANCELLED, detail="REQUEUED")
+        if job.current.started_at is None and not job.ended:
+            raise Rejected(f"memory: job {sid} has not run; nothing to requeue")
+        prev = job.current
+        job.executions.append(TruthExecution(restart=prev.restart + 1, attempt=0))
+        job.ended_at = None
+        job.stop_requested_at = None
+        self._changed(sid)
+        self._start_due(now)
+
+    def stop(self, sid: str) -> float:
+        job = self.live_job(sid)
+        if job.ended:
+            return 0.0
+        now = self.clock.now()
+        if job.current.started_at is None:
+            self._end(job, now, State.CANCELLED, Cause.CANCELLED, detail="CANCELLED")
+            return 0.0
+        job.stop_requested_at = now
+        self._changed(sid)
+        return self.kill_wait
+
+    def find(self, marker: str, since: float) -> list[TruthJob]:
+        return [
+            j
+            for j in self.jobs.values()
+            if j.marker == marker and j.created_at >= since and not j.deleted and (self.accounting or not j.purged)
+        ]
+
+    def changes_since(self, cursor: int) -> tuple[int, list[str], bool]:
+        """Watch support: (new cursor, changed sids, reset)."""
+        if self._watch_dropped:
+            self._watch_dropped = False
+            return self._change_seq, [], True
+        oldest = self._changes[0][0] if self._changes else self._change_seq + 1
+        if cursor + 1 < oldest and cursor < self._change_seq:
+            return self._change_seq, [], True
+        sids = list(dict.fromkeys(sid for seq, sid in self._changes if seq > cursor))
+        return self._change_seq, sids, False
+
+    # ----- ground truth -----------------------------------------------------------------------------------
+
+    def truth(self) -> list[TruthJob]:
+        """Every object ever created, in creation order (including purged and deleted ones)."""
+        with self._lock:
+            self.advance()
+            return list(self.jobs.values())
+
+
+class Control:
+    """What tests make the scheduler do. Each call advances the scheduler first."""
+
+    def __init__(self, sched: MemoryScheduler) -> None:
+        self._s = sched
+
+    def _running(self, sid: str) -> TruthJob:
+        job = self._s.jobs[sid]
+        if not job.current.live:
+            raise ValueError(f"job {sid} is not running")
+        return job
+
+    def preempt(self, sid: str) -> None:
+        """End the running execution with cause preempted."""
+        with self._s._lock:
+            now = self._s.advance()
+            self._s._end(self._running(sid), now, State.FAILED, Cause.PREEMPTED, detail="PREEMPTED")
+
+    def out_of_memory(self, sid: str) -> None:
+        with self._s._lock:
+            now = self._s.advance()
+            self._s._end(self._running(sid), now, State.FAILED, Cause.OUT_OF_MEMORY, detail="OUT_OF_MEMORY")
+
+    def time_out(self, sid: str) -> None:
+        with self._s._lock:
+            now = self._s.advance()
+            self._s._end(self._running(sid), now, State.FAILED, Cause.TIMEOUT, detail="TIMEOUT")
+
+    def finish(self, sid: str, exit_code: int = 0) -> None:
+        """End the running execution as the application exiting with ``exit_code``."""
+        with self._s._lock:
+            now = self._s.advance()
+            state = State.SUCCEEDED if exit_code == 0 else State.FAILED
+            self._s._end(self._running(sid), now, state, Cause.EXIT, code=exit_code, detail="COMPLETED")
+
+    def lose_node(self, node: str) -> None:
+        """The node stops answering; its jobs end with node-lost after the NodeLossWindow."""
+        with self._s._lock:
+            now = self._s.advance()
+            self._s.lost_nodes.setdefault(node, now)
+
+    def restore_node(self, node: str) -> None:
+        with self._s._lock:
+            self._s.advance()
+            self._s.lost_nodes.pop(node, None)
+
+    def cease(self, nodes: list[str], reason: str = "maintenance") -> None:
+        """Announce a planned cessation of ``nodes``; their running jobs end now (as the scheduler shows it:
+        node failure), and CessationSignal reports them."""
+        with self._s._lock:
+            now = self._s.advance()
+            for n in nodes:
+                self._s.ceasing[n] = (reason, now)
+            for job in self._s.jobs.values():
+                if job.current.live and set(job.current.nodes) & set(nodes):
+                    self._s._end(job, now, State.FAILED, Cause.NODE_LOST, detail="NODE_FAIL")
+
+    def end_cessation(self, nodes: list[str]) -> None:
+        with self._s._lock:
+            for n in nodes:
+                self._s.ceasing.pop(n, None)
+
+    def admin_hold(self, sid: str) -> None:
+        with self._s._lock:
+            self._s.advance()
+            self._s.jobs[sid].admin_held = True
+            self._s._changed(sid)
+
+    def admin_release(self, sid: str) -> None:
+        with self._s._lock:
+            self._s.advance()
+            self._s.jobs[sid].admin_held = False
+            self._s._changed(sid)
+            self._s._start_due(self._s.clock.now())
+
+    def purge(self, sid: str) -> None:
+        """Drop the job from the live queue now (as MinJobAge would)."""
+        with self._s._lock:
+            self._s.advance()
+            job = self._s.jobs[sid]
+            if not job.ended:
+                raise ValueError(f"job {sid} has not ended")
+            job.purged = True
+            self._s._changed(sid)
+
+    def delete(self, sid: str) -> None:
+        """Someone deleted the object: its evidence is gone."""
+        with self._s._lock:
+            self._s.advance()
+            job = self._s.jobs[sid]
+            if job.current.live:
+                self._s._end(job, self._s.clock.now(), State.CANCELLED, Cause.CANCELLED, detail="deleted")
+            job.deleted = True
+            self._s._changed(sid)
+
+    def native_restart(self, sid: str) -> None:
+        """The scheduler restarts the object in place by its own policy (NativeRestart): a new execution."""
+        with self._s._lock:
+            now = self._s.advance()
+            job = self._s.jobs[sid]
+            if job.current.live:
+                self._s._end(job, now, State.FAILED, Cause.EXIT, code=1, detail="restarted")
+            job.object_restarts += 1
+            job.executions.append(TruthExecution(restart=job.current.restart + 1, attempt=job.current.attempt))
+            job.ended_at = None
+            self._s._changed(sid)
+            self._s._start_due(now)
+
+    def inject(self, method: str, kind: str = "unknown", *, landed: bool = False) -> None:
+        """Fail the next call of backend ``method``: ``unknown`` (OutcomeUnknown, after the effect if
+        ``landed``) or ``unavailable`` (nothing done)."""
+        if kind not in ("unknown", "unavailable"):
+            raise ValueError("kind is unknown or unavailable")
+        self._s.faults.append(Fault(method, kind, landed))
+
+    def crash_next_requeue(self) -> None:
+        """The next requeue stops after its first step (Requeue=1 set) and raises :class:`Crashed`."""
+        self._s.crash_requeue += 1
+
+    def drop_watch(self) -> None:
+        """The next watch call loses its place (as after a 410 Gone): the consumer must re-list."""
+        self._s._watch_dropped = True
+
+    def running(self) -> list[str]:
+        with self._s._lock:
+            self._s.advance()
+            return [j.sid for j in self._s.jobs.values() if j.current.live and not j.deleted]

@@ -1,0 +1,285 @@
+"""The PostgreSQL record store: several supervisors on several hosts over one database (psycopg 3).
+
+Same protocol, same document model and same guarantees as :mod:`dispatch.records.sqlite`: one row per job
+(its JSON document plus summary columns) and an append-only event table, all in one PostgreSQL schema (default
+``dispatch``) whose version lives in ``<schema>.meta``. A write locks the job's row (``SELECT ... FOR UPDATE``),
+compares the version and the lease's fencing token, writes the row and appends its events, in one transaction.
+Migrations run on open under an advisory lock, so several processes opening at once migrate once.
+
+Credentials belong in the DSN or the standard ``PG*`` environment; :func:`redact` keeps passwords out of errors.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from dispatch.errors import ConfigError, Conflict, NotFound, Unavailable
+from dispatch.outcome import Cause, State
+from dispatch.records.base import check_fence
+from dispatch.records.model import Event, JobRecord, JobSummary
+
+try:
+    import psycopg
+    from psycopg import sql
+except ImportError:  # pragma: no cover - exercised only without the extra
+    psycopg = None  # type: ignore[assignment]
+
+SCHEMA_VERSION = 1
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_LOCK_KEY = 0x64697370  # "disp": the advisory lock migrations take
+
+
+def redact(dsn: str) -> str:
+    """The DSN with any password replaced, for messages."""
+    dsn = re.sub(r"(password\s*=\s*)(\S+)", r"\1***", dsn, flags=re.IGNORECASE)
+    return re.sub(r"(://[^:/@]+:)([^@]+)(@)", r"\1***\3", dsn)
+
+
+def _migration_1(cur: Any, schema: sql.Identifier) -> None:
+    cur.execute(
+        sql.SQL(
+            """
+        CREATE TABLE IF NOT EXISTS {s}.jobs (
+            id TEXT PRIMARY KEY,
+            version BIGINT NOT NULL,
+            cluster TEXT NOT NULL,
+            name TEXT,
+            state TEXT NOT NULL,
+            cause TEXT,
+            exit_code INTEGER,
+            execution TEXT,
+            closed BOOLEAN NOT NULL,
+            created_at DOUBLE PRECISION NOT NULL,
+            updated_at DOUBLE PRECISION NOT NULL,
+            observed_at DOUBLE PRECISION,
+            doc JSONB NOT NULL
+        )"""
+        ).format(s=schema)
+    )
+    cur.execute(
+        sql.SQL(
+            """
+        CREATE TABLE IF NOT EXISTS {s}.events (
+            seq BIGSERIAL PRIMARY KEY,
+            job_id TEXT NOT NULL,
+            at DOUBLE PRECISION NOT NULL,
+            kind TEXT NOT NULL,
+            data JSONB NOT NULL
+        )"""
+        ).format(s=schema)
+    )
+    cur.execute(sql.SQL("CREATE INDEX IF NOT EXISTS events_job ON {s}.events (job_id, seq)").format(s=schema))
+    cur.execute(sql.SQL("CREATE INDEX IF NOT EXISTS jobs_active ON {s}.jobs (closed, created_at)").format(s=schema))
+
+
+MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {1: _migration_1}
+
+
+class PostgresRecords:
+    """Records in PostgreSQL at ``dsn``, in schema ``schema`` (created if missing)."""
+
+    def __init__(self, dsn: str, *, schema: str = "dispatch", connect_timeout: float = 10.0) -> None:
+        if psycopg is None:
+            raise ConfigError("store", "the PostgreSQL store needs psycopg: install dispatch-jobs[postgres]")
+        if not _SCHEMA_NAME.fullmatch(schema):
+            raise ConfigError("store.schema", f"{schema!r} is not a plain lower-case schema name")
+        self.schema = schema
+        self._s = sql.Identifier(schema)
+        self._lock = threading.RLock()
+        try:
+            self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout))
+        except psycopg.OperationalError as exc:
+            raise Unavailable(
+                f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".replace(dsn, redact(dsn))
+            ) from None
+        self._migrate()
+
+    def _q(self, text: str) -> sql.Composed:
+        return sql.SQL(text).format(s=self._s)
+
+    @contextmanager
+    def _tx(self) -> Iterator[Any]:
+        with self._lock, self._db.transaction(), self._db.cursor() as cur:
+            yield cur
+
+    def _migrate(self) -> None:
+        with self._tx() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            cur.execute(self._q("CREATE SCHEMA IF NOT EXISTS {s}"))
+            cur.execute(self._q("CREATE TABLE IF NOT EXISTS {s}.meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"))
+            cur.execute(self._q("SELECT value FROM {s}.meta WHERE key = 'schema_version'"))
+            row = cur.fetchone()
+            current = int(row[0]) if row else 0
+            if current > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"schema {self.schema} has version {current}, newer than this dispatch ({SCHEMA_VERSION})"
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                MIGRATIONS[version](cur, self._s)
+            if current != SCHEMA_VERSION:
+                cur.execute(
+                    self._q(
+                        "INSERT INTO {s}.meta (key, value) VALUES ('schema_version', %s) "
+                        "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+                    ),
+                    (str(SCHEMA_VERSION),),
+                )
+
+    def schema_version(self) -> int:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(self._q("SELECT value FROM {s}.meta WHERE key = 'schema_version'"))
+            row = cur.fetchone()
+            return int(row[0]) if row else 0
+
+    # ----- writes --------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _cols(job: JobRecord) -> tuple[Any, ...]:
+        s = JobSummary.of(job)
+        return (
+            job.version,
+            job.cluster,
+            s.name,
+            s.state.value,
+            s.cause.value if s.cause else None,
+            s.exit_code,
+            s.execution,
+            job.closed,
+            job.created_at,
+            job.updated_at,
+            s.observed_at,
+            json.dumps(job.to_json()),
+        )
+
+    def _append(self, cur: Any, events: Sequence[Event]) -> None:
+        if events:
+            cur.executemany(
+                self._q("INSERT INTO {s}.events (job_id, at, kind, data) VALUES (%s, %s, %s, %s)"),
+                [(e.job_id, e.at, e.kind, json.dumps(e.data)) for e in events],
+            )
+
+    def create(self, job: JobRecord, events: Sequence[Event] = ()) -> JobRecord:
+        new = job.copy()
+        new.version = 1
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "INSERT INTO {s}.jobs (id, version, cluster, name, state, cause, exit_code, execution, closed,"
+                    " created_at, updated_at, observed_at, doc) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
+                    " ON CONFLICT (id) DO NOTHING"
+                ),
+                (new.id, *self._cols(new)),
+            )
+            if cur.rowcount != 1:
+                raise Conflict(f"job {job.id} already exists")
+            self._append(cur, events)
+        return new
+
+    def update(self, job: JobRecord, events: Sequence[Event] = (), *, fence: int | None = None) -> JobRecord:
+        new = job.copy()
+        new.version = job.version + 1
+        with self._tx() as cur:
+            cur.execute(self._q("SELECT version, doc FROM {s}.jobs WHERE id = %s FOR UPDATE"), (job.id,))
+            row = cur.fetchone()
+            if row is None:
+                raise NotFound(f"no job {job.id!r} in the records")
+            if row[0] != job.version:
+                raise Conflict(f"job {job.id}: written at version {job.version}, the record is at {row[0]}")
+            if fence is not None:
+                check_fence(JobRecord.from_json(row[1]), fence)
+            cur.execute(
+                self._q(
+                    "UPDATE {s}.jobs SET version=%s, cluster=%s, name=%s, state=%s, cause=%s, exit_code=%s,"
+                    " execution=%s, closed=%s, created_at=%s, updated_at=%s, observed_at=%s, doc=%s WHERE id=%s"
+                ),
+                (*self._cols(new), job.id),
+            )
+            self._append(cur, events)
+        return new
+
+    # ----- reads -----------------------------------------------------------------------------------------------
+
+    def get(self, job_id: str) -> JobRecord:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(self._q("SELECT doc FROM {s}.jobs WHERE id = %s"), (job_id,))
+            row = cur.fetchone()
+        if row is None:
+            raise NotFound(f"no job {job_id!r} in the records")
+        return JobRecord.from_json(row[0])
+
+    def jobs(self, *, active_only: bool = True, cluster: str | None = None) -> list[JobRecord]:
+        text = "SELECT doc FROM {s}.jobs WHERE TRUE"
+        args: list[Any] = []
+        if active_only:
+            text += " AND NOT closed"
+        if cluster is not None:
+            text += " AND cluster = %s"
+            args.append(cluster)
+        text += " ORDER BY created_at, id"
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(self._q(text), args)
+            rows = cur.fetchall()
+        return [JobRecord.from_json(r[0]) for r in rows]
+
+    def summaries(
+        self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None
+    ) -> list[JobSummary]:
+        text = (
+            "SELECT id, cluster, name, state, cause, exit_code, execution, created_at, updated_at, observed_at,"
+            " closed, version FROM {s}.jobs WHERE TRUE"
+        )
+        args: list[Any] = []
+        if active_only:
+            text += " AND NOT closed"
+        if cluster is not None:
+            text += " AND cluster = %s"
+            args.append(cluster)
+        text += " ORDER BY created_at DESC, id DESC"
+        if limit is not None:
+            text += " LIMIT %s"
+            args.append(limit)
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(self._q(text), args)
+            rows = cur.fetchall()
+        return [
+            JobSummary(
+                id=r[0],
+                cluster=r[1],
+                name=r[2],
+                state=State(r[3]),
+                cause=Cause(r[4]) if r[4] else None,
+                exit_code=r[5],
+                execution=r[6],
+                created_at=r[7],
+                updated_at=r[8],
+                observed_at=r[9],
+                closed=bool(r[10]),
+                version=r[11],
+            )
+            for r in rows
+        ]
+
+    def events(self, job_id: str, after: int = 0) -> list[Event]:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT seq, job_id, at, kind, data FROM {s}.events WHERE job_id = %s AND seq > %s ORDER BY seq"
+                ),
+                (job_id, after),
+            )
+            rows = cur.fetchall()
+        return [Event(job_id=r[1], at=r[2], kind=r[3], data=r[4], seq=r[0]) for r in rows]
+
+    def drop(self) -> None:
+        """Drop this store's schema and everything in it (tests and benchmarks)."""
+        with self._tx() as cur:
+            cur.execute(self._q("DROP SCHEMA IF EXISTS {s} CASCADE"))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

@@ -1,0 +1,228 @@
+"""The Records contract, run against every store: CAS, fencing, atomic events, copies, migrations."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dispatch import Conflict, JobSpec, NotFound, Unavailable
+from dispatch.outcome import Cause, Evidence, Outcome, State
+from dispatch.records import (
+    Event,
+    ExecutionRecord,
+    JobRecord,
+    Lease,
+    MemoryRecords,
+    Records,
+    SQLiteRecords,
+    Submission,
+)
+from dispatch.records.postgres import PostgresRecords, redact
+
+
+def make_job(job_id: str = "j1", at: float = 100.0) -> JobRecord:
+    return JobRecord(
+        id=job_id,
+        cluster="c",
+        spec=JobSpec(command=("echo", "hi"), name="n"),
+        created_at=at,
+        updated_at=at,
+        submissions=[Submission(1, f"dsp-{job_id}-1", at)],
+    )
+
+
+POSTGRES_DSN = os.environ.get("DISPATCH_TEST_POSTGRES", "host=127.0.0.1 dbname=dispatch_test user=postgres")
+
+
+def postgres_store() -> PostgresRecords:
+    """A store in a fresh schema of the test database; fails loudly (never skips) if PostgreSQL is down."""
+    try:
+        return PostgresRecords(POSTGRES_DSN, schema=f"t_{secrets.token_hex(6)}")
+    except Unavailable as exc:
+        pytest.fail(f"{exc}\nstart it with scripts/postgres-up.sh (the README's test command does)")
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Records]:
+    s: Records
+    if request.param == "memory":
+        s = MemoryRecords()
+    elif request.param == "sqlite":
+        s = SQLiteRecords(tmp_path / "r.db")
+    else:
+        s = postgres_store()
+    yield s
+    if isinstance(s, PostgresRecords):
+        s.drop()
+    s.close()
+
+
+def test_create_get_round_trip(store: Records) -> None:
+    job = make_job()
+    created = store.create(job, [Event("j1", 100.0, "submitted", {"a": 1})])
+    assert created.version == 1
+    got = store.get("j1")
+    assert got.to_json() == created.to_json()
+    assert [e.kind for e in store.events("j1")] == ["submitted"]
+    with pytest.raises(Conflict):
+        store.create(job)
+    with pytest.raises(NotFound):
+        store.get("nope")
+
+
+def test_exactly_one_of_two_writers_wins(store: Records) -> None:
+    store.create(make_job())
+    a, b = store.get("j1"), store.get("j1")
+    a.closed = True
+    store.update(a, [Event("j1", 1.0, "a")])
+    b.stop_requested = True
+    with pytest.raises(Conflict):
+        store.update(b, [Event("j1", 1.0, "b")])
+    final = store.get("j1")
+    assert final.closed and not final.stop_requested and final.version == 2
+    assert [e.kind for e in store.events("j1")] == ["a"]
+
+
+def test_concurrent_writers_serialise(store: Records) -> None:
+    store.create(make_job())
+    wins: list[int] = []
+    losses: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def writer(i: int) -> None:
+        job = store.get("j1")
+        barrier.wait()
+        job.counters[f"w{i}"] = i
+        try:
+            store.update(job)
+            wins.append(i)
+        except Conflict:
+            losses.append(i)
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and len(losses) == 7
+    assert store.get("j1").counters == {f"w{wins[0]}": wins[0]}
+
+
+def test_fence_refuses_a_stale_token(store: Records) -> None:
+    store.create(make_job())
+    job = store.get("j1")
+    job.lease = Lease("sup-a", 1, 200.0)
+    job = store.update(job)
+    job.lease = Lease("sup-b", 2, 300.0)
+    job = store.update(job, fence=1)
+    job.closed = True
+    with pytest.raises(Conflict, match="stale"):
+        store.update(job, fence=1)
+    assert store.update(job, fence=2).closed
+
+
+def test_reads_are_copies(store: Records) -> None:
+    store.create(make_job())
+    job = store.get("j1")
+    job.submissions[0].scheduler_id = "123"
+    assert store.get("j1").submissions[0].scheduler_id is None
+
+
+def test_summaries_and_listing(store: Records) -> None:
+    for i in range(5):
+        job = make_job(f"j{i}", at=100.0 + i)
+        job.closed = i % 2 == 0
+        store.create(job)
+    job = store.get("j3")
+    ev = Evidence("test", 150.0)
+    job.submissions[0].outcome = Outcome(State.FAILED, Cause.PREEMPTED, ev)
+    job.submissions[0].executions.append(ExecutionRecord("1.99.0", 0, Outcome(State.FAILED, Cause.PREEMPTED, ev)))
+    store.update(job)
+    rows = store.summaries()
+    assert [r.id for r in rows] == ["j4", "j3", "j2", "j1", "j0"]
+    j3 = next(r for r in rows if r.id == "j3")
+    assert (j3.state, j3.cause, j3.execution) == (State.FAILED, Cause.PREEMPTED, "1.99.0")
+    assert [r.id for r in store.summaries(active_only=True)] == ["j3", "j1"]
+    assert [j.id for j in store.jobs()] == ["j1", "j3"]
+    assert len(store.summaries(limit=2)) == 2
+
+
+def test_sqlite_file_is_private_and_survives_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "records.db"
+    s = SQLiteRecords(path)
+    s.create(make_job())
+    s.close()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    s2 = SQLiteRecords(path)
+    assert s2.get("j1").spec.command == ("echo", "hi")
+    assert s2.schema_version() == 2
+    s2.close()
+
+
+def test_sqlite_migrates_an_old_schema(tmp_path: Path) -> None:
+    import sqlite3
+
+    from dispatch.records.sqlite import MIGRATIONS
+
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    MIGRATIONS[1](db)
+    db.execute("PRAGMA user_version=1")
+    db.close()
+    s = SQLiteRecords(path)
+    assert s.schema_version() == 2
+    s.create(make_job())
+    s.close()
+
+
+def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "new.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA user_version=99")
+    db.close()
+    with pytest.raises(RuntimeError, match="newer than this dispatch"):
+        SQLiteRecords(path)
+
+
+def test_two_sqlite_connections_share_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    a, b = SQLiteRecords(path), SQLiteRecords(path)
+    a.create(make_job())
+    ja, jb = a.get("j1"), b.get("j1")
+    a.update(ja)
+    with pytest.raises(Conflict):
+        b.update(jb)
+    a.close()
+    b.close()
+
+
+def test_postgres_two_connections_share_one_schema() -> None:
+    a = postgres_store()
+    b = PostgresRecords(POSTGRES_DSN, schema=a.schema)
+    try:
+        assert b.schema_version() == 1
+        a.create(make_job())
+        ja, jb = a.get("j1"), b.get("j1")
+        a.update(ja)
+        with pytest.raises(Conflict):
+            b.update(jb)
+    finally:
+        b.close()
+        a.drop()
+        a.close()
+
+
+def test_postgres_errors_never_show_the_password() -> None:
+    assert "hunter2" not in redact("host=x password=hunter2 user=u")
+    assert "hunter2" not in redact("postgresql://u:hunter2@h/db")
+    with pytest.raises(Unavailable) as err:
+        PostgresRecords("host=127.0.0.1 port=1 user=u password=hunter2 dbname=x", connect_timeout=2)
+    assert "hunter2" not in str(err.value)

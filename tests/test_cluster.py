@@ -1,0 +1,209 @@
+"""Opening clusters and the operator's write path: gate before record, intents before calls, strict settings."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+import dispatch
+from dispatch import (
+    ConfigError,
+    FakeClock,
+    Holder,
+    Image,
+    JobSpec,
+    NotFound,
+    OutcomeUnknown,
+    ReadOnly,
+    Requeuer,
+    Unavailable,
+    Unsupported,
+)
+from dispatch.memory import forget, scheduler_for
+from dispatch.records import GateState, IntentStatus, MemoryRecords
+from dispatch.spi import Gate
+
+SLEEP = JobSpec(command=("sleep", "100"), nodes=2)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def cluster(clock: FakeClock, request: pytest.FixtureRequest) -> Iterator[dispatch.Cluster]:
+    name = f"t-{request.node.name}"
+    c = dispatch.open("memory", adapter={"cluster": name}, store=MemoryRecords(), clock=clock)
+    yield c
+    forget(name)
+
+
+def test_submit_records_then_opens(cluster: dispatch.Cluster) -> None:
+    job_id = cluster.submit(SLEEP)
+    job = cluster.get(job_id)
+    sub = job.current
+    assert sub is not None and sub.gate is GateState.OPEN and sub.scheduler_id
+    assert [(i.action.value, i.status) for i in job.intents] == [
+        ("start", IntentStatus.DONE),
+        ("open", IntentStatus.DONE),
+    ]
+    kinds = [e.kind for e in cluster.observer.events(job_id)]
+    assert kinds[0] == "submitted" and kinds.count("intent") == 2 and kinds.count("call") == 2
+    assert cluster.observer.inspect(sub.scheduler_id).gate is Gate.OPEN
+
+
+def test_intent_is_written_before_the_call(clock: FakeClock) -> None:
+    """The scheduler object's marker is already in the record when start runs."""
+    store = MemoryRecords()
+    c = dispatch.open("memory", adapter={"cluster": "t-intent"}, store=store, clock=clock)
+    sched = scheduler_for("t-intent")
+    seen: list[str] = []
+    real_create = sched.create
+
+    def spying_create(job_id: str, submission: int, marker: str, spec: JobSpec) -> str:
+        job = store.get(job_id)
+        assert job.intents[-1].action.value == "start" and job.intents[-1].status is IntentStatus.PENDING
+        assert job.current is not None and job.current.marker == marker
+        seen.append(marker)
+        return real_create(job_id, submission, marker, spec)
+
+    sched.create = spying_create  # type: ignore[method-assign]
+    c.submit(SLEEP)
+    assert len(seen) == 1
+    forget("t-intent")
+
+
+def test_unknown_start_outcome_is_recorded_not_retried(cluster: dispatch.Cluster) -> None:
+    sched = cluster.backend.scheduler  # type: ignore[attr-defined]
+    sched.control.inject("start", "unknown", landed=True)
+    with pytest.raises(OutcomeUnknown) as err:
+        cluster.submit(SLEEP)
+    job_id = err.value.__cause__.job_id  # type: ignore[union-attr]
+    job = cluster.get(job_id)
+    assert job.current is not None and job.current.gate is GateState.PLANNED
+    assert job.intents[-1].status is IntentStatus.UNKNOWN
+    objs = [j for j in sched.jobs.values() if j.marker == job.current.marker]
+    assert len(objs) == 1 and not objs[0].gate_open, "the landed object stays gated: nothing runs unrecorded"
+
+
+def test_unavailable_start_is_a_known_failure(cluster: dispatch.Cluster) -> None:
+    cluster.backend.scheduler.control.inject("start", "unavailable")  # type: ignore[attr-defined]
+    with pytest.raises(Unavailable):
+        cluster.submit(SLEEP)
+    (summary,) = cluster.observer.list()
+    job = cluster.get(summary.id)
+    assert job.intents[-1].status is IntentStatus.FAILED
+    assert job.current is not None and job.current.gate is GateState.PLANNED
+
+
+def test_unsupported_extension_records_nothing(cluster: dispatch.Cluster) -> None:
+    with pytest.raises(Unsupported, match="dispatch.Image"):
+        cluster.submit(JobSpec(command=("x",), extensions=(Image("img"),)))
+    assert cluster.observer.list() == []
+    assert cluster.backend.scheduler.jobs == {}  # type: ignore[attr-defined]
+
+
+def test_read_only_open_needs_no_store_and_refuses_writes(clock: FakeClock) -> None:
+    c = dispatch.open("memory", adapter={"cluster": "t-ro"}, read_only=True, clock=clock)
+    for call in (lambda: c.submit(SLEEP), lambda: c.operator.stop("x"), lambda: c.operator.hold("x")):
+        with pytest.raises(ReadOnly):
+            call()
+    with pytest.raises(NotFound):
+        c.observer.inspect("12345")
+    forget("t-ro")
+
+
+def test_writable_open_without_store_is_a_config_error() -> None:
+    with pytest.raises(ConfigError) as err:
+        dispatch.open("memory", adapter={"cluster": "t-nostore"})
+    assert err.value.path == "store"
+
+
+def test_unknown_adapter_names_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="known: .*memory"):
+        dispatch.open("nosuch", read_only=True)
+
+
+def test_bad_adapter_setting_names_the_key() -> None:
+    with pytest.raises(ConfigError) as err:
+        dispatch.new_backend("memory", {"cluster": "t-bad", "nodez": 3})
+    assert err.value.path == "nodez"
+    with pytest.raises(ConfigError) as err:
+        dispatch.new_backend("memory", '{"cluster": "t-bad", "minJobAge": "forever"}')
+    assert err.value.path == "minJobAge"
+
+
+def test_zero_call_bound_hands_out_no_holder_or_requeuer(clock: FakeClock) -> None:
+    b = dispatch.new_backend("memory", {"cluster": "t-zero", "callBound": 0}, clock=clock)
+    assert not isinstance(b, Holder) and not isinstance(b, Requeuer)
+    store = MemoryRecords()
+    c = dispatch.Cluster("t-zero", b, store, clock)
+    with pytest.raises(ConfigError) as err:
+        c.submit(SLEEP, {"rules": [{"cause": "preempted", "action": "requeue"}]})
+    assert err.value.path == "rules[0]"
+    with pytest.raises(Unsupported):
+        c.operator.hold("x")
+    forget("t-zero")
+
+
+def test_hold_and_release_by_instance(cluster: dispatch.Cluster, clock: FakeClock) -> None:
+    spec = JobSpec(command=("sleep", "100"), nodes=4)
+    first = cluster.submit(spec)  # takes every node
+    second = cluster.submit(spec)  # waits
+    instance = cluster.operator.hold(second)
+    job = cluster.get(second)
+    assert [h.instance for h in job.active_holds()] == [instance]
+    clock.advance(150)
+    sid = job.current.scheduler_id  # type: ignore[union-attr]
+    assert cluster.observer.inspect(sid).outcome.state is dispatch.State.HELD
+    with pytest.raises(NotFound):
+        cluster.operator.release(second, "not-mine")
+    assert cluster.operator.release(second) == [instance]
+    clock.advance(1)
+    assert cluster.observer.inspect(sid).outcome.state is dispatch.State.RUNNING
+    assert first != second
+
+
+def test_stop_ends_the_job(cluster: dispatch.Cluster, clock: FakeClock) -> None:
+    job_id = cluster.submit(SLEEP)
+    clock.advance(1)
+    cluster.operator.stop(job_id)
+    job = cluster.get(job_id)
+    assert job.closed and job.stop_requested
+    ev = cluster.observer.inspect(job.current.scheduler_id)  # type: ignore[union-attr]
+    assert ev.outcome.state is dispatch.State.CANCELLED
+
+
+def test_third_party_adapter_registers(clock: FakeClock) -> None:
+    from dispatch.memory import MemoryScheduler
+    from dispatch.memory import backend as memory_backend
+
+    sched = MemoryScheduler(clock, "slurm")
+    dispatch.register("thirdparty", lambda settings, options: memory_backend(sched), replace=True)
+    c = dispatch.open("thirdparty", read_only=True, clock=clock)
+    assert c.backend.name == "memory"
+
+
+def test_entry_point_discovery(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dispatch import registry
+
+    called: list[str] = []
+
+    class EP:
+        name = "plugged"
+
+        def load(self) -> object:
+            def hook() -> None:
+                called.append("hook")
+                dispatch.register(
+                    "plugged", lambda s, o: dispatch.new_backend("memory", {"cluster": "t-ep"}), replace=True
+                )
+
+            return hook
+
+    monkeypatch.setattr(registry, "entry_points", lambda group: [EP()] if group == "dispatch.adapters" else [])
+    assert registry.adapter("plugged").name == "plugged"
+    assert called == ["hook"]
+    forget("t-ep")
