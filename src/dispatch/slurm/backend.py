@@ -66,6 +66,7 @@ class SlurmBackend:
         self._offset = 0.0
         self._uncertainty = 0.0
         self.scripts_run = 0
+        self._instances: dict[str, str] = {}  # hold code -> the instance string this backend placed
         self.facts = preflight.run_preflight(settings, self._run, self._clock, read_only=read_only)
         self._offset = self.facts.offset
         self._uncertainty = self.facts.uncertainty
@@ -250,13 +251,18 @@ class SlurmBackend:
             marker=marker_job.name or None,
             outcome=reading.outcome,
             gate=Gate.CLOSED if reading.gate_closed else Gate.OPEN,
-            holds=(reading.hold,) if reading.hold else (),
+            holds=(self._instances.get(reading.hold, reading.hold),) if reading.hold else (),
             foreign_holds=(reading.foreign_hold,) if reading.foreign_hold else (),
             executions=tuple(executions),
         )
 
     def _execution(self, jid: str, n: int, rec: SlurmJob, restart: int, ev: Evidence) -> ExecutionEvidence:
         off = self._offset
+        # Slurm fills start_time with an estimate while pending, and with the cancel time for a job cancelled
+        # before it ran: only a job that left PENDING with nodes allocated has started.
+        ran = rec.state not in ("PENDING", "") and bool(rec.nodes)
+        if not ran:
+            return ExecutionEvidence(f"{n}.{jid}.{restart}", restart, outcome_of(rec, ev).outcome)
         return ExecutionEvidence(
             identity=f"{n}.{jid}.{restart}",
             restart=restart,
@@ -335,8 +341,11 @@ class SlurmBackend:
     def hold(self, scheduler_id: str, instance: str) -> None:
         self._writable()
         ev = self.inspect(scheduler_id)
-        if ev.holds and ev.holds[0] != decode_hold(encode_hold(instance)):
+        code = decode_hold(encode_hold(instance))
+        assert code is not None
+        if ev.holds and ev.holds[0] not in (instance, code):
             raise Rejected(f"job {ev.scheduler_id} already carries hold {ev.holds[0]}")
+        self._instances[code] = instance
         if not ev.outcome.state.waiting:
             raise Rejected(f"job {ev.scheduler_id} is {ev.outcome.state.value}: the job is no longer pending")
         s = self._script()
@@ -349,7 +358,7 @@ class SlurmBackend:
         mine = decode_hold(encode_hold(instance))
         if not ev.holds:
             return
-        if ev.holds[0] != mine:
+        if ev.holds[0] not in (instance, mine):
             raise Rejected(f"job {ev.scheduler_id} carries hold {ev.holds[0]}, not {instance}")
         s = self._script()
         s.call(["scontrol", "update", f"JobId={ev.scheduler_id}", "StartTime=now"])
