@@ -180,7 +180,7 @@ def test_gone_from_squeue_with_accounting_2205_uses_text_exit_codes() -> None:
     b, ex = backend(
         RELEASE_2205,
         Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2205)))),
-        Exchange("sacct -X -D -P", wrapped(ok(sacct_text(Job(9, "dsp-j-1", "FAILED", exit_code=3, end=int(NOW)))))),
+        Exchange("sacct -D -P", wrapped(ok(sacct_text(Job(9, "dsp-j-1", "FAILED", exit_code=3, end=int(NOW)))))),
     )
     ev = b.inspect("9")
     assert ev.outcome.state is State.FAILED and ev.outcome.cause is Cause.EXIT and ev.outcome.exit_code == 3

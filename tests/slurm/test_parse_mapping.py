@@ -152,3 +152,10 @@ def test_sbatch_id_and_hold_codec() -> None:
     assert decode_hold(encode_hold("h12345678")) == "h12345678"
     assert decode_hold(1_796_000_000) is None
     assert decode_hold(encode_hold("anything")) is not None
+
+
+def test_oom_in_a_step_reads_out_of_memory() -> None:
+    text = sacct_text(Job(12, "m", "FAILED", exit_code=1)) + "12.batch|batch|FAILED|1:0|1|1|1|2|n1|None\n12.0|tail|OUT_OF_MEMORY|0:125|1|1|1|2|n1|None\n"
+    recs = parse_sacct_text(text)
+    assert len(recs) == 1 and recs[0].step_states == {"FAILED", "OUT_OF_MEMORY"}
+    assert outcome_of(recs[0], EV).outcome.cause is Cause.OUT_OF_MEMORY

@@ -12,7 +12,7 @@ import os
 import posixpath
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dispatch.capabilities import Capabilities
 from dispatch.clock import Clock, SystemClock
@@ -198,7 +198,9 @@ class SlurmBackend:
         elif call is None or call.status != 0 or "Invalid job id" not in (call.stderr + call.stdout):
             if call is None or call.status != 0:
                 raise slurm_errors.error_for("squeue", call.stderr if call else "", write=False, status=call.status if call else None)
-        need_history = [j for j in jids if j not in live or (live[j].restart_cnt or 0) > 0]
+        need_history = [
+            j for j in jids if j not in live or (live[j].restart_cnt or 0) > 0 or live[j].state == "FAILED"
+        ]
         history = self._history(need_history) if need_history and self._caps["AccountingHistory"].yes else {}
         return {
             j: _Observed(live.get(j), tuple(history.get(j, ())))
@@ -210,7 +212,7 @@ class SlurmBackend:
         s = self._script()
         if self.dialect == "v0.0.38":
             s.shell(
-                'SLURM_TIME_FORMAT=%s sacct -X -D -P -n -o "$2" -j "$1"', ",".join(jids), SACCT_TEXT_FIELDS
+                'SLURM_TIME_FORMAT=%s sacct -D -P -n -o "$2" -j "$1"', ",".join(jids), SACCT_TEXT_FIELDS
             )
         else:
             s.call(["sacct", "--json", "-D", "-j", ",".join(jids)])
@@ -241,6 +243,9 @@ class SlurmBackend:
             executions.append(self._execution(jid, submission, rec, r, Evidence("sacct", now)))
         current = obs.live or obs.history[-1]
         r = current.restart_cnt or 0
+        same = [h for h in obs.history if (h.restart_cnt or 0) == r]
+        if obs.live is not None and same and same[-1].step_states:
+            current = replace(current, step_states=same[-1].step_states)
         source = "squeue" if obs.live is not None else "sacct"
         reading = outcome_of(current, Evidence(source, now))
         if r not in seen:

@@ -14,7 +14,8 @@
 4. Ended: ``COMPLETED`` ``succeeded`` / ``exit`` 0 (a non-zero exit code read elsewhere makes it ``failed``
    / ``exit``); ``FAILED`` ``failed`` / ``exit`` (code or signal), or ``launch-failed`` for the
    ``LAUNCH_FAILED`` flag and the reasons JobLaunchFailure, SystemFailure, BadConstraints;
-   ``CANCELLED`` / ``REVOKED`` ``cancelled``; ``REQUEUED`` (an execution a requeue ended) ``cancelled``;
+   ``CANCELLED`` / ``REVOKED`` ``cancelled``; a ``FAILED`` job one of whose steps (sacct) ended
+   ``OUT_OF_MEMORY`` is ``out-of-memory`` (the ranks run in an srun step, so the kernel's OOM kill lands there); ``REQUEUED`` (an execution a requeue ended) ``cancelled``;
    ``TIMEOUT`` and ``DEADLINE`` ``timeout``; ``NODE_FAIL`` and ``BOOT_FAIL`` ``node-lost``; ``PREEMPTED``
    ``preempted``; ``OUT_OF_MEMORY`` ``out-of-memory``.
 5. 22.05 flag-only ``REQUEUED``/``REQUEUE_FED``: ``pending`` / ``queued``. Anything else: ``unknown``.
@@ -124,6 +125,8 @@ def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
     if state == "FAILED":
         if "LAUNCH_FAILED" in flags or reason in LAUNCH_FAILED_REASONS:
             return Reading(out(State.FAILED, Cause.LAUNCH_FAILED, job.exit_code, job.signal))
+        if "OUT_OF_MEMORY" in job.step_states:
+            return Reading(out(State.FAILED, Cause.OUT_OF_MEMORY, job.exit_code, job.signal))
         code = job.exit_code
         if code == 0 and not job.signal:
             code = None  # FAILED with a zero code: the code is not the evidence (22.05 sacct JSON)

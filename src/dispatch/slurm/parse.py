@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 BASE_STATES = frozenset(
@@ -71,6 +71,8 @@ class SlurmJob:
     requeue: bool | None = None
     source: str = "squeue"
     release: str = ""
+    step_states: frozenset[str] = frozenset()
+    """States of the execution's steps (sacct): a step OUT_OF_MEMORY under a FAILED job means OOM."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -225,6 +227,10 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
         times = raw.get("time") or {}
         code, sig = _exit(raw.get("exit_code"), raw_status=False)
         nodes = raw.get("nodes")
+        steps: set[str] = set()
+        for step in raw.get("steps") or []:
+            cur = (step.get("state") or {}) if isinstance(step.get("state"), Mapping) else {"current": step.get("state")}
+            steps.update(_states(cur.get("current"))[0:1])
         jobs.append(
             SlurmJob(
                 job_id=str(raw.get("job_id")),
@@ -246,6 +252,7 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
                 stderr_expanded=str(raw.get("stderr_expanded") or ""),
                 source="sacct",
                 release=release,
+                step_states=frozenset(x for x in steps if x),
             )
         )
     return release, jobs
@@ -270,6 +277,10 @@ def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:
             raise ParseError(f"sacct line has {len(parts)} fields, expected 10: {line!r}")
         jid, name, state, code, sub, elig, start, end, nodes, reason = parts[:10]
         base = state.split()[0].upper() if state.strip() else ""
+        if "." in jid:  # a step line (sacct without -X): belongs to the execution printed before it
+            if jobs and jobs[-1].job_id == jid.split(".", 1)[0] and base:
+                jobs[-1] = replace(jobs[-1], step_states=jobs[-1].step_states | {base})
+            continue
         exit_code: int | None = None
         sig: int | None = None
         if ":" in code:
