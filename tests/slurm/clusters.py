@@ -60,7 +60,7 @@ def open_backend(name: str, **kw: Any) -> slurm.SlurmBackend:
     desc = description(name)
     try:
         return slurm.new(settings_for(desc), **kw)
-    except Exception as exc:  # noqa: BLE001 - re-raised as a loud failure naming the fix
+    except Exception as exc:
         pytest.fail(f"the {name} Slurm cluster did not answer ({type(exc).__name__}: {exc}): {HOW}", pytrace=False)
 
 
@@ -104,7 +104,9 @@ def harness(name: str) -> Harness:
     def lose_node(backend: Backend, sid: str) -> None:
         node = node_of(backend, sid)
         admin(name, "scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=dispatch-test")
-        threading.Timer(8.0, lambda: admin(name, "scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)).start()
+        threading.Timer(
+            8.0, lambda: admin(name, "scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
+        ).start()
 
     def admin_hold(backend: Backend, sid: str) -> None:
         admin(name, "scontrol", "hold", sid)

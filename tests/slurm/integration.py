@@ -58,10 +58,23 @@ def hostile_argv_byte_for_byte(name: str) -> None:
 def output_per_execution_after_requeue(name: str) -> None:
     b = open_backend(name)
     try:
-        sid, _ = run(b, JobSpec(("bash", "-c", 'echo "exec=$DISPATCH_EXECUTION"; echo "err=$DISPATCH_EXECUTION" >&2; sleep 300')))
-        wait(b, sid, lambda e: e.outcome.state is State.RUNNING and b"exec=" in b"".join(b.stdout(sid)), "the job runs and prints")
+        sid, _ = run(
+            b, JobSpec(("bash", "-c", 'echo "exec=$DISPATCH_EXECUTION"; echo "err=$DISPATCH_EXECUTION" >&2; sleep 300'))
+        )
+        wait(
+            b,
+            sid,
+            lambda e: e.outcome.state is State.RUNNING and b"exec=" in b"".join(b.stdout(sid)),
+            "the job runs and prints",
+        )
         b.requeue(sid)
-        ev = wait(b, sid, lambda e: e.outcome.state is State.RUNNING and (e.current is not None and e.current.restart == 1), "the requeued execution runs", 90)
+        ev = wait(
+            b,
+            sid,
+            lambda e: e.outcome.state is State.RUNNING and (e.current is not None and e.current.restart == 1),
+            "the requeued execution runs",
+            90,
+        )
         assert [x.identity for x in ev.executions] == [f"1.{sid}.0", f"1.{sid}.1"]
         wait(b, sid, lambda e: b"exec=" in b"".join(b.stdout(sid, 1)), "execution 1 prints")
         assert b"".join(b.stdout(sid, 0)).startswith(f"exec=1.{sid}.0\n".encode())
@@ -119,7 +132,9 @@ def ssh_cut_mid_submission_leaves_one_job(name: str, cut_before_sbatch: bool) ->
         def cutting_run(script: str, timeout: float) -> object:
             if "sbatch" in script and "--hold" in script:
                 if cut_before_sbatch:
-                    script = script.replace(" sbatch --parsable", " bash -c 'sleep 3; exec \"$@\"' _ sbatch --parsable", 1)
+                    script = script.replace(
+                        " sbatch --parsable", " bash -c 'sleep 3; exec \"$@\"' _ sbatch --parsable", 1
+                    )
                 else:
                     script = script.replace("printf '\\n@@", "sleep 3; printf '\\n@@", 0)
                     script = script.rsplit("\nprintf '\\n@@", 1)

@@ -10,8 +10,6 @@ from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavai
 from dispatch.extensions import Image
 from dispatch.outcome import Cause, State
 from dispatch.slurm.holds import encode_hold
-from dispatch.spec import JobSpec
-from dispatch.spi import Gate, Holder, MultiFinder, OutputReader, Requeuer, StartRequest
 from dispatch.slurmtest import (
     RELEASE_2205,
     RELEASE_2605,
@@ -30,6 +28,8 @@ from dispatch.slurmtest import (
     squeue_json,
     wrapped,
 )
+from dispatch.spec import JobSpec
+from dispatch.spi import Gate, Holder, MultiFinder, OutputReader, Requeuer, StartRequest
 
 NOW = 1_800_000_000.0
 
@@ -55,7 +55,9 @@ def test_preflight_capabilities_and_declarations(release: str) -> None:
     assert d.node_loss_window == 80.0
     assert d.polled_loss is not None and d.polled_loss.state == 15.0 and d.polled_loss.execution == float("inf")
     assert d.call_bound > 0
-    assert isinstance(b, Holder) and isinstance(b, Requeuer) and isinstance(b, MultiFinder) and isinstance(b, OutputReader)
+    assert (
+        isinstance(b, Holder) and isinstance(b, Requeuer) and isinstance(b, MultiFinder) and isinstance(b, OutputReader)
+    )
 
 
 def slurm_cap(name: str):
@@ -112,7 +114,13 @@ def test_start_refuses_image_before_any_script() -> None:
 
 
 def test_start_rejected_by_sbatch() -> None:
-    b, _ = backend(RELEASE_2605, Exchange("--hold", wrapped(ok(), fail("sbatch: error: Batch job submission failed: Invalid partition name specified"))))
+    b, _ = backend(
+        RELEASE_2605,
+        Exchange(
+            "--hold",
+            wrapped(ok(), fail("sbatch: error: Batch job submission failed: Invalid partition name specified")),
+        ),
+    )
     with pytest.raises(Rejected, match="Invalid partition"):
         b.start(req())
 
@@ -139,7 +147,11 @@ def test_expired_sbatch_is_outcome_unknown() -> None:
 
 
 def test_open_releases_our_gate_only() -> None:
-    b, ex = backend(RELEASE_2605, Exchange("scontrol release", wrapped(ok())), Exchange("JobHeldAdmin", wrapped(fail("JobHeldAdmin", 3))))
+    b, ex = backend(
+        RELEASE_2605,
+        Exchange("scontrol release", wrapped(ok())),
+        Exchange("JobHeldAdmin", wrapped(fail("JobHeldAdmin", 3))),
+    )
     b.open("7")
     assert "JobHeldUser) scontrol release" in ex.scripts[-1]
     with pytest.raises(Rejected, match="administrator"):
@@ -166,10 +178,16 @@ def test_inspect_gated_and_held(release: str) -> None:
 
 def test_inspect_requeued_reads_history_2605() -> None:
     live = Job(4, "dsp-j-1", "RUNNING", restarts=2, start=NOW - 5)
-    hist = sacct_json(RELEASE_2605, Job(4, "dsp-j-1", "PENDING", ("REQUEUED",), restarts=0, start=NOW - 60, end=NOW - 50),
+    hist = sacct_json(
+        RELEASE_2605,
+        Job(4, "dsp-j-1", "PENDING", ("REQUEUED",), restarts=0, start=NOW - 60, end=NOW - 50),
                       Job(4, "dsp-j-1", "PREEMPTED", restarts=1, start=NOW - 40, end=NOW - 30),
                       Job(4, "dsp-j-1", "RUNNING", restarts=2, start=NOW - 5))  # fmt: skip
-    b, _ = backend(RELEASE_2605, Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, live)))), Exchange("sacct --json -D", wrapped(ok(hist))))
+    b, _ = backend(
+        RELEASE_2605,
+        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, live)))),
+        Exchange("sacct --json -D", wrapped(ok(hist))),
+    )
     ev = b.inspect("4")
     assert [e.identity for e in ev.executions] == ["1.4.0", "1.4.1", "1.4.2"]
     assert ev.executions[1].outcome.cause is Cause.PREEMPTED
@@ -177,7 +195,7 @@ def test_inspect_requeued_reads_history_2605() -> None:
 
 
 def test_gone_from_squeue_with_accounting_2205_uses_text_exit_codes() -> None:
-    b, ex = backend(
+    b, _ = backend(
         RELEASE_2205,
         Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2205)))),
         Exchange("sacct -D -P", wrapped(ok(sacct_text(Job(9, "dsp-j-1", "FAILED", exit_code=3, end=int(NOW)))))),
@@ -194,7 +212,9 @@ def test_gone_without_accounting_is_not_found_never_success() -> None:
 
 
 def test_failed_poll_is_unavailable() -> None:
-    b, _ = backend(RELEASE_2605, Exchange("squeue --json", wrapped(fail("Unable to contact slurm controller (connect failure)"))))
+    b, _ = backend(
+        RELEASE_2605, Exchange("squeue --json", wrapped(fail("Unable to contact slurm controller (connect failure)")))
+    )
     with pytest.raises(Unavailable):
         b.inspect("9")
 
@@ -219,13 +239,17 @@ def test_hold_on_running_is_rejected_and_release_by_instance() -> None:
 
 def test_hold_sets_encoded_start_time() -> None:
     gated = Job(7, "dsp-j-1", "PENDING", reason="JobHeldUser", priority=0)
-    b, ex = backend(RELEASE_2605, Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, gated)))), Exchange("StartTime=uts", wrapped(ok())))
+    b, ex = backend(
+        RELEASE_2605,
+        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, gated)))),
+        Exchange("StartTime=uts", wrapped(ok())),
+    )
     b.hold("7", "h0000abcd")
     assert f"StartTime=uts{encode_hold('h0000abcd')}" in ex.scripts[-1]
 
 
 def test_requeue_two_steps_and_crash_between() -> None:
-    b, ex = backend(
+    b, _ = backend(
         RELEASE_2605,
         Exchange("Requeue=1", wrapped(ok(), ok(), ok())),
         Exchange("Requeue=1", wrapped(ok(), ok(), cut_after=1), fail="connection lost"),
@@ -243,7 +267,10 @@ def test_find_many_one_script_2205_filters_client_side() -> None:
     c = Job(2, "dsp-c-1", "RUNNING", submit=int(NOW))
     b, ex = backend(
         RELEASE_2205,
-        Exchange("sacct -X -D -P -n -o JobIDRaw,JobName,Submit", wrapped(ok(squeue_json(RELEASE_2205, a, c, Job(3, "zzz"))), ok(f"11|dsp-a-1|{int(NOW) - 5}\n"))),
+        Exchange(
+            "sacct -X -D -P -n -o JobIDRaw,JobName,Submit",
+            wrapped(ok(squeue_json(RELEASE_2205, a, c, Job(3, "zzz"))), ok(f"11|dsp-a-1|{int(NOW) - 5}\n")),
+        ),
     )
     got = b.find_many(["dsp-a-1", "dsp-b-1"], NOW - 100)
     assert [f.scheduler_id for f in got["dsp-a-1"]] == ["1", "11"]
@@ -270,7 +297,12 @@ def test_unexpected_script_raises() -> None:
 
 
 def test_cessation_contract() -> None:
-    ex = TranscriptExecutor([*ready_preflight(RELEASE_2605, now=NOW), Exchange("site-cease", wrapped(ok(f"3 {int(NOW)} maintenance window\n9 x bad\n")))])
+    ex = TranscriptExecutor(
+        [
+            *ready_preflight(RELEASE_2605, now=NOW),
+            Exchange("site-cease", wrapped(ok(f"3 {int(NOW)} maintenance window\n9 x bad\n"))),
+        ]
+    )
     b = slurm.new({"cessation": {"command": ["site-cease", "--json=no"]}}, executor=ex, clock=FakeClock(NOW))
     got = b.cessation(["3", "4"])
     assert set(got) == {"3"} and got["3"].reason == "maintenance window"
@@ -281,8 +313,12 @@ def test_output_reader_reads_per_execution_file() -> None:
 
     live = Job(4, "dsp-j-1", "COMPLETED", restarts=1, stdout="/out/dsp-j-1.%j.%r.out")
     sq = squeue_json(RELEASE_2605, live)
-    hist = sacct_json(RELEASE_2605, Job(4, "dsp-j-1", "PENDING", ("REQUEUED",), restarts=0), Job(4, "dsp-j-1", "COMPLETED", restarts=1))
-    b, ex = backend(
+    hist = sacct_json(
+        RELEASE_2605,
+        Job(4, "dsp-j-1", "PENDING", ("REQUEUED",), restarts=0),
+        Job(4, "dsp-j-1", "COMPLETED", restarts=1),
+    )
+    b, _ = backend(
         RELEASE_2605,
         Exchange("squeue --json", wrapped(ok(sq))),
         Exchange("sacct --json", wrapped(ok(hist))),

@@ -12,7 +12,11 @@ ROWS = [
     ("Requested operation is presently disabled for job 4", True, Rejected),
     ("Access/permission denied for job 1", True, Rejected),
     ("sbatch: error: Batch job submission failed: Invalid partition name specified", True, Rejected),
-    ("sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified", True, Rejected),
+    (
+        "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+        True,
+        Rejected,
+    ),
     ("sbatch: error: Batch job submission failed: Requested node configuration is not available", True, Rejected),
     ("Unable to contact slurm controller (connect failure)", False, Unavailable),
     ("Unable to contact slurm controller (connect failure)", True, OutcomeUnknown),

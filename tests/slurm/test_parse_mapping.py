@@ -25,30 +25,102 @@ HELD = encode_hold("h0badf00d")
 ROWS = [
     # (job, state, cause, gate_closed, hold, foreign, exit_code)
     (Job(1, state="PENDING", reason="JobHeldUser", priority=0), State.PENDING, Cause.GATED, True, None, None, None),
-    (Job(1, state="PENDING", reason="JobHeldAdmin", priority=0), State.HELD, Cause.ADMIN_HELD, False, None, "JobHeldAdmin", None),
-    (Job(1, state="PENDING", reason="JobHeldUser", description="launch failed requeued held", priority=0), State.HELD, Cause.ADMIN_HELD, False, None, "launch failed requeued held", None),
+    (
+        Job(1, state="PENDING", reason="JobHeldAdmin", priority=0),
+        State.HELD,
+        Cause.ADMIN_HELD,
+        False,
+        None,
+        "JobHeldAdmin",
+        None,
+    ),
+    (
+        Job(1, state="PENDING", reason="JobHeldUser", description="launch failed requeued held", priority=0),
+        State.HELD,
+        Cause.ADMIN_HELD,
+        False,
+        None,
+        "launch failed requeued held",
+        None,
+    ),
     (Job(1, state="PENDING", reason="JobHoldMaxRequeue"), State.FAILED, Cause.LAUNCH_FAILED, False, None, None, None),
-    (Job(1, state="PENDING", reason="BeginTime", eligible=HELD), State.HELD, Cause.HELD, False, "h0badf00d", None, None),
-    (Job(1, state="PENDING", reason="BeginTime", eligible=1_796_000_100), State.PENDING, Cause.QUEUED, False, None, None, None),
+    (
+        Job(1, state="PENDING", reason="BeginTime", eligible=HELD),
+        State.HELD,
+        Cause.HELD,
+        False,
+        "h0badf00d",
+        None,
+        None,
+    ),
+    (
+        Job(1, state="PENDING", reason="BeginTime", eligible=1_796_000_100),
+        State.PENDING,
+        Cause.QUEUED,
+        False,
+        None,
+        None,
+        None,
+    ),
     (Job(1, state="PENDING", reason="Priority"), State.PENDING, Cause.QUEUED, False, None, None, None),
     (Job(1, state="PENDING", reason="Resources"), State.PENDING, Cause.QUEUED, False, None, None, None),
     (Job(1, state="PENDING", reason="Dependency"), State.PENDING, Cause.QUEUED, False, None, None, None),
     (Job(1, state="PENDING", reason="PartitionNodeLimit"), State.PENDING, Cause.NO_CAPACITY, False, None, None, None),
     (Job(1, state="PENDING", reason="BadConstraints"), State.PENDING, Cause.NO_CAPACITY, False, None, None, None),
     (Job(1, state="PENDING", reason="InvalidAccount"), State.PENDING, Cause.NO_CAPACITY, False, None, None, None),
-    (Job(1, state="PENDING", reason="ReqNodeNotAvail, UnavailableNodes:n2"), State.PENDING, Cause.NO_CAPACITY, False, None, None, None),
+    (
+        Job(1, state="PENDING", reason="ReqNodeNotAvail, UnavailableNodes:n2"),
+        State.PENDING,
+        Cause.NO_CAPACITY,
+        False,
+        None,
+        None,
+        None,
+    ),
     (Job(1, state="PENDING", reason="QOSGrpCpuLimit"), State.PENDING, Cause.NO_CAPACITY, False, None, None, None),
     (Job(1, state="PENDING", flags=("REQUEUED",), reason="None"), State.PENDING, Cause.QUEUED, False, None, None, None),
-    (Job(1, state="PENDING", flags=("REQUEUE_HOLD",), reason="None"), State.HELD, Cause.ADMIN_HELD, False, None, "REQUEUE_HOLD", None),
+    (
+        Job(1, state="PENDING", flags=("REQUEUE_HOLD",), reason="None"),
+        State.HELD,
+        Cause.ADMIN_HELD,
+        False,
+        None,
+        "REQUEUE_HOLD",
+        None,
+    ),
     (Job(1, state="RUNNING"), State.RUNNING, None, False, None, None, None),
     (Job(1, state="RUNNING", flags=("COMPLETING",)), State.RUNNING, None, False, None, None, None),
     (Job(1, state="RUNNING", flags=("CONFIGURING",)), State.RUNNING, None, False, None, None, None),
     (Job(1, state="SUSPENDED"), State.RUNNING, None, False, None, None, None),
     (Job(1, state="COMPLETED", exit_code=0), State.SUCCEEDED, Cause.EXIT, False, None, None, 0),
     (Job(1, state="FAILED", reason="NonZeroExitCode", exit_code=3), State.FAILED, Cause.EXIT, False, None, None, 3),
-    (Job(1, state="FAILED", reason="RaisedSignal", exit_code=None, signal=9), State.FAILED, Cause.EXIT, False, None, None, None),
-    (Job(1, state="FAILED", reason="JobLaunchFailure", exit_code=1), State.FAILED, Cause.LAUNCH_FAILED, False, None, None, 1),
-    (Job(1, state="FAILED", flags=("LAUNCH_FAILED",), exit_code=1), State.FAILED, Cause.LAUNCH_FAILED, False, None, None, 1),
+    (
+        Job(1, state="FAILED", reason="RaisedSignal", exit_code=None, signal=9),
+        State.FAILED,
+        Cause.EXIT,
+        False,
+        None,
+        None,
+        None,
+    ),
+    (
+        Job(1, state="FAILED", reason="JobLaunchFailure", exit_code=1),
+        State.FAILED,
+        Cause.LAUNCH_FAILED,
+        False,
+        None,
+        None,
+        1,
+    ),
+    (
+        Job(1, state="FAILED", flags=("LAUNCH_FAILED",), exit_code=1),
+        State.FAILED,
+        Cause.LAUNCH_FAILED,
+        False,
+        None,
+        None,
+        1,
+    ),
     (Job(1, state="CANCELLED", reason="BeginTime"), State.CANCELLED, Cause.CANCELLED, False, None, None, None),
     (Job(1, state="TIMEOUT", reason="TimeLimit"), State.FAILED, Cause.TIMEOUT, False, None, None, 0),
     (Job(1, state="DEADLINE", reason="DeadLine"), State.FAILED, Cause.TIMEOUT, False, None, None, 0),
@@ -93,7 +165,9 @@ def test_unknown_state_is_unknown_never_success() -> None:
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_dialect_detection_and_fields(release: str) -> None:
-    rel, jobs = parse_squeue(squeue_json(release, Job(5, name="m", state="RUNNING", restarts=2, start=1_796_000_010, nodes="n[1-2]")))
+    rel, jobs = parse_squeue(
+        squeue_json(release, Job(5, name="m", state="RUNNING", restarts=2, start=1_796_000_010, nodes="n[1-2]"))
+    )
     assert rel == release
     j = jobs[0]
     assert (j.job_id, j.name, j.restart_cnt, j.start_time, j.nodes) == ("5", "m", 2, 1_796_000_010.0, "n[1-2]")
@@ -155,7 +229,10 @@ def test_sbatch_id_and_hold_codec() -> None:
 
 
 def test_oom_in_a_step_reads_out_of_memory() -> None:
-    text = sacct_text(Job(12, "m", "FAILED", exit_code=1)) + "12.batch|batch|FAILED|1:0|1|1|1|2|n1|None\n12.0|tail|OUT_OF_MEMORY|0:125|1|1|1|2|n1|None\n"
+    text = (
+        sacct_text(Job(12, "m", "FAILED", exit_code=1))
+        + "12.batch|batch|FAILED|1:0|1|1|1|2|n1|None\n12.0|tail|OUT_OF_MEMORY|0:125|1|1|1|2|n1|None\n"
+    )
     recs = parse_sacct_text(text)
     assert len(recs) == 1 and recs[0].step_states == {"FAILED", "OUT_OF_MEMORY"}
     assert outcome_of(recs[0], EV).outcome.cause is Cause.OUT_OF_MEMORY

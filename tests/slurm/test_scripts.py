@@ -9,13 +9,15 @@ _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_c
 
 
 def run(script: Script) -> str:
-    return subprocess.run(["bash", "-s"], input=script.render().encode(), capture_output=True, check=True).stdout.decode()
+    return subprocess.run(
+        ["bash", "-s"], input=script.render().encode(), capture_output=True, check=True
+    ).stdout.decode()
 
 
 def test_calls_are_framed_with_status() -> None:
     s = Script()
     s.call(["printf", "%s", "no newline"])
-    s.shell('echo oops >&2; exit 7')
+    s.shell("echo oops >&2; exit 7")
     out = parse_output(s.nonce, run(s))
     assert out.started
     assert out.calls[0].stdout == "no newline" and out.calls[0].status == 0

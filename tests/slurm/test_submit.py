@@ -16,7 +16,9 @@ from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
 
 S = decode(SlurmSettings, {"defaults": {"partition": "normal", "account": "acct"}})
-_arg = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=30)
+_arg = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=30
+)
 
 
 def req(spec: JobSpec, marker: str = "dsp-abc-1") -> StartRequest:
@@ -30,7 +32,10 @@ def test_gate_marker_norequeue_and_placement() -> None:
         procs_per_node=4,
         working_dir="/scratch/x",
         time_limit=90,
-        extensions=(Placement(partition="gpu", qos="high"), Resources(gpus_per_node=8, gpu_type="h100", cpus_per_task=8, exclusive=True)),
+        extensions=(
+            Placement(partition="gpu", qos="high"),
+            Resources(gpus_per_node=8, gpu_type="h100", cpus_per_task=8, exclusive=True),
+        ),
     )
     job = build(req(spec), S, "26.05.5", "/home/ada/dispatch-output")
     a = job.argv
@@ -69,7 +74,10 @@ def test_image_is_unsupported_and_bad_marker_refused() -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(_arg, min_size=1, max_size=5), st.dictionaries(st.from_regex(r"[A-Z][A-Z0-9_]{0,6}", fullmatch=True), _arg, max_size=2))
+@given(
+    st.lists(_arg, min_size=1, max_size=5),
+    st.dictionaries(st.from_regex(r"[A-Z][A-Z0-9_]{0,6}", fullmatch=True), _arg, max_size=2),
+)
 def test_argv_and_env_reach_the_ranks_byte_for_byte(argv: list[str], env: dict[str, str]) -> None:
     """Run the batch script with a fake srun that dumps its argv and environment NUL-separated."""
     spec = JobSpec(tuple(argv), env=env)
@@ -80,10 +88,14 @@ def test_argv_and_env_reach_the_ranks_byte_for_byte(argv: list[str], env: dict[s
             f.write('#!/bin/bash\nwhile [ "$1" != "--" ]; do shift; done; shift\nprintf "%s\\0" "$@"\n')
         os.chmod(fake, 0o755)
         run_env = {"PATH": f"{d}:/usr/bin:/bin", "SLURM_JOB_ID": "77"}
-        out = subprocess.run(["bash", "-s"], input=job.batch.encode(), capture_output=True, env=run_env, check=True).stdout
+        out = subprocess.run(
+            ["bash", "-s"], input=job.batch.encode(), capture_output=True, env=run_env, check=True
+        ).stdout
         assert out.split(b"\0")[:-1] == [a.encode() for a in argv]
-        probe = job.batch.rsplit("exec srun", 1)[0] + 'printf "%s\\0" "$DISPATCH_EXECUTION"' + "".join(
-            f' "${k}"' for k in sorted(env)
+        probe = (
+            job.batch.rsplit("exec srun", 1)[0]
+            + 'printf "%s\\0" "$DISPATCH_EXECUTION"'
+            + "".join(f' "${k}"' for k in sorted(env))
         )
         got = subprocess.run(["bash", "-s"], input=probe.encode(), capture_output=True, env=run_env, check=True).stdout
         assert got.split(b"\0")[:-1] == [b"1.77.0", *(env[k].encode() for k in sorted(env))]

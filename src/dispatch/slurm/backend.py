@@ -8,18 +8,17 @@ started and, for writes, OutcomeUnknown once it may have run.
 from __future__ import annotations
 
 import base64
-import os
 import posixpath
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from dispatch.capabilities import Capabilities
+from dispatch.capabilities import Capabilities, Capability
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
 from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
 from dispatch.extensions import ExtensionPolicy, Output, SharedCheckpoint
-from dispatch.outcome import Evidence, State
+from dispatch.outcome import Evidence
 from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm import preflight, submit
 from dispatch.slurm.extensions import Placement, Resources
@@ -29,6 +28,7 @@ from dispatch.slurm.parse import (
     SACCT_TEXT_FIELDS,
     ParseError,
     SlurmJob,
+    config_seconds,
     dialect_of,
     filter_jobs,
     parse_sacct,
@@ -188,32 +188,25 @@ class SlurmBackend:
         if self.dialect == "v0.0.38":
             s.call(["squeue", "--json"])  # ignores filters: filtered here
         else:
-            s.shell('squeue --json -t all -j "$1" || { [ "$(echo "$1" | tr -cd , | wc -c)" = 0 ] && echo "{}"; }', ",".join(jids))
+            s.call(["squeue", "--json", "-t", "all", "-j", ",".join(jids)])
         out = self._run(s, False)
         call = out.call(0)
         live: dict[str, SlurmJob] = {}
-        if call is not None and call.status == 0 and call.stdout.strip() not in ("", "{}"):
+        if call is not None and call.status == 0:
             _, jobs = parse_squeue(call.stdout)
             live = {j.job_id: j for j in filter_jobs(jobs, ids=jids)}
-        elif call is None or call.status != 0 or "Invalid job id" not in (call.stderr + call.stdout):
-            if call is None or call.status != 0:
-                raise slurm_errors.error_for("squeue", call.stderr if call else "", write=False, status=call.status if call else None)
-        need_history = [
-            j for j in jids if j not in live or (live[j].restart_cnt or 0) > 0 or live[j].state == "FAILED"
-        ]
-        history = self._history(need_history) if need_history and self._caps["AccountingHistory"].yes else {}
-        return {
-            j: _Observed(live.get(j), tuple(history.get(j, ())))
-            for j in jids
-            if j in live or history.get(j)
-        }
+        elif call is None or "Invalid job id" not in call.stderr:
+            # one purged id makes squeue fail with "Invalid job id" (no JSON): that alone means "not live"
+            stderr = call.stderr if call else ""
+            raise slurm_errors.error_for("squeue", stderr, write=False, status=call.status if call else None)
+        need_history = [j for j in jids if j not in live or (live[j].restart_cnt or 0) > 0 or live[j].state == "FAILED"]
+        history = self._history(need_history) if need_history and self._caps[Capability.ACCOUNTING_HISTORY].yes else {}
+        return {j: _Observed(live.get(j), tuple(history.get(j, ()))) for j in jids if j in live or history.get(j)}
 
     def _history(self, jids: Sequence[str]) -> dict[str, list[SlurmJob]]:
         s = self._script()
         if self.dialect == "v0.0.38":
-            s.shell(
-                'SLURM_TIME_FORMAT=%s sacct -D -P -n -o "$2" -j "$1"', ",".join(jids), SACCT_TEXT_FIELDS
-            )
+            s.shell('SLURM_TIME_FORMAT=%s sacct -D -P -n -o "$2" -j "$1"', ",".join(jids), SACCT_TEXT_FIELDS)
         else:
             s.call(["sacct", "--json", "-D", "-j", ",".join(jids)])
         out = self._run(s, False)
@@ -281,7 +274,10 @@ class SlurmBackend:
         got = self.inspect_many([scheduler_id])
         jid = _job_id(scheduler_id)
         if jid not in got:
-            raise NotFound(f"Slurm job {jid} is not in squeue" + ("" if self._caps["AccountingHistory"].yes else " and there is no accounting to ask"))
+            raise NotFound(
+                f"Slurm job {jid} is not in squeue"
+                + ("" if self._caps[Capability.ACCOUNTING_HISTORY].yes else " and there is no accounting to ask")
+            )
         return got[jid]
 
     def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
@@ -299,10 +295,10 @@ class SlurmBackend:
             s.call(["squeue", "--json"])
         else:
             s.call(["squeue", "--json", "-t", "all", "--name=" + ",".join(wanted)])
-        acct = self._caps["AccountingHistory"].yes
+        acct = self._caps[Capability.ACCOUNTING_HISTORY].yes
         if acct:
             s.shell(
-                'SLURM_TIME_FORMAT=%s sacct -X -D -P -n -o JobIDRaw,JobName,Submit '
+                "SLURM_TIME_FORMAT=%s sacct -X -D -P -n -o JobIDRaw,JobName,Submit "
                 '-S "$(date -d @"$1" +%Y-%m-%dT%H:%M:%S)" -E now --name="$2"',
                 str(int(since + self._offset) - 1),
                 ",".join(wanted),
@@ -332,12 +328,12 @@ class SlurmBackend:
         out = self._run(s, True)
         call = out.call(0)
         if call is not None and call.status not in (0, None) and "Invalid job id" in call.stderr:
-            if self._caps["AccountingHistory"].yes and self._history([jid]).get(jid):
+            if self._caps[Capability.ACCOUNTING_HISTORY].yes and self._history([jid]).get(jid):
                 return 0.0  # already ended and purged: nothing left to stop
             raise NotFound(f"Slurm job {jid} is gone")
         self._need(out, 0, f"scancel {jid}", write=True)
-        kill_wait = preflight.config_seconds(self.facts.config, "KillWait", 30.0)
-        return kill_wait + preflight.config_seconds(self.facts.config, "MessageTimeout", 10.0) + 5.0
+        kill_wait = config_seconds(self.facts.config, "KillWait", 30.0)
+        return kill_wait + config_seconds(self.facts.config, "MessageTimeout", 10.0) + 5.0
 
     def close(self) -> None:
         self._executor.close()
@@ -418,7 +414,11 @@ class SlurmBackend:
         if r < 0 or r > current:
             raise NotFound(f"job {rec.job_id} has no execution {r}")
         pattern = rec.stdout or (ev_obs.history[-1].stdout if ev_obs.history else "")
-        out_dir = posixpath.dirname(pattern) if pattern.startswith("/") else (self.settings.output.dir or self.default_output_dir)
+        out_dir = (
+            posixpath.dirname(pattern)
+            if pattern.startswith("/")
+            else (self.settings.output.dir or self.default_output_dir)
+        )
         out_path, err_path = submit.output_paths(out_dir, rec.name, rec.job_id, r)
         ended = outcome_of(rec, self._evidence("squeue")).outcome.state.ended or r < current
         return (out_path if stream == "stdout" else err_path), ended
@@ -428,7 +428,9 @@ class SlurmBackend:
         offset = 0
         while True:
             s = self._script()
-            s.shell('if [ -e "$1" ]; then tail -c +"$2" -- "$1" | base64 -w0; else echo MISSING; fi', path, str(offset + 1))
+            s.shell(
+                'if [ -e "$1" ]; then tail -c +"$2" -- "$1" | base64 -w0; else echo MISSING; fi', path, str(offset + 1)
+            )
             call = self._need(self._run(s, False), 0, f"read {path}", write=False)
             text = call.stdout.strip()
             if text != "MISSING" and text:
@@ -460,6 +462,3 @@ def _job_id(scheduler_id: str) -> str:
 def _submission_of(marker: str) -> int:
     tail = marker.rsplit("-", 1)[-1]
     return int(tail) if tail.isdigit() and int(tail) >= 1 else 1
-
-
-_ = (os, State)

@@ -15,7 +15,8 @@
    / ``exit``); ``FAILED`` ``failed`` / ``exit`` (code or signal), or ``launch-failed`` for the
    ``LAUNCH_FAILED`` flag and the reasons JobLaunchFailure, SystemFailure, BadConstraints;
    ``CANCELLED`` / ``REVOKED`` ``cancelled``; a ``FAILED`` job one of whose steps (sacct) ended
-   ``OUT_OF_MEMORY`` is ``out-of-memory`` (the ranks run in an srun step, so the kernel's OOM kill lands there); ``REQUEUED`` (an execution a requeue ended) ``cancelled``;
+   ``OUT_OF_MEMORY`` is ``out-of-memory`` (the ranks run in an srun step, where the OOM kill lands);
+   ``REQUEUED`` (an execution a requeue ended) ``cancelled``;
    ``TIMEOUT`` and ``DEADLINE`` ``timeout``; ``NODE_FAIL`` and ``BOOT_FAIL`` ``node-lost``; ``PREEMPTED``
    ``preempted``; ``OUT_OF_MEMORY`` ``out-of-memory``.
 5. 22.05 flag-only ``REQUEUED``/``REQUEUE_FED``: ``pending`` / ``queued``. Anything else: ``unknown``.

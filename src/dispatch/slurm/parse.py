@@ -229,7 +229,9 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
         nodes = raw.get("nodes")
         steps: set[str] = set()
         for step in raw.get("steps") or []:
-            cur = (step.get("state") or {}) if isinstance(step.get("state"), Mapping) else {"current": step.get("state")}
+            cur = (
+                (step.get("state") or {}) if isinstance(step.get("state"), Mapping) else {"current": step.get("state")}
+            )
             steps.update(_states(cur.get("current"))[0:1])
         jobs.append(
             SlurmJob(
@@ -267,7 +269,7 @@ def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:
     Used on 22.05, whose JSON loses non-zero exit codes. Restart numbers are not in the text: callers
     number a job's records in order (sacct prints them by submission).
     """
-    jobs = []
+    jobs: list[SlurmJob] = []
     counts: dict[str, int] = {}
     for line in text.splitlines():
         if not line.strip():
@@ -327,15 +329,13 @@ def _load(text: str, what: str) -> dict[str, Any]:
     return doc
 
 
-def filter_jobs(jobs: Iterable[SlurmJob], ids: Iterable[str] | None = None, names: Iterable[str] | None = None) -> list[SlurmJob]:
+def filter_jobs(
+    jobs: Iterable[SlurmJob], ids: Iterable[str] | None = None, names: Iterable[str] | None = None
+) -> list[SlurmJob]:
     """Client-side filtering (22.05's squeue ignores ``-j`` and ``--name``)."""
     id_set = set(ids) if ids is not None else None
     name_set = set(names) if names is not None else None
-    return [
-        j
-        for j in jobs
-        if (id_set is None or j.job_id in id_set) and (name_set is None or j.name in name_set)
-    ]
+    return [j for j in jobs if (id_set is None or j.job_id in id_set) and (name_set is None or j.name in name_set)]
 
 
 def parse_config(text: str) -> dict[str, str]:

@@ -105,7 +105,7 @@ def read_environment(out: ScriptOutput, before: float, after: float) -> ClusterF
         raise Unsupported(f"Slurm {version} is older than 22.05, the oldest release this adapter supports")
     cluster_now = float(date.stdout.strip().replace("N", "0") or 0)
     mid = (before + after) / 2
-    lines = (home.stdout.splitlines() + ["", ""])[:2]
+    lines = [*home.stdout.splitlines(), "", ""][:2]
     return ClusterFacts(
         config=cfg,
         version=version,
@@ -219,7 +219,9 @@ def read_probe(facts: ClusterFacts, job_id: str, out: ScriptOutput) -> None:
         mine = filter_jobs(jobs, ids=[job_id])
         want = encode_hold(PROBE_INSTANCE)
         if mine and mine[0].eligible_time is not None and int(mine[0].eligible_time) == want:
-            facts.hold = yes("a far-future start time encoding a hold instance was set and read back", Provenance.PROBED)
+            facts.hold = yes(
+                "a far-future start time encoding a hold instance was set and read back", Provenance.PROBED
+            )
         else:
             got = mine[0].eligible_time if mine else None
             facts.hold = no(f"the start time set ({want}) read back as {got}", Provenance.PROBED)
@@ -233,9 +235,7 @@ def read_probe(facts: ClusterFacts, job_id: str, out: ScriptOutput) -> None:
         )
 
 
-def run_preflight(
-    settings: SlurmSettings, run: RunScript, clock: Clock, *, read_only: bool
-) -> ClusterFacts:
+def run_preflight(settings: SlurmSettings, run: RunScript, clock: Clock, *, read_only: bool) -> ClusterFacts:
     """The whole sequence; ``run(script, write)`` runs one script (raising dispatch errors)."""
     before = clock.now()
     env_out = run(environment_script(settings), False)
@@ -284,7 +284,9 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
             Capability.NATIVE_REQUEUE: no("jobs are submitted with --no-requeue; requeue is dispatch's own call"),
             Capability.NATIVE_RESTART: no("Slurm does not restart a job in place by itself"),
             Capability.HOLD: facts.hold,
-            Capability.PRE_TERMINATION_SIGNAL: yes(f"scancel sends SIGTERM, then SIGKILL after KillWait={kill_wait:g}s"),
+            Capability.PRE_TERMINATION_SIGNAL: yes(
+                f"scancel sends SIGTERM, then SIGKILL after KillWait={kill_wait:g}s"
+            ),
             Capability.ACCOUNTING_HISTORY: facts.accounting,
             Capability.ATTEMPT_INJECTION: yes("DISPATCH_EXECUTION=<N>.<job id>.<restart> is exported to every rank"),
             Capability.WORKING_DIRECTORY: yes("sbatch --chdir"),

@@ -95,7 +95,7 @@ class Script:
 
     def render(self) -> str:
         n = self.nonce
-        dl = "0" if self.deadline is None or math.isinf(self.deadline) else str(int(math.ceil(self.deadline)))
+        dl = "0" if self.deadline is None or math.isinf(self.deadline) else str(math.ceil(self.deadline))
         head = [
             "set -u",
             "export LC_ALL=C",
@@ -111,15 +111,15 @@ class Script:
             f"    printf '\\n@@{n}:%s:err\\n' \"$i\"; printf '\\n@@{n}:%s:status:notrun\\n' \"$i\"; return 0",
             "  fi",
             '  timeout -k 2 "$t" "$@" 2>"$_dsp_err"; local rc=$?',
-            f"  printf '\\n@@{n}:%s:err\\n' \"$i\"; cat \"$_dsp_err\"",
-            f"  printf '\\n@@{n}:%s:status:%s\\n' \"$i\" \"$rc\"",
+            f'  printf \'\\n@@{n}:%s:err\\n\' "$i"; cat "$_dsp_err"',
+            f'  printf \'\\n@@{n}:%s:status:%s\\n\' "$i" "$rc"',
             "}",
         ]
         return "\n".join([*head, *self._body, f"printf '\\n@@{n}:done\\n'", ""])
 
 
 def _seconds(value: float) -> str:
-    return f"{max(1, int(math.ceil(value)))}"
+    return f"{max(1, math.ceil(value))}"
 
 
 def parse_output(nonce: str, stdout: str) -> ScriptOutput:

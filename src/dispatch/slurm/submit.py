@@ -107,7 +107,8 @@ def build(request: StartRequest, settings: SlurmSettings, release: str, default_
     lines = ["#!/bin/bash"]
     if not per_exec:
         q = shlex.quote(base)
-        lines.append(f'exec >{q}."$SLURM_JOB_ID"."${{SLURM_RESTART_COUNT:-0}}".out 2>{q}."$SLURM_JOB_ID"."${{SLURM_RESTART_COUNT:-0}}".err')
+        suffix = '."$SLURM_JOB_ID"."${SLURM_RESTART_COUNT:-0}"'
+        lines.append(f"exec >{q}{suffix}.out 2>{q}{suffix}.err")
     lines.append(f'export DISPATCH_EXECUTION={request.submission}."$SLURM_JOB_ID"."${{SLURM_RESTART_COUNT:-0}}"')
     lines.append(f"export DISPATCH_JOB={shlex.quote(request.job_id)}")
     lines.append(f"export DISPATCH_SUBMISSION={request.submission}")

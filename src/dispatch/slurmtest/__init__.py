@@ -79,7 +79,9 @@ class TranscriptExecutor:
         self._queue.pop(0)
         m = NONCE_RE.search(script)
         real = m.group(0) if m else NONCE
-        result = replace(ex.result, stdout=ex.result.stdout.replace(NONCE, real), stderr=ex.result.stderr.replace(NONCE, real))
+        result = replace(
+            ex.result, stdout=ex.result.stdout.replace(NONCE, real), stderr=ex.result.stderr.replace(NONCE, real)
+        )
         if ex.fail is not None:
             raise TransportFailure(ex.fail, result)
         return result
@@ -188,7 +190,12 @@ def _meta(release: str, db: bool) -> dict[str, Any]:
             "Slurm": {"version": {"major": int(major), "micro": int(micro), "minor": int(minor)}, "release": release},
         }
     return {
-        "plugin": {"type": "", "name": "", "data_parser": f"data_parser/{dialect_of(release)}", "accounting_storage": ""},
+        "plugin": {
+            "type": "",
+            "name": "",
+            "data_parser": f"data_parser/{dialect_of(release)}",
+            "accounting_storage": "",
+        },
         "client": {"source": "", "user": "ada", "group": "ada"},
         "slurm": {"version": {"major": major, "micro": micro, "minor": minor}, "release": release, "cluster": "c"},
     }
