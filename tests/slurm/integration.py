@@ -41,16 +41,22 @@ def run(b: SlurmBackend, spec: JobSpec) -> tuple[str, str]:
     return sid, m
 
 
+HEX_ARGS = 'for a in "$@"; do printf %s "$a" | od -An -v -tx1 | tr -d " \\n"; printf ,; done; echo'
+"""Each rank prints its argv hex-encoded on ONE line, so two ranks' output cannot interleave inside a value."""
+
+
 def hostile_argv_byte_for_byte(name: str) -> None:
     b = open_backend(name)
     try:
-        sid, _ = run(b, JobSpec(("printf", "%s\\0", *HOSTILE), nodes=2))
+        sid, _ = run(b, JobSpec(("bash", "-c", HEX_ARGS, "dispatch", *HOSTILE), nodes=2))
         ev = wait(b, sid, lambda e: e.outcome.state.ended, "the job ends")
         assert ev.outcome.state is State.SUCCEEDED, ev.outcome
-        out = b"".join(b.stdout(sid))
-        words = out.split(b"\0")[:-1]
-        expected = [w.encode() for w in HOSTILE]
-        assert words == expected * 2, words  # once per node, in rank order
+        lines = b"".join(b.stdout(sid)).decode().splitlines()
+        assert len(lines) == 2, lines  # one line per rank, one rank per node
+        for line in lines:
+            got = [bytes.fromhex(h) for h in line.split(",")[:-1]]
+            assert got == [w.encode() for w in HOSTILE], got
+        assert not os.path.exists("/tmp/pwned")
     finally:
         b.close()
 
