@@ -169,6 +169,7 @@ class Execution:
         self.plan: dict[str, Any] = plan
         self.grace = float(plan.get("grace", 5.0))
         self.procs: dict[int, int] = {}  # pid -> rank
+        self.popens: list[subprocess.Popen[bytes]] = []  # kept so that subprocess never reaps them behind our back
         self.pgids: list[int] = []
         self.exits: dict[int, dict[str, Any]] = {}  # rank -> exit
         self.started_at = time.time()
@@ -220,6 +221,7 @@ class Execution:
                 err.close()
             if node >= len(self.pgids):
                 self.pgids.append(proc.pid)
+            self.popens.append(proc)
             self.procs[proc.pid] = int(rank["rank"])
             write_json(os.path.join(self.dir, LAUNCHER), self.launcher_info())
 
