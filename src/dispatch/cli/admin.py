@@ -27,7 +27,7 @@ def capabilities(app: App, as_json: bool) -> None:
     from dispatch.cli import ui
 
     with ui.spinner("opening the cluster"):
-        cluster = app.cluster(read_only=False, store=False)
+        cluster = app.cluster()
     caps = cluster.capabilities()
     decl = cluster.declarations()
     if as_json:
@@ -63,7 +63,7 @@ def preflight(app: App, as_json: bool) -> None:
 
     cc = app.cluster_config()
     with ui.spinner(f"preflight of {cc.name}"):
-        cluster = app.cluster(store=False)
+        cluster = app.cluster()
     backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
     checks: list[tuple[str, bool, str]] = [("the adapter opened and its declarations are valid", True, cc.adapter)]
     extra = getattr(backend, "preflight", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -106,10 +107,8 @@ class App:
 
     def close(self) -> None:
         for c in self._clusters.values():
-            try:
+            with contextlib.suppress(Exception):
                 c.close()
-            except Exception:
-                pass
         if self._records is not None:
             self._records.close()
 

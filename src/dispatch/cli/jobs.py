@@ -99,7 +99,12 @@ def build_spec(
         from dispatch.local.limits import Limits
 
         exts.append(Limits(memory_mb=memory_mb))
-    limit = parse_duration(time_limit, "--time-limit") if time_limit is not None else None
+    limit: float | None = None
+    if time_limit is not None:
+        try:
+            limit = float(time_limit)  # a plain number is seconds
+        except ValueError:
+            limit = parse_duration(time_limit, "--time-limit")
     return JobSpec(
         command=command,
         nodes=nodes,
@@ -156,7 +161,7 @@ def do_submit(app: App, spec: JobSpec, rules: RuleSet | None) -> tuple[Cluster, 
 @spec_options
 @click.option("--json", "as_json", is_flag=True, help="Print the job id as JSON.")
 @pass_app
-def submit(app: App, rules_file: str | None, dry_run: bool, as_json: bool, **opts: Any) -> None:
+def submit(app: App, /, rules_file: str | None, dry_run: bool, as_json: bool, **opts: Any) -> None:
     """Submit COMMAND as a job and print its id.
 
     \b
@@ -185,7 +190,7 @@ def submit(app: App, rules_file: str | None, dry_run: bool, as_json: bool, **opt
 @click.option("-q", "--quiet", is_flag=True, help="Do not show the job's output.")
 @click.option("--json", "as_json", is_flag=True, help="Print the final outcome as JSON (no job output).")
 @pass_app
-def run(app: App, rules_file: str | None, dry_run: bool, quiet: bool, as_json: bool, **opts: Any) -> None:
+def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json: bool, **opts: Any) -> None:
     """Submit COMMAND, show its output, and wait for it to end.
 
     \b

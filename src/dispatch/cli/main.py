@@ -23,7 +23,14 @@ Exit codes: 0 ok, 1 job failed or cancelled, 2 usage or configuration error, 3 n
 """
 
 
-@click.group(context_settings=CONTEXT, epilog=EPILOG)
+class OrderedGroup(click.Group):
+    """Lists commands in the order of a newcomer's workflow, not alphabetically."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(self.commands)
+
+
+@click.group(cls=OrderedGroup, context_settings=CONTEXT, epilog=EPILOG)
 @click.option(
     "-c",
     "--cluster",
@@ -74,6 +81,25 @@ for command in (
     admin.completion,
 ):
     cli.add_command(command)
+
+SHORT_HELP = {
+    "run": "Submit a command, show its output, wait for the end.",
+    "submit": "Submit a command as a job; print its id.",
+    "status": "Table of jobs: state, cause, execution, age.",
+    "show": "Everything about one job, with its history.",
+    "logs": "A job's output, per rank and execution.",
+    "hold": "Keep a waiting job from starting.",
+    "release": "Lift your hold on a job.",
+    "stop": "Stop a job (SIGTERM, then SIGKILL).",
+    "supervise": "Apply recovery rules to the cluster's jobs.",
+    "capabilities": "What the cluster can do, with reasons.",
+    "preflight": "Check the cluster can be used from here.",
+    "schema": "JSON Schema of an adapter's settings.",
+    "clusters": "The configured clusters.",
+    "completion": "Shell completion script (bash, zsh, fish).",
+}
+for _name, _text in SHORT_HELP.items():
+    cli.commands[_name].short_help = _text
 
 
 def _fail(message: str, code: int, hint: str | None = None) -> int:

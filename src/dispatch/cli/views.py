@@ -132,7 +132,7 @@ def status(
 
     def once() -> None:
         records = app.records_if_present()
-        cluster = None if all_clusters else app.cluster_config().name
+        cluster = app.cluster_config().name if (app.cluster_name or not all_clusters) else None
         if records is None:
             rows: list[JobSummary] = []
             total = 0
@@ -361,7 +361,7 @@ def logs(
         chunks = lines(sub.scheduler_id, stream, execution=restart, ranks=list(ranks) or None, follow=follow)
     elif isinstance(backend, OutputReader):
         if ranks:
-            raise Unsupported(f"the {backend.name} adapter cannot select ranks")
+            raise Unsupported(f"the {cluster.backend.name} adapter cannot select ranks")
         read = backend.stderr if stderr_ else backend.stdout
         chunks = ((None, c) for c in read(sub.scheduler_id, restart, follow))
     else:

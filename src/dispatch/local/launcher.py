@@ -303,7 +303,7 @@ class Execution:
                 break
             now = time.time()
             if deadline is not None and now >= deadline and self.ending is None:
-                self.begin_ending("timeout", f"the time limit of {float(limit):g}s was reached")
+                self.begin_ending("timeout", f"the time limit of {float(limit or 0):g}s was reached")
             if self.kill_at is not None and now >= self.kill_at:
                 self.signal_all(signal.SIGKILL)
                 self.kill_at = now + 1.0
