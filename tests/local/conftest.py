@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,5 @@ def backend(tmp_path: Path) -> Iterator[LocalBackend]:
     b = LocalBackend(tmp_path / "state", SystemClock(), grace=1.0)
     yield b
     for sid in (p.name for p in (tmp_path / "state" / "jobs").iterdir()):
-        try:
+        with contextlib.suppress(Exception):
             b.stop_job(sid)
-        except Exception:
-            pass

@@ -9,7 +9,7 @@ import pytest
 
 from dispatch.clock import SystemClock
 from dispatch.conformance import Check, Harness, Timings, backend_checks, run_check
-from dispatch.local import LocalBackend, Limits
+from dispatch.local import Limits, LocalBackend
 from dispatch.spec import JobSpec
 
 OOM = "x = 'a' * (200 << 20)\nimport time\ntime.sleep(30)\n"
