@@ -13,7 +13,7 @@ import pytest
 
 from dispatch.clock import SystemClock
 from dispatch.errors import NotFound, ReadOnly, Rejected
-from dispatch.local import LocalBackend, Limits
+from dispatch.local import Limits, LocalBackend
 from dispatch.local.layout import JobFiles
 from dispatch.outcome import Cause, State
 from dispatch.spec import JobSpec
