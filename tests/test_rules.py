@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from dispatch import Cause, ConfigError, FakeClock, State
 from dispatch.memory import MemoryScheduler, backend
@@ -129,3 +131,47 @@ def test_actions_checked_against_the_cluster() -> None:
     ro = backend(MemoryScheduler(clock, "kubeflow"), read_only=True)
     with pytest.raises(ConfigError, match="hold is unknown"):
         RuleSet.from_data({"rules": [{"cause": "exit", "action": "hold"}]}).check_against(ro, ro.capabilities())
+
+
+_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 300)
+    | st.floats()
+    | st.text(max_size=12)
+    | st.sampled_from(["preempted", "exit", "resubmit", "hold", "30s", "escalate", "close"]),
+    lambda c: (
+        st.lists(c, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "cause",
+                    "action",
+                    "limit",
+                    "name",
+                    "exitCodes",
+                    "backoff",
+                    "state",
+                    "total",
+                    "causes",
+                    "maxExecutions",
+                    "junk",
+                ]
+            ),
+            c,
+            max_size=5,
+        )
+    ),
+    max_leaves=15,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.sampled_from(["unmatched", "limits", "rules", "other"]), _values, max_size=3))
+def test_fuzzed_rules_give_config_errors_only(data: dict[str, object]) -> None:
+    try:
+        rs = RuleSet.from_data(data)
+    except ConfigError as exc:
+        assert str(exc)
+    else:
+        assert RuleSet.from_data(rs.to_json()) == rs

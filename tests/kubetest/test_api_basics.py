@@ -1,0 +1,241 @@
+"""CRUD, status subresource, conflicts, errors and selectors through the real lightkube client."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from lightkube import ApiError, Client
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod
+from lightkube.types import PatchType
+
+from dispatch.kubetest import FakeAPIServer
+
+from .conftest import ClusterTrainingRuntime, TrainJob, trainjob
+
+
+def test_discovery_lists_groups_and_can_unserve(server: FakeAPIServer) -> None:
+    groups = httpx.get(f"{server.url}/apis").json()["groups"]
+    names = {g["name"]: g["preferredVersion"]["version"] for g in groups}
+    assert names["trainer.kubeflow.org"] == "v1alpha1"
+    assert names["jobset.x-k8s.io"] == "v1alpha2"
+    assert names["kueue.x-k8s.io"] == "v1beta2"
+    assert names["authorization.k8s.io"] == "v1"
+    trainer = httpx.get(f"{server.url}/apis/trainer.kubeflow.org/v1alpha1").json()
+    assert {"trainjobs", "trainjobs/status", "clustertrainingruntimes"} <= {r["name"] for r in trainer["resources"]}
+    core = httpx.get(f"{server.url}/api/v1").json()
+    assert {"pods", "pods/log", "nodes", "namespaces", "events"} <= {r["name"] for r in core["resources"]}
+
+    server.control.unserve("kueue.x-k8s.io/v1beta2")
+    assert "kueue.x-k8s.io" not in {g["name"] for g in httpx.get(f"{server.url}/apis").json()["groups"]}
+    assert httpx.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2").status_code == 404
+    assert httpx.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2/workloads").status_code == 404
+
+
+def test_crud_metadata_and_generation(server: FakeAPIServer, client: Client) -> None:
+    server.control.reactors.clear()  # a bare apiserver: no controller reacts to the TrainJob
+    created = client.create(TrainJob(trainjob("tj-a")))
+    meta = created.metadata
+    assert meta.uid and meta.creationTimestamp and meta.generation == 1
+    rv1 = int(meta.resourceVersion)
+
+    fetched = client.get(TrainJob, "tj-a", namespace="default")
+    assert fetched.metadata.uid == meta.uid
+    assert fetched["spec"]["trainer"]["numNodes"] == 2
+
+    patched = client.patch(
+        TrainJob,
+        "tj-a",
+        {"spec": {"trainer": {"numNodes": 4}}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
+    assert patched.metadata.generation == 2
+    assert int(patched.metadata.resourceVersion) > rv1
+
+    labelled = client.patch(
+        TrainJob,
+        "tj-a",
+        {"metadata": {"labels": {"team": "a"}}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
+    assert labelled.metadata.generation == 2, "metadata changes do not bump generation"
+
+    items = list(client.list(TrainJob, namespace="default"))
+    assert [i.metadata.name for i in items] == ["tj-a"]
+    client.delete(TrainJob, "tj-a", namespace="default")
+    with pytest.raises(ApiError) as err:
+        client.get(TrainJob, "tj-a", namespace="default")
+    assert err.value.status.code == 404
+    assert err.value.status.reason == "NotFound"
+    assert err.value.status.message == 'trainjobs.trainer.kubeflow.org "tj-a" not found'
+
+
+def test_status_subresource_is_separate(server: FakeAPIServer, client: Client) -> None:
+    server.control.reactors.clear()
+    body = trainjob("tj-s")
+    body["status"] = {"conditions": [{"type": "Complete", "status": "True"}]}
+    created = client.create(TrainJob(body))
+    assert not created.get("status"), "status sent on create is dropped"
+
+    with_status = client.patch(
+        TrainJob.Status,
+        "tj-s",
+        {"status": {"jobsStatus": [{"name": "node", "active": 2}]}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
+    assert with_status["status"]["jobsStatus"][0]["active"] == 2
+    assert with_status.metadata.generation == 1
+
+    # a spec write carrying status leaves status alone; a status write leaves spec alone
+    spec_write = client.patch(
+        TrainJob,
+        "tj-s",
+        {"spec": {"suspend": True}, "status": {"jobsStatus": []}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
+    assert spec_write["status"]["jobsStatus"][0]["active"] == 2
+    assert spec_write["spec"]["suspend"] is True
+    status_write = client.patch(
+        TrainJob.Status,
+        "tj-s",
+        {"spec": {"suspend": False}, "status": {"jobsStatus": []}},
+        namespace="default",
+        patch_type=PatchType.MERGE,
+    )
+    assert status_write["spec"]["suspend"] is True
+    assert status_write["status"]["jobsStatus"] == []
+
+
+def test_conflict_on_stale_resource_version(server: FakeAPIServer, client: Client) -> None:
+    cm = client.create(ConfigMap(metadata=ObjectMeta(name="c1", namespace="default"), data={"a": "1"}))
+    stale = cm.metadata.resourceVersion
+    cm.data = {"a": "2"}
+    client.replace(cm)
+    cm.data = {"a": "3"}
+    cm.metadata.resourceVersion = stale
+    with pytest.raises(ApiError) as err:
+        client.replace(cm)
+    assert err.value.status.code == 409
+    assert err.value.status.reason == "Conflict"
+    assert "the object has been modified" in err.value.status.message
+    assert client.get(ConfigMap, "c1", namespace="default").data == {"a": "2"}
+
+
+def test_already_exists_missing_namespace_and_invalid_name(client: Client) -> None:
+    client.create(ConfigMap(metadata=ObjectMeta(name="dup", namespace="default")))
+    with pytest.raises(ApiError) as err:
+        client.create(ConfigMap(metadata=ObjectMeta(name="dup", namespace="default")))
+    assert (err.value.status.code, err.value.status.reason) == (409, "AlreadyExists")
+
+    with pytest.raises(ApiError) as err:
+        client.create(ConfigMap(metadata=ObjectMeta(name="x", namespace="nowhere")))
+    assert (err.value.status.code, err.value.status.message) == (404, 'namespaces "nowhere" not found')
+
+    with pytest.raises(ApiError) as err:
+        client.create(TrainJob(trainjob("Bad_Name")))
+    assert (err.value.status.code, err.value.status.reason) == (422, "Invalid")
+    assert err.value.status.details.causes[0].field == "metadata.name"
+
+
+def test_strategic_merge_is_refused_on_custom_resources(server: FakeAPIServer, client: Client) -> None:
+    server.control.reactors.clear()
+    client.create(TrainJob(trainjob("tj-smp")))
+    with pytest.raises(ApiError) as err:
+        client.patch(TrainJob, "tj-smp", {"spec": {"suspend": True}}, namespace="default")  # lightkube default: SMP
+    assert (err.value.status.code, err.value.status.reason) == (415, "UnsupportedMediaType")
+    # built-in types accept it (approximated as a merge patch)
+    client.create(ConfigMap(metadata=ObjectMeta(name="smp", namespace="default"), data={"a": "1"}))
+    out = client.patch(ConfigMap, "smp", {"data": {"b": "2"}}, namespace="default")
+    assert out.data == {"a": "1", "b": "2"}
+
+
+def test_json_patch(client: Client) -> None:
+    client.create(ConfigMap(metadata=ObjectMeta(name="jp", namespace="default"), data={"a": "1"}))
+    out = client.patch(
+        ConfigMap,
+        "jp",
+        [{"op": "add", "path": "/data/b", "value": "2"}, {"op": "remove", "path": "/data/a"}],
+        namespace="default",
+        patch_type=PatchType.JSON,
+    )
+    assert out.data == {"b": "2"}
+
+
+def test_label_and_field_selectors(server: FakeAPIServer, client: Client) -> None:
+    server.control.reactors.clear()
+    for name, labels, node, phase in (
+        ("p1", {"app": "a", "tier": "x"}, "n1", "Running"),
+        ("p2", {"app": "b"}, "n2", "Pending"),
+        ("p3", {"app": "c", "tier": "y"}, "n1", "Failed"),
+    ):
+        server.control.create(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "labels": labels},
+                "spec": {"nodeName": node, "containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": phase},
+            }
+        )
+
+    def names(**kw: object) -> list[str]:
+        return sorted(p.metadata.name for p in client.list(Pod, namespace="default", **kw))
+
+    assert names(labels={"app": "a"}) == ["p1"]
+    assert names(labels={"app": ("a", "b")}) == ["p1", "p2"]
+    assert names(labels={"tier": None}) == ["p1", "p3"]  # exists
+    raw = httpx.get(
+        f"{server.url}/api/v1/namespaces/default/pods", params={"labelSelector": "app notin (a),!tier"}
+    ).json()
+    assert [i["metadata"]["name"] for i in raw["items"]] == ["p2"]
+    raw = httpx.get(f"{server.url}/api/v1/namespaces/default/pods", params={"labelSelector": "app!=a"}).json()
+    assert [i["metadata"]["name"] for i in raw["items"]] == ["p2", "p3"]
+    assert names(fields={"spec.nodeName": "n1"}) == ["p1", "p3"]
+    assert names(fields={"status.phase": "Running"}) == ["p1"]
+    assert names(fields={"metadata.name": "p2"}) == ["p2"]
+    bad = httpx.get(f"{server.url}/api/v1/namespaces/default/pods", params={"fieldSelector": "spec.bogus=1"})
+    assert bad.status_code == 400 and bad.json()["reason"] == "BadRequest"
+
+
+def test_list_pagination_and_resource_version(server: FakeAPIServer, client: Client) -> None:
+    for i in range(5):
+        client.create(ConfigMap(metadata=ObjectMeta(name=f"cm{i}", namespace="default")))
+    first = httpx.get(f"{server.url}/api/v1/namespaces/default/configmaps", params={"limit": 2}).json()
+    assert len(first["items"]) == 2 and first["metadata"]["continue"]
+    assert int(first["metadata"]["resourceVersion"]) == server.store.resource_version
+    listed = list(client.list(ConfigMap, namespace="default", chunk_size=2))
+    assert [c.metadata.name for c in listed] == [f"cm{i}" for i in range(5)]
+    client.create(ConfigMap(metadata=ObjectMeta(name="later", namespace="default")))
+    server.control.compact()  # history before the write above is gone: the token's version too
+    expired = httpx.get(
+        f"{server.url}/api/v1/namespaces/default/configmaps",
+        params={"limit": 2, "continue": first["metadata"]["continue"]},
+    )
+    assert expired.status_code == 410 and expired.json()["reason"] == "Expired"
+
+
+def test_cluster_scoped_objects_and_namespaces(server: FakeAPIServer, client: Client) -> None:
+    server.control.add_node("worker-0", labels={"pool": "gpu"})
+    node = client.get(Node, "worker-0")
+    assert node.status.conditions[0].type == "Ready" and node.status.conditions[0].status == "True"
+    client.create(Namespace(metadata=ObjectMeta(name="ml")))
+    client.create(ConfigMap(metadata=ObjectMeta(name="in-ml", namespace="ml")))
+    client.create(
+        ClusterTrainingRuntime(
+            server.control
+            and {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "ClusterTrainingRuntime",
+                "metadata": {"name": "rt"},
+                "spec": {"mlPolicy": {"numNodes": 1}},
+            }
+        )
+    )
+    assert client.get(ClusterTrainingRuntime, "rt").metadata.namespace is None
+    client.delete(Namespace, "ml")
+    with pytest.raises(ApiError):
+        client.get(ConfigMap, "in-ml", namespace="ml")
