@@ -30,6 +30,20 @@ class Exit(IntEnum):
     """Interrupted with Ctrl-C."""
 
 
+MEANING: dict[Exit, str] = {
+    Exit.OK: "Success (for `run`: the job succeeded).",
+    Exit.JOB_FAILED: "The job ended without success: failed (any cause) or cancelled (`run`, `stop --wait`).",
+    Exit.USAGE: "Bad command line, configuration, rules file or job spec. Nothing was done.",
+    Exit.NOT_FOUND: "No such job, execution or rank.",
+    Exit.REFUSED: "The cluster cannot or will not do it: Unsupported, Rejected, or a read-only open.",
+    Exit.UNKNOWN: "The outcome is unknown: the job's evidence is gone, or a call may or may not have taken effect.",
+    Exit.UNAVAILABLE: "The cluster could not be reached, or preflight failed; nothing was done. Try again.",
+    Exit.CONFLICT: "Another writer changed the job at the same time; nothing was done. Try again.",
+    Exit.INTERNAL: "A bug in dispatch: run again with `--debug` for the traceback, and report it.",
+    Exit.INTERRUPTED: "Interrupted with Ctrl-C (a second Ctrl-C during `run` leaves the job running).",
+}
+
+
 def exit_for(exc: BaseException) -> Exit:
     """The exit code for an error dispatch raised on purpose."""
     from dispatch import errors
