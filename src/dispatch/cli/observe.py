@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from dispatch.errors import Conflict, NotFound
+from dispatch.outcome import Evidence, unknown
 from dispatch.records.base import Records
 from dispatch.records.model import Event, ExecutionRecord, JobRecord
 from dispatch.spi import Backend, JobEvidence
@@ -41,6 +42,9 @@ def fold(job: JobRecord, ev: JobEvidence | None, now: float) -> list[Event]:
         if not sub.gone:
             sub.gone = True
             events.append(Event(job.id, now, "gone", {"submission": sub.n, "schedulerId": sub.scheduler_id}))
+            if sub.outcome is None or not sub.outcome.state.ended:
+                # the object vanished before it was seen to end: its fate is unknown, never success
+                sub.outcome = unknown(Evidence("record", now), "the scheduler no longer shows the job")
     else:
         old = sub.outcome
         new = ev.outcome
