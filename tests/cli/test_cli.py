@@ -336,3 +336,32 @@ def test_records_file_is_private(cli: Env) -> None:
     assert (cli.records.stat().st_mode & 0o777) == 0o600
     with sqlite3.connect(cli.records) as db:
         assert db.execute("SELECT count(*) FROM jobs").fetchone()[0] == 1
+
+
+def test_no_configuration_at_all_uses_local_and_xdg_records(cli: Env) -> None:
+    cli.config.unlink()
+    p = cli.run("run", "-N", "2", "--", "true")
+    assert p.returncode == 0, p.stderr
+    assert cli.records.exists() and (cli.local_state / "jobs").is_dir()
+    assert cli.json("status")[0]["cluster"] == "local"
+    assert cli.json("clusters")["config"] is None
+
+
+def test_logs_follow_until_the_end(cli: Env) -> None:
+    job = cli.run("submit", "-N", "2", "--", "sh", "-c", "for i in 1 2 3; do echo tick$i; sleep 0.3; done").stdout
+    p = cli.run("logs", job.strip(), "--follow")
+    assert p.returncode == 0
+    assert sorted(p.stdout.splitlines()) == sorted(f"[{r}] tick{i}" for r in (0, 1) for i in (1, 2, 3))
+
+
+def test_status_watch_refreshes_until_interrupted(cli: Env) -> None:
+    assert cli.run("run", "--", "true").returncode == 0
+    proc = cli.popen("status", "--watch", "--interval", "0.3")
+    assert proc.stdout is not None
+    headers = 0
+    while headers < 2:
+        line = proc.stdout.readline()
+        headers += line.startswith("JOB ")
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=10)
+    assert proc.returncode == 0
