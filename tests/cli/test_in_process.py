@@ -202,3 +202,40 @@ def test_refresh_writes_only_changes() -> None:
     writes = records.writes
     refresh(records, Fake(), [after], 6.0)  # type: ignore[arg-type]
     assert records.writes == writes and Fake.calls == 1, "a closed, ended job is not observed again"
+
+
+def test_show_lists_executions_holds_escalations_and_decisions_with_their_events() -> None:
+    from dispatch.cli.views import render_show
+    from dispatch.records import Decision, Escalation, Event, ExecutionRecord, HoldRecord
+
+    job = _job(100.0, rules=True)
+    pre = Outcome(State.FAILED, Cause.PREEMPTED, Evidence("t", 110.0))
+    ok = Outcome(State.SUCCEEDED, Cause.EXIT, Evidence("t", 130.0), exit_code=0)
+    assert job.current is not None
+    job.current.executions = [
+        ExecutionRecord("1.s1.0", 0, pre, 101.0, 110.0),
+        ExecutionRecord("1.s1.1", 1, ok, 120.0, 130.0),
+    ]
+    job.current.outcome = ok
+    job.holds = [HoldRecord("h1", "supervisor:x", 1, 111.0, "held by a rule", released_at=115.0)]
+    job.escalations = [Escalation(1, 112.0, Cause.ADMIN_HELD, "an administrator holds it")]
+    job.decisions = [Decision(1, 111.0, 1, "1.s1.0", Cause.PREEMPTED, "requeue", "preemption", "rule matches", "sup")]
+    events = [
+        Event("j1", 110.0, "execution", {"execution": "1.s1.0", "state": "failed", "cause": "preempted"}, seq=1),
+        Event("j1", 111.0, "decision", {"action": "requeue"}, seq=2),
+    ]
+    text = render_show(job, events, 200.0)
+    for needle in (
+        "1.s1.0",
+        "1.s1.1",
+        "preempted",
+        "h1",
+        "released",
+        "an administrator holds it",
+        "-> requeue",
+        "rule preemption",
+        "decisions (and the events that led to each)",
+    ):
+        assert needle in text, needle
+    decision_part = text.split("decisions (and the events that led to each)")[1].split("\nevents")[0]
+    assert "execution=1.s1.0" in decision_part, "the event that led to the decision is listed under it"
