@@ -69,7 +69,7 @@ def test_run_two_nodes_shows_output_and_succeeds(cli: Env) -> None:
 
 
 def test_run_exit_code_comes_from_the_outcome(cli: Env) -> None:
-    p = cli.run("run", "-N", "2", "--", "sh", "-c", "echo oops >&2; exit 3")
+    p = cli.run("run", "-N", "2", "--", "sh", "-c", "echo oops >&2; sleep 1; exit 3")
     assert p.returncode == Exit.JOB_FAILED
     assert "failed (exit code 3)" in p.stderr and "oops" in p.stderr
     (row,) = cli.json("status")
@@ -182,7 +182,15 @@ def test_ctrl_c_on_run_stops_the_job(cli: Env) -> None:
 
 
 def test_killed_dispatch_leaves_truth_for_a_new_process(cli: Env) -> None:
-    proc = cli.popen("run", "-N", "2", "--", "sh", "-c", "echo started; sleep 2; echo finished $RANK; exit 5")
+    proc = cli.popen(
+        "run",
+        "-N",
+        "2",
+        "--",
+        "sh",
+        "-c",
+        "echo started; sleep 2; echo finished $RANK; [ $RANK = 0 ] && sleep 0.5 && exit 5; exit 0",
+    )
     assert proc.stdout is not None
     assert proc.stdout.readline().endswith("started\n")
     proc.kill()

@@ -226,12 +226,18 @@ class Execution:
             write_json(os.path.join(self.dir, LAUNCHER), self.launcher_info())
 
     def signal_all(self, sig: int) -> None:
+        """Send ``sig`` once to every rank: to each node's process group, and to any live rank outside them (one
+        whose node's first rank had already exited when it started)."""
         for pgid in self.pgids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, sig)
         for pid in self.procs:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
+            try:
+                if os.getpgid(pid) in self.pgids:
+                    continue
                 os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                continue
 
     def begin_ending(self, why: str, detail: str = "") -> None:
         if self.ending is not None:
