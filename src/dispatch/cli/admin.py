@@ -165,7 +165,9 @@ def supervise(app: App, rules_file: str, poll: float, once: bool) -> None:
         raise Unsupported(
             "the supervisor (dispatch.supervise) is not part of this installation yet; the rules file is valid"
         ) from None
-    sup: Any = Supervisor(cluster.backend, app.records(), clock=cluster.clock, poll=poll, default_rules=rules)
+    sup: Any = Supervisor(
+        cluster.backend, app.records(), clock=cluster.clock, poll=poll, default_rules=rules, cluster=cluster.name
+    )
     ui.note(f"supervising cluster {cluster.name} every {poll:g}s with {len(rules.rules)} rule(s); Ctrl-C to stop")
     if once:
         sup.cycle()

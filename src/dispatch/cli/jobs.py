@@ -252,7 +252,11 @@ def describe_end(job: JobRecord) -> str:
     took = ""
     if cur and cur.executions and cur.executions[-1].started_at and cur.executions[-1].ended_at:
         took = f" after {ui.duration(cur.executions[-1].ended_at - cur.executions[-1].started_at)}"
-    more = "" if out.state.value == "succeeded" else f"; see: dispatch show {job.id}"
+    more = ""
+    if out.cause is not None and out.cause.value in ("exit", "launch-failed"):
+        more = f"; stderr: dispatch logs {job.id} --stderr"
+    elif out.state.value != "succeeded":
+        more = f"; see: dispatch show {job.id}"
     return f"job {job.id} {ui.state_style(what, out.state.value)}{took}{detail}{more}"
 
 
@@ -388,7 +392,7 @@ def _supervisor(cluster: Cluster, records: Any, job: JobRecord) -> Any:
         from dispatch.supervise import Supervisor  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         return None
-    return Supervisor(cluster.backend, records, clock=cluster.clock)
+    return Supervisor(cluster.backend, records, clock=cluster.clock, cluster=cluster.name)
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
