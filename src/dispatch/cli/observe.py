@@ -95,21 +95,21 @@ def fold(job: JobRecord, ev: JobEvidence | None, now: float) -> list[Event]:
 
 
 def refresh(records: Records, backend: Backend, jobs: Iterable[JobRecord], now: float) -> list[JobRecord]:
-    """Observe ``jobs`` (active ones, not owned by a live supervisor) in one batched call; write the changes.
+    """Observe the active ``jobs`` in one batched call and return them as observed, in the same order.
 
-    Returns the jobs as they are after the refresh (written or not).
+    Changes are written (compare-and-set) for jobs no supervisor owns. A job under a live supervisor lease is
+    observed too but NOT written: the returned copy shows what the scheduler says now, and the record stays
+    the supervisor's to write. So a reader always sees the truth, even when the process that owned the job has
+    died and its lease has not expired yet.
     """
+    jobs = list(jobs)
     todo = [
         j
         for j in jobs
-        if needs_observation(j)
-        and j.current is not None
-        and j.current.scheduler_id is not None
-        and not j.current.gone
-        and not owned_by_supervisor(j, now)
+        if needs_observation(j) and j.current is not None and j.current.scheduler_id is not None and not j.current.gone
     ]
     if not todo:
-        return list(jobs)
+        return jobs
     evidence = backend.inspect_many([j.current.scheduler_id for j in todo if j.current and j.current.scheduler_id])
     out: dict[str, JobRecord] = {j.id: j for j in jobs}
     for job in todo:
@@ -119,8 +119,11 @@ def refresh(records: Records, backend: Backend, jobs: Iterable[JobRecord], now: 
         if not events:
             continue  # nothing changed but the evidence time: no write (status stays cheap)
         new.updated_at = now
+        if owned_by_supervisor(job, now):
+            out[job.id] = new  # shown, not written
+            continue
         try:
             out[job.id] = records.update(new, events)
         except (Conflict, NotFound):
             continue
-    return list(out.values())
+    return [out[j.id] for j in jobs]

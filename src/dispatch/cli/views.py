@@ -38,31 +38,31 @@ def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str
     return [CompletionItem(s.id, help=f"{s.state.value} {s.name or ''}") for s in rows if s.id.startswith(incomplete)]
 
 
-def refresh_active(app: App, summaries: list[JobSummary]) -> bool:
-    """Observe the active jobs among ``summaries`` (one batched call per cluster) and write what changed.
+def refresh_active(app: App, jobs: list[JobRecord]) -> list[JobRecord]:
+    """The jobs as observed now: active ones are inspected (one batched call per cluster) and changes written
+    where no supervisor owns the job (see :func:`dispatch.cli.observe.refresh`).
 
-    Returns True if anything may have changed. A cluster that cannot be opened or reached is skipped with a
-    note: its jobs keep their last recorded evidence.
+    A cluster that cannot be opened or reached is skipped with a note: its jobs keep their last recorded
+    evidence.
     """
     from dispatch.cli import ui
-    from dispatch.cli.observe import refresh
+    from dispatch.cli.observe import needs_observation, refresh
     from dispatch.errors import DispatchError
 
     records = app.records()
-    by_cluster: dict[str, list[str]] = {}
-    for s in summaries:
-        if not (s.closed and s.state.ended):
-            by_cluster.setdefault(s.cluster, []).append(s.id)
-    changed = False
-    for name, ids in by_cluster.items():
+    by_cluster: dict[str, list[JobRecord]] = {}
+    for j in jobs:
+        if needs_observation(j):
+            by_cluster.setdefault(j.cluster, []).append(j)
+    seen: dict[str, JobRecord] = {}
+    for name, group in by_cluster.items():
         try:
             cluster = app.cluster(name)
-            jobs = [records.get(i) for i in ids]
-            refresh(records, cluster.backend, jobs, cluster.clock.now())
-            changed = True
+            for j in refresh(records, cluster.backend, group, cluster.clock.now()):
+                seen[j.id] = j
         except DispatchError as exc:
             ui.note(f"cluster {name}: not refreshed ({exc}); showing the last recorded state")
-    return changed
+    return [seen.get(j.id, j) for j in jobs]
 
 
 def cause_text(s: JobSummary) -> str:
@@ -144,10 +144,10 @@ def status(
             total = len(everything)
             rows = everything if show_all else everything[:limit]
         if refresh and rows and any(not (r.closed and r.state.ended) for r in rows):
-            refresh_active(app, rows)
             assert records is not None
-            ids = [r.id for r in rows]
-            rows = [_summary(records.get(i)) for i in ids]
+            live = [records.get(r.id) for r in rows if not (r.closed and r.state.ended)]
+            fresh = {j.id: _summary(j) for j in refresh_active(app, live)}
+            rows = [fresh.get(r.id, r) for r in rows]
         if as_json:
             ui.print_json([r.to_json() for r in rows])
             return
@@ -189,12 +189,10 @@ def _summary(job: JobRecord) -> JobSummary:
 def show(app: App, job: str, refresh: bool, as_json: bool) -> None:
     """Everything about JOB: executions with causes, holds, decisions, escalations, and the events behind them."""
     from dispatch.cli import ui
-    from dispatch.records.model import JobSummary
 
     record = app.resolve_job(job)
     if refresh and not (record.closed and record.state.ended):
-        refresh_active(app, [JobSummary.of(record)])
-        record = app.records().get(record.id)
+        (record,) = refresh_active(app, [record])
     events = app.records().events(record.id)
     if as_json:
         ui.print_json(
