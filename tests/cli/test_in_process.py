@@ -239,3 +239,22 @@ def test_show_lists_executions_holds_escalations_and_decisions_with_their_events
         assert needle in text, needle
     decision_part = text.split("decisions (and the events that led to each)")[1].split("\nevents")[0]
     assert "execution=1.s1.0" in decision_part, "the event that led to the decision is listed under it"
+
+
+def test_refresh_shows_but_does_not_write_a_job_a_live_supervisor_owns() -> None:
+    from dispatch.records import Lease
+
+    class Fake:
+        def inspect_many(self, ids: list[str]) -> dict[str, JobEvidence]:
+            return {"s1": _evidence(State.FAILED, Cause.TIMEOUT, 5.0)}
+
+    records = MemoryRecords()
+    job = _job(1.0)
+    job.lease = Lease("supervisor:elsewhere", 1, expires_at=100.0)
+    job = records.create(job)
+    writes = records.writes
+    (seen,) = refresh(records, Fake(), [job], 5.0)  # type: ignore[arg-type]
+    assert seen.state is State.FAILED and seen.cause is Cause.TIMEOUT
+    assert records.writes == writes and records.get("j1").state is State.PENDING
+    (after_expiry,) = refresh(records, Fake(), [records.get("j1")], 101.0)  # type: ignore[arg-type]
+    assert records.writes == writes + 1 and records.get("j1").cause is Cause.TIMEOUT and after_expiry.closed
