@@ -197,6 +197,10 @@ def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json
     The exit code comes from the outcome: 0 succeeded, 1 failed or cancelled,
     5 unknown. Ctrl-C stops the job (a second Ctrl-C leaves it running).
       dispatch run --nodes 2 -- python train.py
+
+    While it waits, this process supervises the cluster's jobs (dispatch.supervise):
+    --rules are applied here. If dispatch is killed, the job runs on; dispatch
+    status (from any process) shows how it is doing.
     """
     app.cluster_config()
     rules = load_rules(rules_file)
