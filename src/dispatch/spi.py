@@ -259,6 +259,20 @@ class OutputReader(Protocol):
     def stderr(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]: ...
 
 
+CORE_METHODS: tuple[str, ...] = (
+    "capabilities",
+    "declarations",
+    "extension_policy",
+    "start",
+    "open",
+    "inspect",
+    "inspect_many",
+    "find",
+    "stop_job",
+    "close",
+)
+"""The methods of :class:`Backend` that views of a backend forward."""
+
 OPTIONAL_INTERFACES: tuple[type, ...] = (
     Holder,
     Requeuer,
@@ -304,20 +318,7 @@ def restrict(backend: Backend, without: Iterable[type]) -> Backend:
         method.__name__ = name
         return method
 
-    attrs: dict[str, Any] = {n: forward(n) for n in names}
-    for n in (
-        "capabilities",
-        "declarations",
-        "extension_policy",
-        "start",
-        "open",
-        "inspect",
-        "inspect_many",
-        "find",
-        "stop_job",
-        "close",
-    ):
-        attrs[n] = forward(n)
+    attrs: dict[str, Any] = {n: forward(n) for n in (*names, *CORE_METHODS)}
     attrs["name"] = property(lambda self: self._inner.name)
     attrs["read_only"] = property(lambda self: self._inner.read_only)
     attrs["unrestricted"] = property(lambda self: self._inner)

@@ -13,6 +13,7 @@ only the store decides whether a write wins.
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -486,6 +487,25 @@ class JobSummary:
             version=job.version,
         )
 
+    @classmethod
+    def from_row(cls, r: Sequence[Any]) -> JobSummary:
+        """A summary from a store's row: id, cluster, name, state, cause, exit_code, execution, created_at,
+        updated_at, observed_at, closed, version (the order of :data:`SUMMARY_COLUMNS`)."""
+        return cls(
+            id=r[0],
+            cluster=r[1],
+            name=r[2],
+            state=State(r[3]),
+            cause=Cause(r[4]) if r[4] else None,
+            exit_code=r[5],
+            execution=r[6],
+            created_at=r[7],
+            updated_at=r[8],
+            observed_at=r[9],
+            closed=bool(r[10]),
+            version=r[11],
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "id": self.id,
@@ -501,3 +521,9 @@ class JobSummary:
             "closed": self.closed,
             "version": self.version,
         }
+
+
+SUMMARY_COLUMNS = (
+    "id, cluster, name, state, cause, exit_code, execution, created_at, updated_at, observed_at, closed, version"
+)
+"""The summary columns every SQL store keeps beside each job's document, in :meth:`JobSummary.from_row` order."""

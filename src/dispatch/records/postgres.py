@@ -19,9 +19,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from dispatch.errors import ConfigError, Conflict, NotFound, Unavailable
-from dispatch.outcome import Cause, State
 from dispatch.records.base import check_fence
-from dispatch.records.model import Event, JobRecord, JobSummary
+from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary
 
 try:
     import psycopg
@@ -229,10 +228,7 @@ class PostgresRecords:
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None
     ) -> list[JobSummary]:
-        text = (
-            "SELECT id, cluster, name, state, cause, exit_code, execution, created_at, updated_at, observed_at,"
-            " closed, version FROM {s}.jobs WHERE TRUE"
-        )
+        text = "SELECT " + SUMMARY_COLUMNS + " FROM {s}.jobs WHERE TRUE"
         args: list[Any] = []
         if active_only:
             text += " AND NOT closed"
@@ -246,23 +242,7 @@ class PostgresRecords:
         with self._lock, self._db.cursor() as cur:
             cur.execute(self._q(text), args)
             rows = cur.fetchall()
-        return [
-            JobSummary(
-                id=r[0],
-                cluster=r[1],
-                name=r[2],
-                state=State(r[3]),
-                cause=Cause(r[4]) if r[4] else None,
-                exit_code=r[5],
-                execution=r[6],
-                created_at=r[7],
-                updated_at=r[8],
-                observed_at=r[9],
-                closed=bool(r[10]),
-                version=r[11],
-            )
-            for r in rows
-        ]
+        return [JobSummary.from_row(r) for r in rows]
 
     def events(self, job_id: str, after: int = 0) -> list[Event]:
         with self._lock, self._db.cursor() as cur:

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.errors import Conflict, NotFound
-from dispatch.outcome import Cause, State
 from dispatch.records.base import check_fence
-from dispatch.records.model import Event, JobRecord, JobSummary
+from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary
 
 SCHEMA_VERSION = 2
 
@@ -206,10 +205,7 @@ class SQLiteRecords:
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None
     ) -> list[JobSummary]:
-        sql = (
-            "SELECT id, cluster, name, state, cause, exit_code, execution, created_at, updated_at,"
-            " observed_at, closed, version FROM jobs WHERE 1=1"
-        )
+        sql = f"SELECT {SUMMARY_COLUMNS} FROM jobs WHERE 1=1"
         args: list[Any] = []
         if active_only:
             sql += " AND closed = 0"
@@ -222,23 +218,7 @@ class SQLiteRecords:
             args.append(limit)
         with self._lock:
             rows = self._db.execute(sql, args).fetchall()
-        return [
-            JobSummary(
-                id=r[0],
-                cluster=r[1],
-                name=r[2],
-                state=State(r[3]),
-                cause=Cause(r[4]) if r[4] else None,
-                exit_code=r[5],
-                execution=r[6],
-                created_at=r[7],
-                updated_at=r[8],
-                observed_at=r[9],
-                closed=bool(r[10]),
-                version=r[11],
-            )
-            for r in rows
-        ]
+        return [JobSummary.from_row(r) for r in rows]
 
     def events(self, job_id: str, after: int = 0) -> list[Event]:
         with self._lock:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.records.model import JobRecord
-from dispatch.spi import OPTIONAL_INTERFACES
+from dispatch.spi import CORE_METHODS, OPTIONAL_INTERFACES
 
 ACTION_METHODS = frozenset({"start", "open", "hold", "release", "requeue", "stop_job"})
 
@@ -119,18 +119,7 @@ class Conductor:
 
 def parked_backend(inner: Any, conductor: Conductor) -> Any:
     """A view of ``inner`` whose every method parks first; it implements the same optional interfaces."""
-    core = [
-        "capabilities",
-        "declarations",
-        "extension_policy",
-        "start",
-        "open",
-        "inspect",
-        "inspect_many",
-        "find",
-        "stop_job",
-        "close",
-    ]
+    core = list(CORE_METHODS)
     optional = [m for iface in OPTIONAL_INTERFACES if isinstance(inner, iface) for m in _methods(iface)]
     quiet = {"capabilities", "declarations", "extension_policy", "close"}
 
