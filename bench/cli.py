@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -70,15 +71,29 @@ def populate(path: Path, n: int) -> float:
     return time.perf_counter() - t0
 
 
+def _children_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def timed(argv: list[str], env: dict[str, str], repeat: int) -> dict[str, float]:
-    runs = []
+    """Wall time (median, min, max) and CPU time (median; user + system) of ``repeat`` fresh processes. On a
+    shared, loaded machine the CPU time is the steadier figure."""
+    runs, cpu = [], []
     for _ in range(repeat):
+        c0 = _children_cpu()
         t0 = time.perf_counter()
         p = subprocess.run([sys.executable, "-c", ENTRY, *argv], env=env, capture_output=True)
         runs.append(time.perf_counter() - t0)
+        cpu.append(_children_cpu() - c0)
         if p.returncode != 0:
             raise SystemExit(f"dispatch {' '.join(argv)} failed: {p.stderr.decode()}")
-    return {"median": round(statistics.median(runs), 4), "min": round(min(runs), 4), "max": round(max(runs), 4)}
+    return {
+        "median": round(statistics.median(runs), 4),
+        "min": round(min(runs), 4),
+        "max": round(max(runs), 4),
+        "cpuMedian": round(statistics.median(cpu), 4),
+    }
 
 
 def main() -> int:
@@ -109,6 +124,7 @@ def main() -> int:
                 "dispatch status --all --json": timed(["status", "--all", "--json"], env, args.repeat),
             },
             "python": sys.version.split()[0],
+            "loadAverage": [round(x, 2) for x in os.getloadavg()],
         }
     print(json.dumps(result, indent=2))
     return 0

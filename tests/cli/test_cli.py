@@ -373,3 +373,26 @@ def test_status_watch_refreshes_until_interrupted(cli: Env) -> None:
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=10)
     assert proc.returncode == 0
+
+
+def test_supervise_applies_a_jobs_rules(cli: Env, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text(
+        'unmatched = "close"\n[[rules]]\ncause = "exit"\nexitCodes = [75]\naction = "requeue"\nlimit = 2\n'
+    )
+    script = '[ "$DISPATCH_RESTART" = 0 ] && exit 75; echo recovered $DISPATCH_EXECUTION'
+    job = cli.run("submit", "--rules", str(rules), "-N", "2", "--", "sh", "-c", script).stdout.strip()
+    sup = cli.popen("supervise", "--rules", str(rules), "--poll", "0.5")
+    try:
+        wait_until(lambda: cli.json("status", job)[0]["state"] == "succeeded", timeout=30)
+    finally:
+        sup.send_signal(signal.SIGINT)
+        sup.communicate(timeout=10)
+    assert sup.returncode == 0
+    record = cli.json("show", job)["job"]
+    assert [e["restart"] for e in record["submissions"][0]["executions"]] == [0, 1]
+    assert record["decisions"][0]["action"] == "requeue"
+    assert cli.run("logs", job, "-e", "0", "-r", "0").stdout == ""
+    assert cli.run("logs", job, "-r", "1").stdout.startswith("recovered 1.")
+    text = cli.run("show", job).stdout
+    assert "-> requeue" in text and "rule rules[0]" in text
