@@ -152,9 +152,35 @@ def measure(adapter: str, jobs: int) -> dict[str, Any]:
     }
 
 
+DELEGATES = {"kubeflow": "kubeflow_cycle.py", "slurm": "slurm_cycle.py"}
+"""Adapters whose rows come from their own script beside this one (same flags, same JSON shape)."""
+
+
+def delegate(adapter: str, argv: list[str]) -> int:
+    """Run ``bench/<script>`` for ``adapter`` with the remaining arguments."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).with_name(DELEGATES[adapter])
+    if not path.exists():
+        print(f"bench/cycle.py: no benchmark for the {adapter} adapter ({path.name} is missing)", file=sys.stderr)
+        return 2
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return int(module.main(argv))
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = argparse.ArgumentParser(add_help=False)
+    first.add_argument("--adapter", default="memory")
+    known, rest = first.parse_known_args(argv)
+    if known.adapter in DELEGATES:
+        return delegate(known.adapter, rest)
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--adapter", default="memory", choices=sorted(ADAPTERS))
+    p.add_argument("--adapter", default="memory", choices=sorted([*ADAPTERS, *DELEGATES]))
     p.add_argument("--jobs", default="1,100,1000,10000", help="comma-separated job counts")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
