@@ -35,9 +35,9 @@ class CountingExecutor:
 
 def rows(job_counts: list[int], names: list[str], cycles: int = 3) -> list[dict[str, Any]]:
     import dispatch.slurm as slurm
-    from dispatch.slurm.transport import make_transport
     from dispatch.settings import decode
     from dispatch.slurm.settings import SlurmSettings
+    from dispatch.slurm.transport import make_transport
     from dispatch.spec import JobSpec
     from dispatch.spi import StartRequest
 
