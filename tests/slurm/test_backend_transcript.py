@@ -325,3 +325,28 @@ def test_output_reader_reads_per_execution_file() -> None:
         Exchange("/out/dsp-j-1.4.0.out", wrapped(ok(base64.b64encode(b"first\xff\n").decode()))),
     )
     assert b"".join(b.stdout("4", execution=0)) == b"first\xff\n"
+
+
+def test_probe_that_cannot_read_back_the_hold_answers_no() -> None:
+    ex = TranscriptExecutor(ready_preflight(RELEASE_2605, now=NOW, hold=False, accounting=False))
+    b = slurm.new({}, executor=ex, clock=FakeClock(NOW))
+    assert b.capabilities().answer(slurm_cap("Hold")) is Answer.NO
+    assert b.capabilities().answer(slurm_cap("AccountingHistory")) is Answer.NO
+    assert b.declarations().polled_loss.execution == 0  # type: ignore[union-attr]
+
+
+def test_output_follow_reads_until_the_job_ends() -> None:
+    import base64
+
+    running = squeue_json(RELEASE_2605, Job(4, "dsp-j-1", "RUNNING", stdout="/out/dsp-j-1.%j.%r.out"))
+    done = squeue_json(RELEASE_2605, Job(4, "dsp-j-1", "COMPLETED", stdout="/out/dsp-j-1.%j.%r.out"))
+    b, ex = backend(
+        RELEASE_2605,
+        Exchange("squeue --json", wrapped(ok(running))),
+        Exchange("tail -c", wrapped(ok(base64.b64encode(b"one\n").decode()))),
+        Exchange("squeue --json", wrapped(ok(done))),
+        Exchange("tail -c", wrapped(ok(base64.b64encode(b"two\n").decode()))),
+    )
+    assert list(b.stdout("4", follow=True)) == [b"one\n", b"two\n"]
+    assert "'5'" in ex.scripts[-1] or " 5 " in ex.scripts[-1]  # the second read starts after the 4 bytes read
+    ex.assert_done()

@@ -475,22 +475,30 @@ def b_inspect(s: Session, sid: str) -> JobEvidence:
 
 @check(Requeuer)
 def check_requeue_is_a_new_execution(h: Harness) -> None:
-    """A requeued job runs again as a new execution with a higher restart count."""
+    """A running job that is requeued runs again as a new execution with a higher restart count; an ended job
+    may be requeued again, or refused with Rejected (Slurm refuses jobs submitted without --requeue)."""
     with session(h) as s:
         b = s.backend
         assert isinstance(b, Requeuer)
-        sid = s.run("fail")
-        first = s.wait(sid, "the job ends", ended)
+        sid = s.run("sleep")
+        first = s.wait(sid, "the job runs", running)
         b.requeue(sid)
         ev = s.wait(
             sid,
-            "the requeued job runs or ends again",
-            lambda e: len([x for x in e.executions if x.started_at is not None]) > len(first.executions),
+            "the requeued job runs again",
+            lambda e: any(x.restart > first.executions[-1].restart and x.started_at is not None for x in e.executions),
         )
         restarts = [x.restart for x in ev.executions]
         expect(restarts == sorted(set(restarts)), f"execution restart counts are not increasing: {restarts}")
         ids = [x.identity for x in ev.executions]
         expect(len(set(ids)) == len(ids), f"executions share an identity: {ids}")
+        ended_sid = s.run("fail")
+        s.wait(ended_sid, "the job ends", ended)
+        try:
+            b.requeue(ended_sid)
+        except Rejected:
+            return
+        s.wait(ended_sid, "the requeued ended job runs again", lambda e: len(e.executions) > 1)
 
 
 @check(MultiFinder)

@@ -66,7 +66,10 @@ class SlurmBackend:
         self._offset = 0.0
         self._uncertainty = 0.0
         self.scripts_run = 0
-        self._instances: dict[str, str] = {}  # hold code -> the instance string this backend placed
+        self._instances: dict[str, str] = {}
+        self._made_dirs: set[str] = (
+            set()
+        )  # output directories this backend already created  # hold code -> the instance string this backend placed
         self.facts = preflight.run_preflight(settings, self._run, self._clock, read_only=read_only)
         self._offset = self.facts.offset
         self._uncertainty = self.facts.uncertainty
@@ -152,10 +155,14 @@ class SlurmBackend:
         self._writable()
         job = self.build(request)
         s = self._script()
-        s.call(["mkdir", "-p", job.output_dir])
+        index = 0
+        if job.output_dir not in self._made_dirs:
+            s.call(["mkdir", "-p", job.output_dir])
+            index = 1
         s.call(["sbatch", *job.argv], stdin=job.batch)
         out = self._run(s, True)
-        call = self._need(out, 1, "sbatch", write=True)
+        call = self._need(out, index, "sbatch", write=True)
+        self._made_dirs.add(job.output_dir)
         try:
             return parse_sbatch_id(call.stdout)
         except ParseError as exc:
