@@ -77,15 +77,16 @@ def rows(job_counts: list[int], names: list[str], cycles: int = 3) -> list[dict[
     return out
 
 
-def main() -> None:
-    p = argparse.ArgumentParser()
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="Slurm commands and SSH round trips per supervisor cycle")
     p.add_argument("--jobs", default="1,100,1000")
     p.add_argument("--clusters", default="local,sid")
     p.add_argument("--json", action="store_true")
-    a = p.parse_args()
+    a = p.parse_args(argv)
     res = rows([int(x) for x in a.jobs.split(",")], a.clusters.split(","))
     print(json.dumps({"results": res}, indent=None if a.json else 2))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
