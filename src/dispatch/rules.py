@@ -167,6 +167,8 @@ class RuleSet:
             text = p.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError("", f"cannot read rules file {p}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError("", f"{p} is not UTF-8 text (byte {exc.start})") from None
         try:
             if p.suffix == ".toml":
                 data: object = tomllib.loads(text)
