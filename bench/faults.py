@@ -423,7 +423,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for t in targets
     }
     camp = Campaign(targets, sups, rng)
-    clusters = {t.name: dispatch.open("slurm", adapter=t.settings(), store=records, name=t.name) for t in targets}
+    clusters = {
+        t.name: dispatch.open("slurm", dispatch.Config(adapter=t.settings(), store=records, name=t.name))
+        for t in targets
+    }
     submitted: list[Submitted] = []
     events: list[tuple[float, int, Callable[[], None]]] = []
     seq = [0]

@@ -234,11 +234,13 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 def _run(args: argparse.Namespace, owner: str, emit: _Emitter, stop: threading.Event) -> int:
     from dispatch.clock import SystemClock
     from dispatch.cluster import new_backend
-    from dispatch.supervise import Supervisor
 
     settings = parse_settings(args.settings)
     rules = RuleSet.load(args.rules) if args.rules else None
     records = open_store(args.store, args.schema)
+
+    from dispatch.supervise import Supervisor
+
     if args.test_pause_before_intent:
         records = PausingRecords(records, args.test_pause_before_intent, emit)  # type: ignore[assignment]
 
