@@ -273,3 +273,79 @@ def test_garbage_scheduler_output_is_unavailable_or_unknown(parser: Any, text: s
 
     blob = repr(parsed)
     assert State.SUCCEEDED.value not in blob or "COMPLETED" in text
+
+
+# ----- a supervisor keeps running through garbage ---------------------------------------------------------------
+
+
+class GarbageOnce:
+    """A memory backend whose batched read answers garbage on chosen cycles: unusable output (Unavailable, as a
+    parser raises it), or evidence whose outcome is unknown (a state the parser did not recognise)."""
+
+    def __init__(self, inner: Any, plan: list[str]) -> None:
+        self._inner = inner
+        self.plan = plan  # one entry per inspect_many call: "ok", "unavailable", "unknown"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def inspect_many(self, ids: Any) -> Any:
+        mode = self.plan.pop(0) if self.plan else "ok"
+        if mode == "unavailable":
+            raise Unavailable("squeue --json: output is not JSON (truncated at byte 4096)")
+        real = self._inner.inspect_many(ids)
+        if mode == "unknown":
+            import dataclasses as dc
+
+            from dispatch.outcome import Cause, Evidence, Outcome, State
+
+            now = self._inner.scheduler.clock.now() if hasattr(self._inner, "scheduler") else 0.0
+            unknown = Outcome(State.UNKNOWN, Cause.UNKNOWN, Evidence("garbage", now), detail="state 'TELEPORTED'")
+            return {k: dc.replace(v, outcome=unknown, executions=()) for k, v in real.items()}
+        return real
+
+
+def test_a_supervisor_keeps_running_through_garbage_evidence() -> None:
+    from dispatch.cluster import Cluster
+    from dispatch.memory import MemoryScheduler
+    from dispatch.memory import backend as memory_backend
+    from dispatch.outcome import Cause, State
+    from dispatch.records import MemoryRecords
+    from dispatch.supervise import Supervisor
+
+    clock = FakeClock()
+    sched = MemoryScheduler(clock, "slurm", nodes=2)
+    inner = memory_backend(sched)
+    records = MemoryRecords()
+    cluster = Cluster("memory", inner, records, clock)
+    first_job = cluster.submit(JobSpec(command=("sleep", "25")))
+    flaky = GarbageOnce(inner, ["ok", "unavailable", "unavailable"])
+    sup = Supervisor(flaky, records, clock=clock, owner="sup", poll=10, cluster="memory")  # type: ignore[arg-type]
+
+    def cycles(n: int) -> list[Any]:
+        reports = []
+        for _ in range(n):
+            reports.append(sup.cycle())
+            clock.advance(10)
+        return reports
+
+    reports = cycles(3)
+    assert [r.unavailable for r in reports] == [False, True, True], "a cycle with unusable output must say so"
+    job = records.get(first_job)
+    assert not job.closed and job.state is not State.UNKNOWN, "a failed poll is not a job failure"
+    cycles(6)
+    job = records.get(first_job)
+    assert job.closed and job.state is State.SUCCEEDED and job.cause is Cause.EXIT, job.to_json()
+
+    # a state nobody recognises: the job's fate is unknown (escalated for a human), never success ...
+    garbled = cluster.submit(JobSpec(command=("sleep", "25")))
+    flaky.plan = ["unknown"]
+    cycles(4)
+    job = records.get(garbled)
+    assert job.state is State.UNKNOWN and job.state is not State.SUCCEEDED, job.to_json()
+    assert job.escalations and job.escalations[0].cause is Cause.UNKNOWN, job.to_json()
+    # ... and the next job is supervised as usual
+    after = cluster.submit(JobSpec(command=("sleep", "25")))
+    cycles(8)
+    job = records.get(after)
+    assert job.closed and job.state is State.SUCCEEDED, job.to_json()
