@@ -97,6 +97,25 @@ def parse_settings(text: str | None) -> Any:
         ) from None
 
 
+def load_plugin(name: str) -> None:
+    """Import ``name``: a module path (``pkg.mod``) or a ``.py`` file, whose import registers an adapter."""
+    import importlib
+    import importlib.util
+
+    try:
+        if name.endswith(".py"):
+            spec = importlib.util.spec_from_file_location(Path(name).stem, name)
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {name}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)
+        else:
+            importlib.import_module(name)
+    except (ImportError, OSError) as exc:
+        raise ConfigError("plugin", f"cannot import {name}: {exc}") from None
+
+
 class _Emitter:
     """Writes JSON lines to ``out``, one at a time, each flushed (the reader may be a test watching a pipe)."""
 
@@ -203,6 +222,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lease-ttl", type=float, default=None, help="seconds a lease lasts without renewal")
     p.add_argument("--until", type=float, default=None, help="stop after this many seconds")
     p.add_argument("--trace-calls", action="store_true", help="print one JSON line per backend call")
+    p.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        help="import this module (or .py file) first: an adapter that registers itself without an entry point",
+    )
     p.add_argument("--test-pause-before-intent", metavar="ACTION", help=argparse.SUPPRESS)
     return p
 
@@ -235,6 +260,8 @@ def _run(args: argparse.Namespace, owner: str, emit: _Emitter, stop: threading.E
     from dispatch.clock import SystemClock
     from dispatch.cluster import new_backend
 
+    for plugin in args.plugin:
+        load_plugin(plugin)
     settings = parse_settings(args.settings)
     rules = RuleSet.load(args.rules) if args.rules else None
     records = open_store(args.store, args.schema)
