@@ -41,7 +41,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+SRC = Path(os.environ.get("DISPATCH_TEST_SRC", ROOT / "src"))
+sys.path.insert(0, str(SRC))
+STANDIN = ROOT / "bench" / "slurm_standin.py"
 
 import dispatch  # noqa: E402
 from dispatch.errors import DispatchError  # noqa: E402
@@ -179,6 +181,7 @@ class SupervisorProc:
     rules: Path
     poll: float
     lease_ttl: float
+    adapter: str
     generation: int = 0
     proc: subprocess.Popen[bytes] | None = None
     logs: list[Path] = field(default_factory=list)
@@ -191,13 +194,14 @@ class SupervisorProc:
         self.generation += 1
         logfile = self.target.workdir / f"{self.owner.replace('/', '_')}.jsonl"
         self.logs.append(logfile)
-        env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+        env = dict(os.environ, PYTHONPATH=str(SRC))
         argv = [
             sys.executable,
             "-m",
             "dispatch.supervise",
             "--adapter",
-            "slurm",
+            self.adapter,
+            *(["--plugin", str(STANDIN)] if self.adapter == "slurm-standin" else []),
             "--settings",
             json.dumps(self.target.settings()),
             "--store",
@@ -418,13 +422,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rules_data = dispatch.rules.RuleSet.load(rules)
     sups = {
         t.name: [
-            SupervisorProc(t, i, args.dsn, schema, rules, args.poll, args.lease_ttl) for i in range(args.supervisors)
+            SupervisorProc(t, i, args.dsn, schema, rules, args.poll, args.lease_ttl, args.adapter)
+            for i in range(args.supervisors)
         ]
         for t in targets
     }
     camp = Campaign(targets, sups, rng)
     clusters = {
-        t.name: dispatch.open("slurm", dispatch.Config(adapter=t.settings(), store=records, name=t.name))
+        t.name: dispatch.open(args.adapter, dispatch.Config(adapter=t.settings(), store=records, name=t.name))
         for t in targets
     }
     submitted: list[Submitted] = []
@@ -505,6 +510,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "faults_by_kind": dict(camp.faults),
             "settled": settled,
             "clusters": [t.name for t in targets],
+            "adapter": args.adapter,
             "supervisors": args.supervisors,
             "seed": args.seed,
             "timing": timing,
@@ -749,6 +755,15 @@ def supervisor_stats(sups: dict[str, list[SupervisorProc]]) -> dict[str, Any]:
     }
 
 
+def _importable(module: str) -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ImportError:
+        return False
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="print the result as JSON (the default output)")
@@ -764,7 +779,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle", type=float, default=300.0, help="seconds to wait for every job to close")
     p.add_argument("--keep", action="store_true", help="keep the PostgreSQL schema")
     p.add_argument("--verbose", action="store_true", help="include the fault log")
+    p.add_argument(
+        "--adapter",
+        choices=["auto", "slurm", "slurm-standin"],
+        default="auto",
+        help="the Slurm adapter, or the bench stand-in (auto: the adapter when it is installed)",
+    )
     args = p.parse_args(argv)
+    if args.adapter == "auto":
+        args.adapter = "slurm" if _importable("dispatch.slurm") else "slurm-standin"
+    if args.adapter == "slurm-standin":
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("slurm_standin", STANDIN)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["slurm_standin"] = module
+        spec.loader.exec_module(module)
     if os.geteuid() != 0:
         print("faults: run as root (admin.sh and the sid SSH key need it)", file=sys.stderr)
         return 2
