@@ -495,6 +495,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for s in group:
                 s.stop()
         camp.restore()
+    planted = plant(targets, records, submitted) if args.plant else {}
     t_check = time.time()
     ours = {s.job_id for s in submitted if s.job_id}
     jobs = [j for j in records.jobs(active_only=False) if j.id in ours]
@@ -511,6 +512,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "settled": settled,
             "clusters": [t.name for t in targets],
             "adapter": args.adapter,
+            "planted": planted or None,
             "supervisors": args.supervisors,
             "seed": args.seed,
             "timing": timing,
@@ -525,6 +527,32 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for c in clusters.values():
         c.close()
     return result
+
+
+def plant(targets: list[Target], records: PostgresRecords, submitted: list[Submitted]) -> dict[str, str]:
+    """Plant known faults after the settle, to prove the checks see them (``--plant``): a rogue Slurm job that
+    carries a recorded marker and runs (a duplicate submission, unknown to the records), and a closed record
+    rewritten to end with cause unknown."""
+    t = targets[0]
+    jobs = [records.get(s.job_id) for s in submitted if s.job_id and s.cluster == t.name]
+    victim, other = jobs[0], jobs[-1]
+    marker = victim.submissions[-1].marker
+    out = t.run_admin(
+        "sbatch", "--parsable", "-J", marker, f"--comment={marker}", "-A", t.desc["account"],
+        "-p", t.desc["partitions"]["default"], "-o", "/dev/null", "--wrap", "sleep 1",
+    )  # fmt: skip
+    rogue = out.strip().split(";")[0]
+    from dispatch.outcome import Evidence, Outcome
+
+    other.submissions[-1].outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, Evidence("planted", time.time()))
+    records.update(other)
+    deadline = time.time() + 60
+    while time.time() < deadline:  # until the rogue job has run and ended
+        state = t.run_admin("sacct", "-X", "-n", "-P", "-j", rogue, "-o", "State", check=False).strip()
+        if state and state.split()[0] not in ACTIVE_SACCT:
+            break
+        time.sleep(1)
+    return {"duplicate_of": marker, "rogue": rogue, "uncaused": other.id}
 
 
 def wait_settled(records: PostgresRecords, ids: list[str], timeout: float) -> bool:
@@ -779,6 +807,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--settle", type=float, default=300.0, help="seconds to wait for every job to close")
     p.add_argument("--keep", action="store_true", help="keep the PostgreSQL schema")
     p.add_argument("--verbose", action="store_true", help="include the fault log")
+    p.add_argument("--plant", action="store_true", help="plant known faults after the settle (checks the checks)")
     p.add_argument(
         "--adapter",
         choices=["auto", "slurm", "slurm-standin"],
@@ -804,6 +833,9 @@ def main(argv: list[str] | None = None) -> int:
         result.pop("fault_log", None)
     print(json.dumps(result, indent=None if args.json else 2, sort_keys=True))
     bad = ("jobs_lost", "duplicate_submissions", "ended_without_cause", "disagreements")
+    if args.plant:
+        planted_seen = all(result[k] > 0 for k in ("duplicate_submissions", "ended_without_cause", "disagreements"))
+        return 0 if planted_seen else 1
     return 0 if all(result[k] == 0 for k in bad) and result["settled"] else 1
 
 

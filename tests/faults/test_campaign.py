@@ -20,7 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 MUST_BE_ZERO = ("jobs_lost", "duplicate_submissions", "ended_without_cause", "disagreements")
 
 
-def campaign(cluster: str, *, jobs: int = 20, supervisors: int = 2, faults: int = 20, seed: int = 7) -> dict[str, Any]:
+def campaign(
+    cluster: str, *, jobs: int = 20, supervisors: int = 2, faults: int = 20, seed: int = 7, extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
     if os.geteuid() != 0:
         pytest.fail("the fault campaign needs root (admin.sh, the sid SSH key): run the tests as root")
     argv = [
@@ -37,6 +39,7 @@ def campaign(cluster: str, *, jobs: int = 20, supervisors: int = 2, faults: int 
         str(faults),
         "--seed",
         str(seed),
+        *extra,
     ]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=900, cwd=ROOT)
     lines = [line for line in r.stdout.splitlines() if line.startswith("{")]
@@ -67,3 +70,15 @@ def test_campaign_on_the_sid_cluster_over_ssh() -> None:
     result = campaign("sid", seed=11)
     check(result, 20)
     assert result["faults_by_kind"].get("cut-ssh", 0) > 0, "the sid campaign must cut SSH connections"
+
+
+@pytest.mark.slurm_local
+@pytest.mark.postgres
+def test_the_checks_see_planted_faults() -> None:
+    """A rogue job carrying a recorded marker and a record rewritten to end unknown must show in the figures."""
+    result = campaign("local", jobs=4, faults=2, seed=5, extra=("--plant",))
+    assert result["planted"], result
+    assert result["duplicate_submissions"] >= 1, result["details"]
+    assert result["disagreements"] >= 1, result["details"]
+    assert result["ended_without_cause"] >= 1, result["details"]
+    assert any(result["planted"]["rogue"] in d for d in result["details"]["disagreements"]), result["details"]
