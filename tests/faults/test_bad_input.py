@@ -242,15 +242,29 @@ GARBAGE_OUTPUTS = [
 
 
 def _parser_cases() -> list[Any]:
-    """Each adapter's scheduler-output parsers that are on this branch (name, callable)."""
+    """Every ``parse_*`` function of every adapter package on this branch that takes the scheduler's text alone."""
+    import importlib
+    import inspect
+    import pkgutil
+
     cases: list[Any] = []
-    try:
-        from dispatch.slurm import parsing  # type: ignore[attr-defined]
-    except ImportError:
-        return cases
-    for fname in sorted(dir(parsing)):
-        if fname.startswith("parse_") and callable(getattr(parsing, fname)):
-            cases.append(pytest.param(getattr(parsing, fname), id=f"slurm.{fname}"))
+    for package in ("dispatch.slurm",):
+        try:
+            pkg = importlib.import_module(package)
+        except ImportError:
+            continue
+        for info in pkgutil.walk_packages(pkg.__path__, prefix=f"{package}."):
+            module = importlib.import_module(info.name)
+            for fname, fn in sorted(vars(module).items()):
+                if not (fname.startswith("parse_") and inspect.isfunction(fn) and fn.__module__ == info.name):
+                    continue
+                required = [
+                    p
+                    for p in inspect.signature(fn).parameters.values()
+                    if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                ]
+                if len(required) == 1:
+                    cases.append(pytest.param(fn, id=f"{info.name}.{fname}"))
     return cases
 
 
