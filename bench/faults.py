@@ -5,9 +5,10 @@ and F faults injected at seeded random moments; then the records are checked aga
                            [--seed S] [--dsn DSN] [--keep]
 
 ``--jobs`` and ``--supervisors`` are per cluster. Faults: ``kill-supervisor`` (SIGKILL, restarted a few seconds
-later under a new owner name), ``cut-ssh`` (sid: SIGKILL of the SSH ControlMaster and of the open ssh
-channels), ``restart-slurmctld`` (admin.sh restart), ``node-down`` (State=DOWN, RESUME a few seconds later),
-``preempt`` (an exclusive job in the preempting partition on one node).
+later under a new owner name), ``pause-supervisor`` (SIGSTOP past its lease, then SIGCONT), ``cut-ssh`` (sid:
+SIGKILL of the SSH ControlMaster and of the open ssh channels), ``restart-slurmctld`` (admin.sh restart),
+``node-down`` (State=DOWN, RESUME a few seconds later), ``preempt`` (an exclusive job in the preempting partition
+on one node).
 
 Prints one JSON object: ``jobs``, ``executions``, ``faults_injected``, ``jobs_lost``, ``duplicate_submissions``,
 ``ended_without_cause``, ``disagreements`` (the last four must be 0; defined in docs/faults.md), plus
@@ -185,6 +186,7 @@ class SupervisorProc:
     generation: int = 0
     proc: subprocess.Popen[bytes] | None = None
     logs: list[Path] = field(default_factory=list)
+    paused: bool = False
 
     @property
     def owner(self) -> str:
@@ -227,13 +229,27 @@ class SupervisorProc:
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def pause(self) -> None:
+        if self.alive:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGSTOP)
+            self.paused = True
+
+    def resume(self) -> None:
+        if self.alive and self.paused:
+            assert self.proc is not None
+            self.proc.send_signal(signal.SIGCONT)
+        self.paused = False
+
     def kill(self) -> None:
         if self.alive:
             assert self.proc is not None
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(timeout=10)
+        self.paused = False
 
     def stop(self) -> None:
+        self.resume()
         if self.alive:
             assert self.proc is not None
             self.proc.send_signal(signal.SIGTERM)
@@ -300,7 +316,7 @@ class Campaign:
     started_at: float = field(default_factory=time.time)
 
     def kinds(self, t: Target) -> list[str]:
-        kinds = ["kill-supervisor", "restart-slurmctld", "node-down", "preempt"]
+        kinds = ["kill-supervisor", "pause-supervisor", "restart-slurmctld", "node-down", "preempt"]
         if t.ssh:
             kinds.append("cut-ssh")
         return kinds
@@ -318,6 +334,16 @@ class Campaign:
                 s.kill()
                 delay = self.rng.uniform(1.0, 4.0)
                 schedule(delay, s.start)
+        elif kind == "pause-supervisor":
+            live = [s for s in self.sups[t.name] if s.alive and not s.paused]
+            if not live:
+                detail["skipped"] = "no live supervisor"
+            else:
+                s = self.rng.choice(live)
+                pause = s.lease_ttl + self.rng.uniform(1.0, 4.0)  # long enough to lose its leases
+                detail.update(owner=s.owner, seconds=round(pause, 1))
+                s.pause()
+                schedule(pause, s.resume)
         elif kind == "cut-ssh":
             detail["killed"] = self._cut_ssh(t)
         elif kind == "restart-slurmctld":
