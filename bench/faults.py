@@ -30,6 +30,7 @@ import json
 import os
 import random
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -119,25 +120,33 @@ class Target:
     def control_dir(self) -> Path:
         return self.workdir / f"ssh-{self.name}"
 
-    def settings(self) -> dict[str, Any]:
-        """The Slurm adapter's settings for this cluster (see docs/adapters/slurm.md)."""
+    def settings(self, adapter: str = "slurm") -> dict[str, Any]:
+        """The settings of ``adapter`` (the Slurm adapter, docs/adapters/slurm.md, or the bench stand-in)."""
         d = self.desc
         out: dict[str, Any] = {
             "transport": d["transport"],
             "defaults": {"partition": d["partitions"]["default"], "account": d["account"]},
         }
-        if d.get("env"):
-            out["environment"] = {"set": dict(d["env"])}
+        ssh: dict[str, Any] = {}
         if self.ssh:
-            self.control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            out["ssh"] = {
+            ssh = {
                 "host": d["host"],
                 "user": d["user"],
                 "port": d["port"],
                 "identityFile": d["identity_file"],
                 "knownHostsFile": d["known_hosts"],
-                "controlDir": str(self.control_dir),
             }
+        if adapter == "slurm":
+            if d.get("env"):
+                out["env"] = dict(d["env"])
+            if ssh:
+                out["ssh"] = ssh
+            return out
+        if d.get("env"):
+            out["environment"] = {"set": dict(d["env"])}
+        if ssh:
+            self.control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            out["ssh"] = {**ssh, "controlDir": str(self.control_dir)}
         return out
 
     def run_admin(self, *args: str, timeout: float = 90.0, check: bool = True) -> str:
@@ -196,7 +205,7 @@ class SupervisorProc:
         self.generation += 1
         logfile = self.target.workdir / f"{self.owner.replace('/', '_')}.jsonl"
         self.logs.append(logfile)
-        env = dict(os.environ, PYTHONPATH=str(SRC))
+        env = dict(os.environ, PYTHONPATH=str(SRC), TMPDIR=str(self.target.workdir / "tmp"))
         argv = [
             sys.executable,
             "-m",
@@ -205,7 +214,7 @@ class SupervisorProc:
             self.adapter,
             *(["--plugin", str(STANDIN)] if self.adapter == "slurm-standin" else []),
             "--settings",
-            json.dumps(self.target.settings()),
+            json.dumps(self.target.settings(self.adapter)),
             "--store",
             self.dsn,
             "--schema",
@@ -394,9 +403,13 @@ class Campaign:
     def _cut_ssh(self, t: Target) -> list[int]:
         """SIGKILL this campaign's ControlMaster(s) for ``t`` and every ssh channel its supervisors have open."""
         victims: set[int] = set()
-        control = str(t.control_dir)
+        # A ControlMaster daemonizes (it leaves the process tree) and retitles itself "ssh: <control path> [mux]"
+        # (which also overwrites its environment), so it is known by its control path: every process of the
+        # campaign has TMPDIR in the campaign's private directory, where the transports make their control sockets.
+        # Only sid is reached over SSH, so every such master is a connection to it.
+        private = str(t.workdir)
         for d in Path("/proc").iterdir():
-            if d.name.isdigit() and _comm(int(d.name)) == "ssh" and any(control in a for a in _cmdline(int(d.name))):
+            if d.name.isdigit() and _comm(int(d.name)) == "ssh" and private in " ".join(_cmdline(int(d.name))):
                 victims.add(int(d.name))
         for s in self.sups[t.name]:
             victims.update(p for p in s.children() if _comm(p) == "ssh")
@@ -440,6 +453,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rng = random.Random(args.seed)
     workdir = Path(tempfile.mkdtemp(prefix="dispatch-faults-"))
     os.chmod(workdir, 0o700)
+    (workdir / "tmp").mkdir(mode=0o700)
+    tempfile.tempdir = str(workdir / "tmp")  # this process's own ssh control sockets too (see Campaign._cut_ssh)
     targets = load_targets(args.cluster, workdir)
     schema = f"faults_{args.seed}_{secrets.token_hex(3)}"
     records = PostgresRecords(args.dsn, schema=schema)
@@ -455,7 +470,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     camp = Campaign(targets, sups, rng)
     clusters = {
-        t.name: dispatch.open(args.adapter, dispatch.Config(adapter=t.settings(), store=records, name=t.name))
+        t.name: dispatch.open(
+            args.adapter, dispatch.Config(adapter=t.settings(args.adapter), store=records, name=t.name)
+        )
         for t in targets
     }
     submitted: list[Submitted] = []
@@ -552,6 +569,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     records.close()
     for c in clusters.values():
         c.close()
+    for t in targets:
+        if t.ssh:
+            camp._cut_ssh(t)  # the control masters this campaign left (they would linger for ControlPersist)
+    if not args.keep:
+        shutil.rmtree(workdir, ignore_errors=True)
     return result
 
 
@@ -829,7 +851,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--lease-ttl", type=float, default=8.0)
     p.add_argument("--window", type=float, default=None, help="seconds over which faults are spread")
     p.add_argument("--settle", type=float, default=300.0, help="seconds to wait for every job to close")
-    p.add_argument("--keep", action="store_true", help="keep the PostgreSQL schema")
+    p.add_argument("--keep", action="store_true", help="keep the PostgreSQL schema and the supervisors' logs")
     p.add_argument("--verbose", action="store_true", help="include the fault log")
     p.add_argument("--plant", action="store_true", help="plant known faults after the settle (checks the checks)")
     p.add_argument(
