@@ -53,8 +53,8 @@ def backend_name(kind: str) -> str:
     return kind
 
 
-def settings(desc: dict[str, Any], known_hosts: Path, control_dir: Path) -> dict[str, Any]:
-    return {
+def settings(kind: str, desc: dict[str, Any], known_hosts: Path, control_dir: Path, **ssh: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "transport": "ssh",
         "defaults": {"partition": desc["partitions"]["default"], "account": desc["account"]},
         "ssh": {
@@ -63,9 +63,12 @@ def settings(desc: dict[str, Any], known_hosts: Path, control_dir: Path) -> dict
             "port": desc["port"],
             "identityFile": desc["identity_file"],
             "knownHostsFile": str(known_hosts),
-            "controlDir": str(control_dir),
+            **ssh,
         },
     }
+    if kind == "slurm-standin":
+        out["ssh"]["controlDir"] = str(control_dir)
+    return out
 
 
 @pytest.fixture
@@ -113,7 +116,7 @@ def test_a_wrong_or_missing_host_key_fails_the_connection(kind: str, case: str, 
     else:
         known = tmp_path / "known_hosts_empty"
         known.write_text("")
-    error = first_call(name, settings(desc, known, control))
+    error = first_call(name, settings(name, desc, known, control))
     text = str(error).lower()
     assert "host key" in text, f"the error must name the host key: {error!r}"
 
@@ -122,7 +125,21 @@ def test_a_wrong_or_missing_host_key_fails_the_connection(kind: str, case: str, 
 def test_the_right_host_key_connects(kind: str, control: Path) -> None:
     desc = sid()
     name = backend_name(kind)
-    b = new_backend(name, settings(desc, Path(desc["known_hosts"]), control), clock=SystemClock())
+    b = new_backend(name, settings(name, desc, Path(desc["known_hosts"]), control), clock=SystemClock())
+    try:
+        assert b.inspect_many(["1"]) is not None
+    finally:
+        b.close()
+
+
+def test_checking_is_off_only_when_the_setting_names_it(tmp_path: Path, control: Path) -> None:
+    """The Slurm adapter: an unknown host fails by default, and connects only with strictHostKeyChecking false."""
+    desc = sid()
+    name = backend_name("slurm")
+    known = tmp_path / "known_hosts_empty"
+    known.write_text("")
+    assert "host key" in str(first_call(name, settings(name, desc, known, control))).lower()
+    b = new_backend(name, settings(name, desc, known, control, strictHostKeyChecking=False), clock=SystemClock())
     try:
         assert b.inspect_many(["1"]) is not None
     finally:
