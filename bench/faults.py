@@ -137,6 +137,9 @@ class Target:
                 "knownHostsFile": d["known_hosts"],
             }
         if adapter == "slurm":
+            # short command deadlines keep the CallBound (and so an unknown start's wait) near 40 s instead of 150
+            out["timeouts"] = {"call": "12s", "script": "25s", "connect": "5s"}
+            out["preflight"] = {"cacheDir": str(self.workdir / "preflight")}
             if d.get("env"):
                 out["env"] = dict(d["env"])
             if ssh:
