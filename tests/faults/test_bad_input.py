@@ -366,3 +366,50 @@ def test_a_supervisor_keeps_running_through_garbage_evidence() -> None:
     cycles(8)
     job = records.get(after)
     assert job.closed and job.state is State.SUCCEEDED, job.to_json()
+
+
+def _slurm_kit() -> Any:
+    try:
+        import dispatch.slurm as slurm
+        import dispatch.slurmtest as kit
+    except ImportError as exc:
+        pytest.skip(f"the Slurm adapter is not on this branch yet: {exc}")
+    return slurm, kit
+
+
+BACKEND_GARBAGE = [t for t in GARBAGE_OUTPUTS if t.strip() not in ("", "{}")]
+
+
+@pytest.mark.parametrize("release", ["22.05.8", "26.05.5"])
+@pytest.mark.parametrize("text", BACKEND_GARBAGE, ids=lambda t: f"{len(t)}:{t[:20]!r}")
+def test_garbage_through_the_slurm_backend_is_unavailable(release: str, text: str) -> None:
+    """squeue answering garbage (exit status 0): the read raises Unavailable with a short message, never a
+    ParseError, never an outcome."""
+    slurm, kit = _slurm_kit()
+    now = 1_800_000_000.0
+    ex = kit.TranscriptExecutor(
+        [*kit.ready_preflight(release, now=now), kit.Exchange("squeue --json", kit.wrapped(kit.ok(text)))]
+    )
+    b = slurm.new({}, executor=ex, clock=FakeClock(now))
+    with pytest.raises(Unavailable) as info:
+        b.inspect_many(["7"])
+    assert len(str(info.value)) < 2_000, "an error must not carry the whole output"
+
+
+@pytest.mark.parametrize("text", BACKEND_GARBAGE, ids=lambda t: f"{len(t)}:{t[:20]!r}")
+def test_garbage_sacct_through_the_slurm_backend_is_unavailable(text: str) -> None:
+    """The job left squeue and sacct answers garbage: Unavailable, never a guessed outcome."""
+    slurm, kit = _slurm_kit()
+    now = 1_800_000_000.0
+    release = "26.05.5"
+    ex = kit.TranscriptExecutor(
+        [
+            *kit.ready_preflight(release, now=now),
+            kit.Exchange("squeue --json", kit.wrapped(kit.ok(kit.squeue_json(release)))),
+            kit.Exchange("sacct", kit.wrapped(kit.ok(text))),
+        ]
+    )
+    b = slurm.new({}, executor=ex, clock=FakeClock(now))
+    with pytest.raises(Unavailable) as info:
+        b.inspect_many(["7"])
+    assert len(str(info.value)) < 2_000, "an error must not carry the whole output"
