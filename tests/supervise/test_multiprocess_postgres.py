@@ -70,8 +70,14 @@ def load_standin() -> None:
     spec.loader.exec_module(module)
 
 
-def slurm_settings(desc: dict[str, Any]) -> dict[str, Any]:
-    return {"transport": "local", "defaults": {"partition": desc["partitions"]["default"], "account": desc["account"]}}
+def slurm_settings(desc: dict[str, Any], kind: str = "slurm") -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "transport": "local",
+        "defaults": {"partition": desc["partitions"]["default"], "account": desc["account"]},
+    }
+    if kind == "slurm":
+        out["timeouts"] = {"call": "12s", "script": "25s", "connect": "5s"}  # a CallBound near 40 s, not 150
+    return out
 
 
 @pytest.fixture(
@@ -91,7 +97,7 @@ def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
         pytest.skip(f"the {kind} adapter is not on this branch yet: {exc}")
     if kind.startswith("slurm"):
         desc = local_cluster()
-        settings: dict[str, Any] = slurm_settings(desc)
+        settings: dict[str, Any] = slurm_settings(desc, kind)
     else:
         desc = {}
         settings = {"stateDir": str(tmp_path / "local-state")}
