@@ -30,7 +30,6 @@ from dispatch.errors import (
     DispatchError,
     NotFound,
     OutcomeUnknown,
-    Rejected,
     Unavailable,
 )
 from dispatch.outcome import Cause, Evidence, Outcome, State
@@ -137,6 +136,8 @@ class Actor:
         if intent.action is Action.START:
             req = StartRequest(job.id, sub.n, sub.marker, job.spec)
             return self.backend.start(req)
+        if intent.action is Action.STOP and intent.args.get("schedulerId"):
+            sid = str(intent.args["schedulerId"])  # a stray duplicate of the submission
         if sid is None:
             raise NotFound(f"submission {sub.n} of job {job.id} has no scheduler object")
         if intent.action is Action.OPEN:
@@ -157,44 +158,54 @@ class Actor:
     def carry_out(self, job: JobRecord, intent: Intent, *, fence: int | None = None) -> CallResult:
         """Call the backend for ``intent`` (already written) and record the answer. Raises Conflict if the
         record moved meanwhile (the answer is then lost; the intent is resolved later by observation)."""
-        error: DispatchError | None = None
+        status, answer, error = self.attempt(job, intent)
+        return self.record(job, intent, status, answer, error, fence=fence)
+
+    def attempt(self, job: JobRecord, intent: Intent) -> tuple[IntentStatus, Any, DispatchError | None]:
+        """Make the call and classify its answer (see the module table); nothing is written."""
         try:
             answer = self.call(job, intent)
         except OutcomeUnknown as exc:
-            error = exc
-            status, answer = IntentStatus.UNKNOWN, None
-        except (Unavailable, Rejected, NotFound) as exc:
-            error = exc
-            status, answer = IntentStatus.FAILED, None
+            return IntentStatus.UNKNOWN, None, exc
         except DispatchError as exc:
-            error = exc
-            status, answer = IntentStatus.FAILED, None
-        else:
-            status = IntentStatus.DONE
-        new = job.copy()
+            return IntentStatus.FAILED, None, exc
+        return IntentStatus.DONE, answer, None
+
+    def record(
+        self,
+        job: JobRecord,
+        intent: Intent,
+        status: IntentStatus,
+        answer: Any,
+        error: DispatchError | None,
+        *,
+        fence: int | None = None,
+    ) -> CallResult:
+        """Write a call's answer into ``job`` (compare-and-set). Raises Conflict if the record moved."""
         now = self.clock.now()
-        it = next(i for i in new.intents if i.seq == intent.seq)
-        it.status = status
-        it.resolved_at = now if status is not IntentStatus.UNKNOWN else None
-        it.result = (type(error).__name__ + ": " + str(error)) if error else ("" if answer is None else str(answer))
-        if status is IntentStatus.DONE:
-            apply_effect(new, it, answer, now)
-        elif status is IntentStatus.FAILED:
-            apply_failure(new, it, error, now)
+        new, it, events = record_answer(job, intent.seq, status, answer, error, now)
         new.updated_at = now
-        written = self.records.update(
-            new,
-            [
-                Event(
-                    job.id,
-                    now,
-                    "call",
-                    {"seq": it.seq, "action": it.action.value, "status": status.value, "result": it.result},
-                )
-            ],
-            fence=fence,
-        )
+        written = self.records.update(new, events, fence=fence)
         return CallResult(written, it, error)
+
+
+def record_answer(
+    job: JobRecord, seq: int, status: IntentStatus, answer: Any, error: DispatchError | None, now: float
+) -> tuple[JobRecord, Intent, list[Event]]:
+    """A copy of ``job`` with intent ``seq`` resolved by a call's answer, its effect applied (pure)."""
+    new = job.copy()
+    it = next(i for i in new.intents if i.seq == seq)
+    it.status = status
+    it.resolved_at = now if status is not IntentStatus.UNKNOWN else None
+    it.result = (type(error).__name__ + ": " + str(error)) if error else ("" if answer is None else str(answer))
+    if status is IntentStatus.DONE:
+        apply_effect(new, it, answer, now)
+    elif status is IntentStatus.FAILED:
+        apply_failure(new, it, error, now)
+    event = Event(
+        job.id, now, "call", {"seq": it.seq, "action": it.action.value, "status": status.value, "result": it.result}
+    )
+    return new, it, [event]
 
 
 def apply_effect(job: JobRecord, intent: Intent, answer: Any, now: float) -> None:
@@ -214,7 +225,7 @@ def apply_effect(job: JobRecord, intent: Intent, answer: Any, now: float) -> Non
         for h in job.holds:
             if h.instance == intent.args["instance"] and h.active:
                 h.released_at = now
-    elif intent.action is Action.STOP:
+    elif intent.action is Action.STOP and not intent.args.get("schedulerId"):
         job.stop_requested = True
 
 
@@ -224,5 +235,5 @@ def apply_failure(job: JobRecord, intent: Intent, error: DispatchError | None, n
     if intent.action is Action.START and not isinstance(error, Unavailable):
         sub.gate = GateState.ABANDONED
         sub.outcome = Outcome(State.FAILED, Cause.REJECTED, Evidence("start", now), detail=str(error) if error else "")
-    elif isinstance(error, NotFound) and intent.action is not Action.START:
+    elif isinstance(error, NotFound) and intent.action is not Action.START and not intent.args.get("schedulerId"):
         sub.gone = True

@@ -104,6 +104,11 @@ def new_job_id(now: float) -> str:
     return f"{int(now):08x}{secrets.token_hex(3)}"
 
 
+def new_hold_instance() -> str:
+    """A hold instance: random, so two holds are never confused."""
+    return f"h{secrets.token_hex(4)}"
+
+
 def default_owner(role: str) -> str:
     return f"{role}:{socket.gethostname()}:{os.getpid()}"
 
@@ -161,6 +166,10 @@ class Operator:
     def __init__(self, cluster: Cluster, owner: str | None = None) -> None:
         self._c = cluster
         self.owner = owner or default_owner("operator")
+        self.new_id = new_job_id
+        """Makes job ids from the clock's time (replaceable: the simulator makes them deterministic)."""
+        self.new_instance = new_hold_instance
+        """Makes hold instances (replaceable, like ``new_id``)."""
 
     def _writable(self) -> tuple[Records, Actor]:
         if self._c.read_only or self._c.records is None:
@@ -184,7 +193,7 @@ class Operator:
         if ruleset is not None:
             ruleset.check_against(backend, backend.capabilities())
         now = self._c.clock.now()
-        job_id = new_job_id(now)
+        job_id = self.new_id(now)
         job = JobRecord(
             id=job_id,
             cluster=self._c.name,
@@ -232,7 +241,7 @@ class Operator:
         sub = job.current
         if sub is None or sub.scheduler_id is None:
             raise Rejected(f"job {job_id} has no scheduler object to hold yet")
-        instance = f"h{secrets.token_hex(4)}"
+        instance = self.new_instance()
         job, intent = actor.write_intent(job, Action.HOLD, sub.n, args={"instance": instance, "reason": reason})
         result = actor.carry_out(job, intent)
         if result.error is not None:

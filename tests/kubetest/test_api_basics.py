@@ -239,3 +239,29 @@ def test_cluster_scoped_objects_and_namespaces(server: FakeAPIServer, client: Cl
     client.delete(Namespace, "ml")
     with pytest.raises(ApiError):
         client.get(ConfigMap, "in-ml", namespace="ml")
+
+
+def test_dry_run_validates_without_persisting(server: FakeAPIServer, client: Client) -> None:
+    before = server.store.resource_version
+    out = client.create(ConfigMap(metadata=ObjectMeta(name="dry", namespace="default")), dry_run=True)
+    assert out.metadata.uid
+    with pytest.raises(ApiError) as err:
+        client.get(ConfigMap, "dry", namespace="default")
+    assert err.value.status.code == 404
+    with pytest.raises(ApiError) as err:  # admission and validation still run
+        client.create(ConfigMap(metadata=ObjectMeta(name="x", namespace="nowhere")), dry_run=True)
+    assert err.value.status.code == 404
+    client.create(ConfigMap(metadata=ObjectMeta(name="real", namespace="default"), data={"a": "1"}))
+    after_create = server.store.resource_version
+    client.patch(
+        ConfigMap, "real", {"data": {"a": "2"}}, namespace="default", patch_type=PatchType.MERGE, dry_run=True
+    )
+    client.delete(ConfigMap, "real", namespace="default", dry_run=True)
+    assert client.get(ConfigMap, "real", namespace="default").data == {"a": "1"}
+    assert server.store.resource_version == after_create == before + 1
+    bad = httpx.post(
+        f"{server.url}/api/v1/namespaces/default/configmaps",
+        params={"dryRun": "Yes"},
+        json={"metadata": {"name": "b"}},
+    )
+    assert bad.status_code == 400

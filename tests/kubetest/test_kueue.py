@@ -232,7 +232,15 @@ def test_rejected_check_deactivates(server: FakeAPIServer, client: Client) -> No
     server.control.set_admission_check_state(name, "dispatch-readmission", "Rejected", "no more attempts")
     wl = _workload(client, "tj-rej")
     assert wl["spec"]["active"] is False
-    assert conditions(wl)["Evicted"]["reason"] == "DeactivatedDueToAdmissionCheck"
+    evicted = conditions(wl)["Evicted"]
+    assert (evicted["reason"], evicted["message"]) == (
+        "DeactivatedDueToAdmissionCheck",
+        "The workload is deactivated due to Admission check(s): dispatch-readmission, were rejected",
+    )
+    requeued = conditions(wl)["Requeued"]
+    assert (requeued["status"], requeued["reason"]) == ("False", "DeactivatedDueToAdmissionCheck")
+    assert "DeactivationTarget" not in conditions(wl)
+    assert client.get(TrainJob, "tj-rej", namespace="default")["spec"]["suspend"] is True
     assert wl["status"]["schedulingStats"]["evictions"] == [
         {"reason": "Deactivated", "underlyingCause": "AdmissionCheck", "count": 1}
     ]
@@ -340,3 +348,46 @@ def test_standalone_jobset_is_queued_too(server: FakeAPIServer, client: Client) 
     assert client.get(JobSet, "plain-js", namespace="default")["spec"]["suspend"] is False
     pods = list(client.list(Pod, namespace="default", labels={"jobset.sigs.k8s.io/jobset-name": "plain-js"}))
     assert sorted(p.metadata.labels["jobset.sigs.k8s.io/job-global-index"] for p in pods) == ["0", "1"]
+
+
+def test_pod_set_updates_and_flavor_node_labels_reach_the_pods(server: FakeAPIServer, client: Client) -> None:
+    cluster = server.control
+    cluster.add_node("cpu-0")
+    cluster.add_node("gpu-0", labels={"pool": "h100"})
+    cluster.add_node("gpu-1", labels={"pool": "h100"})
+    cluster.add_runtime()
+    cluster.add_resource_flavor("h100", node_labels={"pool": "h100"})
+    cluster.add_admission_check("dispatch-readmission")
+    cluster.add_cluster_queue(
+        "cq", quotas={"nvidia.com/gpu": 16}, flavor="h100", admission_checks=["dispatch-readmission"]
+    )
+    cluster.add_local_queue("lq")
+    client.create(TrainJob(trainjob("tj-psu", queue="lq")))
+    name = _workload(client, "tj-psu").metadata.name
+    cluster.set_admission_check_state(
+        name,
+        "dispatch-readmission",
+        "Ready",
+        pod_set_updates=[
+            {
+                "name": "node",
+                "annotations": {"dispatch.example/attempt": "3"},
+                "labels": {"dispatch.example/run": "r1"},
+            }
+        ],
+    )
+
+    tj = client.get(TrainJob, "tj-psu", namespace="default")
+    [patch] = [p for p in tj["spec"]["runtimePatches"] if p["manager"] == "kueue.x-k8s.io/manager"]
+    template = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
+        "template"
+    ]
+    assert template["spec"]["nodeSelector"] == {"pool": "h100"}
+    pods = _live_pods(client, "tj-psu")
+    assert {p.metadata.annotations["dispatch.example/attempt"] for p in pods} == {"3"}
+    assert {p.metadata.labels["dispatch.example/run"] for p in pods} == {"r1"}
+    assert sorted(p.spec.nodeName for p in pods) == ["gpu-0", "gpu-1"]
+
+    cluster.preempt_workload(name)
+    tj = client.get(TrainJob, "tj-psu", namespace="default")
+    assert all(p["manager"] != "kueue.x-k8s.io/manager" for p in tj["spec"].get("runtimePatches") or [])

@@ -7,7 +7,7 @@ import threading
 
 import httpx
 import pytest
-from lightkube import Client
+from lightkube import ApiError, Client
 from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import PatchType
@@ -59,6 +59,8 @@ def test_trainjob_runs_to_complete(server: FakeAPIServer, client: Client) -> Non
     assert rank0.spec.hostname == "tj-ok-node-0-0" and rank0.spec.subdomain == "tj-ok"
     assert rank0.metadata.labels["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
     assert rank0.metadata.labels["jobset.sigs.k8s.io/job-index"] == "0"
+    assert rank0.metadata.labels["jobset.sigs.k8s.io/jobset-uid"] == js.metadata.uid
+    assert rank0.metadata.labels["jobset.sigs.k8s.io/global-replicas"] == "1"
     assert rank0.metadata.annotations["batch.kubernetes.io/job-completion-index"] == "0"
     assert {p.spec.nodeName for p in pods} == {"worker-0", "worker-1"}
     assert rank0.status.phase == "Pending"
@@ -112,6 +114,15 @@ def test_suspend_and_resume(server: FakeAPIServer, client: Client) -> None:
     job = client.get(Job, "tj-sus-node-0", namespace="default")
     assert {c.type: c.reason for c in job.status.conditions}["Suspended"] == "JobSuspended"
     assert job.status.failed == 0, "pods deleted by suspension are not failures"
+
+    # a hold and release starts new pods of the same Jobs: the restart attempt does not move
+    client.patch(
+        TrainJob, "tj-sus", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE
+    )
+    again = _pods(client, "tj-sus")
+    assert len(again) == 2
+    assert {p.metadata.labels["jobset.sigs.k8s.io/restart-attempt"] for p in again} == {"0"}
+    assert client.get(JobSet, "tj-sus", namespace="default")["status"]["restarts"] == 0
 
 
 def test_runtime_patches_changed_while_suspended_reach_new_pods(server: FakeAPIServer, client: Client) -> None:
@@ -376,3 +387,25 @@ def test_runtime_changes_do_not_reach_existing_trainjobs(server: FakeAPIServer, 
     assert client.get(JobSet, "tj-snap", namespace="default")["spec"]["failurePolicy"] == {"maxRestarts": 0}
     client.create(TrainJob(trainjob("tj-new")))
     assert client.get(JobSet, "tj-new", namespace="default")["spec"]["failurePolicy"] == {"maxRestarts": 5}
+
+
+def test_trainjob_update_rules(server: FakeAPIServer, client: Client) -> None:
+    _setup(server)
+    client.create(TrainJob(trainjob("tj-rules")))
+    with pytest.raises(ApiError) as err:
+        client.patch(
+            TrainJob,
+            "tj-rules",
+            {"spec": {"trainer": {"image": "other:2"}}},
+            namespace="default",
+            patch_type=PatchType.MERGE,
+        )
+    assert (err.value.status.code, err.value.status.reason) == (422, "Invalid")
+    assert err.value.status.details.causes[0].field == "spec.trainer"
+    patch = {"spec": {"runtimePatches": [{"manager": "dispatch.example/adapter"}]}}
+    with pytest.raises(ApiError) as err:
+        client.patch(TrainJob, "tj-rules", patch, namespace="default", patch_type=PatchType.MERGE)
+    assert err.value.status.code == 403 and "admission webhook" in err.value.status.message
+    patch["spec"]["suspend"] = True  # allowed together with (or while) suspending
+    out = client.patch(TrainJob, "tj-rules", patch, namespace="default", patch_type=PatchType.MERGE)
+    assert out["spec"]["runtimePatches"] == [{"manager": "dispatch.example/adapter"}]

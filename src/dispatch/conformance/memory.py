@@ -3,11 +3,29 @@
 from __future__ import annotations
 
 from dispatch.clock import FakeClock
+from dispatch.conformance.core import CoreHarness
 from dispatch.conformance.harness import Harness, Timings
 from dispatch.extensions import Image
 from dispatch.memory import MemoryScheduler, Shape, backend
 from dispatch.spec import JobSpec
 from dispatch.spi import Backend
+
+
+def memory_core_harness(shape: Shape | str) -> CoreHarness:
+    """A core harness (operator and supervisor checks) over a fresh memory scheduler of ``shape``."""
+    base = memory_harness(shape)
+    sched: MemoryScheduler = base.backend().scheduler  # type: ignore[attr-defined]
+    extensions = (Image("registry.example/train:1"),) if sched.shape is Shape.KUBEFLOW else ()
+
+    def exit_spec(code: int) -> JobSpec:
+        return JobSpec(command=("sleep", "5", "exit", str(code)), nodes=2, extensions=extensions)
+
+    return CoreHarness(
+        base=base,
+        inject=lambda method, kind, landed: sched.control.inject(method, kind, landed=landed),
+        admin_release=sched.control.admin_release,
+        exit_spec=exit_spec,
+    )
 
 
 def memory_harness(shape: Shape | str, *, accounting: bool = True) -> Harness:

@@ -15,10 +15,11 @@ See docs/dev/fake-apiserver.md for what is modelled and what is not.
 from .clock import FakeClock
 from .control import Cluster, ReconcileLoopError, torch_runtime
 from .errors import StatusError
+from .handler import RequestRecord
 from .kubeconfig import kubeconfig_dict, write_kubeconfig
 from .rbac import Rule, rule
 from .resources import KUEUE_VERSION, ResourceType
-from .server import FakeAPIServer, RequestRecord
+from .server import FakeAPIServer
 
 __all__ = [
     "KUEUE_VERSION",

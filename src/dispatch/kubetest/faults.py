@@ -91,6 +91,11 @@ class Faults:
                 _Rule("delay", count, seconds=seconds, method=method, path_contains=path_contains)
             )
 
+    def pending(self) -> int:
+        """How many fault rules are still armed."""
+        with self._lock:
+            return len(self._rules)
+
     def clear(self) -> None:
         with self._lock:
             self._rules.clear()

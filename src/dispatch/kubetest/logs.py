@@ -31,7 +31,8 @@ class LogBook:
     def append(self, namespace: str, pod: str, container: str, *lines: str) -> None:
         with self._store.lock:
             log = self._logs.setdefault((namespace, pod, container), ContainerLog())
-            stamp = format_time(self._store.clock.now())
+            # pods/log timestamps are RFC 3339 with nanoseconds
+            stamp = format_time(self._store.clock.now()).replace("Z", ".000000000Z")
             for text in lines:
                 for piece in text.splitlines() or [""]:
                     log.lines.append((stamp, piece))

@@ -26,7 +26,8 @@ import re
 import threading
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +137,33 @@ class Store:
     def notify(self) -> None:
         with self.lock:
             self.changed.notify_all()
+
+    @contextmanager
+    def dry_run(self) -> Iterator[None]:
+        """Writes inside the block are validated and answered but rolled back on exit, as with
+        ``dryRun=All``. The lock is held throughout, so no reader ever sees the intermediate state."""
+        with self.lock:
+            saved = (
+                copy.deepcopy(self._objects),
+                {uid: own.copy() for uid, own in self._ownership.items()},
+                deque(self._events),
+                self._rv,
+                self._oldest_rv,
+                self._uid_counter,
+                self._suffix_counter,
+            )
+            try:
+                yield
+            finally:
+                (
+                    self._objects,
+                    self._ownership,
+                    self._events,
+                    self._rv,
+                    self._oldest_rv,
+                    self._uid_counter,
+                    self._suffix_counter,
+                ) = saved
 
     # ---- names and ids --------------------------------------------------------------------
     def _new_uid(self) -> str:

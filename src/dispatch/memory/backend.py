@@ -172,6 +172,7 @@ class _Base(ABC):
         s = self.scheduler
         with s._lock:
             s.advance()
+            _unavailable(s, "find")
             return [Found(j.sid, j.marker, j.created_at) for j in s.find(marker, since)]
 
     def stop_job(self, scheduler_id: str) -> float:
@@ -297,6 +298,7 @@ class SlurmShapedBackend(_Base):
         out: dict[str, list[Found]] = {m: [] for m in markers}
         with s._lock:
             s.advance()
+            _unavailable(s, "find_many")
             for j in s.jobs.values():
                 if j.marker in wanted and j.created_at >= since and not j.deleted and (s.accounting or not j.purged):
                     out[j.marker].append(Found(j.sid, j.marker, j.created_at))
@@ -343,6 +345,7 @@ class KubeflowShapedBackend(_Base):
         s = self.scheduler
         with s._lock:
             s.advance()
+            _unavailable(s, "watch")
             if cursor is None:
                 seq, _, _ = s.changes_since(s._change_seq)
                 return WatchBatch(str(seq), (), reset=True)
@@ -359,6 +362,14 @@ class KubeflowShapedBackend(_Base):
         if runtime is not None and runtime.allow_rank_restart:
             return "the runtime lets a rank restart inside an execution (allow_rank_restart)"
         return None
+
+
+def _unavailable(s: MemoryScheduler, method: str) -> None:
+    """Raise Unavailable if a fault was injected for the next ``method`` read (any kind: a read has no effect)."""
+    if s._fault(method) is not None:
+        from dispatch.errors import Unavailable
+
+        raise Unavailable(f"memory: injected: {method} could not reach the cluster")
 
 
 def events_of(backend: object) -> Iterator[str]:

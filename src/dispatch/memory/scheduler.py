@@ -255,15 +255,17 @@ class MemoryScheduler:
         )
 
     def _start_due(self, now: float) -> None:
-        for job in sorted(self.jobs.values(), key=lambda j: int(j.sid.split("-")[-1])):
-            if not self._startable(job):
-                continue
-            free = self._free_nodes()
+        startable = [j for j in self.jobs.values() if self._startable(j)]
+        if not startable:
+            return
+        free = self._free_nodes()  # computed once per pass (not per job): linear in the number of jobs
+        for job in sorted(startable, key=lambda j: int(j.sid.split("-")[-1])):
             if len(free) < job.spec.nodes:
                 continue
             job.current.started_at = now
             job.current.state = State.RUNNING
             job.current.nodes = tuple(free[: job.spec.nodes])
+            free = free[job.spec.nodes :]
             self._changed(job.sid)
 
     def _purge_due(self, now: float) -> None:
@@ -362,7 +364,13 @@ class MemoryScheduler:
         if instance in job.holds:
             job.holds.remove(instance)
             ended_by_hold = len(job.executions) > 1 and job.executions[-2].cause is Cause.HELD
-            if self.shape is Shape.KUBEFLOW and not job.holds and ended_by_hold and job.current.started_at is None:
+            if (
+                self.shape is Shape.KUBEFLOW
+                and not job.holds
+                and ended_by_hold
+                and job.current.started_at is None
+                and job.current.ended_at is None  # an execution that already ended keeps its identity
+            ):
                 job.attempts += 1
                 job.current.attempt = job.attempts
             self._changed(sid)

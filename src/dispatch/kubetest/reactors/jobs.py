@@ -99,6 +99,23 @@ def _policy_action(job: JSON, pod: JSON) -> str:
     return "Count"
 
 
+def _qos_class(pod_spec: JSON) -> str:
+    """Guaranteed when every container limits cpu and memory with requests equal to limits,
+    BestEffort when none requests or limits anything, else Burstable."""
+    resources = [c.get("resources") or {} for c in pod_spec.get("containers") or []]
+    if not any(r.get("requests") or r.get("limits") for r in resources):
+        return "BestEffort"
+    guaranteed = all(
+        all(k in (r.get("limits") or {}) for k in ("cpu", "memory"))
+        and all(
+            (r.get("requests") or r.get("limits") or {}).get(k) == v
+            for k, v in (r.get("limits") or {}).items()
+        )
+        for r in resources
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
 class JobReactor(Reactor):
     manager = "job-controller"
 
@@ -300,5 +317,5 @@ class JobReactor(Reactor):
             "spec": spec,
         }
         created = self.create(POD, pod)
-        status = {"phase": "Pending", "qosClass": "BestEffort"}
+        status = {"phase": "Pending", "qosClass": _qos_class(spec)}
         return self.write_status(POD, created, status)

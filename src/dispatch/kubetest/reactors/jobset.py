@@ -1,7 +1,8 @@
 """The JobSet v0.12 controller, reduced to what Trainer's JobSets exercise.
 
 Modelled: Jobs ``<jobset>-<replicatedJob>-<index>`` per replicatedJob replica, with labels and
-annotations ``jobset.sigs.k8s.io/jobset-name``, ``replicatedjob-name``, ``replicatedjob-replicas``,
+annotations ``jobset.sigs.k8s.io/jobset-name``, ``jobset-uid``, ``job-key`` (sha1 of
+``<namespace>/<job name>``), ``global-replicas``, ``replicatedjob-name``, ``replicatedjob-replicas``,
 ``job-index``, ``job-global-index``, ``restart-attempt`` on the Job and its pod template; pod
 ``subdomain`` = the JobSet name; ``spec.suspend`` propagated to the Jobs (on resume the Jobs' pod
 template labels, annotations, nodeSelector and tolerations are refreshed from the JobSet, as
@@ -22,6 +23,7 @@ headless Service creation, managedBy.
 from __future__ import annotations
 
 import copy
+import hashlib
 from typing import Any
 
 from ..resources import JOB, JOBSET
@@ -31,6 +33,9 @@ JSON = dict[str, Any]
 
 P = "jobset.sigs.k8s.io/"
 JOBSET_NAME = P + "jobset-name"
+JOBSET_UID = P + "jobset-uid"
+JOB_KEY = P + "job-key"
+GLOBAL_REPLICAS = P + "global-replicas"
 REPLICATED_JOB_NAME = P + "replicatedjob-name"
 REPLICATED_JOB_REPLICAS = P + "replicatedjob-replicas"
 JOB_INDEX = P + "job-index"
@@ -56,8 +61,13 @@ class JobSetReactor(Reactor):
             self._reconcile(js)
 
     def _labels(self, js: JSON, rj: JSON, idx: int, global_idx: int, attempt: int) -> dict[str, str]:
+        job_name = f"{js['metadata']['name']}-{rj['name']}-{idx}"
+        total = sum(int(r.get("replicas", 1)) for r in (js.get("spec") or {}).get("replicatedJobs") or [])
         return {
             JOBSET_NAME: js["metadata"]["name"],
+            JOBSET_UID: js["metadata"]["uid"],
+            JOB_KEY: hashlib.sha1(f"{js['metadata']['namespace']}/{job_name}".encode()).hexdigest(),
+            GLOBAL_REPLICAS: str(total),
             REPLICATED_JOB_NAME: rj["name"],
             REPLICATED_JOB_REPLICAS: str(rj.get("replicas", 1)),
             JOB_INDEX: str(idx),

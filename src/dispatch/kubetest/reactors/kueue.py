@@ -64,7 +64,7 @@ from ..resources import (
     ResourceType,
 )
 from .base import Reactor, find_condition, is_true, owner_ref, set_condition
-from .trainer import TrainerReactor, build_jobset
+from .trainer import build_jobset
 
 JSON = dict[str, Any]
 
@@ -140,14 +140,11 @@ class KueueReactor(Reactor):
             raise _denied(rt.kind, f"{field}: Forbidden: gates can only be removed")
 
     # ---- helpers --------------------------------------------------------------------------
-    def _trainer(self) -> TrainerReactor:
-        return TrainerReactor(self.cluster)
-
     def _jobset_shape(self, rt: ResourceType, job: JSON) -> JSON | None:
         if rt.kind == "JobSet":
             return job
         runtime = (
-            self._trainer().snapshot(job)
+            self.cluster.trainer.snapshot(job)
             if self.store.try_get(TRAINJOB, job["metadata"]["namespace"], job["metadata"]["name"])
             else None
         )
@@ -271,9 +268,15 @@ class KueueReactor(Reactor):
             if status.get("admission") is not None:
                 self._evict(rt, job, wl, "Deactivated", "The workload is deactivated")
                 return
-            set_condition(status, "QuotaReserved", "False", "Pending", "The workload is deactivated", now)
-            set_condition(status, "Requeued", "False", "Deactivated", "The workload is deactivated", now)
-            self.write_status(WORKLOAD, wl, status)
+            already = (
+                requeued is not None
+                and requeued.get("status") == "False"
+                and str(requeued.get("reason", "")).startswith("Deactivated")
+            )
+            if not already:  # keep the reason of an eviction that deactivated it
+                set_condition(status, "QuotaReserved", "False", "Pending", "The workload is deactivated", now)
+                set_condition(status, "Requeued", "False", "Deactivated", "The workload is deactivated", now)
+                self.write_status(WORKLOAD, wl, status)
             self._suspend_job(rt, job)
             return
         if (
@@ -289,13 +292,29 @@ class KueueReactor(Reactor):
             return
         states = {c.get("name"): c.get("state") for c in status.get("admissionChecks") or []}
         if "Rejected" in states.values():
-            name = next(n for n, s in states.items() if s == "Rejected")
+            rejected = [n for n, s in states.items() if s == "Rejected"]
+            set_condition(
+                status,
+                "DeactivationTarget",
+                "True",
+                "AdmissionCheck",
+                f'AdmissionCheck in Rejected state: "{rejected[0]}"',
+                now,
+            )
+            wl = self.write_status(WORKLOAD, wl, status)
 
             def deactivate(cur: JSON) -> None:
                 cur["spec"]["active"] = False
 
             wl = self.edit(WORKLOAD, wl, deactivate) or wl
-            self._evict(rt, job, wl, "DeactivatedDueToAdmissionCheck", f"Admission check {name} was rejected")
+            self._evict(
+                rt,
+                job,
+                wl,
+                "DeactivatedDueToAdmissionCheck",
+                "The workload is deactivated due to Admission check(s): "
+                f"{', '.join(rejected)}, were rejected",
+            )
             return
         if "Retry" in states.values():
             self._evict(rt, job, wl, "AdmissionCheck", "At least one admission check is false")
@@ -310,7 +329,7 @@ class KueueReactor(Reactor):
                 "Admitted",
                 "False",
                 "UnsatisfiedAdmissionChecks",
-                "The workload has not all admission checks in state Ready",
+                "The workload has not all checks ready",
                 now,
             )
             self.write_status(WORKLOAD, wl, status)
@@ -430,14 +449,10 @@ class KueueReactor(Reactor):
         set_condition(status, "QuotaReserved", "False", "Pending", message, now)
         set_condition(status, "Admitted", "False", "NoReservation", "The workload has no reservation", now)
         deactivated = reason.startswith("Deactivated")
-        set_condition(
-            status,
-            "Requeued",
-            "False" if deactivated else "True",
-            "Deactivated" if deactivated else reason,
-            message,
-            now,
-        )
+        set_condition(status, "Requeued", "False" if deactivated else "True", reason, message, now)
+        if deactivated:
+            # Kueue drops DeactivationTarget once the deactivation has been carried out
+            status["conditions"] = [c for c in status["conditions"] if c.get("type") != "DeactivationTarget"]
         self.write_status(WORKLOAD, wl, status)
 
     def preempt(self, wl: JSON, reason: str = "InClusterQueue", message: str | None = None) -> None:
@@ -670,15 +685,15 @@ class KueueReactor(Reactor):
                 and other["metadata"]["creationTimestamp"] > wl["metadata"]["creationTimestamp"]
             )
 
+        # lowest priority first; among equals the most recently created first (two stable sorts)
         candidates = sorted(
             (w for w in workloads if eligible(w)),
-            key=lambda w: (
-                int((w.get("spec") or {}).get("priority", 0)),
-                [-ord(ch) for ch in w["metadata"]["creationTimestamp"]],
-            ),
+            key=lambda w: (w["metadata"]["creationTimestamp"], w["metadata"]["name"]),
+            reverse=True,
         )
+        candidates.sort(key=lambda w: int((w.get("spec") or {}).get("priority", 0)))
         victims: list[JSON] = []
-        remaining = [w for w in workloads]
+        remaining = list(workloads)
         for cand in candidates:
             victims.append(cand)
             remaining = [w for w in remaining if w["metadata"]["uid"] != cand["metadata"]["uid"]]

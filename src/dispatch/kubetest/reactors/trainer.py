@@ -19,7 +19,11 @@ message), ``jobsStatus`` copied from ``replicatedJobsStatus``; ``activeDeadlineS
 from creation or the last resume on the injected clock) fails the TrainJob with ``DeadlineExceeded``
 "TrainJob exceeded its active deadline" and deletes the JobSet.
 Not modelled: initializer steps, other runtimes' plugins (MPI launcher, JAX, volcano/coscheduling
-PodGroups), webhooks (an unknown runtime is simply never built), managedBy.
+PodGroups), the Trainer webhook's runtime checks (an unknown runtime is accepted and simply never
+built), managedBy. Modelled update rules: ``runtimeRef``, ``trainer``, ``initializer``,
+``activeDeadlineSeconds``, ``managedBy`` are immutable (422 Invalid, "field is immutable"), and
+``runtimePatches`` may only change when the TrainJob is suspended before or after the update
+(403 from the webhook).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from typing import Any
 import yaml
 
 from ..clock import parse_time
-from ..resources import CLUSTER_TRAINING_RUNTIME, CONFIGMAP, JOBSET, TRAINING_RUNTIME, TRAINJOB
+from ..errors import StatusError, invalid
+from ..resources import CLUSTER_TRAINING_RUNTIME, CONFIGMAP, JOBSET, TRAINING_RUNTIME, TRAINJOB, ResourceType
 from .base import Reactor, find_condition, is_true, owner_ref, set_condition
 
 JSON = dict[str, Any]
@@ -139,8 +144,36 @@ def build_jobset(trainjob: JSON, runtime: JSON) -> JSON:
     }
 
 
+IMMUTABLE_FIELDS = ("runtimeRef", "trainer", "initializer", "activeDeadlineSeconds", "managedBy")
+
+
 class TrainerReactor(Reactor):
     manager = "trainer-controller"
+
+    def admit(self, rt: ResourceType, obj: JSON, old: JSON | None) -> None:
+        """TrainJob update rules: immutable fields (CRD validation → 422) and runtimePatches that
+        may only change while the TrainJob is suspended before or after (webhook → 403)."""
+        if rt.kind != "TrainJob" or old is None:
+            return
+        new_spec, old_spec = obj.get("spec") or {}, old.get("spec") or {}
+        name = obj["metadata"].get("name", "")
+        causes = [
+            {"reason": "FieldValueInvalid", "message": "field is immutable", "field": f"spec.{f}"}
+            for f in IMMUTABLE_FIELDS
+            if new_spec.get(f) != old_spec.get(f)
+        ]
+        if causes:
+            raise invalid(rt, name, causes)
+        if new_spec.get("runtimePatches") != old_spec.get("runtimePatches") and not (
+            old_spec.get("suspend") or new_spec.get("suspend")
+        ):
+            raise StatusError(
+                403,
+                'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
+                "spec.runtimePatches: Forbidden: runtimePatches can only be modified "
+                "when the TrainJob is suspended",
+                "Forbidden",
+            )
 
     def runtime_for(self, trainjob: JSON) -> JSON | None:
         ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
@@ -250,9 +283,12 @@ class TrainerReactor(Reactor):
             for js_type, tj_type in (("Completed", "Complete"), ("Failed", "Failed")):
                 cond = find_condition(jobset, js_type)
                 if cond is not None and cond.get("status") == "True" and not is_true(tj, tj_type):
-                    set_condition(
-                        status, tj_type, "True", cond.get("reason", ""), cond.get("message", ""), now
-                    )
+                    # Trainer copies the JobSet's condition, transition time included
+                    copied = dict(cond, type=tj_type)
+                    copied.pop("observedGeneration", None)
+                    status["conditions"] = [
+                        c for c in status.get("conditions") or [] if c.get("type") != tj_type
+                    ] + [copied]
             status["jobsStatus"] = [
                 {k: rj.get(k, 0) for k in ("ready", "succeeded", "failed", "active", "suspended")}
                 | {"name": rj["name"]}

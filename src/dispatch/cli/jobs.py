@@ -1,0 +1,445 @@
+"""Commands that act on jobs: ``run``, ``submit``, ``stop``, ``hold``, ``release``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from dispatch.cli.app import App
+from dispatch.cli.exitcodes import Exit
+
+if TYPE_CHECKING:
+    from dispatch.cluster import Cluster
+    from dispatch.records.model import JobRecord
+    from dispatch.rules import RuleSet
+    from dispatch.spec import JobSpec
+
+pass_app = click.make_pass_decorator(App)
+COMMAND_CONTEXT = {"allow_interspersed_args": False, "help_option_names": ["-h", "--help"]}
+
+
+def _job_id_completion(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    from dispatch.cli.views import complete_job_ids
+
+    return complete_job_ids(ctx, param, incomplete)
+
+
+def spec_options(fn: Any) -> Any:
+    """The options that describe a job, shared by ``run`` and ``submit``."""
+    options = [
+        click.option("-N", "--nodes", type=click.IntRange(1), default=1, show_default=True, help="Nodes."),
+        click.option(
+            "-p", "--procs-per-node", type=click.IntRange(1), default=1, show_default=True, help="Ranks per node."
+        ),
+        click.option("--name", help="A human name for the job (not unique)."),
+        click.option("-e", "--env", "env", multiple=True, metavar="NAME=VALUE", help="Set a variable (repeatable)."),
+        click.option(
+            "-w", "--workdir", type=click.Path(file_okay=False), help="Working directory (default: the current one)."
+        ),
+        click.option("-t", "--time-limit", metavar="DURATION", help="Wall time limit: 90s, 30m, 2h, 1h30m."),
+        click.option("--memory-mb", type=click.IntRange(1), help="Memory limit per rank in MiB (local: local.Limits)."),
+        click.option(
+            "-x",
+            "--extension",
+            "extensions",
+            multiple=True,
+            metavar="KIND=JSON",
+            help='An extension, e.g. -x \'dispatch.Image={"ref": "pytorch:2.4"}\' (repeatable).',
+        ),
+        click.option("--rules", "rules_file", type=click.Path(dir_okay=False), help="Recovery rules file."),
+        click.option("--dry-run", is_flag=True, help="Print exactly what would be sent; submit nothing."),
+        click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED),
+    ]
+    for option in reversed(options):
+        fn = option(fn)
+    return fn
+
+
+def build_spec(
+    *,
+    command: tuple[str, ...],
+    nodes: int,
+    procs_per_node: int,
+    name: str | None,
+    env: tuple[str, ...],
+    workdir: str | None,
+    time_limit: str | None,
+    memory_mb: int | None,
+    extensions: tuple[str, ...],
+) -> JobSpec:
+    """A JobSpec from command-line options. Errors name the option."""
+    from dispatch.errors import SpecError
+    from dispatch.extensions import extension_from_json
+    from dispatch.settings import parse_duration
+    from dispatch.spec import JobSpec
+
+    variables: dict[str, str] = {}
+    for item in env:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SpecError(f"--env {item}", "must be NAME=VALUE")
+        variables[key] = value
+    exts = []
+    for i, item in enumerate(extensions):
+        kind, sep, raw = item.partition("=")
+        try:
+            data = json.loads(raw) if sep else {}
+        except ValueError as exc:
+            raise SpecError(f"--extension {kind}", f"the value is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise SpecError(f"--extension {kind}", "the value must be a JSON object")
+        exts.append(extension_from_json({"kind": kind, **data}, f"extensions[{i}]"))
+    if memory_mb is not None:
+        from dispatch.local.limits import Limits
+
+        exts.append(Limits(memory_mb=memory_mb))
+    limit: float | None = None
+    if time_limit is not None:
+        try:
+            limit = float(time_limit)  # a plain number is seconds
+        except ValueError:
+            limit = parse_duration(time_limit, "--time-limit")
+    return JobSpec(
+        command=command,
+        nodes=nodes,
+        procs_per_node=procs_per_node,
+        working_dir=os.path.abspath(workdir) if workdir else None,
+        env=variables,
+        time_limit=limit,
+        name=name,
+        extensions=tuple(exts),
+    )
+
+
+def load_rules(path: str | None) -> RuleSet | None:
+    if path is None:
+        return None
+    from dispatch.rules import RuleSet
+
+    return RuleSet.load(path)
+
+
+def show_dry_run(app: App, spec: JobSpec, rules: RuleSet | None) -> None:
+    """Print what would be sent: the adapter's rendering of the start request, else the spec as JSON."""
+    from dispatch.actions import marker_for
+    from dispatch.cli import ui
+    from dispatch.cluster import check_spec, new_job_id
+    from dispatch.spi import StartRequest
+
+    cluster = app.cluster(read_only=True, store=False)
+    check_spec(cluster.backend, spec)
+    if rules is not None:
+        rules.check_against(cluster.backend, cluster.capabilities())
+    job_id = new_job_id(cluster.clock.now())
+    request = StartRequest(job_id, 1, marker_for(job_id, 1), spec)
+    backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
+    render = getattr(backend, "render", None)
+    if callable(render):
+        click.echo(render(request), nl=False)
+    else:
+        ui.note(f"# the {cluster.backend.name} adapter has no renderer; the job spec that would be submitted:")
+        ui.print_json(spec.to_json())
+    ui.note(f"# dry run on cluster {cluster.name}: nothing was recorded or submitted")
+
+
+def do_submit(app: App, spec: JobSpec, rules: RuleSet | None) -> tuple[Cluster, str]:
+    from dispatch.cli import ui
+
+    cluster = app.cluster()
+    with ui.spinner(f"submitting to {cluster.name}"):
+        job_id = cluster.operator.submit(spec, rules)
+    return cluster, job_id
+
+
+@click.command(context_settings=COMMAND_CONTEXT)
+@spec_options
+@click.option("--json", "as_json", is_flag=True, help="Print the job id as JSON.")
+@pass_app
+def submit(app: App, /, rules_file: str | None, dry_run: bool, as_json: bool, **opts: Any) -> None:
+    """Submit COMMAND as a job and print its id.
+
+    \b
+    Everything after the options (or after --) is the command, passed as is:
+      dispatch submit --nodes 2 -- python train.py --lr 0.1
+    """
+    app.cluster_config()  # a wrong cluster name fails before anything else
+    rules = load_rules(rules_file)
+    if dry_run:
+        app.cluster(read_only=True, store=False)
+        show_dry_run(app, build_spec(**opts), rules)
+        return
+    cluster = app.cluster()
+    spec = build_spec(**opts)
+    _, job_id = do_submit(app, spec, rules)
+    if as_json:
+        from dispatch.cli import ui
+
+        ui.print_json({"job": job_id, "cluster": cluster.name})
+    else:
+        click.echo(job_id)
+
+
+@click.command(context_settings=COMMAND_CONTEXT)
+@spec_options
+@click.option("-q", "--quiet", is_flag=True, help="Do not show the job's output.")
+@click.option("--json", "as_json", is_flag=True, help="Print the final outcome as JSON (no job output).")
+@pass_app
+def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json: bool, **opts: Any) -> None:
+    """Submit COMMAND, show its output, and wait for it to end.
+
+    \b
+    The exit code comes from the outcome: 0 succeeded, 1 failed or cancelled,
+    5 unknown. Ctrl-C stops the job (a second Ctrl-C leaves it running).
+      dispatch run --nodes 2 -- python train.py
+
+    While it waits, this process supervises the cluster's jobs (dispatch.supervise):
+    --rules are applied here. If dispatch is killed, the job runs on; dispatch
+    status (from any process) shows how it is doing.
+    """
+    app.cluster_config()
+    rules = load_rules(rules_file)
+    if dry_run:
+        app.cluster(read_only=True, store=False)
+        show_dry_run(app, build_spec(**opts), rules)
+        return
+    cluster = app.cluster()
+    spec = build_spec(**opts)
+    cluster, job_id = do_submit(app, spec, rules)
+    from dispatch.cli import ui
+
+    ui.note(
+        f"job {job_id} submitted to {cluster.name}: {spec.nodes} node(s) x {spec.procs_per_node} rank(s)"
+        f" (follow: dispatch logs {job_id} -f)"
+    )
+    job = follow_job(app, cluster, job_id, show_output=not (quiet or as_json))
+    code = outcome_exit(job)
+    if as_json:
+        from dispatch.records.model import JobSummary
+
+        ui.print_json(JobSummary.of(job).to_json())
+    else:
+        ui.note(describe_end(job))
+    raise click.exceptions.Exit(int(code))
+
+
+def outcome_exit(job: JobRecord) -> Exit:
+    from dispatch.outcome import State
+
+    state = job.state
+    if state is State.SUCCEEDED:
+        return Exit.OK
+    if state in (State.FAILED, State.CANCELLED):
+        return Exit.JOB_FAILED
+    return Exit.UNKNOWN
+
+
+def describe_end(job: JobRecord) -> str:
+    from dispatch.cli import ui
+
+    out = job.outcome
+    if out is None:
+        return f"job {job.id}: no outcome recorded"
+    what = out.state.value
+    if out.cause is not None and out.state.value != "succeeded":
+        if out.cause.value == "exit":
+            what += f" (exit code {out.exit_code})"
+        else:
+            what += f" ({out.cause.value})"
+    detail = f": {out.detail}" if out.detail else ""
+    cur = job.current
+    took = ""
+    if cur and cur.executions and cur.executions[-1].started_at and cur.executions[-1].ended_at:
+        took = f" after {ui.duration(cur.executions[-1].ended_at - cur.executions[-1].started_at)}"
+    more = ""
+    if out.cause is not None and out.cause.value in ("exit", "launch-failed"):
+        more = f"; stderr: dispatch logs {job.id} --stderr"
+    elif out.state.value != "succeeded":
+        more = f"; see: dispatch show {job.id}"
+    return f"job {job.id} {ui.state_style(what, out.state.value)}{took}{detail}{more}"
+
+
+class OutputPump:
+    """Shows a job's output as it is written: one thread per stream, following each execution in turn.
+
+    The main thread tells it which executions exist (``offer``) and when the job is over (``finish``); it drains
+    each execution's files to the end before moving to the next.
+    """
+
+    def __init__(self, backend: Any, prefix_ranks: bool) -> None:
+        import queue
+
+        self.backend = getattr(backend, "unrestricted", backend)
+        self.prefix = prefix_ranks
+        self.queues: dict[str, queue.Queue[tuple[str, int] | None]] = {
+            "stdout": queue.Queue(),
+            "stderr": queue.Queue(),
+        }
+        self.offered: set[tuple[str, int]] = set()
+        self.threads = [
+            threading.Thread(target=self._pump, args=(s,), daemon=True, name=f"dispatch-{s}") for s in self.queues
+        ]
+        for t in self.threads:
+            t.start()
+
+    def offer(self, scheduler_id: str, restart: int) -> None:
+        if (scheduler_id, restart) in self.offered:
+            return
+        self.offered.add((scheduler_id, restart))
+        for q in self.queues.values():
+            q.put((scheduler_id, restart))
+
+    def finish(self, timeout: float = 10.0) -> None:
+        for q in self.queues.values():
+            q.put(None)
+        for t in self.threads:
+            t.join(timeout)
+
+    def _chunks(self, stream: str, sid: str, restart: int) -> Any:
+        lines = getattr(self.backend, "lines", None)
+        if callable(lines):
+            return lines(sid, stream, execution=restart, follow=True)
+        read = getattr(self.backend, stream, None)
+        if read is None:
+            return iter(())
+        return ((None, c) for c in read(sid, restart, True))
+
+    def _pump(self, stream: str) -> None:
+        from dispatch.cli import ui
+        from dispatch.errors import DispatchError
+
+        out = sys.stdout.buffer if stream == "stdout" else sys.stderr.buffer
+        tty = sys.stdout if stream == "stdout" else sys.stderr
+        while True:
+            target = self.queues[stream].get()
+            if target is None:
+                return
+            sid, restart = target
+            try:
+                for rank, chunk in self._chunks(stream, sid, restart):
+                    if self.prefix and rank is not None:
+                        tag = f"[{rank}] "
+                        if ui.colour_enabled(tty):
+                            tag = click.style(tag, dim=True)
+                        lines = chunk.splitlines(keepends=True)
+                        chunk = b"".join(tag.encode() + line for line in lines)
+                    out.write(chunk)
+                    out.flush()
+            except (DispatchError, OSError):
+                continue
+
+
+def follow_job(app: App, cluster: Cluster, job_id: str, *, show_output: bool, poll: float = 0.25) -> JobRecord:
+    """Drive observation of one job in this process until it is over; show its output meanwhile.
+
+    Uses the supervisor (``dispatch.supervise``) when it is installed, else folds evidence into the record
+    itself (no rules are applied then). Ctrl-C stops the job; a second Ctrl-C leaves it running.
+    """
+    from dispatch.cli import ui
+    from dispatch.cli.observe import refresh
+
+    records = app.records()
+    job = records.get(job_id)
+    pump = OutputPump(cluster.backend, prefix_ranks=job.spec.world_size > 1) if show_output else None
+    supervisor = _supervisor(cluster, records, job)
+    interrupted = 0
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        nonlocal interrupted
+        interrupted += 1
+        if interrupted >= 2:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_interrupt)
+    stopping = False
+    try:
+        while True:
+            if interrupted and not stopping:
+                stopping = True
+                ui.note(f"stopping job {job_id} (Ctrl-C again to leave it running)")
+                cluster.operator.stop(job_id)
+            if supervisor is not None:
+                supervisor.cycle()
+                job = records.get(job_id)
+            else:
+                job = refresh(records, cluster.backend, [records.get(job_id)], cluster.clock.now())[0]
+            if pump is not None:
+                for sub in job.submissions:
+                    for e in sub.executions:
+                        if sub.scheduler_id is not None:
+                            pump.offer(sub.scheduler_id, e.restart)
+            if supervisor is None and job.outcome is not None and job.outcome.state.ended:
+                break  # without a supervisor no rule can act on the end: it is final here
+            if job.closed and (
+                job.outcome is None or job.outcome.state.ended or job.current is None or job.current.gone
+            ):
+                break
+            cluster.clock.sleep(poll)
+    except KeyboardInterrupt:
+        ui.note(f"left job {job_id} running; see: dispatch status {job_id}")
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if pump is not None:
+            pump.finish()
+    return job
+
+
+def _supervisor(cluster: Cluster, records: Any, job: JobRecord) -> Any:
+    try:
+        from dispatch.supervise import Supervisor  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        return None
+    return Supervisor(cluster.backend, records, clock=cluster.clock, cluster=cluster.name)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("job", shell_complete=_job_id_completion)
+@click.option("--wait/--no-wait", default=False, help="Wait until the job has ended.")
+@pass_app
+def stop(app: App, job: str, wait: bool) -> None:
+    """Stop JOB: no more recovery; its processes get SIGTERM, then SIGKILL after the grace period."""
+    from dispatch.cli import ui
+
+    record = app.resolve_job(job)
+    cluster = app.cluster_of(record)
+    cluster.operator.stop(record.id)
+    ui.note(f"job {record.id}: stop requested")
+    if wait:
+        follow_job(app, cluster, record.id, show_output=False)
+        ui.note(describe_end(app.records().get(record.id)))
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("job", shell_complete=_job_id_completion)
+@click.option("--reason", default="held by a user", show_default=True, help="Why (kept in the record).")
+@pass_app
+def hold(app: App, job: str, reason: str) -> None:
+    """Hold JOB so it does not start; prints the hold's instance (release it with: dispatch release)."""
+    record = app.resolve_job(job)
+    cluster = app.cluster_of(record)
+    instance = cluster.operator.hold(record.id, reason)
+    click.echo(instance)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("job", shell_complete=_job_id_completion)
+@click.option("--instance", help="Lift this hold only (needed for a hold a supervisor placed).")
+@pass_app
+def release(app: App, job: str, instance: str | None) -> None:
+    """Lift your holds on JOB (or the one --instance), so it may start."""
+    from dispatch.cli import ui
+
+    record = app.resolve_job(job)
+    cluster = app.cluster_of(record)
+    lifted = cluster.operator.release(record.id, instance)
+    if not lifted:
+        ui.note(f"job {record.id} has no hold of yours to release")
+    for i in lifted:
+        click.echo(i)

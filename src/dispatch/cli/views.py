@@ -1,0 +1,392 @@
+"""Read commands: ``status``, ``show``, ``logs``. Each has ``--json``."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from dispatch.cli.app import App
+
+if TYPE_CHECKING:
+    from dispatch.records.model import JobRecord, JobSummary
+
+pass_app = click.make_pass_decorator(App)
+CTX = {"help_option_names": ["-h", "--help"]}
+
+
+def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[Any]:
+    """Shell completion of job ids from the record store (newest first); silent on any error."""
+    from click.shell_completion import CompletionItem
+
+    try:
+        from dispatch.cli.config import load
+        from dispatch.records.sqlite import SQLiteRecords
+
+        path = load(None).records
+        if not path.exists():
+            return []
+        records = SQLiteRecords(path)
+        try:
+            rows = records.summaries(limit=200)
+        finally:
+            records.close()
+    except Exception:
+        return []
+    return [CompletionItem(s.id, help=f"{s.state.value} {s.name or ''}") for s in rows if s.id.startswith(incomplete)]
+
+
+def refresh_active(app: App, jobs: list[JobRecord]) -> list[JobRecord]:
+    """The jobs as observed now: active ones are inspected (one batched call per cluster) and changes written
+    where no supervisor owns the job (see :func:`dispatch.cli.observe.refresh`).
+
+    A cluster that cannot be opened or reached is skipped with a note: its jobs keep their last recorded
+    evidence.
+    """
+    from dispatch.cli import ui
+    from dispatch.cli.observe import needs_observation, refresh
+    from dispatch.errors import DispatchError
+
+    records = app.records()
+    by_cluster: dict[str, list[JobRecord]] = {}
+    for j in jobs:
+        if needs_observation(j):
+            by_cluster.setdefault(j.cluster, []).append(j)
+    seen: dict[str, JobRecord] = {}
+    for name, group in by_cluster.items():
+        try:
+            cluster = app.cluster(name)
+            for j in refresh(records, cluster.backend, group, cluster.clock.now()):
+                seen[j.id] = j
+        except DispatchError as exc:
+            ui.note(f"cluster {name}: not refreshed ({exc}); showing the last recorded state")
+    return [seen.get(j.id, j) for j in jobs]
+
+
+def cause_text(s: JobSummary) -> str:
+    if s.cause is None:
+        return "-"
+    if s.cause.value == "exit" and s.exit_code is not None:
+        return f"exit {s.exit_code}"
+    return s.cause.value
+
+
+def status_rows(rows: list[JobSummary], now: float, show_cluster: bool) -> str:
+    from dispatch.cli import ui
+
+    headers = ["JOB", "NAME", *(["CLUSTER"] if show_cluster else []), "STATE", "CAUSE", "EXECUTION", "AGE"]
+    body = []
+    for s in rows:
+        body.append(
+            [
+                s.id,
+                ui.cell(s.name),
+                *([ui.cell(s.cluster)] if show_cluster else []),
+                s.state.value,
+                cause_text(s),
+                ui.cell(s.execution),
+                ui.age(now - s.created_at),
+            ]
+        )
+    state_col = headers.index("STATE")
+
+    def colour_state(text: str, padded: str) -> str:
+        return ui.state_style(padded, text)
+
+    styles: list[Any] = [None] * len(headers)
+    styles[state_col] = colour_state
+    return ui.table(headers, body, styles)
+
+
+@click.command(context_settings=CTX)
+@click.argument("jobs", nargs=-1, shell_complete=complete_job_ids)
+@click.option("-a", "--all", "show_all", is_flag=True, help="Show every job (default: the newest --limit).")
+@click.option("-n", "--limit", type=click.IntRange(1), default=30, show_default=True, help="Newest jobs shown.")
+@click.option("--active", is_flag=True, help="Only jobs that are not closed.")
+@click.option(
+    "--all-clusters/--this-cluster", "all_clusters", default=True, help="Jobs of every cluster, or of --cluster."
+)
+@click.option("--refresh/--no-refresh", default=True, show_default=True, help="Observe active jobs first.")
+@click.option("-w", "--watch", is_flag=True, help="Refresh the table until Ctrl-C.")
+@click.option(
+    "--interval", type=click.FloatRange(0.2), default=2.0, show_default=True, help="Seconds between --watch refreshes."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the jobs as a JSON list.")
+@pass_app
+def status(
+    app: App,
+    jobs: tuple[str, ...],
+    show_all: bool,
+    limit: int,
+    active: bool,
+    all_clusters: bool,
+    refresh: bool,
+    watch: bool,
+    interval: float,
+    as_json: bool,
+) -> None:
+    """A table of jobs: state, cause, current execution, age (newest first)."""
+    from dispatch.cli import ui
+
+    def once() -> None:
+        records = app.records_if_present()
+        cluster = app.cluster_config().name if (app.cluster_name or not all_clusters) else None
+        if records is None:
+            rows: list[JobSummary] = []
+            total = 0
+        elif jobs:
+            rows = [_summary(app.resolve_job(j)) for j in jobs]
+            total = len(rows)
+        else:
+            everything = records.summaries(active_only=active, cluster=cluster)
+            total = len(everything)
+            rows = everything if show_all else everything[:limit]
+        if refresh and rows and any(not (r.closed and r.state.ended) for r in rows):
+            assert records is not None
+            live = [records.get(r.id) for r in rows if not (r.closed and r.state.ended)]
+            fresh = {j.id: _summary(j) for j in refresh_active(app, live)}
+            rows = [fresh.get(r.id, r) for r in rows]
+        if as_json:
+            ui.print_json([r.to_json() for r in rows])
+            return
+        if not rows:
+            ui.note("no jobs yet; start one with: dispatch run --nodes 2 -- python train.py")
+            return
+        now = time.time()
+        click.echo(status_rows(rows, now, show_cluster=len({r.cluster for r in rows}) > 1))
+        if len(rows) < total:
+            ui.note(f"({len(rows)} of {total} jobs; --all for every one)")
+
+    if not watch:
+        once()
+        return
+    tty = sys.stdout.isatty()
+    try:
+        while True:
+            if tty:
+                click.echo("\x1b[H\x1b[2J", nl=False)
+            once()
+            if not tty:
+                click.echo("")
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        return
+
+
+def _summary(job: JobRecord) -> JobSummary:
+    from dispatch.records.model import JobSummary
+
+    return JobSummary.of(job)
+
+
+@click.command(context_settings=CTX)
+@click.argument("job", shell_complete=complete_job_ids)
+@click.option("--refresh/--no-refresh", default=True, show_default=True, help="Observe the job first.")
+@click.option("--json", "as_json", is_flag=True, help="Print the record and its events as JSON.")
+@pass_app
+def show(app: App, job: str, refresh: bool, as_json: bool) -> None:
+    """Everything about JOB: executions with causes, holds, decisions, escalations, and the events behind them."""
+    from dispatch.cli import ui
+
+    record = app.resolve_job(job)
+    if refresh and not (record.closed and record.state.ended):
+        (record,) = refresh_active(app, [record])
+    events = app.records().events(record.id)
+    if as_json:
+        ui.print_json(
+            {
+                "job": record.to_json(),
+                "events": [{"seq": e.seq, "at": e.at, "kind": e.kind, "data": e.data} for e in events],
+            }
+        )
+        return
+    click.echo(render_show(record, events, time.time()))
+
+
+def _when(at: float | None) -> str:
+    if at is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def render_show(job: JobRecord, events: list[Any], now: float) -> str:
+    import shlex
+
+    from dispatch.cli import ui
+
+    out = job.outcome
+    state = job.state.value
+    head = f"job {ui.style(job.id, bold=True)}"
+    if job.spec.name:
+        head += f" ({ui.cell(job.spec.name)})"
+    cause = job.cause.value if job.cause else "-"
+    lines = [
+        f"{head}  cluster {job.cluster}  {ui.state_style(state)} ({cause})"
+        + (f"  exit {out.exit_code}" if out and out.exit_code is not None else "")
+        + ("  closed" if job.closed else ""),
+        f"  command    {ui.cell(shlex.join(job.spec.command))}",
+        f"  shape      {job.spec.nodes} node(s) x {job.spec.procs_per_node} rank(s)"
+        + (f", time limit {ui.duration(job.spec.time_limit)}" if job.spec.time_limit else ""),
+        f"  created    {_when(job.created_at)} ({ui.age(now - job.created_at)} ago)",
+        f"  rules      {'none' if job.rules is None else str(len(job.rules.get('rules', []))) + ' rule(s)'}",
+    ]
+    if out and out.detail:
+        lines.append(f"  detail     {ui.cell(out.detail)}")
+    for sub in job.submissions:
+        lines.append("")
+        lines.append(
+            f"submission {sub.n}  scheduler id {sub.scheduler_id or '-'}  gate {sub.gate.value}"
+            + ("  gone from the scheduler" if sub.gone else "")
+        )
+        if not sub.executions:
+            so = sub.outcome
+            lines.append(
+                f"  no execution yet: {so.state.value} ({so.cause.value if so and so.cause else '-'})"
+                if so
+                else "  no execution yet"
+            )
+        rows = []
+        for e in sub.executions:
+            o = e.outcome
+            ran = e.ended_at - e.started_at if e.ended_at and e.started_at else None
+            rows.append(
+                [
+                    e.identity,
+                    o.state.value,
+                    (o.cause.value if o.cause else "-"),
+                    "-" if o.exit_code is None else str(o.exit_code) + (f" (signal {o.signal})" if o.signal else ""),
+                    _when(e.started_at),
+                    ui.duration(ran),
+                    ui.cell(o.detail),
+                ]
+            )
+        if rows:
+            table = ui.table(
+                ["  EXECUTION", "STATE", "CAUSE", "EXIT", "STARTED", "RAN", "DETAIL"],
+                [["  " + r[0], *r[1:]] for r in rows],
+            )
+            lines.append(table)
+    if job.holds:
+        lines.append("")
+        lines.append("holds")
+        for h in job.holds:
+            status = "active" if h.active else f"released {_when(h.released_at)}"
+            lines.append(
+                f"  {h.instance}  by {h.owner}  on submission {h.submission}  placed {_when(h.placed_at)}"
+                f"  {status}" + (f"  ({h.reason})" if h.reason else "")
+            )
+    if job.escalations:
+        lines.append("")
+        lines.append("escalations")
+        for x in job.escalations:
+            lines.append(
+                f"  #{x.seq} {_when(x.at)}  {x.cause.value}: {x.reason}" + ("  resolved" if x.resolved_at else "")
+            )
+    if job.decisions:
+        lines.append("")
+        lines.append("decisions (and the events that led to each)")
+        last = 0.0
+        for d in job.decisions:
+            lines.append(
+                f"  #{d.seq} {_when(d.at)}  execution {d.execution} ended {d.cause.value} -> {d.action}"
+                f"  (rule {d.rule}: {d.reason}; by {d.by})"
+            )
+            for e in events:
+                if last < e.at <= d.at and e.kind in ("observed", "execution", "gone", "call"):
+                    lines.append(f"      {_when(e.at)}  {e.kind:<9} {_event_text(e)}")
+            last = d.at
+    lines.append("")
+    lines.append("events")
+    for e in events:
+        lines.append(f"  {_when(e.at)}  {e.kind:<14} {_event_text(e)}")
+    return "\n".join(lines)
+
+
+def _event_text(e: Any) -> str:
+    from dispatch.cli import ui
+
+    data = dict(e.data)
+    data.pop("spec", None)
+    return ui.cell(", ".join(f"{k}={v}" for k, v in data.items() if v not in (None, "")))
+
+
+@click.command(context_settings=CTX)
+@click.argument("job", shell_complete=complete_job_ids)
+@click.option(
+    "-e",
+    "--execution",
+    metavar="E",
+    help="Execution: its restart number R or identity N.<id>.R (default: the current one).",
+)
+@click.option("--submission", type=click.IntRange(1), help="Submission N (default: the current one).")
+@click.option("-r", "--rank", "ranks", type=click.IntRange(0), multiple=True, help="Only this rank (repeatable).")
+@click.option("--stderr", "stderr_", is_flag=True, help="Show stderr instead of stdout.")
+@click.option("-f", "--follow", is_flag=True, help="Keep showing output until the execution ends.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per chunk: rank, stream, text.")
+@pass_app
+def logs(
+    app: App,
+    job: str,
+    execution: str | None,
+    submission: int | None,
+    ranks: tuple[int, ...],
+    stderr_: bool,
+    follow: bool,
+    as_json: bool,
+) -> None:
+    """Show JOB's output: each rank's stdout (or --stderr), prefixed [rank] when there are several."""
+    import json
+
+    from dispatch.errors import NotFound, Unsupported
+    from dispatch.spi import OutputReader
+
+    record = app.resolve_job(job)
+    sub = record.submission(submission) if submission else record.current
+    if submission and sub is None:
+        raise NotFound(f"job {record.id} has no submission {submission}")
+    if sub is None or sub.scheduler_id is None:
+        raise NotFound(f"job {record.id} has not been created on its cluster yet")
+    restart: int | None = None
+    if execution is not None:
+        restart = _restart_of(execution, record.id)
+    cluster = app.cluster_of(record, read_only=True)
+    backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
+    stream = "stderr" if stderr_ else "stdout"
+    lines = getattr(backend, "lines", None)
+    if callable(lines):
+        chunks = lines(sub.scheduler_id, stream, execution=restart, ranks=list(ranks) or None, follow=follow)
+    elif isinstance(backend, OutputReader):
+        if ranks:
+            raise Unsupported(f"the {cluster.backend.name} adapter cannot select ranks")
+        read = backend.stderr if stderr_ else backend.stdout
+        chunks = ((None, c) for c in read(sub.scheduler_id, restart, follow))
+    else:
+        raise Unsupported(f"the {backend.name} adapter cannot read output (capability OutputRead)")
+    prefix = record.spec.world_size > 1 and len(ranks) != 1
+    out = sys.stdout.buffer
+    try:
+        for rank, chunk in chunks:
+            if as_json:
+                click.echo(json.dumps({"rank": rank, "stream": stream, "text": chunk.decode("utf-8", "replace")}))
+                continue
+            if prefix and rank is not None:
+                tag = f"[{rank}] ".encode()
+                chunk = b"".join(tag + line for line in chunk.splitlines(keepends=True))
+            out.write(chunk)
+            out.flush()
+    except KeyboardInterrupt:
+        return
+
+
+def _restart_of(text: str, job_id: str) -> int:
+    from dispatch.errors import SpecError
+    from dispatch.identity import RestartId
+
+    if text.isdigit():
+        return int(text)
+    try:
+        return RestartId.parse(text).restart
+    except ValueError:
+        raise SpecError("--execution", f"{text!r} is neither a restart number nor an identity N.<id>.R") from None

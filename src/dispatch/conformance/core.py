@@ -1,0 +1,475 @@
+"""Core conformance: every rule of the core contract, checked through the real Operator and Supervisor.
+
+Each check builds a :class:`~dispatch.cluster.Cluster` (operator and observer) and a
+:class:`~dispatch.supervise.Supervisor` over the harness's backend and a fresh in-memory record store, drives
+time with the harness's fake clock, makes the scheduler do things through the harness's hooks, and reads the
+result *only through* ``cluster.observer`` (records and events). A check that needs a hook, a behaviour or an
+interface the harness lacks is skipped with the reason.
+
+Use it from an adapter's pytest run::
+
+    @pytest.mark.parametrize("check", core_checks(), ids=str)
+    def test_core(check, core_harness):
+        run_core_check(check, core_harness)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from dispatch.capabilities import Capability
+from dispatch.clock import FakeClock
+from dispatch.cluster import Cluster
+from dispatch.conformance.checks import ConformanceError, Skip, expect
+from dispatch.conformance.harness import FAIL_EXIT_CODE, Harness
+from dispatch.errors import ConfigError, OutcomeUnknown, ReadOnly
+from dispatch.outcome import Cause, State
+from dispatch.records.memory import MemoryRecords
+from dispatch.records.model import Action, IntentStatus, JobRecord
+from dispatch.spec import JobSpec
+from dispatch.spi import Holder, Requeuer, restrict
+from dispatch.supervise import Supervisor
+
+
+@dataclass
+class CoreHarness:
+    """A backend harness plus what the core checks need beyond it.
+
+    ``base.clock`` must be a :class:`~dispatch.clock.FakeClock` (the checks move time). ``inject(method, kind,
+    landed)`` fails the next call of a backend method (``unknown`` or ``unavailable``); ``admin_release``
+    lifts an admin hold placed by ``base.admin_hold``. Hooks left None skip their checks with a reason.
+    """
+
+    base: Harness
+    inject: Callable[[str, str, bool], None] | None = None
+    admin_release: Callable[[str], None] | None = None
+    exit_spec: Callable[[int], JobSpec | None] | None = None
+    """A spec that runs briefly and exits with the given code (for requeue rules), or None."""
+
+    @property
+    def name(self) -> str:
+        return self.base.name
+
+
+@dataclass(frozen=True)
+class CoreCheck:
+    name: str
+    fn: Callable[[CoreHarness], None]
+    doc: str = ""
+
+    def __str__(self) -> str:
+        return self.name
+
+
+CORE_CHECKS: list[CoreCheck] = []
+
+
+def core_check(fn: Callable[[CoreHarness], None]) -> Callable[[CoreHarness], None]:
+    CORE_CHECKS.append(CoreCheck(fn.__name__.removeprefix("check_"), fn, (fn.__doc__ or "").strip()))
+    return fn
+
+
+def core_checks() -> list[CoreCheck]:
+    """Every core check, for ``pytest.mark.parametrize`` (their ``str`` is their name)."""
+    return list(CORE_CHECKS)
+
+
+def run_core_check(c: CoreCheck, h: CoreHarness) -> None:
+    """Run one check; under pytest a skip becomes ``pytest.skip`` with its reason."""
+    try:
+        c.fn(h)
+    except Skip as exc:
+        import pytest
+
+        pytest.skip(f"{c.name}: {exc}")
+
+
+# ----- the world a check runs in ------------------------------------------------------------------------------
+
+
+class World:
+    def __init__(self, h: CoreHarness, rules: Any = None, backend: Any = None) -> None:
+        if not isinstance(h.base.clock, FakeClock):
+            raise Skip("the core checks need a FakeClock")
+        self.h = h
+        self.clock: FakeClock = h.base.clock
+        self.backend = backend if backend is not None else h.base.backend()
+        self.records = MemoryRecords()
+        self.cluster = Cluster("conformance", self.backend, self.records, self.clock)
+        self.poll = min(10.0, _default_poll(self.backend))
+        self.sup = Supervisor(
+            self.backend,
+            self.records,
+            clock=self.clock,
+            owner="conformance-supervisor",
+            poll=self.poll,
+            cluster="conformance",
+            default_rules=rules,
+        )
+
+    def spec(self, behaviour: str) -> JobSpec:
+        spec = self.h.base.spec(behaviour)
+        if spec is None:
+            raise Skip(f"the harness cannot run a {behaviour!r} job")
+        return spec
+
+    def get(self, job_id: str) -> JobRecord:
+        return self.cluster.observer.get(job_id)
+
+    def sid(self, job_id: str) -> str:
+        cur = self.get(job_id).current
+        expect(cur is not None and cur.scheduler_id is not None, f"job {job_id} has no recorded scheduler object")
+        assert cur is not None and cur.scheduler_id is not None
+        return cur.scheduler_id
+
+    def until(self, what: str, pred: Callable[[], bool], wait: float | None = None) -> None:
+        """Run supervisor cycles, one poll interval apart, until ``pred`` holds or ``wait`` passes."""
+        limit = self.clock.now() + (wait if wait is not None else self.h.base.timings.wait)
+        while True:
+            self.sup.cycle()
+            if pred():
+                return
+            if self.clock.now() >= limit:
+                raise ConformanceError(f"{what}: not seen within the wait")
+            self.clock.advance(self.poll)
+
+    def cycles(self, n: int) -> None:
+        for _ in range(n):
+            self.sup.cycle()
+            self.clock.advance(self.poll)
+
+    def hook(self, name: str) -> Callable[[Any, str], None]:
+        fn = getattr(self.h.base, name)
+        if fn is None:
+            raise Skip(f"the harness has no {name} hook")
+        return fn  # type: ignore[no-any-return]
+
+
+def _default_poll(backend: Any) -> float:
+    from dispatch.supervise import default_poll
+
+    return default_poll(backend.declarations())
+
+
+@contextmanager
+def world(h: CoreHarness, rules: Any = None, backend: Any = None) -> Iterator[World]:
+    w = World(h, rules, backend)
+    try:
+        yield w
+    finally:
+        if h.base.cleanup is not None:
+            for job in w.records.jobs(active_only=False):
+                for s in job.submissions:
+                    if s.scheduler_id:
+                        h.base.cleanup(w.backend, s.scheduler_id)
+
+
+EVICTED = {
+    "rules": [{"name": "evicted", "cause": ["preempted", "node-lost", "cessation"], "action": "resubmit", "limit": 1}]
+}
+
+
+# ----- checks ---------------------------------------------------------------------------------------------------
+
+
+@core_check
+def check_submission_is_recorded_before_its_gate_opens(h: CoreHarness) -> None:
+    """The start intent is written and done (scheduler id recorded) before the open intent is written."""
+    with world(h) as w:
+        job_id = w.cluster.submit(w.spec("sleep"))
+        job = w.get(job_id)
+        kinds = [(e.kind, e.data.get("action")) for e in w.cluster.observer.events(job_id)]
+        expect(
+            kinds[:5]
+            == [("submitted", None), ("intent", "start"), ("call", "start"), ("intent", "open"), ("call", "open")],
+            f"the write order was {kinds[:5]}",
+        )
+        cur = job.current
+        assert cur is not None
+        found = [f.scheduler_id for f in w.backend.find(cur.marker, 0.0)]
+        expect(found == [cur.scheduler_id], f"objects carrying the marker: {found}, recorded {cur.scheduler_id}")
+        expect(
+            job.intents[0].action is Action.START and job.intents[0].status is IntentStatus.DONE,
+            "the start intent is not done",
+        )
+
+
+@core_check
+def check_success_is_closed_with_evidence(h: CoreHarness) -> None:
+    """A job that exits 0 is recorded succeeded (cause exit, code 0, with an evidence source) and closed."""
+    with world(h) as w:
+        job_id = w.cluster.submit(w.spec("succeed"))
+        w.until("the job closing", lambda: w.get(job_id).closed)
+        job = w.get(job_id)
+        out = job.outcome
+        expect(
+            job.state is State.SUCCEEDED and out is not None and out.exit_code == 0 and out.cause is Cause.EXIT,
+            f"recorded {job.state}/{job.cause}",
+        )
+        expect(bool(out and out.evidence.source), "no evidence source")
+
+
+@core_check
+def check_failure_keeps_its_exit_code_and_is_escalated(h: CoreHarness) -> None:
+    """A non-zero exit is failed/exit with its code; with no rule, the unmatched policy escalates it."""
+    with world(h) as w:
+        job_id = w.cluster.submit(w.spec("fail"))
+        w.until("the job closing", lambda: w.get(job_id).closed)
+        job = w.get(job_id)
+        expect(job.state is State.FAILED and job.cause is Cause.EXIT, f"recorded {job.state}/{job.cause}")
+        expect(job.outcome is not None and job.outcome.exit_code == FAIL_EXIT_CODE, "the exit code was lost")
+        expect([e.cause for e in job.escalations] == [Cause.EXIT], f"escalations {job.escalations}")
+        expect(job.decisions[-1].rule == "unmatched", "the decision does not name the unmatched policy")
+
+
+@core_check
+def check_unmatched_close_policy(h: CoreHarness) -> None:
+    """``unmatched = close`` closes an unmatched failure without escalating it."""
+    with world(h, {"unmatched": "close"}) as w:
+        job_id = w.cluster.submit(w.spec("fail"))
+        w.until("the job closing", lambda: w.get(job_id).closed)
+        expect(not w.get(job_id).escalations, "the close policy escalated")
+
+
+@core_check
+def check_timeout_cause(h: CoreHarness) -> None:
+    """A job past its time limit is recorded with cause timeout."""
+    with world(h) as w:
+        job_id = w.cluster.submit(w.spec("timeout"))
+        w.until("the timeout", lambda: w.get(job_id).cause is Cause.TIMEOUT)
+
+
+@core_check
+def check_out_of_memory_cause(h: CoreHarness) -> None:
+    """A job over its memory limit is recorded with cause out-of-memory."""
+    with world(h) as w:
+        job_id = w.cluster.submit(w.spec("oom"))
+        w.until("the out-of-memory end", lambda: w.get(job_id).cause is Cause.OUT_OF_MEMORY)
+
+
+@core_check
+def check_preemption_is_resubmitted_by_rule(h: CoreHarness) -> None:
+    """A preempted execution matching a resubmit rule gets submission 2, decided with the rule and reason."""
+    with world(h, EVICTED) as w:
+        preempt = w.hook("preempt")
+        job_id = w.cluster.submit(w.spec("sleep"))
+        w.until("the job running", lambda: w.get(job_id).state is State.RUNNING)
+        preempt(w.backend, w.sid(job_id))
+        w.until("submission 2", lambda: len(w.get(job_id).submissions) == 2 and w.get(job_id).state is State.RUNNING)
+        d = w.get(job_id).decisions[0]
+        expect((d.rule, d.action, d.cause) == ("evicted", "resubmit", Cause.PREEMPTED), f"decision {d}")
+        expect(bool(d.reason), "the decision has no reason")
+
+
+@core_check
+def check_rule_limit_is_honoured(h: CoreHarness) -> None:
+    """A rule whose limit is reached no longer matches; the unmatched policy then decides."""
+    with world(h, EVICTED) as w:
+        preempt = w.hook("preempt")
+        job_id = w.cluster.submit(w.spec("sleep"))
+        for n in (1, 2):
+            w.until(
+                "the job running",
+                lambda n=n: (
+                    len(w.get(job_id).submissions) == n  # type: ignore[misc]
+                    and w.get(job_id).state is State.RUNNING
+                ),
+            )
+            preempt(w.backend, w.sid(job_id))
+        w.until("the job closing", lambda: w.get(job_id).closed)
+        job = w.get(job_id)
+        expect(len(job.submissions) == 2, f"{len(job.submissions)} submissions for a limit of 1")
+        expect("limit" in job.decisions[-1].reason, f"last decision: {job.decisions[-1].reason}")
+
+
+@core_check
+def check_node_loss_is_not_concluded_early(h: CoreHarness) -> None:
+    """A lost node ends its job with cause node-lost, never before the NodeLossWindow has passed."""
+    with world(h) as w:
+        lose = w.hook("lose_node")
+        job_id = w.cluster.submit(w.spec("sleep"))
+        w.until("the job running", lambda: w.get(job_id).state is State.RUNNING)
+        lost_at = w.clock.now()
+        lose(w.backend, w.sid(job_id))
+        w.until("node-lost", lambda: w.get(job_id).cause in (Cause.NODE_LOST, Cause.CESSATION))
+        window = w.backend.declarations().node_loss_window
+        expect(w.clock.now() >= lost_at + window, "node-lost was concluded inside the NodeLossWindow")
+
+
+@core_check
+def check_admin_hold_is_escalated_and_never_lifted(h: CoreHarness) -> None:
+    """Someone else's hold reads admin-held, is escalated once, is never lifted by dispatch, and the escalation
+    is resolved when the hold goes."""
+    if h.admin_release is None:
+        raise Skip("the harness cannot lift an admin hold")
+    with world(h) as w:
+        hold = w.hook("admin_hold")
+        # two long jobs fill a small cluster, so the job under test waits in the queue when it is held
+        blockers = [w.cluster.submit(w.spec("sleep")) for _ in range(2)]
+        job_id = w.cluster.submit(w.spec("sleep"))
+        hold(w.backend, w.sid(job_id))
+        w.until("admin-held", lambda: w.get(job_id).cause is Cause.ADMIN_HELD or w.get(job_id).escalations != [])
+        w.cycles(3)
+        job = w.get(job_id)
+        expect([e.cause for e in job.escalations] == [Cause.ADMIN_HELD], f"escalations {job.escalations}")
+        expect(not job.closed, "an admin hold closed the job")
+        expect(not any(i.action is Action.RELEASE for i in job.intents), "dispatch tried to release an admin hold")
+        h.admin_release(w.sid(job_id))
+        w.until("the escalation resolved", lambda: w.get(job_id).escalations[0].resolved_at is not None)
+        for b in blockers:
+            w.cluster.operator.stop(b)
+
+
+@core_check
+def check_failed_poll_keeps_the_last_state(h: CoreHarness) -> None:
+    """An unavailable status read is not a job failure: the record keeps its last state and its evidence."""
+    if h.inject is None:
+        raise Skip("the harness cannot inject faults")
+    with world(h) as w:
+        job_id = w.cluster.submit(w.spec("sleep"))
+        w.until("the job running", lambda: w.get(job_id).state is State.RUNNING)
+        before = w.get(job_id).outcome
+        for method in ("inspect_many", "watch"):
+            h.inject(method, "unavailable", False)
+        w.cycles(1)
+        job = w.get(job_id)
+        expect(job.state is State.RUNNING and not job.closed and job.outcome == before, f"recorded {job.state}")
+
+
+@core_check
+def check_unknown_start_is_resolved_by_marker(h: CoreHarness) -> None:
+    """A start whose outcome is unknown is never made again blindly: after the deadline the object is found
+    by its marker and adopted (exactly one object), then opened."""
+    if h.inject is None:
+        raise Skip("the harness cannot inject faults")
+    with world(h) as w:
+        h.inject("start", "unknown", True)
+        try:
+            w.cluster.submit(w.spec("succeed"))
+            raise ConformanceError("the injected unknown outcome was not raised")
+        except OutcomeUnknown:
+            pass
+        job_id = w.records.jobs()[0].id
+        w.until("the job closing", lambda: w.get(job_id).closed)
+        job = w.get(job_id)
+        starts = [i for i in job.intents if i.action is Action.START]
+        expect(len(starts) == 1 and starts[0].status is IntentStatus.DONE, f"starts {starts}")
+        expect(len(w.backend.find(job.current.marker, 0.0)) == 1, "more than one object carries the marker")  # type: ignore[union-attr]
+        expect(job.state is State.SUCCEEDED, f"recorded {job.state}")
+
+
+@core_check
+def check_hold_rule_belongs_to_the_supervisor(h: CoreHarness) -> None:
+    """A hold rule starts the next submission under a hold the supervisor owns; an operator does not lift it
+    unless a human names its instance."""
+    with world(h, {"rules": [{"cause": "timeout", "action": "hold"}]}) as w:
+        if not isinstance(w.backend, Holder) or not w.cluster.capabilities()[Capability.HOLD].yes:
+            raise Skip("this cluster cannot hold")
+        job_id = w.cluster.submit(w.spec("timeout"))
+        w.until(
+            "the held submission 2",
+            lambda: w.get(job_id).cause is Cause.HELD and len(w.get(job_id).submissions) == 2,
+        )
+        job = w.get(job_id)
+        hold = job.active_holds()[0]
+        expect(hold.owner == w.sup.owner, f"the hold belongs to {hold.owner}")
+        expect(w.cluster.operator.release(job_id) == [], "an operator lifted the supervisor's hold")
+        expect(w.cluster.operator.release(job_id, hold.instance) == [hold.instance], "a named release failed")
+        w.until("the job running again", lambda: w.get(job_id).state is State.RUNNING)
+
+
+@core_check
+def check_requeue_rule(h: CoreHarness) -> None:
+    """A requeue rule runs the same submission again as a new execution (restart + 1)."""
+    if h.exit_spec is None or h.exit_spec(75) is None:
+        raise Skip("the harness has no exit-code spec")
+    if not isinstance(h.base.backend(), Requeuer):
+        raise Skip("the backend offers no Requeuer")
+    with world(h, {"rules": [{"cause": "exit", "exitCodes": [75], "action": "requeue", "limit": 1}]}) as w:
+        spec = h.exit_spec(75)
+        assert spec is not None
+        job_id = w.cluster.submit(spec)
+        w.until("the job closing", lambda: w.get(job_id).closed)
+        job = w.get(job_id)
+        expect(len(job.submissions) == 1, "a requeue made a new submission")
+        expect([e.restart for e in job.submissions[0].executions] == [0, 1], "no second execution")
+
+
+@core_check
+def check_unavailable_rule_action_is_refused(h: CoreHarness) -> None:
+    """Rules naming an action the cluster cannot perform are refused at load, naming the rule."""
+    with world(h) as w:
+        reduced = restrict(w.backend, (Holder,))
+        try:
+            Supervisor(
+                reduced,
+                w.records,
+                clock=w.clock,
+                poll=w.poll,
+                default_rules={"rules": [{"name": "park", "cause": "timeout", "action": "hold"}]},
+            )
+        except ConfigError as exc:
+            expect(exc.path == "rules[0]" and "park" in str(exc), f"the error names {exc.path}: {exc}")
+            return
+        raise ConformanceError("a hold rule was accepted on a backend without a Holder")
+
+
+@core_check
+def check_poll_interval_is_checked(h: CoreHarness) -> None:
+    """A polled backend refuses a poll interval longer than its shortest PolledLoss window."""
+    with world(h) as w:
+        loss = w.backend.declarations().polled_loss
+        shortest = loss.shortest() if loss is not None else None
+        if shortest is None:
+            raise Skip("the backend is a Watcher or loses no evidence")
+        try:
+            Supervisor(w.backend, w.records, clock=w.clock, poll=shortest * 2)
+        except ConfigError as exc:
+            expect(exc.path == "poll", f"the error names {exc.path}")
+            return
+        raise ConformanceError("a too-slow poll interval was accepted")
+
+
+@core_check
+def check_stop_ends_and_closes(h: CoreHarness) -> None:
+    """A stop ends the object and the job is recorded cancelled and closed."""
+    with world(h) as w:
+        job_id = w.cluster.submit(w.spec("sleep"))
+        w.until("the job running", lambda: w.get(job_id).state is State.RUNNING)
+        w.cluster.operator.stop(job_id)
+        w.until("cancelled", lambda: w.get(job_id).state is State.CANCELLED)
+        expect(w.get(job_id).closed, "a stopped job stayed open")
+
+
+@core_check
+def check_read_only_refuses_writes(h: CoreHarness) -> None:
+    """A read-only cluster refuses every operator write before anything runs."""
+    if h.base.read_only_backend is None:
+        raise Skip("the harness has no read-only backend")
+    ro = Cluster("conformance", h.base.read_only_backend(), None, h.base.clock, read_only=True)
+    for call in (lambda: ro.submit(JobSpec(command=("true",))), lambda: ro.operator.stop("x")):
+        try:
+            call()
+        except ReadOnly:
+            continue
+        raise ConformanceError("a read-only cluster accepted a write")
+
+
+@core_check
+def check_observation_is_batched(h: CoreHarness) -> None:
+    """One supervisor cycle costs the same number of backend calls with one job as with several."""
+    with world(h) as w:
+        w.cluster.submit(w.spec("sleep"))
+        w.cycles(2)
+        one = w.sup.cycle().observation_calls
+        for _ in range(3):
+            w.cluster.submit(w.spec("sleep"))
+        w.cycles(2)
+        many = w.sup.cycle().observation_calls
+        expect(many == one, f"{one} observation calls for 1 job, {many} for 4")
+
+
+__all__ = ["CORE_CHECKS", "CoreCheck", "CoreHarness", "core_checks", "run_core_check"]

@@ -1,0 +1,633 @@
+"""KubeflowBackend: the SPI over Kubeflow Trainer v2 (TrainJob -> JobSet -> Jobs -> Pods), with or without Kueue.
+
+Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener and OutputReader (no Requeuer,
+MultiFinder or NativePolicyCompiler: Kubeflow has no requeue). Reads (inspect, inspect_many, find, watch,
+cessation, weakened) come from the watch cache: no request in steady state. Writes go to the apiserver.
+
+Gates and holds (names in :mod:`dispatch.kubeflow.names`):
+
+* start: a runtime copy, then the TrainJob, gated (kueue: our entry in ``admission-gated-by``; plain:
+  ``spec.suspend: true``), annotated ``dispatch.io/gate: closed``.
+* open: kueue: remove our gate entry and authorise attempt 1 (``dispatch.io/admit``); plain: unsuspend with
+  the next attempt number on the pods (a runtimePatch while still suspended).
+* hold: record the instance in ``dispatch.io/holds``; kueue: deactivate the Workload; plain: suspend. A hold
+  on a running execution ends it (cause held).
+* release: remove the instance; when none is left, kueue: authorise the next attempt and reactivate the
+  Workload; plain: unsuspend with the next attempt number.
+* stop: annotate ``dispatch.io/stop-requested`` and stop the pods (kueue: deactivate; plain: suspend). The
+  TrainJob stays, reading cancelled, until :meth:`KubeflowBackend.delete` (or an operator) removes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import yaml
+
+from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
+from dispatch.clock import Clock
+from dispatch.declarations import Declarations
+from dispatch.errors import NotFound, ReadOnly, Rejected, Unavailable, Unsupported
+from dispatch.extensions import ExtensionPolicy
+from dispatch.identity import AttemptId
+from dispatch.kubeflow import client as k
+from dispatch.kubeflow import names as n
+from dispatch.kubeflow import render as rd
+from dispatch.kubeflow.extensions import RuntimeRef
+from dispatch.kubeflow.mapping import (
+    annotations_of,
+    condition,
+    eviction_outcome,
+    evictions,
+    labels,
+    last_eviction,
+    meta,
+    node_ceasing,
+    of_key,
+    parse_time,
+    pod_key,
+    rank,
+)
+from dispatch.kubeflow.preflight import PreflightResult
+from dispatch.kubeflow.settings import KubeflowSettings, Mode
+from dispatch.kubeflow.watch import Cache, Informer
+from dispatch.outcome import Cause, Evidence, Outcome, State
+from dispatch.spi import Cessation, ExecutionEvidence, Found, JobEvidence, StartRequest, WatchBatch
+
+NAME = "kubeflow"
+JSON = dict[str, Any]
+DEFAULT_GRACE = 30.0
+"""Kubernetes' default terminationGracePeriodSeconds: the longest a stopped pod keeps running."""
+
+
+class KubeflowBackend:
+    """The Kubeflow adapter's backend. Build it with :func:`dispatch.kubeflow.open_backend` (runs preflight)."""
+
+    def __init__(
+        self,
+        settings: KubeflowSettings,
+        kube: k.Kube,
+        preflight: PreflightResult,
+        clock: Clock,
+        *,
+        read_only: bool = False,
+        watch: bool = True,
+    ) -> None:
+        self.settings = settings
+        self.kube = kube
+        self.preflight = preflight
+        self.clock = clock
+        self._read_only = read_only
+        self.kueue = settings.mode is Mode.KUEUE
+        self.cache = Cache(kueue=self.kueue, gate_name=settings.gate_name, clock_now=clock.now)
+        self.informers: list[Informer] = []
+        self.watch_requests = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        if watch:
+            self._start_informers()
+
+    # ---- watches -----------------------------------------------------------------------------------------
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self.watch_requests += 1
+
+    def _start_informers(self) -> None:
+        ns = self.settings.namespace
+        specs: list[tuple[str, Any, str | None, dict[str, Any] | None]] = [
+            ("trainjobs", k.TrainJob, ns, {n.MANAGED: "true"}),
+            ("jobsets", k.JobSet, ns, None),
+            ("pods", k.Pod, ns, {n.JOBSET_NAME: k_exists()}),
+            ("nodes", k.Node, None, None),
+        ]
+        if self.kueue and not (self.preflight.observe_only and "does not serve kueue" in self.preflight.reason):
+            specs.append(("workloads", k.Workload, ns, None))
+        for name, res, namespace, sel in specs:
+            inf = Informer(
+                name,
+                lambda: k.make_client(self.settings, stream=True),
+                res,
+                self.cache.event,
+                self.cache.replace,
+                namespace=namespace,
+                labels=sel,
+                on_request=self._count,
+            )
+            self.informers.append(inf)
+            inf.start()
+        timeout = self.settings.timeouts.api_server_request
+        if not self.cache.wait_synced([s[0] for s in specs], timeout):
+            self.close()
+            raise Unavailable(f"the watches did not list everything within {timeout:g}s")
+
+    # ---- identity ----------------------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return NAME
+
+    @property
+    def read_only(self) -> bool:
+        return self._read_only or self.preflight.observe_only
+
+    @property
+    def observe_only(self) -> bool:
+        return self.preflight.observe_only and not self._read_only
+
+    def _write(self, what: str) -> None:
+        if self._read_only:
+            raise ReadOnly(f"kubeflow backend opened read-only: {what} refused")
+        if self.preflight.observe_only:
+            if what == "start":
+                raise Unsupported(f"this cluster is observe-only ({self.preflight.reason}): start is not possible")
+            raise ReadOnly(f"this cluster is observe-only ({self.preflight.reason}): {what} refused")
+
+    def declarations(self) -> Declarations:
+        return Declarations(self.settings.node_loss_window, self.settings.call_bound, None)
+
+    def extension_policy(self) -> ExtensionPolicy:
+        return ExtensionPolicy(
+            required=frozenset({"dispatch.Image", RuntimeRef.kind}),
+            accepted=frozenset({"dispatch.Image", RuntimeRef.kind, "dispatch.SharedCheckpoint"}),
+        )
+
+    def capabilities(self) -> Capabilities:
+        p = self.preflight
+        if self._read_only:
+            hold: CapabilityAnswer = unknown("read-only open: the preflight probe did not run")
+        elif p.observe_only:
+            hold = no(f"observe-only: {p.reason}", Provenance.PROBED)
+        else:
+            hold = yes(
+                ("Workload deactivation" if self.kueue else "TrainJob suspension")
+                + "; a hold on a running execution ends it with cause held",
+                Provenance.PROBED,
+            )
+        if not self.kueue:
+            attempt = yes("the adapter writes the attempt on the pods before it unsuspends (plain mode)")
+            readmission = yes("plain mode: only dispatch unsuspends the TrainJob")
+        elif self._read_only:
+            attempt = unknown("read-only open: the readmission gate was not proven")
+            readmission = unknown("read-only open: the readmission gate was not proven")
+        elif p.gate_proven:
+            attempt = yes("dispatch-admission writes the attempt on the pods at each admission", Provenance.PROBED)
+            readmission = yes(p.gate_reason, Provenance.PROBED)
+        else:
+            attempt = no(f"the readmission gate is not proven: {p.gate_reason or p.reason}", Provenance.PROBED)
+            readmission = no(f"not proven: {p.gate_reason or p.reason}", Provenance.PROBED)
+        logs = (
+            yes("rank 0's log of the current execution (pods/log)", Provenance.PROBED)
+            if p.can_log
+            else no("the adapter may not get pods/log here", Provenance.PROBED)
+        )
+        follow = (
+            yes("pods/log with follow=true", Provenance.PROBED)
+            if p.can_log
+            else no("the adapter may not get pods/log here", Provenance.PROBED)
+        )
+        return Capabilities(
+            {
+                Capability.CONTAINER_IMAGE: yes("TrainJobs run container images (dispatch.Image is required)"),
+                Capability.NATIVE_REQUEUE: no("Kubeflow has no requeue"),
+                Capability.NATIVE_RESTART: no("dispatch does not compile rules into JobSet failure policies"),
+                Capability.HOLD: hold,
+                Capability.PRE_TERMINATION_SIGNAL: unknown(
+                    "from the catalogue: terminationGracePeriodSeconds; SIGTERM delivery not observed"
+                ),
+                Capability.ACCOUNTING_HISTORY: no("a deleted TrainJob is gone"),
+                Capability.ATTEMPT_INJECTION: attempt,
+                Capability.WORKING_DIRECTORY: yes("through the prologue (/bin/sh in the image)"),
+                Capability.PROCS_PER_NODE: unknown(
+                    "per runtime: yes for a torch or mpi runtime, no for one with no ML policy"
+                ),
+                Capability.OUTPUT_PATH: no("Kubernetes keeps container logs, not output files"),
+                Capability.OUTPUT_READ: logs,
+                Capability.OUTPUT_FOLLOW: follow,
+                Capability.OUTPUT_RETAINED: no("logs go with the pods"),
+                Capability.READMISSION_GATE: readmission,
+            }
+        )
+
+    # ---- start -------------------------------------------------------------------------------------------
+
+    def _runtime(self, ref: RuntimeRef) -> JSON:
+        res = k.ClusterTrainingRuntime if ref.runtime_kind == "ClusterTrainingRuntime" else k.TrainingRuntime
+        try:
+            return self.kube.get(res, ref.name)
+        except NotFound:
+            raise Rejected(f"the runtime {ref.runtime_kind}/{ref.name} does not exist on this cluster") from None
+
+    def _prepare(self, request: StartRequest) -> tuple[JSON, JSON, rd.RuntimeReport]:
+        self.extension_policy().check(request.spec.extensions, NAME)
+        ref = request.spec.extension(RuntimeRef)
+        assert ref is not None
+        runtime = self._runtime(ref)
+        report = rd.check_runtime(runtime)
+        if report.rank_restart is not None and not self.settings.allow_rank_restart:
+            raise Unsupported(
+                f"{ref.runtime_kind}/{ref.name}: {report.rank_restart} (set allowRankRestart to accept it)"
+            )
+        name = n.trainjob_name(request.job_id, request.submission)
+        copy = rd.runtime_copy(runtime, name, self.settings, request)
+        body = rd.render_trainjob(request, self.settings, report, name, name)
+        return copy, body, report
+
+    def render(self, request: StartRequest) -> str:
+        """The YAML of what :meth:`start` would create (the runtime copy and the TrainJob), for --dry-run."""
+        copy, body, _ = self._prepare(request)
+        return str(yaml.safe_dump_all([copy, body], sort_keys=False))
+
+    def start(self, request: StartRequest) -> str:
+        self._write("start")
+        copy, body, _ = self._prepare(request)
+        name = body["metadata"]["name"]
+        existing = self.cache.trainjobs.get(name)
+        if existing is not None:
+            if annotations_of(existing).get(n.MARKER_FULL) == request.marker:
+                return str(name)
+            raise Rejected(f"TrainJob {name} already exists for another submission")
+        try:
+            self.kube.create(k.TrainingRuntime, copy)
+        except Rejected:
+            current = self.kube.get(k.TrainingRuntime, name)
+            if labels(current).get(n.MARKER) != n.marker_label(request.marker):
+                raise
+        try:
+            created = self.kube.create(k.TrainJob, body)
+        except Rejected:
+            current = self.kube.get(k.TrainJob, name)
+            if annotations_of(current).get(n.MARKER_FULL) != request.marker:
+                raise
+            created = current
+        self.cache.put("trainjobs", created)
+        owner = {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "name": name,
+            "uid": meta(created).get("uid"),
+        }
+        with contextlib.suppress(Exception):
+            self.kube.merge_patch(k.TrainingRuntime, name, {"metadata": {"ownerReferences": [owner]}})
+        return str(name)
+
+    # ---- gate, holds, stop -------------------------------------------------------------------------------
+
+    def _fresh(self, sid: str) -> JSON:
+        tj = self.kube.get(k.TrainJob, sid)
+        self.cache.put("trainjobs", tj)
+        return tj
+
+    def _workload(self, tj: JSON) -> JSON | None:
+        uid = meta(tj).get("uid")
+        try:
+            items, _ = self.kube.list(k.Workload, labels={n.JOB_UID_LABEL: uid})
+        except NotFound:
+            return None
+        return items[0] if items else None
+
+    def _patch(self, sid: str, patch: JSON) -> JSON:
+        out = self.kube.merge_patch(k.TrainJob, sid, patch)
+        self.cache.put("trainjobs", out)
+        return out
+
+    def _set_workload_active(self, tj: JSON, active: bool) -> None:
+        wl = self._workload(tj)
+        if wl is None:
+            return
+        out = self.kube.merge_patch(k.Workload, str(meta(wl).get("name")), {"spec": {"active": active}})
+        self.cache.put("workloads", out)
+
+    def _unsuspend_plain(self, sid: str, tj: JSON, extra_annotations: dict[str, Any]) -> None:
+        raw = annotations_of(tj).get(n.ATTEMPT, "0")
+        attempt = (int(raw) if raw.isdigit() else 0) + 1
+        patches = [p for p in (tj.get("spec") or {}).get("runtimePatches") or [] if p.get("manager") != n.PATCH_MANAGER]
+        patches.append(rd.attempt_patch(attempt))
+        self._patch(
+            sid,
+            {
+                "metadata": {"annotations": {**extra_annotations, n.ATTEMPT: str(attempt)}},
+                "spec": {"suspend": False, "runtimePatches": patches},
+            },
+        )
+
+    def _authorise_kueue(self, tj: JSON) -> str:
+        """The attempt to authorise next: 1 + the Workload's evictions, counting an eviction Kueue has yet to
+        record (a deactivated Workload that still holds its quota reservation will be evicted)."""
+        wl = self._workload(tj)
+        raw = annotations_of(tj).get(n.ADMIT, "0")
+        current = int(raw) if raw.isdigit() else 0
+        pending = 0
+        if wl is not None:
+            inactive = (wl.get("spec") or {}).get("active", True) is False
+            reserved = (wl.get("status") or {}).get("admission") is not None
+            pending = 1 if inactive and reserved else 0
+        return str(max(current, evictions(wl) + 1 + pending))
+
+    def open(self, scheduler_id: str) -> None:
+        self._write("open")
+        tj = self._fresh(scheduler_id)
+        ann = annotations_of(tj)
+        if n.STOP in ann:
+            raise Rejected(f"TrainJob {scheduler_id} was stopped; it cannot be opened")
+        holds = n.split_list(ann.get(n.HOLDS))
+        if self.kueue:
+            gates = n.split_list(ann.get(n.GATED_BY))
+            if ann.get(n.GATE) == "open" and self.settings.gate_name not in gates:
+                return
+            rest = [g for g in gates if g != self.settings.gate_name]
+            patch_ann: dict[str, Any] = {
+                n.GATE: "open",
+                n.GATED_BY: ",".join(rest) if rest else None,
+                n.ADMIT: self._authorise_kueue(tj),
+            }
+            self._patch(scheduler_id, {"metadata": {"annotations": patch_ann}})
+            return
+        suspended = bool((tj.get("spec") or {}).get("suspend"))
+        if holds or n.ADMIN_HOLD in ann or (ann.get(n.GATE) == "open" and not suspended):
+            if ann.get(n.GATE) != "open":
+                self._patch(scheduler_id, {"metadata": {"annotations": {n.GATE: "open"}}})
+            return
+        if ann.get(n.GATE) == "open" and suspended:
+            return  # suspended by someone else after we opened: a foreign hold, never lifted by us
+        self._unsuspend_plain(scheduler_id, tj, {n.GATE: "open"})
+
+    def readmit(self, scheduler_id: str) -> None:
+        """Kueue mode: authorise the next admission of a Workload evicted (preempted, ...) while it waits at
+        the readmission gate. Plain mode has no readmission (a failed JobSet ends the TrainJob): Unsupported."""
+        self._write("readmit")
+        if not self.kueue:
+            raise Unsupported("plain mode has no readmission: resubmit instead")
+        tj = self._fresh(scheduler_id)
+        if n.STOP in annotations_of(tj):
+            raise Rejected(f"TrainJob {scheduler_id} was stopped")
+        self._patch(scheduler_id, {"metadata": {"annotations": {n.ADMIT: self._authorise_kueue(tj)}}})
+
+    def hold(self, scheduler_id: str, instance: str) -> None:
+        self._write("hold")
+        if not instance or "," in instance:
+            raise Rejected(f"bad hold instance {instance!r}")
+        tj = self._fresh(scheduler_id)
+        ann = annotations_of(tj)
+        if n.STOP in ann or condition(tj, "Complete") or _failed(tj):
+            raise Rejected(f"TrainJob {scheduler_id} has ended; nothing to hold")
+        holds = n.split_list(ann.get(n.HOLDS))
+        if instance not in holds:
+            holds.append(instance)
+        patch: JSON = {"metadata": {"annotations": {n.HOLDS: ",".join(holds)}}}
+        if not self.kueue:
+            patch["spec"] = {"suspend": True}
+        tj = self._patch(scheduler_id, patch)
+        if self.kueue:
+            self._set_workload_active(tj, False)
+
+    def release(self, scheduler_id: str, instance: str) -> None:
+        self._write("release")
+        tj = self._fresh(scheduler_id)
+        ann = annotations_of(tj)
+        holds = n.split_list(ann.get(n.HOLDS))
+        if instance not in holds:
+            if holds:
+                raise Rejected(f"TrainJob {scheduler_id} is held under another instance ({', '.join(holds)})")
+            return
+        holds.remove(instance)
+        if holds:
+            self._patch(scheduler_id, {"metadata": {"annotations": {n.HOLDS: ",".join(holds)}}})
+            return
+        if self.kueue:
+            tj = self._patch(
+                scheduler_id, {"metadata": {"annotations": {n.HOLDS: None, n.ADMIT: self._authorise_kueue(tj)}}}
+            )
+            self._set_workload_active(tj, True)
+            return
+        if ann.get(n.GATE) == "open" and n.ADMIN_HOLD not in ann and n.STOP not in ann:
+            self._unsuspend_plain(scheduler_id, tj, {n.HOLDS: None})
+        else:
+            self._patch(scheduler_id, {"metadata": {"annotations": {n.HOLDS: None}}})
+
+    def stop_job(self, scheduler_id: str) -> float:
+        self._write("stop")
+        tj = self._fresh(scheduler_id)
+        bound = DEFAULT_GRACE + self.settings.call_bound
+        if n.STOP in annotations_of(tj):
+            return bound
+        stamp = _dt.datetime.fromtimestamp(self.clock.now(), _dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        patch: JSON = {"metadata": {"annotations": {n.STOP: stamp}}}
+        if not self.kueue:
+            patch["spec"] = {"suspend": True}
+        tj = self._patch(scheduler_id, patch)
+        if self.kueue:
+            self._set_workload_active(tj, False)
+        return bound
+
+    def delete(self, scheduler_id: str) -> None:
+        """Delete the TrainJob and its runtime copy (everything it owns goes with it)."""
+        self._write("delete")
+        self.kube.delete(k.TrainJob, scheduler_id)
+        with contextlib.suppress(NotFound):
+            self.kube.delete(k.TrainingRuntime, scheduler_id)
+
+    # ---- reading -----------------------------------------------------------------------------------------
+
+    def _evidence(self, name: str) -> JobEvidence | None:
+        got = self.cache.reading(name)
+        if got is None:
+            return None
+        o, r, journal = got
+        ann = annotations_of(o.trainjob)
+        job_id = ann.get(n.JOB_ID) or name
+        raw_sub = ann.get(n.SUBMISSION, "1")
+        submission = int(raw_sub) if raw_sub.isdigit() and int(raw_sub) >= 1 else 1
+        now = self.clock.now()
+        ev = Evidence("kubernetes:watch", now)
+        execs: list[ExecutionEvidence] = []
+        if self.kueue and r.key.attempt > 1 and not any(key.attempt < r.key.attempt for key in journal.execs):
+            # earlier attempts ran before this process watched: one entry stands for them (attempt numbers
+            # are 1 + the Workload's evictions, so they need not be contiguous)
+            last = last_eviction(o.workload)
+            synth = (
+                eviction_outcome(last[0], last[1], bool(r.holds), ev)
+                if last
+                else Outcome(State.UNKNOWN, None, ev, detail="ran before this process watched it")
+            )
+            execs.append(
+                ExecutionEvidence(_identity(job_id, submission, r.key.attempt - 1, 0, 0), 0, synth, None, None, ())
+            )
+        for key in sorted(journal.execs):
+            rec = journal.execs[key]
+            out = rec.outcome if rec.outcome.ended else rec.outcome.with_evidence(ev)
+            execs.append(
+                ExecutionEvidence(
+                    _identity(job_id, submission, key.attempt, key.a, key.j),
+                    key.a + key.j,
+                    out,
+                    rec.started_at,
+                    rec.ended_at,
+                    rec.nodes,
+                )
+            )
+        current = journal.execs.get(r.key)
+        outcome: Outcome
+        if r.execution is not None and r.execution.state is State.RUNNING:
+            outcome = r.execution
+        elif r.execution is not None and r.execution.ended:
+            waiting = r.waiting
+            stopped = waiting is not None and waiting.state is State.CANCELLED and waiting.cause is Cause.CANCELLED
+            if waiting is not None and ((waiting.state.waiting and not r.awaiting_authorisation) or stopped):
+                outcome = waiting  # held after the execution ended, or stopped after a hold ended it
+            else:
+                outcome = current.outcome if current is not None else r.execution
+        else:
+            assert r.waiting is not None
+            outcome = r.waiting
+            if r.awaiting_authorisation and execs and execs[-1].outcome.ended and outcome.state.waiting:
+                outcome = execs[-1].outcome
+        return JobEvidence(
+            scheduler_id=name,
+            marker=r.marker,
+            outcome=outcome,
+            gate=r.gate,
+            holds=r.holds,
+            foreign_holds=r.foreign_holds,
+            executions=tuple(execs),
+        )
+
+    def inspect(self, scheduler_id: str) -> JobEvidence:
+        out = self._evidence(scheduler_id)
+        if out is None:
+            raise NotFound(f"no TrainJob {scheduler_id} in namespace {self.settings.namespace}")
+        return out
+
+    def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
+        out: dict[str, JobEvidence] = {}
+        for sid in scheduler_ids:
+            ev = self._evidence(sid)
+            if ev is not None:
+                out[sid] = ev
+        return out
+
+    def find(self, marker: str, since: float) -> list[Found]:
+        want = n.marker_label(marker)
+        found = []
+        with self.cache.lock:
+            items = list(self.cache.trainjobs.values())
+        for tj in items:
+            if labels(tj).get(n.MARKER) != want or annotations_of(tj).get(n.MARKER_FULL, marker) != marker:
+                continue
+            created = parse_time(meta(tj).get("creationTimestamp"))
+            if created is not None and created < since:
+                continue
+            found.append(Found(str(meta(tj).get("name")), marker, created))
+        return sorted(found, key=lambda f: (f.created_at or 0.0, f.scheduler_id))
+
+    def watch(self, cursor: str | None, timeout: float) -> WatchBatch:
+        if cursor is None:
+            seq, _, _ = self.cache.changes_since(self.cache.seq)
+            return WatchBatch(str(seq), (), reset=True)
+        try:
+            position = int(cursor)
+        except ValueError:
+            return WatchBatch(str(self.cache.seq), (), reset=True)
+        self.cache.wait_change(position, max(0.0, timeout))
+        seq, names, reset = self.cache.changes_since(position)
+        return WatchBatch(str(seq), tuple(names), reset)
+
+    def cessation(self, scheduler_ids: Sequence[str]) -> Mapping[str, Cessation]:
+        out: dict[str, Cessation] = {}
+        for sid in scheduler_ids:
+            ev = self._evidence(sid)
+            if ev is None:
+                continue
+            nodes = {x for e in ev.executions for x in e.nodes}
+            with self.cache.lock:
+                nodes |= {
+                    str((p.get("spec") or {}).get("nodeName"))
+                    for p in self.cache.pods.values()
+                    if labels(p).get(n.JOBSET_NAME) == sid and (p.get("spec") or {}).get("nodeName")
+                }
+                ceasing = [(x, node_ceasing(self.cache.nodes.get(x))) for x in sorted(nodes)]
+            hit = [(x, why) for x, why in ceasing if why is not None]
+            if hit:
+                out[sid] = Cessation(hit[0][1] or "", self.clock.now(), tuple(x for x, _ in hit))
+        return out
+
+    def weakened(self, scheduler_id: str) -> str | None:
+        tj = self.cache.trainjobs.get(scheduler_id)
+        if tj is None:
+            raise NotFound(f"no TrainJob {scheduler_id}")
+        if annotations_of(tj).get(n.RANK_RESTART) == "allowed":
+            src = annotations_of(tj).get(n.RUNTIME_SOURCE, "its runtime")
+            return f"{src} can restart a rank inside an execution (accepted under allowRankRestart)"
+        return None
+
+    # ---- output ------------------------------------------------------------------------------------------
+
+    def stdout(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]:
+        if not self.preflight.can_log:
+            raise Unsupported("the adapter may not read pods/log on this cluster (OutputRead is no)")
+        got = self.cache.reading(scheduler_id)
+        if got is None:
+            raise NotFound(f"no TrainJob {scheduler_id}")
+        o, r, _ = got
+        if execution is not None and execution != r.key.a + r.key.j:
+            raise Unsupported("only the current execution's log exists on Kubernetes (logs go with the pods)")
+        live = sorted(of_key(o.pods, r.key), key=rank)
+        rank0 = [p for p in live if rank(p)[:2] == (0, 0)]
+        if not rank0:
+            raise NotFound(f"TrainJob {scheduler_id}: rank 0 of the current execution has no pod (its log is gone)")
+        pod = str(meta(rank0[0]).get("name"))
+        return self._lines(pod, follow)
+
+    def _lines(self, pod: str, follow: bool) -> Iterator[bytes]:
+        client = k.make_client(self.settings, stream=True) if follow else None
+        kube = k.Kube(self.settings, client) if client is not None else self.kube
+        try:
+            for line in kube.log(pod, container=n.TRAINER_CONTAINER, follow=follow):
+                yield line.encode() if isinstance(line, str) else bytes(line)
+        finally:
+            if client is not None:
+                client.close()
+
+    def stderr(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]:
+        raise Unsupported("Kubernetes keeps one log per container: stdout holds it, stderr is not separate")
+
+    # ---- life --------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for inf in self.informers:
+            inf.stop()
+        for inf in self.informers:
+            inf.join()
+        self.kube.close()
+
+    def __repr__(self) -> str:
+        mode = "observe-only" if self.observe_only else "read-only" if self._read_only else "writable"
+        return f"KubeflowBackend(namespace={self.settings.namespace!r}, mode={self.settings.mode.value}, {mode})"
+
+
+def _identity(job_id: str, submission: int, attempt: int, a: int, j: int) -> str:
+    try:
+        return str(AttemptId(job_id, submission, attempt, a, j))
+    except ValueError:
+        return f"{n.short_hash(job_id)}.{submission}.{attempt}.{a}.{j}"
+
+
+def _failed(tj: JSON) -> bool:
+    c = condition(tj, "Failed")
+    return c is not None and c.get("status") == "True"
+
+
+def k_exists() -> Any:
+    from lightkube.operators import exists
+
+    return exists()
+
+
+_ = pod_key

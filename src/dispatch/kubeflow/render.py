@@ -1,0 +1,213 @@
+"""Rendering: JobSpec + Image + RuntimeRef (+ SharedCheckpoint) -> a runtime copy and one TrainJob.
+
+Pure functions of their inputs (no apiserver calls). What is written where is documented in
+docs/adapters/kubeflow.md; the names live in :mod:`dispatch.kubeflow.names`.
+
+* The named runtime is checked (:func:`check_runtime`): a trainer step that can restart a rank inside one
+  execution without any counter moving (``restartPolicy`` other than ``Never``, or ``backoffLimit`` other
+  than 0) is refused unless ``allowRankRestart``.
+* The runtime is copied (:func:`runtime_copy`) into a namespaced TrainingRuntime named like the TrainJob, so a
+  later edit of the shared runtime cannot change a submitted job; a SharedCheckpoint claim is mounted there.
+* The TrainJob (:func:`render_trainjob`) is created behind the start gate: Kueue's ``admission-gated-by``
+  annotation (kueue mode) or ``spec.suspend: true`` (plain mode).
+* The command runs under a ``/bin/sh`` prologue that sets ``DISPATCH_EXECUTION`` from the downward API and
+  changes to the working directory; the user's argv is passed as positional parameters, never as shell text.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from dispatch.errors import Unsupported
+from dispatch.extensions import Image, SharedCheckpoint
+from dispatch.kubeflow import names as n
+from dispatch.kubeflow.extensions import RuntimeRef
+from dispatch.kubeflow.settings import KubeflowSettings, Mode
+from dispatch.spi import StartRequest
+
+JSON = dict[str, Any]
+
+PROLOGUE = (
+    'export DISPATCH_EXECUTION="$DISPATCH_JOB_ID.$DISPATCH_SUBMISSION.${DISPATCH_ATTEMPT:-0}'
+    '.${DISPATCH_RESTART_A:-0}.${DISPATCH_RESTART_J:-0}"; '
+    'if [ -n "$1" ]; then cd -- "$1" || exit 127; fi; shift; exec "$@"'
+)
+"""The prologue script. ``$1`` is the working directory (empty: stay), the rest is the user's argv."""
+
+RESERVED_ENV_PREFIXES = ("DISPATCH_", "PET_")
+CHECKPOINT_VOLUME = "dispatch-checkpoint"
+
+
+@dataclass(frozen=True)
+class RuntimeReport:
+    """What :func:`check_runtime` learnt: the trainer step, its ML policy, and whether a rank may restart
+    silently (the reason, or None)."""
+
+    trainer_job: str
+    ml_policy: str | None
+    rank_restart: str | None
+
+
+def trainer_step(runtime: JSON) -> JSON:
+    """The runtime's trainer replicatedJob (labelled ancestor-step trainer, else the one named ``node``)."""
+    jobs = (((runtime.get("spec") or {}).get("template") or {}).get("spec") or {}).get("replicatedJobs") or []
+    for rj in jobs:
+        labels = ((rj.get("template") or {}).get("metadata") or {}).get("labels") or {}
+        if labels.get(n.ANCESTOR_STEP) == "trainer":
+            return dict(rj)
+    for rj in jobs:
+        if rj.get("name") == n.TRAINER_CONTAINER:
+            return dict(rj)
+    raise Unsupported("the runtime has no trainer step (a replicatedJob labelled ancestor-step trainer or 'node')")
+
+
+def check_runtime(runtime: JSON) -> RuntimeReport:
+    """Inspect a runtime; raises Unsupported when it has no trainer step."""
+    rj = trainer_step(runtime)
+    job_spec = (rj.get("template") or {}).get("spec") or {}
+    pod_spec = (job_spec.get("template") or {}).get("spec") or {}
+    reasons = []
+    policy = pod_spec.get("restartPolicy")
+    if policy != "Never":
+        reasons.append(f"restartPolicy is {policy or 'unset (JobSet defaults it to OnFailure)'}")
+    backoff = job_spec.get("backoffLimit")
+    if backoff != 0:
+        reasons.append(f"backoffLimit is {backoff if backoff is not None else 'unset (Kubernetes defaults it to 6)'}")
+    ml = (runtime.get("spec") or {}).get("mlPolicy") or {}
+    kinds = [k for k in ("torch", "mpi", "jax", "xgboost", "flux") if k in ml]
+    reason = None
+    if reasons:
+        reason = "the runtime can restart a rank inside an execution without a new identity: " + "; ".join(reasons)
+    return RuntimeReport(str(rj.get("name")), kinds[0] if kinds else None, reason)
+
+
+def runtime_copy(runtime: JSON, name: str, settings: KubeflowSettings, request: StartRequest) -> JSON:
+    """A namespaced TrainingRuntime ``name``: the named runtime's spec, with the checkpoint volume mounted."""
+    spec = copy.deepcopy(runtime.get("spec") or {})
+    ckpt = request.spec.extension(SharedCheckpoint)
+    if ckpt is not None and ckpt.claim is not None:
+        trainer = trainer_step({"spec": spec})
+        for rj in spec["template"]["spec"]["replicatedJobs"]:
+            if rj.get("name") != trainer.get("name"):
+                continue
+            pod = rj.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {})
+            pod.setdefault("volumes", []).append(
+                {"name": CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": ckpt.claim}}
+            )
+            for c in pod.setdefault("containers", []):
+                if c.get("name") == n.TRAINER_CONTAINER:
+                    c.setdefault("volumeMounts", []).append({"name": CHECKPOINT_VOLUME, "mountPath": ckpt.path})
+    ref = request.spec.extension(RuntimeRef)
+    assert ref is not None
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": {
+                n.MANAGED: "true",
+                n.MARKER: n.marker_label(request.marker),
+                **{k: v for k, v in ((runtime.get("metadata") or {}).get("labels") or {}).items()},
+            },
+            "annotations": {n.RUNTIME_SOURCE: f"{ref.runtime_kind}/{ref.name}"},
+        },
+        "spec": spec,
+    }
+
+
+def _field_env(name: str, annotation: str) -> JSON:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}}
+
+
+def dispatch_env(request: StartRequest) -> list[JSON]:
+    """The environment dispatch adds: the static identity parts and the downward-API ones."""
+    env: list[JSON] = [
+        {"name": "DISPATCH_JOB_ID", "value": request.job_id},
+        {"name": "DISPATCH_SUBMISSION", "value": str(request.submission)},
+        _field_env("DISPATCH_ATTEMPT", n.ATTEMPT),
+        _field_env("DISPATCH_RESTART_A", n.RESTART_ATTEMPT),
+        _field_env("DISPATCH_RESTART_J", n.JOB_RESTART_ATTEMPT),
+    ]
+    ckpt = request.spec.extension(SharedCheckpoint)
+    if ckpt is not None:
+        env.append({"name": "DISPATCH_CHECKPOINT_DIR", "value": ckpt.path})
+    return env
+
+
+def render_trainjob(
+    request: StartRequest, settings: KubeflowSettings, report: RuntimeReport, name: str, runtime_name: str
+) -> JSON:
+    """The TrainJob for ``request``, gated, pointing at the runtime copy ``runtime_name``."""
+    spec = request.spec
+    image = spec.extension(Image)
+    if image is None:
+        raise Unsupported("the kubeflow adapter requires the extension dispatch.Image")
+    for key in spec.env:
+        if key.startswith(RESERVED_ENV_PREFIXES):
+            raise Unsupported(
+                f"environment variable {key} is reserved on Kubeflow (DISPATCH_* and PET_* are set by it)"
+            )
+    if spec.procs_per_node > 1 and report.ml_policy is None:
+        raise Unsupported("more than one process per node needs a runtime with an ML policy (torch or mpi)")
+    ref = spec.extension(RuntimeRef)
+    assert ref is not None
+    trainer: JSON = {
+        "image": image.ref,
+        "command": ["/bin/sh", "-c", PROLOGUE, "dispatch-prologue", spec.working_dir or "", *spec.command],
+        "numNodes": spec.nodes,
+        "env": [{"name": k, "value": v} for k, v in sorted(spec.env.items())] + dispatch_env(request),
+    }
+    if report.ml_policy in ("torch", "mpi"):
+        trainer["numProcPerNode"] = spec.procs_per_node
+    annotations = {
+        n.MARKER_FULL: request.marker,
+        n.JOB_ID: request.job_id,
+        n.SUBMISSION: str(request.submission),
+        n.GATE: "closed",
+        n.RUNTIME_SOURCE: f"{ref.runtime_kind}/{ref.name}",
+    }
+    if report.rank_restart is not None:
+        annotations[n.RANK_RESTART] = "allowed"
+    labels = {n.MANAGED: "true", n.MARKER: n.marker_label(request.marker)}
+    if settings.mode is Mode.KUEUE:
+        assert settings.local_queue is not None
+        labels[n.QUEUE_LABEL] = settings.local_queue
+        annotations[n.GATED_BY] = settings.gate_name
+    body: JSON = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": settings.namespace, "labels": labels, "annotations": annotations},
+        "spec": {
+            "runtimeRef": {"name": runtime_name, "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
+            "trainer": trainer,
+            "suspend": True,
+        },
+    }
+    if spec.time_limit is not None:
+        body["spec"]["activeDeadlineSeconds"] = max(1, math.ceil(spec.time_limit))
+    return body
+
+
+def attempt_patch(attempt: int) -> JSON:
+    """The runtimePatch (plain mode) that puts ``attempt`` on the trainer pods' annotations."""
+    return {
+        "manager": n.PATCH_MANAGER,
+        "trainingRuntimeSpec": {
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": n.TRAINER_CONTAINER,
+                            "template": {
+                                "spec": {"template": {"metadata": {"annotations": {n.ATTEMPT: str(attempt)}}}}
+                            },
+                        }
+                    ]
+                }
+            }
+        },
+    }

@@ -1,0 +1,440 @@
+"""The per-execution launcher: a small detached process that runs one execution's ranks and records the truth.
+
+Run as ``python <path of this file> <job directory> <restart>`` (by path, so it imports nothing of dispatch:
+the standard library only). It forks once so that it is detached from whoever spawned it (the parent exits as
+soon as the child has written ``launcher.json``), then:
+
+1. picks a free ``MASTER_PORT`` and starts every rank of the execution, ``procs_per_node`` ranks per "node",
+   each node's ranks in one process group, stdout and stderr of each rank to its own file;
+2. waits for the ranks without polling the library: it sleeps in ``sigtimedwait`` on SIGCHLD and SIGTERM,
+   waking early only for the time limit, the kill deadline and (with a memory limit) the memory sampling;
+3. writes each rank's exit to ``rank-<r>.exit`` and the execution's outcome to ``result.json``;
+4. under the job lock, starts the next execution if a requeue planned one (and the job is not held or stopped).
+
+Ending an execution: SIGTERM to every node's process group, then SIGKILL after the plan's grace period. The
+launcher ends an execution when a rank fails (the others are terminated: a distributed job cannot go on
+without a rank), at the time limit (cause ``timeout``), when a rank's resident memory exceeds the limit (that
+rank is SIGKILLed at once: cause ``out-of-memory``), or when asked with SIGTERM; then ``end-request.json``
+says why (``stop`` or ``requeue``).
+
+All files are written atomically (write to a temporary file, then rename), so a reader in another process sees
+either the old content or the new, never half a file. The file names here are the single source of truth for
+the layout; :mod:`dispatch.local.layout` imports them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+MANIFEST = "manifest.json"
+LOCK = "lock"
+GATE_OPEN = "open.json"
+HOLDS = "holds.json"
+STOPPED = "stopped.json"
+EXECUTIONS = "executions"
+PLAN = "plan.json"
+SPAWNED = "spawned.json"
+LAUNCHER = "launcher.json"
+END_REQUEST = "end-request.json"
+RESULT = "result.json"
+LAUNCHER_LOG = "launcher.log"
+
+MEMORY_SAMPLE = 0.05
+"""Seconds between two samples of the ranks' resident memory, when a memory limit is set."""
+
+_WAKE = (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+# ----- files ----------------------------------------------------------------------------------------------------
+
+
+def write_json(path: str, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` atomically (temporary file, fsync-free rename), mode 0600."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+def read_json(path: str) -> Any:
+    """The JSON in ``path``, or None when it does not exist (or is unreadable half-way, which atomic writes
+    prevent)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except ValueError:
+        return None
+
+
+@contextlib.contextmanager
+def job_lock(job_dir: str) -> Iterator[None]:
+    """The job's lock (``flock`` on ``<job>/lock``): every change of the job's state files happens under it."""
+    fd = os.open(os.path.join(job_dir, LOCK), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def execution_dir(job_dir: str, restart: int) -> str:
+    return os.path.join(job_dir, EXECUTIONS, str(restart))
+
+
+def rank_exit_path(exec_dir: str, rank: int) -> str:
+    return os.path.join(exec_dir, f"rank-{rank}.exit")
+
+
+# ----- the plan ---------------------------------------------------------------------------------------------------
+
+
+def rank_env(plan: dict[str, Any], rank: dict[str, Any], master_port: int | str) -> dict[str, str]:
+    """The variables dispatch sets for one rank (on top of the inherited environment and the spec's env)."""
+    world = int(plan["nodes"]) * int(plan["procsPerNode"])
+    return {
+        "RANK": str(rank["rank"]),
+        "WORLD_SIZE": str(world),
+        "LOCAL_RANK": str(rank["localRank"]),
+        "LOCAL_WORLD_SIZE": str(plan["procsPerNode"]),
+        "NODE_RANK": str(rank["nodeRank"]),
+        "GROUP_RANK": str(rank["nodeRank"]),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(master_port),
+        "DISPATCH_JOB": str(plan["jobId"]),
+        "DISPATCH_SUBMISSION": str(plan["submission"]),
+        "DISPATCH_SCHEDULER_ID": str(plan["schedulerId"]),
+        "DISPATCH_EXECUTION": str(plan["execution"]),
+        "DISPATCH_RESTART": str(plan["restart"]),
+        "DISPATCH_RANK": str(rank["rank"]),
+        "DISPATCH_WORLD_SIZE": str(world),
+        "DISPATCH_NODE": f"local-{rank['nodeRank']}",
+    }
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (the ranks' rendezvous may still race another process for it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# ----- running one execution -----------------------------------------------------------------------------------------
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _status_to_exit(status: int) -> dict[str, Any]:
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        return {"exitCode": 128 + sig, "signal": sig}
+    return {"exitCode": os.WEXITSTATUS(status), "signal": None}
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+class Execution:
+    """One execution's ranks and the bookkeeping that decides its outcome."""
+
+    def __init__(self, job_dir: str, restart: int) -> None:
+        self.job_dir = job_dir
+        self.restart = restart
+        self.dir = execution_dir(job_dir, restart)
+        plan = read_json(os.path.join(self.dir, PLAN))
+        if not isinstance(plan, dict):
+            raise RuntimeError(f"no plan in {self.dir}")
+        self.plan: dict[str, Any] = plan
+        self.grace = float(plan.get("grace", 5.0))
+        self.procs: dict[int, int] = {}  # pid -> rank
+        self.popens: list[subprocess.Popen[bytes]] = []  # kept so that subprocess never reaps them behind our back
+        self.pgids: list[int] = []
+        self.exits: dict[int, dict[str, Any]] = {}  # rank -> exit
+        self.started_at = time.time()
+        self.ending: str | None = None  # why we are ending it: stop, requeue, timeout, oom, rank, launch, signal
+        self.ending_detail = ""
+        self.first_failure: tuple[int, dict[str, Any]] | None = None
+        self.kill_at: float | None = None
+        self.port = 0
+
+    def launcher_info(self) -> dict[str, Any]:
+        return {
+            "pid": os.getpid(),
+            "startedAt": self.started_at,
+            "masterPort": self.port,
+            "pgids": list(self.pgids),
+            "ranks": {str(r): pid for pid, r in self.procs.items()},
+        }
+
+    def start_ranks(self) -> None:
+        plan = self.plan
+        env_base = dict(os.environ)
+        env_base.update(plan.get("env") or {})
+        for rank in plan["ranks"]:
+            env = dict(env_base)
+            env.update(rank_env(plan, rank, self.port))
+            node = int(rank["nodeRank"])
+            group = self.pgids[node] if node < len(self.pgids) else 0
+            out = open(rank["stdout"], "ab")  # noqa: SIM115 - handed to the child, closed below
+            err = open(rank["stderr"], "ab")  # noqa: SIM115
+            try:
+                proc = subprocess.Popen(
+                    plan["argv"],
+                    cwd=plan["cwd"],
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    preexec_fn=_child_setup(group),
+                    close_fds=True,
+                )
+            except OSError as exc:
+                message = f"dispatch: cannot start {plan['argv'][0]!r} in {plan['cwd']!r}: {exc.strerror or exc}\n"
+                err.write(message.encode("utf-8", "replace"))
+                self.exits[int(rank["rank"])] = {"exitCode": 127, "signal": None, "launchError": message.strip()}
+                self.begin_ending("launch", message.strip().removeprefix("dispatch: "))
+                return
+            finally:
+                out.close()
+                err.close()
+            if node >= len(self.pgids):
+                self.pgids.append(proc.pid)
+            self.popens.append(proc)
+            self.procs[proc.pid] = int(rank["rank"])
+            write_json(os.path.join(self.dir, LAUNCHER), self.launcher_info())
+
+    def signal_all(self, sig: int) -> None:
+        """Send ``sig`` once to every rank: to each node's process group, and to any live rank outside them (one
+        whose node's first rank had already exited when it started)."""
+        for pgid in self.pgids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, sig)
+        for pid in self.procs:
+            try:
+                if os.getpgid(pid) in self.pgids:
+                    continue
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                continue
+
+    def begin_ending(self, why: str, detail: str = "") -> None:
+        if self.ending is not None:
+            return
+        self.ending, self.ending_detail = why, detail
+        self.signal_all(signal.SIGTERM)
+        self.kill_at = time.time() + self.grace
+
+    def reap(self) -> None:
+        while self.procs:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self.procs.clear()
+                return
+            if pid == 0:
+                return
+            rank = self.procs.pop(pid, None)
+            if rank is None:
+                continue
+            ex = _status_to_exit(status)
+            ex["endedAt"] = time.time()
+            self.exits[rank] = ex
+            write_json(rank_exit_path(self.dir, rank), ex)
+            if (ex["exitCode"] != 0 or ex["signal"]) and self.first_failure is None:
+                self.first_failure = (rank, ex)
+                if self.ending is None:
+                    how = (
+                        f"killed by {_signal_name(ex['signal'])}"
+                        if ex["signal"]
+                        else f"exited with code {ex['exitCode']}"
+                    )
+                    self.begin_ending("rank", f"rank {rank} {how}")
+
+    def check_memory(self) -> None:
+        limit = self.plan.get("memoryMb")
+        if not limit or self.ending == "oom":
+            return
+        for pid, rank in list(self.procs.items()):
+            rss = _rss_bytes(pid)
+            if rss > int(limit) * 1024 * 1024:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                detail = f"rank {rank} used {rss / 2**20:.0f} MiB, over its limit of {int(limit)} MiB"
+                if self.ending is None:
+                    self.begin_ending("oom", detail)
+                return
+
+    def end_request(self) -> None:
+        req = read_json(os.path.join(self.dir, END_REQUEST))
+        reason = req.get("reason") if isinstance(req, dict) else None
+        if reason in ("stop", "requeue"):
+            self.begin_ending(str(reason))
+        else:
+            self.begin_ending("signal", "the launcher was sent a termination signal")
+
+    def run(self) -> dict[str, Any]:
+        if os.path.exists(os.path.join(self.dir, END_REQUEST)):
+            self.end_request()
+        else:
+            self.port = free_port()
+            write_json(os.path.join(self.dir, LAUNCHER), self.launcher_info())
+            self.start_ranks()
+        limit = self.plan.get("timeLimit")
+        deadline = self.started_at + float(limit) if limit else None
+        while self.procs:
+            self.reap()
+            if not self.procs:
+                break
+            now = time.time()
+            if deadline is not None and now >= deadline and self.ending is None:
+                self.begin_ending("timeout", f"the time limit of {float(limit or 0):g}s was reached")
+            if self.kill_at is not None and now >= self.kill_at:
+                self.signal_all(signal.SIGKILL)
+                self.kill_at = now + 1.0
+            self.check_memory()
+            waits = [1.0]
+            if self.plan.get("memoryMb"):
+                waits.append(MEMORY_SAMPLE)
+            if deadline is not None and self.ending is None:
+                waits.append(deadline - now)
+            if self.kill_at is not None:
+                waits.append(self.kill_at - now)
+            info = signal.sigtimedwait(_WAKE, max(0.005, min(waits)))
+            if info is not None and info.si_signo != signal.SIGCHLD:
+                self.end_request()
+        return self.result()
+
+    def result(self) -> dict[str, Any]:
+        now = time.time()
+        base: dict[str, Any] = {"endedAt": now, "startedAt": self.started_at, "exitCode": None, "signal": None}
+        fail = self.first_failure
+        if fail is not None:
+            base["exitCode"], base["signal"] = fail[1]["exitCode"], fail[1]["signal"]
+        why, detail = self.ending, self.ending_detail
+        if why in ("stop", "signal"):
+            return {**base, "state": "cancelled", "cause": "cancelled", "detail": detail or "stopped on request"}
+        if why == "requeue":
+            return {**base, "state": "cancelled", "cause": "cancelled", "detail": "ended by a requeue"}
+        if why == "timeout":
+            return {**base, "state": "failed", "cause": "timeout", "detail": detail}
+        if why == "oom":
+            return {**base, "state": "failed", "cause": "out-of-memory", "detail": detail}
+        if why == "launch":
+            return {**base, "state": "failed", "cause": "launch-failed", "exitCode": 127, "detail": detail}
+        if fail is not None:
+            return {**base, "state": "failed", "cause": "exit", "detail": detail}
+        return {**base, "state": "succeeded", "cause": "exit", "exitCode": 0, "detail": ""}
+
+
+def _child_setup(group: int) -> Any:
+    def setup() -> None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        try:
+            os.setpgid(0, group)
+        except OSError:
+            os.setpgid(0, 0)  # the node's first rank is gone already: a group of its own
+
+    return setup
+
+
+# ----- chaining executions -----------------------------------------------------------------------------------------
+
+
+def next_to_launch(job_dir: str) -> int | None:
+    """The restart number to launch now, or None. Call under the job lock.
+
+    An execution is launched when its plan exists and it was not spawned yet, every earlier spawned execution has
+    a result, the gate is open, no hold is placed and the job is not stopped.
+    """
+    if not os.path.exists(os.path.join(job_dir, GATE_OPEN)):
+        return None
+    if os.path.exists(os.path.join(job_dir, STOPPED)):
+        return None
+    if read_json(os.path.join(job_dir, HOLDS)):
+        return None
+    restarts = sorted(int(n) for n in _listdir(os.path.join(job_dir, EXECUTIONS)) if n.isdigit())
+    for r in restarts:
+        d = execution_dir(job_dir, r)
+        if not os.path.exists(os.path.join(d, SPAWNED)):
+            return r if os.path.exists(os.path.join(d, PLAN)) else None
+        if not os.path.exists(os.path.join(d, RESULT)):
+            return None
+    return None
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        return []
+
+
+def run_chain(job_dir: str, restart: int) -> None:
+    """Run execution ``restart``, then every execution a requeue planned after it."""
+    current: int | None = restart
+    while current is not None:
+        execution = Execution(job_dir, current)
+        result = execution.run()
+        with job_lock(job_dir):
+            write_json(os.path.join(execution.dir, RESULT), result)
+            current = next_to_launch(job_dir)
+            if current is not None:
+                write_json(os.path.join(execution_dir(job_dir, current), SPAWNED), {"at": time.time(), "by": "chain"})
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or not argv[1].isdigit():
+        print("usage: launcher.py <job directory> <restart>", file=sys.stderr)
+        return 2
+    job_dir, restart = os.path.abspath(argv[0]), int(argv[1])
+    signal.pthread_sigmask(signal.SIG_BLOCK, _WAKE)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid:
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as r:
+            ready = r.read(1)
+        return 0 if ready == b"1" else 1
+    os.close(read_end)
+    with contextlib.suppress(OSError):
+        os.setsid()
+    exec_dir = execution_dir(job_dir, restart)
+    write_json(os.path.join(exec_dir, LAUNCHER), {"pid": os.getpid(), "startedAt": time.time(), "pgids": []})
+    os.write(write_end, b"1")
+    os.close(write_end)
+    try:
+        run_chain(job_dir, restart)
+    except BaseException as exc:  # the last word goes to the file, never to a terminal that is gone
+        with contextlib.suppress(OSError):
+            write_json(
+                os.path.join(exec_dir, RESULT) + ".launcher-error",
+                {"error": f"{type(exc).__name__}: {exc}", "at": time.time()},
+            )
+        os._exit(1)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,97 @@
+"""From a job directory's files to evidence: outcomes, executions, the gate and holds (pure functions)."""
+
+from __future__ import annotations
+
+from dispatch.identity import RestartId
+from dispatch.local.layout import ExecutionFiles, JobFiles
+from dispatch.outcome import Cause, Evidence, Outcome, State
+from dispatch.spi import ExecutionEvidence, Gate, JobEvidence
+
+SOURCE = "local"
+STALE_SPAWN = 30.0
+"""Seconds after which a spawn that never recorded a launcher is taken as lost (the spawner died mid-way)."""
+
+
+def execution_outcome(e: ExecutionFiles, evidence: Evidence) -> Outcome:
+    """One spawned execution's outcome: from its result, else from whether its launcher still runs."""
+    r = e.result
+    if r is not None:
+        state = State(str(r.get("state", "unknown")))
+        cause = Cause(str(r["cause"])) if r.get("cause") else Cause.UNKNOWN
+        code = r.get("exitCode")
+        sig = r.get("signal")
+        try:
+            return Outcome(
+                state,
+                cause,
+                evidence,
+                exit_code=code if isinstance(code, int) else None,
+                signal=sig if isinstance(sig, int) else None,
+                detail=str(r.get("detail") or ""),
+            )
+        except ValueError as exc:  # a result that contradicts itself is not evidence of anything
+            return Outcome(State.UNKNOWN, Cause.UNKNOWN, evidence, detail=f"unreadable result: {exc}")
+    if e.launcher is None:
+        spawned_at = float((e.spawned or {}).get("at", evidence.observed_at))
+        if evidence.observed_at - spawned_at > STALE_SPAWN:
+            return Outcome(State.UNKNOWN, Cause.UNKNOWN, evidence, detail="the launcher never started")
+        return Outcome(State.PENDING, Cause.QUEUED, evidence, detail="starting")
+    if e.launcher_alive:
+        return Outcome(State.RUNNING, None, evidence)
+    return Outcome(
+        State.UNKNOWN,
+        Cause.UNKNOWN,
+        evidence,
+        detail=f"the launcher (pid {e.launcher.get('pid')}) is gone without recording how the execution ended",
+    )
+
+
+def job_evidence(job: JobFiles, now: float) -> JobEvidence:
+    """The evidence of one job directory, observed at ``now``."""
+    evidence = Evidence(SOURCE, now)
+    submission = int(job.manifest.get("submission", 1))
+    executions: list[ExecutionEvidence] = []
+    for e in job.spawned:
+        if e.launcher is None and e.result is None:
+            continue
+        out = execution_outcome(e, evidence)
+        started = (e.launcher or {}).get("startedAt") or (e.result or {}).get("startedAt")
+        ended = (e.result or {}).get("endedAt")
+        executions.append(
+            ExecutionEvidence(
+                identity=str(RestartId(submission, job.scheduler_id, e.restart)),
+                restart=e.restart,
+                outcome=out,
+                started_at=float(started) if started is not None else None,
+                ended_at=float(ended) if ended is not None else None,
+                nodes=tuple(f"local-{n}" for n in range(int(job.manifest["spec"].get("nodes", 1)))),
+            )
+        )
+    holds = tuple(sorted(job.holds))
+    gate = Gate.OPEN if job.gate_open else Gate.CLOSED
+    return JobEvidence(
+        scheduler_id=job.scheduler_id,
+        marker=str(job.manifest.get("marker")) if job.manifest.get("marker") else None,
+        outcome=_job_outcome(job, executions, evidence),
+        gate=gate,
+        holds=holds,
+        executions=tuple(executions),
+    )
+
+
+def _job_outcome(job: JobFiles, executions: list[ExecutionEvidence], evidence: Evidence) -> Outcome:
+    current = job.current
+    if current is not None and current.result is None:
+        return execution_outcome(current, evidence)
+    queued = job.queued
+    waiting = queued is not None or current is None
+    if job.stopped is not None and waiting:
+        return Outcome(State.CANCELLED, Cause.CANCELLED, evidence, detail="stopped before it ran")
+    if waiting:
+        if job.holds:
+            return Outcome(State.HELD, Cause.HELD, evidence, detail=f"held: {', '.join(sorted(job.holds))}")
+        if not job.gate_open:
+            return Outcome(State.PENDING, Cause.GATED, evidence)
+        return Outcome(State.PENDING, Cause.QUEUED, evidence)
+    assert executions, "an ended current execution is always listed"
+    return executions[-1].outcome

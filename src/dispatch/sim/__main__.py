@@ -1,0 +1,131 @@
+"""``python -m dispatch.sim``: run seeds, or replay one.
+
+* ``--seeds 0-999 [--json]``: run each seed (both shapes alternate unless ``--shape`` is given) and print the
+  number of seeds, steps and violations, with a summary of the failing seeds.
+* ``--seed S [--stop-at STEP]``: run one seed and print its trace; with ``--stop-at`` the run stops at that
+  step and the record and the ground truth are dumped too (JSON with ``--json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from dispatch.sim.world import Config, Result, run, run_quiet
+from dispatch.supervise.mutation import Mutation
+
+
+def _range(text: str) -> list[int]:
+    out: list[int] = []
+    for part in text.split(","):
+        if "-" in part:
+            a, b = part.split("-", 1)
+            out.extend(range(int(a), int(b) + 1))
+        else:
+            out.append(int(part))
+    return out
+
+
+def _config(args: argparse.Namespace, seed: int) -> Config:
+    shape = args.shape if args.shape != "both" else ("slurm" if seed % 2 == 0 else "kubeflow")
+    return Config(
+        seed=seed,
+        shape=shape,
+        supervisors=args.supervisors,
+        jobs=args.jobs,
+        steps=args.steps,
+        quiet=args.quiet,
+        stop_at=args.stop_at,
+        unmatched=args.unmatched or ("escalate" if seed % 3 else "close"),
+        mutations=frozenset(Mutation(m) for m in args.mutation),
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m dispatch.sim", description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", help="seeds to run, e.g. 0-999 or 1,5,9")
+    p.add_argument("--seed", type=int, help="one seed to run and trace")
+    p.add_argument("--stop-at", type=int, default=None, help="stop the replay at this step and dump everything")
+    p.add_argument("--shape", choices=["slurm", "kubeflow", "both"], default="both")
+    p.add_argument("--supervisors", type=int, default=2)
+    p.add_argument("--jobs", type=int, default=3)
+    p.add_argument("--steps", type=int, default=150, help="steps of the fault phase")
+    p.add_argument("--quiet", type=int, default=80, help="the liveness bound K, in supervisor rounds")
+    p.add_argument("--unmatched", choices=["escalate", "close"], default=None)
+    p.add_argument(
+        "--mutation",
+        action="append",
+        default=[],
+        choices=[m.value for m in Mutation],
+        help="plant a known bug (tests of the simulator itself)",
+    )
+    p.add_argument("--procs", type=int, default=1, help="worker processes for --seeds (seeds are independent)")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    if (args.seeds is None) == (args.seed is None):
+        p.error("give exactly one of --seeds or --seed")
+    if args.supervisors < 1 or args.jobs < 1 or args.steps < 0 or args.quiet < 1:
+        p.error("--supervisors, --jobs and --quiet must be at least 1, --steps at least 0")
+
+    if args.seed is not None:
+        result = run(_config(args, args.seed))
+        if args.json:
+            print(json.dumps({**result.summary(), "trace": result.trace, "dump": result.dump}, indent=2))
+        else:
+            print("\n".join(result.trace))
+            print(json.dumps(result.summary(), indent=2))
+            if result.dump is not None:
+                print(json.dumps(result.dump, indent=2, default=str))
+        return 0 if result.ok or args.stop_at is not None else 1
+
+    seeds = _range(args.seeds)
+    started = time.perf_counter()
+    configs = [_config(args, s) for s in seeds]
+    if args.procs > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("spawn").Pool(args.procs) as pool:
+            results: list[Result] = pool.map(run_quiet, configs, chunksize=8)
+    else:
+        results = [run_quiet(c) for c in configs]
+    elapsed = time.perf_counter() - started
+    bad = [r for r in results if not r.ok]
+    out: dict[str, Any] = {
+        "seeds": len(results),
+        "steps": sum(r.steps for r in results),
+        "violations": sum(len(r.violations) for r in results),
+        "failing_seeds": [r.seed for r in bad],
+        "unsettled": sum(1 for r in results if not r.settled),
+        "seconds": round(elapsed, 2),
+        "seeds_per_second": round(len(results) / elapsed, 2) if elapsed > 0 else None,
+        "summary": {
+            "shapes": {sh: sum(1 for r in results if r.shape == sh) for sh in ("slurm", "kubeflow")},
+            "events": _sum_counts(results),
+            "first_failures": [r.summary() for r in bad[:5]],
+        },
+    }
+    if args.json:
+        print(json.dumps(out, indent=2))
+    else:
+        print(
+            f"{out['seeds']} seeds, {out['steps']} steps, {out['violations']} violations, "
+            f"{len(bad)} failing, {out['seeds_per_second']} seeds/s"
+        )
+        for r in bad[:5]:
+            print(json.dumps(r.summary(), indent=2))
+    return 1 if bad else 0
+
+
+def _sum_counts(results: list[Result]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for r in results:
+        for k, v in r.counts.items():
+            total[k] = total.get(k, 0) + v
+    return dict(sorted(total.items()))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

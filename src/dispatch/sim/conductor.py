@@ -1,0 +1,214 @@
+"""Running real supervisors one parked call at a time.
+
+Each supervisor runs in its own thread, but only one thread ever runs: every backend call and every record
+write a supervisor makes first *parks* its thread on a gate the :class:`Conductor` controls. The simulator's
+driver then picks (by seed) which parked thread proceeds; that thread runs until it parks again (or ends), and
+only then does the driver continue. Runs are therefore deterministic for a seed.
+
+A crash is delivered at a park: the parked call raises :class:`Crash`, a ``BaseException`` that the
+supervisor's ``except Exception`` handlers do not catch, so the thread unwinds without making the call and
+without any further write, like a process killed at that point.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dispatch.records.model import JobRecord
+from dispatch.spi import OPTIONAL_INTERFACES
+
+ACTION_METHODS = frozenset({"start", "open", "hold", "release", "requeue", "stop_job"})
+
+
+class Crash(BaseException):
+    """Delivered at a park point: the supervisor process dies there."""
+
+
+@dataclass
+class Worker:
+    """One supervisor incarnation's thread and where it is parked."""
+
+    name: str
+    body: Callable[[], None]
+    thread: threading.Thread | None = None
+    state: str = "new"  # new | parked | running | done
+    point: str = ""
+    kind: str = ""  # idle | write | observe | act
+    parked_at: float = 0.0
+    go: bool = False
+    crash: bool = False
+    error: BaseException | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+class Conductor:
+    """Owns the gate every worker parks on. Only the driver thread calls :meth:`start`, :meth:`resume`,
+    :meth:`crash`; workers call :meth:`park` (through the parked backend and records)."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._cv = threading.Condition()
+        self._now = now
+        self._by_thread: dict[int, Worker] = {}
+
+    def current(self) -> Worker | None:
+        return self._by_thread.get(threading.get_ident())
+
+    def park(self, kind: str, point: str) -> None:
+        """Called by a worker before a call or write; returns when the driver lets it proceed."""
+        w = self.current()
+        if w is None:
+            return  # the driver itself (the operator, the environment) never parks
+        with self._cv:
+            w.state, w.kind, w.point, w.parked_at, w.go = "parked", kind, point, self._now(), False
+            self._cv.notify_all()
+            while not w.go:
+                self._cv.wait()
+            w.state = "running"
+            if w.crash:
+                raise Crash(w.name)
+
+    def start(self, w: Worker) -> None:
+        """Start the worker's thread and wait until it parks (its first park is before anything else)."""
+
+        def main() -> None:
+            self._by_thread[threading.get_ident()] = w
+            try:
+                self.park("idle", "start")
+                w.body()
+            except Crash:
+                pass
+            except BaseException as exc:  # a real bug in the supervisor: report it, do not hang the driver
+                w.error = exc
+            finally:
+                with self._cv:
+                    w.state = "done"
+                    self._cv.notify_all()
+
+        w.thread = threading.Thread(target=main, name=w.name, daemon=True)
+        with self._cv:
+            w.state = "running"
+        w.thread.start()
+        self._wait(w)
+
+    def _wait(self, w: Worker) -> None:
+        with self._cv:
+            while w.state == "running":
+                self._cv.wait()
+
+    def resume(self, w: Worker) -> None:
+        """Let the parked worker proceed until it parks again or ends."""
+        assert w.state == "parked", w.state
+        with self._cv:
+            w.go = True
+            w.state = "running"
+            self._cv.notify_all()
+        self._wait(w)
+
+    def crash(self, w: Worker) -> None:
+        """Kill the parked worker at its park point."""
+        if w.state != "parked":
+            return
+        w.crash = True
+        self.resume(w)
+        if w.thread is not None:
+            w.thread.join()
+
+
+def parked_backend(inner: Any, conductor: Conductor) -> Any:
+    """A view of ``inner`` whose every method parks first; it implements the same optional interfaces."""
+    core = [
+        "capabilities",
+        "declarations",
+        "extension_policy",
+        "start",
+        "open",
+        "inspect",
+        "inspect_many",
+        "find",
+        "stop_job",
+        "close",
+    ]
+    optional = [m for iface in OPTIONAL_INTERFACES if isinstance(inner, iface) for m in _methods(iface)]
+    quiet = {"capabilities", "declarations", "extension_policy", "close"}
+
+    def forward(name: str) -> Any:
+        kind = "act" if name in ACTION_METHODS else "observe"
+
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if name not in quiet:
+                conductor.park(kind, f"{name}({', '.join(map(str, args))[:60]})")
+            return getattr(inner, name)(*args, **kwargs)
+
+        method.__name__ = name
+        return method
+
+    attrs: dict[str, Any] = {n: forward(n) for n in core + optional}
+    attrs["name"] = property(lambda self: inner.name)
+    attrs["read_only"] = property(lambda self: inner.read_only)
+    cls = type(f"Parked{type(inner).__name__}", (), attrs)
+    return cls()
+
+
+def _methods(iface: type) -> tuple[str, ...]:
+    from dispatch.spi import _OPTIONAL_METHODS
+
+    return _OPTIONAL_METHODS[iface]
+
+
+class ParkedRecords:
+    """A record store whose writes park first, and which checks the fencing invariant at every write: a
+    supervisor writes a job only while the stored lease is its own, or to take over a lease that has expired."""
+
+    def __init__(self, inner: Any, conductor: Conductor, now: Callable[[], float]) -> None:
+        self.inner = inner
+        self.conductor = conductor
+        self.now = now
+        self.violations: list[str] = []
+
+    def create(self, job: JobRecord, events: Any = ()) -> JobRecord:
+        self.conductor.park("write", f"create {job.id}")
+        return self.inner.create(job, events)  # type: ignore[no-any-return]
+
+    def get(self, job_id: str) -> JobRecord:
+        return self.inner.get(job_id)  # type: ignore[no-any-return]
+
+    def update(self, job: JobRecord, events: Any = (), *, fence: int | None = None) -> JobRecord:
+        self.conductor.park("write", f"update {job.id}@{job.version}")
+        w = self.conductor.current()
+        if w is not None:
+            self._check_fencing(w, job, fence)
+        return self.inner.update(job, events, fence=fence)  # type: ignore[no-any-return]
+
+    def _check_fencing(self, w: Worker, job: JobRecord, fence: int | None) -> None:
+        try:
+            stored = self.inner.get(job.id)
+        except Exception:
+            return
+        if stored.version != job.version:
+            return  # the compare-and-set refuses it: nothing is written
+        if fence is not None and (stored.lease is None or stored.lease.token != fence):
+            return  # the fence refuses it
+        owner = w.info.get("owner")
+        lease = stored.lease
+        if lease is not None and lease.owner == owner:
+            return
+        taking = job.lease is not None and job.lease.owner == owner
+        if taking and (lease is None or lease.expires_at <= self.now()):
+            return
+        held = f"{lease.owner} (token {lease.token}, until t={lease.expires_at:.1f})" if lease else "nobody"
+        self.violations.append(f"fenced-writes: {owner} wrote job {job.id} while the lease is held by {held}")
+
+    def jobs(self, *, active_only: bool = True, cluster: str | None = None) -> list[JobRecord]:
+        return self.inner.jobs(active_only=active_only, cluster=cluster)  # type: ignore[no-any-return]
+
+    def summaries(self, **kwargs: Any) -> Any:
+        return self.inner.summaries(**kwargs)
+
+    def events(self, job_id: str, after: int = 0) -> Any:
+        return self.inner.events(job_id, after)
+
+    def close(self) -> None:
+        self.inner.close()

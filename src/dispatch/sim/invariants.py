@@ -1,0 +1,211 @@
+"""The invariants the simulator checks after every step (docs/invariants.md explains each one).
+
+Each check compares the records with the memory scheduler's ground truth and returns violations as text,
+prefixed with the invariant's name. The fencing invariant (``fenced-writes``) is checked at every write by
+:class:`~dispatch.sim.conductor.ParkedRecords` instead, because it is about the moment of the write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dispatch.memory.scheduler import MemoryScheduler, TruthExecution, TruthJob
+from dispatch.outcome import Cause, State
+from dispatch.records.model import Action, IntentStatus, JobRecord, Submission
+
+INVARIANTS = (
+    "one-live-execution",
+    "no-object-without-record",
+    "gate-opened-only-when-recorded",
+    "no-action-twice",
+    "hold-lifted-by-owner",
+    "ended-has-cause",
+    "no-success-without-evidence",
+    "record-matches-truth",
+    "fenced-writes",
+)
+
+
+def check(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any) -> list[str]:
+    """Every invariant but ``fenced-writes``, on the records ``jobs`` (by id) and the scheduler's truth."""
+    out: list[str] = []
+    truth = list(sched.jobs.values())
+    by_job: dict[str, list[TruthJob]] = {}
+    for t in truth:
+        by_job.setdefault(t.job_id, []).append(t)
+
+    for job_id, objs in by_job.items():
+        live = [(t.sid, ex.restart) for t in objs if not t.deleted for ex in t.executions if ex.live]
+        if len(live) > 1:
+            out.append(f"one-live-execution: job {job_id} has {len(live)} live executions {live}")
+
+    for t in truth:
+        job = jobs.get(t.job_id)
+        sub = _sub(job, t.submission) if job is not None else None
+        if job is None or sub is None or sub.marker != t.marker:
+            out.append(f"no-object-without-record: object {t.sid} ({t.marker}) has no recorded submission")
+            continue
+        known = t.sid == sub.scheduler_id or t.sid in sub.strays
+        pending = any(i.action is Action.START and i.submission == sub.n and i.open for i in job.intents)
+        if not known and not pending:
+            out.append(
+                f"no-object-without-record: object {t.sid} of job {t.job_id} submission {t.submission} is neither "
+                f"recorded ({sub.scheduler_id}, strays {sub.strays}) nor the subject of an open start"
+            )
+        if t.gate_open and t.sid != sub.scheduler_id:
+            out.append(
+                f"gate-opened-only-when-recorded: object {t.sid} was opened but the record names {sub.scheduler_id}"
+            )
+
+    out += _actions_once(jobs, sched, by_job)
+    out += _holds(jobs, sched)
+    for job in jobs.values():
+        out += _outcomes(job, by_job.get(job.id, []), backend)
+    return out
+
+
+def _sub(job: JobRecord, n: int) -> Submission | None:
+    for s in job.submissions:
+        if s.n == n:
+            return s
+    return None
+
+
+def _actions_once(
+    jobs: Mapping[str, JobRecord], sched: MemoryScheduler, by_job: Mapping[str, Sequence[TruthJob]]
+) -> list[str]:
+    out: list[str] = []
+    opened: dict[str, list[str]] = {}
+    for objs in by_job.values():
+        for t in objs:
+            if t.gate_open:
+                opened.setdefault(t.marker, []).append(t.sid)
+    for marker, sids in opened.items():
+        if len(sids) > 1:
+            out.append(f"no-action-twice: marker {marker} has {len(sids)} opened objects {sids}")
+    requeues: dict[str, int] = {}
+    for c in sched.calls:
+        if c.method == "requeue" and c.applied and c.sid is not None:
+            requeues[c.sid] = requeues.get(c.sid, 0) + 1
+    for sid, count in requeues.items():
+        obj = sched.jobs.get(sid)
+        rec = jobs.get(obj.job_id) if obj is not None else None
+        if obj is None or rec is None:
+            continue
+        decided = sum(1 for d in rec.decisions if d.submission == obj.submission and d.action == "requeue")
+        if count > decided:
+            out.append(f"no-action-twice: object {sid} was requeued {count} times for {decided} requeue decisions")
+    for job in jobs.values():
+        creating = sum(1 for d in job.decisions if d.action in ("resubmit", "hold"))
+        if len(job.submissions) > 1 + creating:
+            out.append(
+                f"no-action-twice: job {job.id} has {len(job.submissions)} submissions for {creating} "
+                "resubmit/hold decisions"
+            )
+    return out
+
+
+def _holds(jobs: Mapping[str, JobRecord], sched: MemoryScheduler) -> list[str]:
+    out: list[str] = []
+    for job in jobs.values():
+        owners = {h.instance: h.owner for h in job.holds}
+        for it in job.intents:
+            if it.action is not Action.RELEASE:
+                continue
+            instance = str(it.args.get("instance"))
+            owner = owners.get(instance)
+            if owner is None:
+                out.append(
+                    f"hold-lifted-by-owner: job {job.id}: intent {it.seq} releases {instance}, not a dispatch hold"
+                )
+            elif it.owner != owner and not it.owner.startswith("operator:"):
+                out.append(f"hold-lifted-by-owner: job {job.id}: {it.owner} releases hold {instance} owned by {owner}")
+    for c in sched.calls:
+        if c.method != "release" or not c.applied or c.sid is None:
+            continue
+        obj = sched.jobs.get(c.sid)
+        rec = jobs.get(obj.job_id) if obj is not None else None
+        if rec is None:
+            continue
+        if not any(h.instance == c.args.get("instance") for h in rec.holds) and not any(
+            i.action is Action.RELEASE and i.args.get("instance") == c.args.get("instance") for i in rec.intents
+        ):
+            out.append(f"hold-lifted-by-owner: a release of {c.args.get('instance')} on {c.sid} has no recorded hold")
+    return out
+
+
+def _truth_execution(objs: Sequence[TruthJob], identity: str, backend: Any, nth: int = 0) -> TruthExecution | None:
+    """The ``nth`` shown truth execution with this identity (the memory Kubeflow shape can show a held execution
+    and a never-started one, cancelled later, under one identity; they are matched in order)."""
+    k = 0
+    for t in objs:
+        for ex in t.executions:
+            if (ex.started_at is not None or ex.ended_at is not None) and backend._identity(t, ex) == identity:
+                if k == nth:
+                    return ex
+                k += 1
+    return None
+
+
+def _outcomes(job: JobRecord, objs: Sequence[TruthJob], backend: Any) -> list[str]:
+    out: list[str] = []
+    for sub in job.submissions:
+        seen: dict[str, int] = {}
+        for rec in sub.executions:
+            identity = rec.identity
+            nth = seen.get(identity, 0)
+            seen[identity] = nth + 1
+            o = rec.outcome
+            if o.ended and o.cause is None:
+                out.append(f"ended-has-cause: job {job.id} execution {identity} ended without a cause")
+            if not o.ended:
+                continue
+            ex = _truth_execution(objs, identity, backend, nth)
+            if ex is None:
+                out.append(f"record-matches-truth: job {job.id} records execution {identity}, which never ran")
+                continue
+            if o.state is State.SUCCEEDED and not (ex.state is State.SUCCEEDED and ex.exit_code == 0):
+                out.append(
+                    f"no-success-without-evidence: job {job.id} execution {identity} recorded succeeded, "
+                    f"truth {ex.state} {ex.cause}"
+                )
+            truth_cause = ex.cause
+            if o.cause is Cause.CESSATION and truth_cause is Cause.NODE_LOST:
+                continue
+            if ex.ended_at is None or (o.state, o.cause, o.exit_code) != (ex.state, truth_cause, ex.exit_code):
+                out.append(
+                    f"record-matches-truth: job {job.id} execution {identity} recorded {o.state}/{o.cause}/"
+                    f"{o.exit_code}, truth {ex.state}/{truth_cause}/{ex.exit_code}"
+                )
+        so = sub.outcome
+        if so is not None and so.state is State.SUCCEEDED:
+            last = sub.executions[-1] if sub.executions else None
+            ex = _truth_execution(objs, last.identity, backend) if last is not None else None
+            if ex is None or ex.state is not State.SUCCEEDED or ex.exit_code != 0:
+                out.append(f"no-success-without-evidence: job {job.id} submission {sub.n} recorded succeeded")
+    for it in job.intents:
+        if it.status is IntentStatus.DONE and it.action is Action.START:
+            started = _sub(job, it.submission)
+            if started is not None and started.scheduler_id is None:
+                out.append(f"record-matches-truth: job {job.id}: start {it.seq} done without a scheduler id")
+    return out
+
+
+def settled(jobs: Mapping[str, JobRecord], sched: MemoryScheduler) -> list[str]:
+    """Why the run has not settled (empty: every job is closed with nothing open, and nothing runs or waits
+    behind an open gate)."""
+    why: list[str] = []
+    for job in jobs.values():
+        if not job.closed:
+            why.append(f"job {job.id} is not closed ({job.state.value}/{job.cause})")
+        elif job.open_intents():
+            why.append(f"job {job.id} has open intents")
+    for t in sched.jobs.values():
+        if t.deleted or t.ended:
+            continue
+        if t.gate_open or t.current.live:
+            why.append(f"object {t.sid} of job {t.job_id} is still {'running' if t.current.live else 'waiting'}")
+        elif not t.ended:
+            why.append(f"object {t.sid} of job {t.job_id} is gated and not stopped")
+    return why

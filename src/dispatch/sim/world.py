@@ -1,0 +1,523 @@
+"""One seeded simulation: real operator, supervisors, records and memory scheduler, driven step by step.
+
+A run has two phases:
+
+* **faults** (``steps`` steps): each step, chosen by the seed, lets one parked supervisor call proceed, moves
+  the clock, crashes or restarts a supervisor, makes the scheduler do something (preempt, lose a node, OOM,
+  time out, admin-hold or release, cease nodes, purge), injects a fault into the next call of a backend method
+  (OutcomeUnknown that landed or not, Unavailable, a crash between a requeue's steps), or has a user stop a job
+  or release a rule's hold. The invariants are checked after every step.
+* **liveness** (at most ``quiet`` rounds): faults stop, crashed supervisors restart, admins release their
+  holds, lost nodes come back, and a human releases the holds rules asked them to. Each round every supervisor
+  completes one cycle and the clock moves one poll interval. Every job must settle (closed, nothing open,
+  nothing running) within the bound; the invariants are still checked after every step.
+
+Clock rule (the honest limit of fencing, see docs/supervisor.md): the clock never moves more than the CallBound
+past the moment a supervisor parked at a backend action, i.e. no process pauses longer than the CallBound
+between its last check and its call.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from dispatch.actions import DEFAULT_MARGIN
+from dispatch.clock import FakeClock
+from dispatch.cluster import Cluster
+from dispatch.errors import DispatchError
+from dispatch.extensions import Image
+from dispatch.memory import MemoryScheduler, Shape
+from dispatch.memory import backend as memory_backend
+from dispatch.records.memory import MemoryRecords
+from dispatch.records.model import JobRecord
+from dispatch.sim.conductor import Conductor, ParkedRecords, Worker, parked_backend
+from dispatch.sim.invariants import check, settled
+from dispatch.spec import JobSpec
+from dispatch.supervise.mutation import Mutation
+from dispatch.supervise.next import hold_instance
+from dispatch.supervise.supervisor import Supervisor
+
+CALL_BOUND = 30.0
+POLL = 10.0
+LEASE_TTL = 40.0
+
+
+@dataclass
+class Config:
+    """What one seed runs."""
+
+    seed: int
+    shape: str = "slurm"
+    supervisors: int = 2
+    jobs: int = 3
+    steps: int = 150
+    quiet: int = 80
+    """The liveness bound K, in rounds (one supervisor cycle each and one poll interval of time)."""
+    stop_at: int | None = None
+    unmatched: str = "escalate"
+    mutations: frozenset[Mutation] = frozenset()
+    faults: bool = True
+
+
+@dataclass
+class Result:
+    seed: int
+    shape: str
+    steps: int = 0
+    violations: list[str] = field(default_factory=list)
+    settled: bool = False
+    unsettled: list[str] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+    trace: list[str] = field(default_factory=list)
+    dump: dict[str, Any] | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and self.settled
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "shape": self.shape,
+            "steps": self.steps,
+            "violations": self.violations[:5],
+            "settled": self.settled,
+            "unsettled": self.unsettled[:5],
+            "counts": self.counts,
+        }
+
+
+def rules_for(shape: Shape, unmatched: str) -> dict[str, Any]:
+    retry = "requeue" if shape is Shape.SLURM else "resubmit"
+    return {
+        "unmatched": unmatched,
+        "limits": {"total": 4},
+        "rules": [
+            {
+                "name": "evicted",
+                "cause": ["preempted", "node-lost", "cessation"],
+                "action": "resubmit",
+                "limit": 3,
+                "backoff": "10s",
+                "backoffMax": "40s",
+            },
+            {"name": "retry-75", "cause": "exit", "exitCodes": [75], "action": retry, "limit": 2},
+            {"name": "timeout", "cause": "timeout", "action": "hold", "limit": 1},
+        ],
+    }
+
+
+class World:
+    """Everything one seed touches."""
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self.rng = random.Random(cfg.seed)
+        self.shape = Shape(cfg.shape)
+        self.clock = FakeClock(1_800_000_000.0)
+        self.sched = MemoryScheduler(
+            self.clock,
+            self.shape,
+            nodes=4,
+            min_job_age=120.0,
+            node_loss_window=60.0,
+            default_runtime=60.0,
+            kill_wait=10.0,
+        )
+        self.backend = memory_backend(self.sched, call_bound=CALL_BOUND)
+        self.store = MemoryRecords()
+        self.conductor = Conductor(self.clock.now)
+        self.records = ParkedRecords(self.store, self.conductor, self.clock.now)
+        self.cluster = Cluster("memory", self.backend, self.records, self.clock)  # type: ignore[arg-type]
+        self.cluster.operator.owner = "operator:sim"
+        self._ids = 0
+        self.cluster.operator.new_id = self._new_id
+        self._instances = 0
+        self.cluster.operator.new_instance = self._new_instance
+        self.workers: list[Worker | None] = [None] * cfg.supervisors
+        self.incarnation = [0] * cfg.supervisors
+        self.result = Result(cfg.seed, self.shape.value)
+        self.step_no = 0
+        self._cache: dict[str, tuple[str, JobRecord]] = {}
+
+    # ----- set-up ----------------------------------------------------------------------------------------------
+
+    def _new_id(self, now: float) -> str:
+        self._ids += 1
+        return f"j{self.cfg.seed}x{self._ids}"
+
+    def _new_instance(self) -> str:
+        self._instances += 1
+        return f"u{self._instances}"
+
+    def spec(self) -> JobSpec:
+        r = self.rng
+        kind = r.choice(["ok", "ok", "exit", "retry", "oom", "timeout"])
+        runtime = str(r.choice([20, 40, 60, 90]))
+        argv: tuple[str, ...] = {
+            "ok": ("sleep", runtime),
+            "exit": ("sleep", runtime, "exit", "3"),
+            "retry": ("sleep", runtime, "exit", "75"),
+            "oom": ("oom", runtime),
+            "timeout": ("sleep", "1000"),
+        }[kind]
+        limit = 30.0 if kind == "timeout" else None
+        ext = (Image("registry.example/train:1"),) if self.shape is Shape.KUBEFLOW else ()
+        return JobSpec(command=argv, nodes=r.choice([1, 1, 2]), time_limit=limit, extensions=ext)
+
+    def submit(self) -> None:
+        try:
+            self.cluster.operator.submit(self.spec(), rules_for(self.shape, self.cfg.unmatched))
+            self.note("submit")
+        except DispatchError as exc:
+            self.note(f"submit raised {type(exc).__name__}")
+
+    def spawn(self, k: int) -> None:
+        self.incarnation[k] += 1
+        owner = f"sup-{k + 1}#{self.incarnation[k]}"
+        sup = Supervisor(
+            parked_backend(self.backend, self.conductor),
+            self.records,  # type: ignore[arg-type]
+            clock=self.clock,
+            owner=owner,
+            poll=POLL,
+            cluster="memory",
+            lease_ttl=LEASE_TTL,
+            margin=DEFAULT_MARGIN,
+            mutations=self.cfg.mutations,
+        )
+
+        def body() -> None:
+            while True:
+                sup.cycle()
+                self.conductor.park("idle", "cycle done")
+
+        w = Worker(owner, body, info={"owner": owner})
+        self.workers[k] = w
+        self.conductor.start(w)
+
+    # ----- steps -----------------------------------------------------------------------------------------------
+
+    def note(self, what: str) -> None:
+        self.result.counts[what.split(" ")[0]] = self.result.counts.get(what.split(" ")[0], 0) + 1
+        self.result.trace.append(f"{self.step_no:4d} t={self.clock.now() - 1_800_000_000.0:7.1f} {what}")
+
+    def parked(self) -> list[Worker]:
+        return [w for w in self.workers if w is not None and w.state == "parked"]
+
+    def tick(self, dt: float) -> None:
+        cap = min((w.parked_at + CALL_BOUND - 1.0 for w in self.parked() if w.kind == "act"), default=float("inf"))
+        dt = max(0.0, min(dt, cap - self.clock.now()))
+        if dt > 0:
+            self.clock.advance(dt)
+        self.note(f"tick +{dt:g}s")
+
+    def resume(self, w: Worker) -> None:
+        point = f"{w.name} {w.kind} {w.point}"
+        self.conductor.resume(w)
+        if w.error is not None:
+            self.result.violations.append(f"supervisor-error: {w.name} raised {w.error!r}")
+            w.error = None
+        self.note(f"run {point}")
+
+    def crash(self, k: int) -> None:
+        w = self.workers[k]
+        if w is None or w.state != "parked":
+            return
+        self.note(f"crash {w.name} at {w.kind} {w.point}")
+        self.conductor.crash(w)
+        self.workers[k] = None
+
+    def env(self) -> None:
+        """One thing the cluster, an admin or a user does."""
+        r = self.rng
+        c = self.sched.control
+        running = sorted(c.running(), key=_sid_key)
+        objects = sorted(self.sched.jobs.values(), key=lambda t: _sid_key(t.sid))
+        choice = r.choice(
+            [
+                "preempt",
+                "oom",
+                "timeout",
+                "lose-node",
+                "restore-node",
+                "admin-hold",
+                "admin-release",
+                "cease",
+                "end-cessation",
+                "purge",
+                "fault",
+                "fault",
+                "fault",
+                "stop",
+                "release",
+                "submit",
+                "user-hold",
+                "user-release",
+            ]
+        )
+        if choice in ("preempt", "oom", "timeout") and running:
+            sid = r.choice(running)
+            {"preempt": c.preempt, "oom": c.out_of_memory, "timeout": c.time_out}[choice](sid)
+            self.note(f"{choice} {sid}")
+        elif choice == "lose-node" and running:
+            node = r.choice(list(self.sched.jobs[r.choice(running)].current.nodes))
+            c.lose_node(node)
+            self.note(f"lose-node {node}")
+        elif choice == "restore-node" and self.sched.lost_nodes:
+            node = r.choice(sorted(self.sched.lost_nodes))
+            c.restore_node(node)
+            self.note(f"restore-node {node}")
+        elif choice == "admin-hold" and objects:
+            t = r.choice([t for t in objects if not t.ended] or objects)
+            c.admin_hold(t.sid)
+            self.note(f"admin-hold {t.sid}")
+        elif choice == "admin-release":
+            held = [t for t in objects if t.admin_held]
+            if held:
+                t = r.choice(held)
+                c.admin_release(t.sid)
+                self.note(f"admin-release {t.sid}")
+        elif choice == "cease" and running:
+            nodes = list(self.sched.jobs[r.choice(running)].current.nodes)
+            c.cease(nodes)
+            self.note(f"cease {nodes}")
+        elif choice == "end-cessation" and self.sched.ceasing:
+            nodes = sorted(self.sched.ceasing)
+            c.end_cessation(nodes)
+            self.note(f"end-cessation {nodes}")
+        elif choice == "purge":
+            ended = [t for t in objects if t.ended and not t.purged and not t.deleted]
+            if ended and self.shape is Shape.SLURM:
+                t = r.choice(ended)
+                c.purge(t.sid)
+                self.note(f"purge {t.sid}")
+        elif choice == "fault":
+            method = r.choice(
+                [
+                    "start",
+                    "open",
+                    "hold",
+                    "release",
+                    "requeue",
+                    "stop_job",
+                    "inspect_many",
+                    "find_many",
+                    "watch",
+                    "crash-requeue",
+                    "drop-watch",
+                ]
+            )
+            if method == "crash-requeue":
+                c.crash_next_requeue()
+                self.note("fault requeue crashes between its steps")
+            elif method == "drop-watch":
+                c.drop_watch()
+                self.note("fault watch loses its place (a re-list follows)")
+            elif method in ("inspect_many", "find_many", "watch"):
+                c.inject(method, "unavailable")
+                self.note(f"fault {method} unavailable")
+            else:
+                kind = r.choice(["unknown", "unknown", "unavailable"])
+                landed = kind == "unknown" and r.random() < 0.5
+                c.inject(method, kind, landed=landed)
+                self.note(f"fault {method} {kind}{' landed' if landed else ''}")
+        elif choice == "stop" and r.random() < 0.3:
+            jobs = [j for j in self.store.jobs(active_only=True)]
+            if jobs:
+                job = r.choice(jobs)
+                try:
+                    self.cluster.operator.stop(job.id)
+                    self.note(f"stop {job.id}")
+                except DispatchError as exc:
+                    self.note(f"stop {job.id} raised {type(exc).__name__}")
+        elif choice == "release":
+            self.human_release()
+        elif choice == "user-hold":
+            jobs = self.store.jobs(active_only=True)
+            if jobs:
+                job = r.choice(jobs)
+                try:
+                    instance = self.cluster.operator.hold(job.id, "held by a user")
+                    self.note(f"user-hold {job.id} {instance}")
+                except DispatchError as exc:
+                    self.note(f"user-hold {job.id} raised {type(exc).__name__}")
+        elif choice == "user-release":
+            self.user_release()
+        elif choice == "submit" and self._ids < self.cfg.jobs + 2:
+            self.submit()
+
+    def user_release(self) -> None:
+        """A user lifts the holds they placed through the operator (no instance named: only their own)."""
+        for job in self.store.jobs(active_only=False):
+            if any(h.owner.startswith("operator:") for h in job.active_holds()):
+                try:
+                    lifted = self.cluster.operator.release(job.id)
+                    self.note(f"user-release {job.id} {lifted}")
+                except DispatchError as exc:
+                    self.note(f"user-release {job.id} raised {type(exc).__name__}")
+                return
+
+    def human_release(self) -> None:
+        """A human releases a hold a rule asked them to (naming its instance)."""
+        for job in self.store.jobs(active_only=True):
+            for h in job.active_holds():
+                if h.instance == hold_instance(job, h.submission):
+                    try:
+                        self.cluster.operator.release(job.id, h.instance)
+                        self.note(f"release {job.id} {h.instance}")
+                    except DispatchError as exc:
+                        self.note(f"release {job.id} raised {type(exc).__name__}")
+                    return
+
+    # ----- checking ----------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, JobRecord]:
+        out: dict[str, JobRecord] = {}
+        for job_id, doc in list(self.store._docs.items()):
+            cached = self._cache.get(job_id)
+            if cached is None or cached[0] is not doc:
+                cached = (doc, JobRecord.from_json(json.loads(doc)))
+                self._cache[job_id] = cached
+            out[job_id] = cached[1]
+        return out
+
+    def check(self) -> bool:
+        found = check(self.snapshot(), self.sched, self.backend)
+        found += self.records.violations
+        self.records.violations.clear()
+        for v in found:
+            self.result.violations.append(f"step {self.step_no}: {v}")
+        return not found
+
+    def dump(self) -> dict[str, Any]:
+        return {
+            "records": {k: v.to_json() for k, v in self.snapshot().items()},
+            "truth": [_truth_json(t) for t in self.sched.jobs.values()],
+            "calls": [asdict(c) for c in self.sched.calls],
+            "workers": [
+                {"name": w.name, "state": w.state, "parkedAt": f"{w.kind} {w.point}"} for w in self.workers if w
+            ],
+        }
+
+    # ----- the run -------------------------------------------------------------------------------------------------
+
+    def run(self) -> Result:
+        cfg = self.cfg
+        try:
+            for _ in range(cfg.jobs):
+                self.submit()
+                self.clock.advance(1.0)
+            for k in range(cfg.supervisors):
+                self.spawn(k)
+            stopped = self.fault_phase()
+            if not stopped:
+                self.liveness()
+        finally:
+            self.shutdown()
+        self.result.steps = self.step_no
+        return self.result
+
+    def _stop_here(self) -> bool:
+        if self.cfg.stop_at is not None and self.step_no >= self.cfg.stop_at:
+            self.result.dump = self.dump()
+            return True
+        return False
+
+    def fault_phase(self) -> bool:
+        r = self.rng
+        for _ in range(self.cfg.steps):
+            self.step_no += 1
+            parked = self.parked()
+            x = r.random()
+            if x < 0.55 and parked:
+                self.resume(r.choice(parked))
+            elif x < 0.72:
+                self.tick(r.choice([1.0, 2.0, 5.0, 10.0, 20.0]))
+            elif x < 0.76 and self.cfg.faults and parked:
+                k = r.randrange(len(self.workers))
+                self.crash(k)
+            elif x < 0.80 and any(w is None for w in self.workers):
+                self.spawn(r.choice([k for k, w in enumerate(self.workers) if w is None]))
+                self.note("restart supervisor")
+            elif self.cfg.faults:
+                self.env()
+            else:
+                self.tick(5.0)
+            self.check()
+            if self._stop_here():
+                return True
+        return False
+
+    def liveness(self) -> None:
+        c = self.sched.control
+        self.sched.faults.clear()
+        self.sched.crash_requeue = 0
+        for node in sorted(self.sched.lost_nodes):
+            c.restore_node(node)
+        if self.sched.ceasing:
+            c.end_cessation(sorted(self.sched.ceasing))
+        for k, w in enumerate(self.workers):
+            if w is None:
+                self.spawn(k)
+        self.note("liveness: faults stopped")
+        for _ in range(self.cfg.quiet):
+            for t in sorted(self.sched.jobs.values(), key=lambda t: _sid_key(t.sid)):
+                if t.admin_held:
+                    c.admin_release(t.sid)
+                    self.note(f"admin-release {t.sid}")
+            self.human_release()
+            self.user_release()
+            for w in list(self.workers):
+                if w is None:
+                    continue
+                for _ in range(500):  # one full cycle: run until it parks at idle again
+                    self.step_no += 1
+                    self.resume(w)
+                    self.check()
+                    if self._stop_here():
+                        return
+                    if w.state != "parked" or w.kind == "idle":
+                        break
+            why = settled(self.snapshot(), self.sched)
+            if not why:
+                self.result.settled = True
+                self.result.unsettled = []
+                return
+            self.result.unsettled = why
+            self.step_no += 1
+            self.tick(POLL)
+        self.result.violations.append(
+            f"liveness: not settled within {self.cfg.quiet} rounds: {self.result.unsettled[:3]}"
+        )
+
+    def shutdown(self) -> None:
+        for k, w in enumerate(self.workers):
+            if w is not None and w.state == "parked":
+                self.conductor.crash(w)
+            self.workers[k] = None
+
+
+def _sid_key(sid: str) -> int:
+    return int(sid.split("-")[-1])
+
+
+def _truth_json(t: Any) -> dict[str, Any]:
+    d = asdict(t)
+    d["spec"] = t.spec.to_json()
+    return d
+
+
+def run(cfg: Config) -> Result:
+    """Run one seed."""
+    return World(cfg).run()
+
+
+def run_quiet(cfg: Config) -> Result:
+    """Run one seed and drop its trace (a sweep keeps summaries; replays keep traces). Picklable, for pools."""
+    result = run(cfg)
+    result.trace = []
+    return result

@@ -1,0 +1,140 @@
+"""The documented table: every Slurm job state, flag and reason to a dispatch State and Cause.
+
+:func:`outcome_of` is the whole table in code; ``docs/adapters/slurm.md`` prints it. Rules, in order:
+
+1. Flags that mean "Slurm itself held it" (``REQUEUE_HOLD``, ``SPECIAL_EXIT``) and a ``JobHeldAdmin`` reason
+   on a waiting job: ``held`` / ``admin-held``.
+2. ``PENDING``: by reason. ``JobHeldUser`` is dispatch's closed start gate (``pending`` / ``gated``) unless its
+   description says Slurm requeued and held it after a launch failure (``held`` / ``admin-held``);
+   ``JobHoldMaxRequeue`` is ``failed`` / ``launch-failed``; ``BeginTime`` with a begin time that encodes a hold
+   instance is ``held`` / ``held``; reasons in :data:`NO_CAPACITY_REASONS` are ``pending`` / ``no-capacity``;
+   anything else (Priority, Resources, Dependency, a requeue's BeginTime, None ...) is ``pending`` / ``queued``.
+3. ``RUNNING``, ``SUSPENDED`` (and 22.05's flag-only ``COMPLETING``, ``CONFIGURING``, ``SIGNALING``,
+   ``RESIZING``, ``STAGE_OUT``): ``running``.
+4. Ended: ``COMPLETED`` ``succeeded`` / ``exit`` 0 (a non-zero exit code read elsewhere makes it ``failed``
+   / ``exit``); ``FAILED`` ``failed`` / ``exit`` (code or signal), or ``launch-failed`` for the
+   ``LAUNCH_FAILED`` flag and the reasons JobLaunchFailure, SystemFailure, BadConstraints;
+   ``CANCELLED`` / ``REVOKED`` ``cancelled``; a ``FAILED`` job one of whose steps (sacct) ended
+   ``OUT_OF_MEMORY`` is ``out-of-memory`` (the ranks run in an srun step, where the OOM kill lands);
+   ``REQUEUED`` (an execution a requeue ended) ``cancelled``;
+   ``TIMEOUT`` and ``DEADLINE`` ``timeout``; ``NODE_FAIL`` and ``BOOT_FAIL`` ``node-lost``; ``PREEMPTED``
+   ``preempted``; ``OUT_OF_MEMORY`` ``out-of-memory``.
+5. 22.05 flag-only ``REQUEUED``/``REQUEUE_FED``: ``pending`` / ``queued``. Anything else: ``unknown``.
+
+A job gone from squeue without accounting is not mapped here: the backend raises NotFound (never success).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dispatch.outcome import Cause, Evidence, Outcome, State
+from dispatch.slurm.holds import decode_hold
+from dispatch.slurm.parse import SlurmJob
+
+NO_CAPACITY_REASONS = frozenset(
+    {
+        "BadConstraints",
+        "Constraints",
+        "PartitionNodeLimit",
+        "PartitionTimeLimit",
+        "PartitionConfig",
+        "PartitionDown",
+        "PartitionInactive",
+        "ReqNodeNotAvail",
+        "InvalidAccount",
+        "InvalidQOS",
+        "NodeDown",
+        "AssocGrpCpuLimit",
+        "AssocGrpNodeLimit",
+        "AssocGrpMemLimit",
+        "AssocGrpJobsLimit",
+        "AssocGrpSubmitJobsLimit",
+        "AssocMaxJobsLimit",
+        "AssocMaxNodesPerJobLimit",
+        "AssocMaxWallDurationPerJobLimit",
+        "QOSGrpCpuLimit",
+        "QOSGrpNodeLimit",
+        "QOSGrpMemLimit",
+        "QOSGrpJobsLimit",
+        "QOSMaxJobsPerUserLimit",
+        "QOSMaxNodePerJobLimit",
+        "QOSMaxWallDurationPerJobLimit",
+        "QOSJobLimit",
+        "QOSResourceLimit",
+        "QOSTimeLimit",
+    }
+)
+LAUNCH_FAILED_REASONS = frozenset({"JobLaunchFailure", "SystemFailure", "BadConstraints", "Prolog"})
+RUNNING_FLAGS = frozenset({"COMPLETING", "CONFIGURING", "SIGNALING", "RESIZING", "STAGE_OUT", "POWER_UP_NODE"})
+SLURM_HELD_FLAGS = frozenset({"REQUEUE_HOLD", "SPECIAL_EXIT", "RESV_DEL_HOLD"})
+ENDED = {
+    "CANCELLED": (State.CANCELLED, Cause.CANCELLED),
+    "REVOKED": (State.CANCELLED, Cause.CANCELLED),
+    "REQUEUED": (State.CANCELLED, Cause.CANCELLED),
+    "TIMEOUT": (State.FAILED, Cause.TIMEOUT),
+    "DEADLINE": (State.FAILED, Cause.TIMEOUT),
+    "NODE_FAIL": (State.FAILED, Cause.NODE_LOST),
+    "BOOT_FAIL": (State.FAILED, Cause.NODE_LOST),
+    "PREEMPTED": (State.FAILED, Cause.PREEMPTED),
+    "OUT_OF_MEMORY": (State.FAILED, Cause.OUT_OF_MEMORY),
+}
+
+
+@dataclass(frozen=True)
+class Reading:
+    """An outcome plus what the job says about dispatch's gate and holds."""
+
+    outcome: Outcome
+    gate_closed: bool = False
+    hold: str | None = None
+    foreign_hold: str | None = None
+
+
+def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
+    """Map one job (or execution) to an outcome, following the table in this module's docstring."""
+    state, flags, reason = job.state, job.flags, job.reason
+    detail = " ".join(x for x in (state or "/".join(sorted(flags)), reason, job.description) if x)
+
+    def out(s: State, c: Cause | None, code: int | None = None, sig: int | None = None) -> Outcome:
+        return Outcome(s, c, evidence, exit_code=code, signal=sig, detail=detail)
+
+    waiting = state in ("PENDING", "") and not (flags & RUNNING_FLAGS and not state)
+    if waiting and flags & SLURM_HELD_FLAGS:
+        return Reading(out(State.HELD, Cause.ADMIN_HELD), foreign_hold=sorted(flags & SLURM_HELD_FLAGS)[0])
+    if state == "PENDING":
+        if reason == "JobHeldAdmin":
+            return Reading(out(State.HELD, Cause.ADMIN_HELD), foreign_hold="JobHeldAdmin")
+        if reason == "JobHeldUser":
+            if "requeued held" in job.description:
+                return Reading(out(State.HELD, Cause.ADMIN_HELD), foreign_hold=job.description)
+            return Reading(out(State.PENDING, Cause.GATED), gate_closed=True)
+        if reason == "JobHoldMaxRequeue":
+            return Reading(out(State.FAILED, Cause.LAUNCH_FAILED))
+        hold = decode_hold(job.eligible_time)
+        if hold is not None:
+            return Reading(out(State.HELD, Cause.HELD), hold=hold)
+        if reason in NO_CAPACITY_REASONS or reason.startswith(("ReqNodeNotAvail", "AssocGrp", "QOSGrp")):
+            return Reading(out(State.PENDING, Cause.NO_CAPACITY))
+        return Reading(out(State.PENDING, Cause.QUEUED))
+    if state in ("RUNNING", "SUSPENDED") or (not state and flags & RUNNING_FLAGS):
+        return Reading(out(State.RUNNING, None))
+    if state == "COMPLETED":
+        if job.exit_code not in (None, 0) or job.signal:
+            return Reading(out(State.FAILED, Cause.EXIT, job.exit_code, job.signal))
+        return Reading(out(State.SUCCEEDED, Cause.EXIT, 0))
+    if state == "FAILED":
+        if "LAUNCH_FAILED" in flags or reason in LAUNCH_FAILED_REASONS:
+            return Reading(out(State.FAILED, Cause.LAUNCH_FAILED, job.exit_code, job.signal))
+        if "OUT_OF_MEMORY" in job.step_states:
+            return Reading(out(State.FAILED, Cause.OUT_OF_MEMORY, job.exit_code, job.signal))
+        code = job.exit_code
+        if code == 0 and not job.signal:
+            code = None  # FAILED with a zero code: the code is not the evidence (22.05 sacct JSON)
+        return Reading(out(State.FAILED, Cause.EXIT, code, job.signal))
+    if state in ENDED:
+        s, c = ENDED[state]
+        return Reading(out(s, c, job.exit_code if state != "CANCELLED" else None, job.signal))
+    if not state and flags & {"REQUEUED", "REQUEUE_FED"}:
+        return Reading(out(State.PENDING, Cause.QUEUED))
+    return Reading(out(State.UNKNOWN, Cause.UNKNOWN))

@@ -1,0 +1,392 @@
+"""Parsing Slurm's answers into one internal job record, whatever the release.
+
+Three JSON dialects are read (detected from the ``meta`` block):
+
+* 22.05: openapi v0.0.38 (``meta.Slurm.release``): ``job_state`` is one string in which a flag replaces the
+  base state (``"COMPLETING"``), times are plain integers (0 = unset), ``exit_code`` is a raw wait status.
+  Its ``squeue --json`` ignores every filter, so callers filter by id or name here. Its ``sacct --json``
+  reports every normal exit as 0, so sacct is read as text on 22.05 (:func:`parse_sacct_text`).
+* 25.11: data_parser v0.0.44 and 26.05: v0.0.45 (``meta.slurm.release``): ``job_state`` is a list (base
+  state and flags), numbers are ``{"set", "infinite", "number"}`` objects, ``exit_code`` is
+  ``{"status": [...], "return_code": {...}, "signal": {...}}``.
+
+Also: ``scontrol show config`` (``Key = value`` lines, durations ``N sec``), and sbatch's ``--parsable``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+BASE_STATES = frozenset(
+    {
+        "PENDING",
+        "RUNNING",
+        "SUSPENDED",
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+        "REQUEUED",  # sacct's state of an execution ended by a requeue
+        "REVOKED",
+    }
+)
+
+
+class ParseError(ValueError):
+    """Slurm's output did not have the expected shape."""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """One job (squeue) or one execution (sacct), in release-independent form."""
+
+    job_id: str
+    name: str
+    state: str
+    """The base state (``PENDING`` ...); empty when 22.05 printed only a flag."""
+    flags: frozenset[str]
+    reason: str = ""
+    description: str = ""
+    restart_cnt: int | None = None
+    priority: int | None = None
+    submit_time: float | None = None
+    eligible_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    nodes: str = ""
+    stdout: str = ""
+    stderr: str = ""
+    stdout_expanded: str = ""
+    stderr_expanded: str = ""
+    requeue: bool | None = None
+    source: str = "squeue"
+    release: str = ""
+    step_states: frozenset[str] = frozenset()
+    """States of the execution's steps (sacct): a step OUT_OF_MEMORY under a FAILED job means OOM."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def release_of(doc: Mapping[str, Any]) -> str:
+    """The Slurm release named in a JSON document's ``meta`` block (``"22.05.8"``, ``"26.05.5"``)."""
+    meta = doc.get("meta") or {}
+    for key in ("slurm", "Slurm"):
+        block = meta.get(key)
+        if isinstance(block, Mapping) and block.get("release"):
+            return str(block["release"])
+    raise ParseError("the JSON has no meta.slurm.release")
+
+
+def dialect_of(release: str) -> str:
+    """``v0.0.38`` for 22.05, ``v0.0.44`` for 25.11, ``v0.0.45`` for 26.05 (others by era)."""
+    major, minor = _version(release)
+    if (major, minor) < (23, 2):
+        return "v0.0.38"
+    if (major, minor) < (26, 5):
+        return "v0.0.44"
+    return "v0.0.45"
+
+
+def _version(release: str) -> tuple[int, int]:
+    parts = release.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        raise ParseError(f"not a Slurm release: {release!r}") from None
+
+
+def has_restart_pattern(release: str) -> bool:
+    """Whether ``%r`` (restart count) works in ``--output``/``--error`` (25.11 and later)."""
+    return _version(release) >= (25, 11)
+
+
+def has_export_nil(release: str) -> bool:
+    """Whether ``--export=NIL`` exists (23.02 and later; 22.05 uses NONE)."""
+    return _version(release) >= (23, 2)
+
+
+def _num(value: Any) -> int | None:
+    """A number from either dialect: plain int (0 = unset for times), or a set/infinite/number object."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int | float):
+        return int(value)
+    if isinstance(value, Mapping):
+        if not value.get("set", False) or value.get("infinite", False):
+            return None
+        n = value.get("number")
+        return int(n) if isinstance(n, int | float) else None
+    if isinstance(value, str) and value.lstrip("-").isdigit():
+        return int(value)
+    return None
+
+
+def _time(value: Any) -> float | None:
+    n = _num(value)
+    return float(n) if n else None
+
+
+def _states(value: Any) -> tuple[str, frozenset[str]]:
+    items = [value] if isinstance(value, str) else list(value or [])
+    words = [str(s).upper() for s in items]
+    base = next((w for w in words if w in BASE_STATES), "")
+    return base, frozenset(w for w in words if w != base)
+
+
+def decode_wait_status(status: int) -> tuple[int | None, int | None]:
+    """(exit code, signal) from a raw wait status (22.05's squeue ``exit_code``)."""
+    sig = status & 0x7F
+    if sig == 0:
+        return (status >> 8) & 0xFF, None
+    return None, sig
+
+
+def _exit(value: Any, raw_status: bool) -> tuple[int | None, int | None]:
+    if value is None:
+        return None, None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return decode_wait_status(value) if raw_status else (value, None)
+    if isinstance(value, Mapping):
+        status = value.get("status")
+        statuses = {str(s).upper() for s in ([status] if isinstance(status, str) else (status or []))}
+        sig_block = value.get("signal") or {}
+        sig = _num(sig_block.get("id")) if "id" in sig_block else _num(sig_block.get("signal_id"))
+        rc = _num(value.get("return_code"))
+        if statuses & {"SIGNALED", "CORE_DUMPED"}:
+            return None, sig
+        if statuses & {"PENDING", "INVALID"} and rc is None:
+            return None, None
+        return rc, None
+    return None, None
+
+
+def parse_squeue(text: str) -> tuple[str, list[SlurmJob]]:
+    """Jobs in an ``squeue --json`` document, with the release it names."""
+    doc = _load(text, "squeue")
+    release = release_of(doc)
+    old = dialect_of(release) == "v0.0.38"
+    jobs = []
+    for raw in doc.get("jobs") or []:
+        base, flags = _states(raw.get("job_state"))
+        if base == "REQUEUED":  # in squeue, REQUEUED is a flag (22.05 prints it instead of the base state)
+            base, flags = "", flags | {"REQUEUED"}
+        flags = flags | frozenset(str(f).upper() for f in (raw.get("flags") or []) if str(f).upper() == "REQUEUED")
+        code, sig = _exit(raw.get("exit_code"), raw_status=old)
+        jobs.append(
+            SlurmJob(
+                job_id=str(raw.get("job_id")),
+                name=str(raw.get("name") or ""),
+                state=base,
+                flags=flags,
+                reason=str(raw.get("state_reason") or ""),
+                description=str(raw.get("state_description") or ""),
+                restart_cnt=_num(raw.get("restart_cnt")),
+                priority=_num(raw.get("priority")),
+                submit_time=_time(raw.get("submit_time")),
+                eligible_time=_time(raw.get("eligible_time")),
+                start_time=_time(raw.get("start_time")),
+                end_time=_time(raw.get("end_time")),
+                exit_code=code,
+                signal=sig,
+                nodes=str(raw.get("nodes") or ""),
+                stdout=str(raw.get("standard_output") or ""),
+                stderr=str(raw.get("standard_error") or ""),
+                stdout_expanded=str(raw.get("stdout_expanded") or ""),
+                stderr_expanded=str(raw.get("stderr_expanded") or ""),
+                requeue=raw.get("requeue") if isinstance(raw.get("requeue"), bool) else None,
+                source="squeue",
+                release=release,
+            )
+        )
+    return release, jobs
+
+
+def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
+    """Executions in an ``sacct --json`` document (one record per execution with ``-D``).
+
+    On 22.05 (dbv0.0.38) the exit codes of normal exits are wrong (always 0): callers must not use this
+    dialect for exit codes (the adapter reads sacct as text there).
+    """
+    doc = _load(text, "sacct")
+    release = release_of(doc)
+    jobs = []
+    for raw in doc.get("jobs") or []:
+        st = raw.get("state") or {}
+        base, flags = _states(st.get("current"))
+        times = raw.get("time") or {}
+        code, sig = _exit(raw.get("exit_code"), raw_status=False)
+        nodes = raw.get("nodes")
+        steps: set[str] = set()
+        for step in raw.get("steps") or []:
+            cur = (
+                (step.get("state") or {}) if isinstance(step.get("state"), Mapping) else {"current": step.get("state")}
+            )
+            steps.update(_states(cur.get("current"))[0:1])
+        jobs.append(
+            SlurmJob(
+                job_id=str(raw.get("job_id")),
+                name=str(raw.get("name") or ""),
+                state=base,
+                flags=flags,
+                reason=str(st.get("reason") or ""),
+                restart_cnt=_num(raw.get("restart_cnt")),
+                submit_time=_time(times.get("submission")),
+                eligible_time=_time(times.get("eligible")),
+                start_time=_time(times.get("start")),
+                end_time=_time(times.get("end")),
+                exit_code=code,
+                signal=sig,
+                nodes="" if nodes in (None, "None assigned") else str(nodes),
+                stdout=str(raw.get("stdout") or ""),
+                stderr=str(raw.get("stderr") or ""),
+                stdout_expanded=str(raw.get("stdout_expanded") or ""),
+                stderr_expanded=str(raw.get("stderr_expanded") or ""),
+                source="sacct",
+                release=release,
+                step_states=frozenset(x for x in steps if x),
+            )
+        )
+    return release, jobs
+
+
+SACCT_TEXT_FIELDS = "JobIDRaw,JobName,State,ExitCode,Submit,Eligible,Start,End,NodeList,Reason"
+
+
+def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:
+    """Executions from ``sacct -X -D -P -n -o`` :data:`SACCT_TEXT_FIELDS` with ``SLURM_TIME_FORMAT=%s``.
+
+    Used on 22.05, whose JSON loses non-zero exit codes. Restart numbers are not in the text: callers
+    number a job's records in order (sacct prints them by submission).
+    """
+    jobs: list[SlurmJob] = []
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|")
+        if len(parts) < 10:
+            raise ParseError(f"sacct line has {len(parts)} fields, expected 10: {line!r}")
+        jid, name, state, code, sub, elig, start, end, nodes, reason = parts[:10]
+        base = state.split()[0].upper() if state.strip() else ""
+        if "." in jid:  # a step line (sacct without -X): belongs to the execution printed before it
+            if jobs and jobs[-1].job_id == jid.split(".", 1)[0] and base:
+                jobs[-1] = replace(jobs[-1], step_states=jobs[-1].step_states | {base})
+            continue
+        exit_code: int | None = None
+        sig: int | None = None
+        if ":" in code:
+            a, b = code.split(":", 1)
+            if a.isdigit() and b.isdigit():
+                exit_code, sig = int(a), (int(b) or None)
+        n = counts.get(jid, 0)
+        counts[jid] = n + 1
+        jobs.append(
+            SlurmJob(
+                job_id=jid,
+                name=name,
+                state=base if base in BASE_STATES else "",
+                flags=frozenset() if base in BASE_STATES else frozenset({base}),
+                reason=reason,
+                description=state,
+                restart_cnt=n,
+                submit_time=_text_time(sub),
+                eligible_time=_text_time(elig),
+                start_time=_text_time(start),
+                end_time=_text_time(end),
+                exit_code=exit_code,
+                signal=sig,
+                nodes="" if nodes == "None assigned" else nodes,
+                source="sacct",
+                release=release,
+            )
+        )
+    return jobs
+
+
+def _text_time(value: str) -> float | None:
+    value = value.strip()
+    return float(value) if value.isdigit() and int(value) > 0 else None
+
+
+def _load(text: str, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ParseError(f"{what} printed no valid JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise ParseError(f"{what} JSON is not an object")
+    return doc
+
+
+def filter_jobs(
+    jobs: Iterable[SlurmJob], ids: Iterable[str] | None = None, names: Iterable[str] | None = None
+) -> list[SlurmJob]:
+    """Client-side filtering (22.05's squeue ignores ``-j`` and ``--name``)."""
+    id_set = set(ids) if ids is not None else None
+    name_set = set(names) if names is not None else None
+    return [j for j in jobs if (id_set is None or j.job_id in id_set) and (name_set is None or j.name in name_set)]
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """``scontrol show config``: ``Key = value`` lines into a mapping."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        if " = " not in line:
+            continue
+        key, value = line.split(" = ", 1)
+        key = key.strip()
+        if key and " " not in key:
+            out[key] = value.strip()
+    return out
+
+
+def config_seconds(config: Mapping[str, str], key: str, default: float) -> float:
+    """A duration from the config (``"10 sec"``, ``"5 min"``, ``"300"``)."""
+    value = config.get(key)
+    if not value:
+        return default
+    words = value.split()
+    try:
+        n = float(words[0])
+    except ValueError:
+        return default
+    unit = words[1].lower() if len(words) > 1 else "sec"
+    return n * {"sec": 1.0, "min": 60.0, "hour": 3600.0, "hours": 3600.0}.get(unit, 1.0)
+
+
+def auth_ttl(config: Mapping[str, str]) -> float | None:
+    """The credential lifetime the AuthType gives (seconds), or None when it gives no landing bound."""
+    auth = config.get("AuthType", "")
+    info = config.get("AuthInfo", "")
+    ttl: float | None = None
+    for part in info.split(","):
+        if part.strip().startswith("ttl="):
+            try:
+                ttl = float(part.split("=", 1)[1])
+            except ValueError:
+                ttl = None
+    if auth == "auth/munge":
+        return ttl if ttl is not None else 300.0
+    if auth == "auth/slurm":
+        return ttl if ttl is not None else 60.0
+    return None
+
+
+def parse_sbatch_id(text: str) -> str:
+    """The job id from ``sbatch --parsable`` (``<id>`` or ``<id>;<cluster>``)."""
+    line = text.strip().splitlines()[-1] if text.strip() else ""
+    jid = line.split(";", 1)[0].strip()
+    if not jid.isdigit():
+        raise ParseError(f"sbatch printed no job id: {text.strip()[:200]!r}")
+    return jid

@@ -1,0 +1,302 @@
+"""Preflight: what the adapter learns about a cluster at open, as a fixed sequence of scripts.
+
+1. **Environment** (every open): the commands exist (``sbatch squeue scontrol scancel sacct srun timeout``),
+   the cluster's clock (``date +%s.%N``, bracketed by two reads of the caller's clock: offset = cluster -
+   midpoint, uncertainty = half the round trip), ``scontrol show config``, and ``$HOME``.
+2. **Cache**: a probe result younger than ``preflight.freshness`` in ``preflight.cacheDir``, keyed by the
+   cluster's identity (transport, host, user, ClusterName, SLURM_VERSION, AuthType), is used as is.
+3. **Probe** (writable open without a fresh cache): submit a held probe job (script 2), then in script 3 set
+   its begin time to an encoded hold instance and read it back from ``squeue --json`` (Hold), look it up in
+   ``sacct`` (AccountingHistory), and cancel it. The result is written to the cache.
+
+A read-only open submits nothing: it uses a fresh cache, or answers Hold and AccountingHistory ``unknown``.
+
+Declarations: NodeLossWindow = 2 x SlurmdTimeout + 60 s; PolledLoss = MinJobAge for state, cause and exit
+code, execution UNBOUNDED with accounting and 0 without (or unknown); CallBound = timeouts.script + 2 x clock
+uncertainty + min(timeouts.call + 2 s, auth TTL) + 1 s, and 0 when the AuthType gives no credential
+lifetime (neither auth/munge nor auth/slurm).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
+from dispatch.clock import Clock
+from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
+from dispatch.errors import Unavailable, Unsupported
+from dispatch.slurm.holds import encode_hold
+from dispatch.slurm.parse import (
+    auth_ttl,
+    config_seconds,
+    filter_jobs,
+    parse_config,
+    parse_sbatch_id,
+    parse_squeue,
+)
+from dispatch.slurm.scripts import Script, ScriptOutput
+from dispatch.slurm.settings import SlurmSettings
+
+COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sacct", "srun", "timeout")
+PROBE_INSTANCE = "h00000001"
+PROBE_NAME = "dispatch-preflight-probe"
+
+RunScript = Callable[[Script, bool], ScriptOutput]
+
+
+@dataclass
+class ClusterFacts:
+    """What preflight read from the cluster."""
+
+    config: dict[str, str]
+    version: str
+    cluster_name: str
+    home: str
+    user: str
+    offset: float
+    uncertainty: float
+    hold: CapabilityAnswer = field(default_factory=lambda: unknown("not probed"))
+    accounting: CapabilityAnswer = field(default_factory=lambda: unknown("not probed"))
+
+    @property
+    def auth_ttl(self) -> float | None:
+        return auth_ttl(self.config)
+
+    @property
+    def accounting_configured(self) -> bool:
+        return self.config.get("AccountingStorageType", "accounting_storage/none") != "accounting_storage/none"
+
+
+def environment_script(settings: SlurmSettings) -> Script:
+    s = Script(call_timeout=settings.timeouts.call, env=settings.env)
+    s.shell("for c in " + " ".join(COMMANDS) + '; do command -v "$c" >/dev/null || echo "$c"; done')
+    s.call(["date", "+%s.%N"])
+    s.call(["scontrol", "show", "config"])
+    s.shell('printf "%s\\n%s\\n" "$HOME" "$(id -un)"')
+    return s
+
+
+def read_environment(out: ScriptOutput, before: float, after: float) -> ClusterFacts:
+    missing_call = out.call(0)
+    if missing_call is None or missing_call.status is None:
+        raise Unavailable("preflight: the environment script did not complete")
+    missing = missing_call.stdout.split()
+    if missing:
+        raise Unavailable(f"preflight: commands missing on the cluster: {', '.join(missing)}")
+    date = out.call(1)
+    config = out.call(2)
+    home = out.call(3)
+    if date is None or not date.ok or config is None or not config.ok or home is None:
+        err = config.stderr.strip() if config else ""
+        raise Unavailable(f"preflight: scontrol show config failed: {err or 'no answer'}")
+    cfg = parse_config(config.stdout)
+    version = cfg.get("SLURM_VERSION", "")
+    try:
+        major, minor = (int(x) for x in version.split(".")[:2])
+    except ValueError:
+        raise Unavailable(f"preflight: cannot read SLURM_VERSION from scontrol show config ({version!r})") from None
+    if (major, minor) < (22, 5):
+        raise Unsupported(f"Slurm {version} is older than 22.05, the oldest release this adapter supports")
+    cluster_now = float(date.stdout.strip().replace("N", "0") or 0)
+    mid = (before + after) / 2
+    lines = [*home.stdout.splitlines(), "", ""][:2]
+    return ClusterFacts(
+        config=cfg,
+        version=version,
+        cluster_name=cfg.get("ClusterName", ""),
+        home=lines[0],
+        user=lines[1],
+        offset=cluster_now - mid,
+        uncertainty=(after - before) / 2 + 0.01,
+    )
+
+
+def cache_key(settings: SlurmSettings, facts: ClusterFacts) -> str:
+    ssh = settings.ssh
+    ident = "|".join(
+        [
+            settings.transport,
+            ssh.host if ssh else "",
+            facts.user,
+            facts.cluster_name,
+            facts.version,
+            facts.config.get("AuthType", ""),
+        ]
+    )
+    return hashlib.sha256(ident.encode()).hexdigest()[:32]
+
+
+def _cache_path(settings: SlurmSettings, facts: ClusterFacts) -> str | None:
+    d = settings.preflight.cache_dir
+    return os.path.join(d, f"slurm-{cache_key(settings, facts)}.json") if d else None
+
+
+def read_cache(settings: SlurmSettings, facts: ClusterFacts, now: float) -> bool:
+    """Fill ``facts.hold``/``facts.accounting`` from a fresh cache entry; True when one was used."""
+    path = _cache_path(settings, facts)
+    if path is None or not os.path.exists(path):
+        return False
+    try:
+        with open(path, encoding="utf-8") as f:
+            data: dict[str, Any] = json.load(f)
+        at = float(data["at"])
+        if now - at > settings.preflight.freshness or at > now + 60:
+            return False
+        facts.hold = _answer(data["hold"], Provenance.CACHED)
+        facts.accounting = _answer(data["accounting"], Provenance.CACHED)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
+def _answer(data: Mapping[str, Any], provenance: Provenance) -> CapabilityAnswer:
+    from dispatch.capabilities import Answer
+
+    return CapabilityAnswer(Answer(str(data["answer"])), f"{data['reason']} (cached)", provenance)
+
+
+def write_cache(settings: SlurmSettings, facts: ClusterFacts, now: float) -> None:
+    path = _cache_path(settings, facts)
+    if path is None:
+        return
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    data = {
+        "at": now,
+        "cluster": facts.cluster_name,
+        "version": facts.version,
+        "hold": {"answer": facts.hold.answer.value, "reason": facts.hold.reason},
+        "accounting": {"answer": facts.accounting.answer.value, "reason": facts.accounting.reason},
+    }
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    os.replace(tmp, path)
+
+
+def probe_submit_script(settings: SlurmSettings) -> Script:
+    s = Script(call_timeout=settings.timeouts.call, env=settings.env)
+    argv = ["sbatch", "--parsable", "--hold", "--no-requeue", f"--job-name={PROBE_NAME}", "--output=/dev/null"]
+    argv += ["--error=/dev/null", "--time=1", "--nodes=1", "--ntasks=1"]
+    d = settings.defaults
+    for opt, value in (("partition", d.partition), ("account", d.account), ("qos", d.qos)):
+        if value:
+            argv.append(f"--{opt}={value}")
+    s.call(argv, stdin="#!/bin/bash\ntrue\n")
+    return s
+
+
+def probe_check_script(settings: SlurmSettings, job_id: str) -> Script:
+    s = Script(call_timeout=settings.timeouts.call, env=settings.env)
+    s.call(["scontrol", "update", f"JobId={job_id}", f"StartTime=uts{encode_hold(PROBE_INSTANCE)}"])
+    s.call(["squeue", "--json", "-t", "all", "-j", job_id])
+    # slurmdbd learns of a new job a moment after slurmctld: look for up to 5 s
+    s.shell(
+        'for i in 1 2 3 4 5 6 7 8 9 10; do o=$(sacct -X -n -P -o JobIDRaw -j "$1" 2>&1); '
+        'if [ -n "$o" ]; then printf "%s\\n" "$o"; exit 0; fi; sleep 0.5; done; echo "not found" >&2; exit 1',
+        job_id,
+    )
+    s.call(["scancel", job_id])
+    return s
+
+
+def read_probe(facts: ClusterFacts, job_id: str, out: ScriptOutput) -> None:
+    update, sq, sa = out.call(0), out.call(1), out.call(2)
+    if update is None or not update.ok:
+        facts.hold = no(
+            f"scontrol update StartTime was refused: {update.stderr.strip() if update else 'no answer'}",
+            Provenance.PROBED,
+        )
+    elif sq is None or not sq.ok:
+        facts.hold = unknown("the probe job could not be read back", Provenance.PROBED)
+    else:
+        _, jobs = parse_squeue(sq.stdout)
+        mine = filter_jobs(jobs, ids=[job_id])
+        want = encode_hold(PROBE_INSTANCE)
+        if mine and mine[0].eligible_time is not None and int(mine[0].eligible_time) == want:
+            facts.hold = yes(
+                "a far-future start time encoding a hold instance was set and read back", Provenance.PROBED
+            )
+        else:
+            got = mine[0].eligible_time if mine else None
+            facts.hold = no(f"the start time set ({want}) read back as {got}", Provenance.PROBED)
+    if not facts.accounting_configured:
+        facts.accounting = no("AccountingStorageType is accounting_storage/none", Provenance.PROBED)
+    elif sa is not None and sa.ok and job_id in sa.stdout.split():
+        facts.accounting = yes("sacct found the probe job", Provenance.PROBED)
+    else:
+        facts.accounting = no(
+            f"sacct did not find the probe job: {sa.stderr.strip()[:200] if sa else 'no answer'}", Provenance.PROBED
+        )
+
+
+def run_preflight(settings: SlurmSettings, run: RunScript, clock: Clock, *, read_only: bool) -> ClusterFacts:
+    """The whole sequence; ``run(script, write)`` runs one script (raising dispatch errors)."""
+    before = clock.now()
+    env_out = run(environment_script(settings), False)
+    after = clock.now()
+    facts = read_environment(env_out, before, after)
+    if read_cache(settings, facts, clock.now()):
+        return facts
+    if not facts.accounting_configured:
+        facts.accounting = no("AccountingStorageType is accounting_storage/none")
+    if read_only:
+        facts.hold = unknown("read-only open without a fresh preflight cache: holds not probed")
+        if facts.accounting_configured:
+            facts.accounting = unknown("read-only open without a fresh preflight cache: accounting not probed")
+        return facts
+    sub = run(probe_submit_script(settings), True).call(0)
+    if sub is None or not sub.ok:
+        raise Unavailable(f"preflight: the probe job was refused: {sub.stderr.strip() if sub else 'no answer'}")
+    job_id = parse_sbatch_id(sub.stdout)
+    read_probe(facts, job_id, run(probe_check_script(settings, job_id), True))
+    write_cache(settings, facts, clock.now())
+    return facts
+
+
+def declarations_of(settings: SlurmSettings, facts: ClusterFacts) -> Declarations:
+    slurmd_timeout = config_seconds(facts.config, "SlurmdTimeout", 300.0)
+    min_job_age = config_seconds(facts.config, "MinJobAge", 300.0)
+    execution = UNBOUNDED if facts.accounting.yes else 0.0
+    ttl = facts.auth_ttl
+    if ttl is None:
+        call_bound = 0.0
+    else:
+        call = min(settings.timeouts.call + 2.0, ttl)
+        call_bound = settings.timeouts.script + 2 * facts.uncertainty + call + 1.0
+    return Declarations(
+        node_loss_window=2 * slurmd_timeout + 60.0,
+        call_bound=float(math.ceil(call_bound)),
+        polled_loss=PolledLoss(state=min_job_age, cause=min_job_age, exit_code=min_job_age, execution=execution),
+    )
+
+
+def capabilities_of(facts: ClusterFacts) -> Capabilities:
+    kill_wait = config_seconds(facts.config, "KillWait", 30.0)
+    return Capabilities(
+        {
+            Capability.CONTAINER_IMAGE: no("Slurm jobs run on the nodes' own system; no image support"),
+            Capability.NATIVE_REQUEUE: no("jobs are submitted with --no-requeue; requeue is dispatch's own call"),
+            Capability.NATIVE_RESTART: no("Slurm does not restart a job in place by itself"),
+            Capability.HOLD: facts.hold,
+            Capability.PRE_TERMINATION_SIGNAL: yes(
+                f"scancel sends SIGTERM, then SIGKILL after KillWait={kill_wait:g}s"
+            ),
+            Capability.ACCOUNTING_HISTORY: facts.accounting,
+            Capability.ATTEMPT_INJECTION: yes("DISPATCH_EXECUTION=<N>.<job id>.<restart> is exported to every rank"),
+            Capability.WORKING_DIRECTORY: yes("sbatch --chdir"),
+            Capability.PROCS_PER_NODE: yes("sbatch --ntasks-per-node; srun starts the ranks"),
+            Capability.OUTPUT_PATH: yes("per-execution files in output.dir or the dispatch.Output directory"),
+            Capability.OUTPUT_READ: yes("output files are read through the transport"),
+            Capability.OUTPUT_FOLLOW: yes("output files are re-read from the last offset while the job runs"),
+            Capability.OUTPUT_RETAINED: yes("output files stay after the job ends"),
+            Capability.READMISSION_GATE: yes(
+                "--no-requeue: Slurm never restarts an evicted job; only dispatch's requeue or resubmission does"
+            ),
+        }
+    )

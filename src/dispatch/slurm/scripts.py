@@ -1,0 +1,155 @@
+"""Scripts: every operation is one bash script, framed by a random nonce, each Slurm call under a deadline.
+
+A script starts by printing ``@@<nonce>:start`` (so a caller can tell "nothing ran" from "something may have
+run" when the transport fails), sets an absolute deadline in cluster time, then runs its calls through a
+shell function ``_dsp_call`` that, for call ``i``:
+
+* prints ``@@<nonce>:i:out``, then the call's stdout;
+* if the deadline has passed, runs nothing and reports status ``notrun``;
+* otherwise runs the argv under ``timeout`` (SIGTERM at the call deadline, SIGKILL 2 s later);
+* prints ``@@<nonce>:i:err``, the call's stderr, and ``@@<nonce>:i:status:<rc>``.
+
+Every marker line is preceded by a newline that is not part of the call's output, so outputs come back byte
+for byte. Every value is shlex-quoted; a batch script travels in a heredoc whose quoted terminator carries the
+nonce. :func:`parse_output` reads a script's stdout back into :class:`CallOutput` values.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import secrets
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+NONCE_PREFIX = "dsn"
+NONCE_RE = re.compile(NONCE_PREFIX + r"[0-9a-f]{16}")
+TIMEOUT_STATUS = 124
+
+
+def new_nonce() -> str:
+    return NONCE_PREFIX + secrets.token_hex(8)
+
+
+@dataclass(frozen=True)
+class CallOutput:
+    """One call's stdout, stderr and status (``None`` when it never reported one: the script was cut)."""
+
+    index: int
+    stdout: str
+    stderr: str
+    status: int | None
+    not_run: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.status == 0
+
+    @property
+    def expired(self) -> bool:
+        """The call ran into its deadline (it may have acted before it was killed)."""
+        return self.status in (TIMEOUT_STATUS, 137)
+
+
+@dataclass(frozen=True)
+class ScriptOutput:
+    started: bool
+    calls: Mapping[int, CallOutput]
+
+    def call(self, index: int) -> CallOutput | None:
+        return self.calls.get(index)
+
+
+@dataclass
+class Script:
+    """A script under construction. ``deadline`` is absolute cluster time (epoch seconds) or None."""
+
+    nonce: str = field(default_factory=new_nonce)
+    call_timeout: float = 30.0
+    deadline: float | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    _body: list[str] = field(default_factory=list)
+    _calls: int = 0
+
+    def call(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float | None = None) -> int:
+        """Add one deadline-wrapped call of ``argv``; ``stdin`` is fed through a nonce-terminated heredoc."""
+        index = self._calls
+        self._calls += 1
+        limit = self.call_timeout if timeout is None else timeout
+        words = " ".join(shlex.quote(a) for a in argv)
+        line = f"_dsp_call {index} {_seconds(limit)} {words}"
+        if stdin is None:
+            self._body.append(line + " </dev/null")
+        else:
+            end = f"END_{self.nonce}"
+            if end in stdin:
+                raise ValueError("a heredoc body contains its own terminator")
+            body = stdin if stdin.endswith("\n") else stdin + "\n"
+            self._body.append(f"{line} <<'{end}'\n{body}{end}")
+        return index
+
+    def shell(self, text: str, *args: str, timeout: float | None = None) -> int:
+        """A call that runs a fixed bash snippet written by the adapter; values travel as ``$1``, ``$2``..."""
+        return self.call(["bash", "-c", text, "_", *args], timeout=timeout)
+
+    def render(self) -> str:
+        n = self.nonce
+        dl = "0" if self.deadline is None or math.isinf(self.deadline) else str(math.ceil(self.deadline))
+        head = [
+            "set -u",
+            "export LC_ALL=C",
+            *(f"export {k}={shlex.quote(v)}" for k, v in sorted(self.env.items())),
+            f"printf '@@{n}:start\\n'",
+            f"_dsp_deadline={dl}",
+            '_dsp_err=$(mktemp "${TMPDIR:-/tmp}/dsp.XXXXXX") || exit 70',
+            "trap 'rm -f \"$_dsp_err\"' EXIT",
+            "_dsp_call() {",
+            "  local i=$1 t=$2; shift 2",
+            f"  printf '\\n@@{n}:%s:out\\n' \"$i\"",
+            '  if [ "$_dsp_deadline" != 0 ] && [ "$(date +%s)" -ge "$_dsp_deadline" ]; then',
+            f"    printf '\\n@@{n}:%s:err\\n' \"$i\"; printf '\\n@@{n}:%s:status:notrun\\n' \"$i\"; return 0",
+            "  fi",
+            '  timeout -k 2 "$t" "$@" 2>"$_dsp_err"; local rc=$?',
+            f'  printf \'\\n@@{n}:%s:err\\n\' "$i"; cat "$_dsp_err"',
+            f'  printf \'\\n@@{n}:%s:status:%s\\n\' "$i" "$rc"',
+            "}",
+        ]
+        return "\n".join([*head, *self._body, f"printf '\\n@@{n}:done\\n'", ""])
+
+
+def _seconds(value: float) -> str:
+    return f"{max(1, math.ceil(value))}"
+
+
+def parse_output(nonce: str, stdout: str) -> ScriptOutput:
+    """Read the calls of a script's stdout (tolerating a cut-off tail: missing calls are absent)."""
+    started = f"@@{nonce}:start\n" in stdout
+    calls: dict[int, CallOutput] = {}
+    pattern = re.compile(rf"(?:^|\n)@@{re.escape(nonce)}:(\d+):out\n")
+    for m in pattern.finditer(stdout):
+        i = int(m.group(1))
+        rest = stdout[m.end() :]
+        err_marker = f"\n@@{nonce}:{i}:err\n"
+        status_re = re.compile(rf"\n@@{re.escape(nonce)}:{i}:status:(\w+)\n")
+        e = rest.find(err_marker)
+        if e < 0:
+            calls[i] = CallOutput(i, rest, "", None)
+            continue
+        out = rest[:e]
+        after = rest[e + len(err_marker) :]
+        s = status_re.search("\n" + after if after.startswith("@@") else after)
+        if s is None:
+            calls[i] = CallOutput(i, out, after, None)
+            continue
+        shift = 1 if after.startswith("@@") else 0
+        err = after[: max(0, s.start() - shift)]
+        word = s.group(1)
+        if word == "notrun":
+            calls[i] = CallOutput(i, out, err, None, not_run=True)
+        else:
+            calls[i] = CallOutput(i, out, err, int(word))
+    return ScriptOutput(started, calls)
+
+
+Renderer = Callable[[Script], None]

@@ -1,0 +1,123 @@
+"""One submission to one ``sbatch`` job: the options and the batch script (see the table in the docs).
+
+* The start gate is ``--hold``; requeue is off (``--no-requeue``); the job name is the submission's marker
+  (``Find`` searches it in squeue and sacct).
+* The batch script exports the execution identity ``DISPATCH_EXECUTION=<N>.<job id>.<restart>`` (restart from
+  ``SLURM_RESTART_COUNT``, unset on the first run), ``DISPATCH_JOB``, ``DISPATCH_SUBMISSION``,
+  ``DISPATCH_MARKER``, ``DISPATCH_CHECKPOINT_DIR`` (SharedCheckpoint) and the spec's env, then starts the ranks
+  on every node with ``srun --export=ALL`` (nodes x procs_per_node tasks). The user's argv is shlex-quoted
+  word by word inside a heredoc whose terminator carries the script nonce, so it reaches the ranks byte for
+  byte.
+* Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``: with
+  ``%j``/``%r`` in ``--output``/``--error`` on 25.11+, and by an ``exec`` redirect in the batch script on older
+  releases (whose ``--output`` then only catches Slurm's own messages, in ``<marker>.<job id>.slurm.out``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from dataclasses import dataclass
+
+from dispatch.errors import SpecError, Unsupported
+from dispatch.extensions import Image, Output, SharedCheckpoint
+from dispatch.slurm.extensions import Placement, Resources
+from dispatch.slurm.parse import has_export_nil, has_restart_pattern
+from dispatch.slurm.settings import SlurmSettings, check_output_dir
+from dispatch.spi import StartRequest
+
+_MARKER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+
+
+@dataclass(frozen=True)
+class SbatchJob:
+    """What :func:`build` made: sbatch's argv (after ``sbatch``), the batch script, and the output dir."""
+
+    argv: tuple[str, ...]
+    batch: str
+    output_dir: str
+
+
+def output_paths(output_dir: str, marker: str, job_id: str, restart: int) -> tuple[str, str]:
+    base = f"{output_dir.rstrip('/')}/{marker}.{job_id}.{restart}"
+    return base + ".out", base + ".err"
+
+
+def build(request: StartRequest, settings: SlurmSettings, release: str, default_output_dir: str) -> SbatchJob:
+    """The sbatch options and batch script of ``request``. Raises Unsupported for an image, SpecError for a
+    marker or extension Slurm cannot carry."""
+    spec = request.spec
+    if spec.extension(Image) is not None:
+        raise Unsupported("Slurm runs no container images (ContainerImage is no): remove the dispatch.Image extension")
+    if not _MARKER.fullmatch(request.marker):
+        raise SpecError("marker", f"{request.marker!r} cannot be a Slurm job name")
+    placement = spec.extension(Placement) or Placement()
+    res = spec.extension(Resources) or Resources()
+    out_ext = spec.extension(Output)
+    out_dir = out_ext.dir if out_ext is not None else (settings.output.dir or default_output_dir)
+    check_output_dir(out_dir, "extensions.dispatch.Output.dir" if out_ext else "output.dir")
+    out_dir = out_dir.rstrip("/") or "/"
+    d = settings.defaults
+    argv: list[str] = [
+        "--parsable",
+        "--hold",
+        "--no-requeue",
+        f"--job-name={request.marker}",
+        f"--nodes={spec.nodes}",
+        f"--ntasks-per-node={spec.procs_per_node}",
+    ]
+    for opt, value in (
+        ("partition", placement.partition or d.partition),
+        ("account", placement.account or d.account),
+        ("qos", placement.qos or d.qos),
+        ("reservation", placement.reservation or d.reservation),
+        ("constraint", placement.constraint or d.constraint),
+        ("exclude", placement.exclude),
+        ("nodelist", placement.nodelist),
+    ):
+        if value:
+            argv.append(f"--{opt}={value}")
+    if res.gpus_per_node:
+        argv.append(f"--gpus-per-node={res.gpu_type + ':' if res.gpu_type else ''}{res.gpus_per_node}")
+    if res.cpus_per_task:
+        argv.append(f"--cpus-per-task={res.cpus_per_task}")
+    if res.mem_per_node:
+        argv.append(f"--mem={res.mem_per_node}")
+    if res.mem_per_cpu:
+        argv.append(f"--mem-per-cpu={res.mem_per_cpu}")
+    if res.exclusive:
+        argv.append("--exclusive")
+    if spec.working_dir:
+        argv.append(f"--chdir={spec.working_dir}")
+    if spec.time_limit is not None:
+        argv.append(f"--time={max(1, math.ceil(spec.time_limit / 60))}")
+    names = settings.environment.names
+    if names:
+        argv.append("--export=" + ",".join(names))
+    else:
+        argv.append("--export=" + ("NIL" if has_export_nil(release) else "NONE"))
+    per_exec = has_restart_pattern(release)
+    base = f"{out_dir}/{request.marker}"
+    if per_exec:
+        argv += [f"--output={base}.%j.%r.out", f"--error={base}.%j.%r.err"]
+    else:
+        argv += [f"--output={base}.%j.slurm.out", f"--error={base}.%j.slurm.out"]
+
+    lines = ["#!/bin/bash"]
+    if not per_exec:
+        q = shlex.quote(base)
+        suffix = '."$SLURM_JOB_ID"."${SLURM_RESTART_COUNT:-0}"'
+        lines.append(f"exec >{q}{suffix}.out 2>{q}{suffix}.err")
+    lines.append(f'export DISPATCH_EXECUTION={request.submission}."$SLURM_JOB_ID"."${{SLURM_RESTART_COUNT:-0}}"')
+    lines.append(f"export DISPATCH_JOB={shlex.quote(request.job_id)}")
+    lines.append(f"export DISPATCH_SUBMISSION={request.submission}")
+    lines.append(f"export DISPATCH_MARKER={shlex.quote(request.marker)}")
+    ckpt = spec.extension(SharedCheckpoint)
+    if ckpt is not None:
+        lines.append(f"export DISPATCH_CHECKPOINT_DIR={shlex.quote(ckpt.path)}")
+    for key, value in sorted(spec.env.items()):
+        lines.append(f"export {key}={shlex.quote(value)}")
+    words = " ".join(shlex.quote(a) for a in spec.command)
+    lines.append(f"exec srun --export=ALL --kill-on-bad-exit=1 -- {words}")
+    return SbatchJob(tuple(argv), "\n".join(lines) + "\n", out_dir)

@@ -1,0 +1,69 @@
+"""The executor seam and the registry of named transports.
+
+An :class:`Executor` runs one bash script on the cluster side and returns its :class:`Result`. It raises
+:class:`TransportFailure` when the transport itself failed (connection refused or cut, the script's own
+deadline passed); ``result`` then carries whatever output arrived, so the caller can tell from the script's
+start marker whether anything ran. Everything Slurm-specific lives above this seam.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from dispatch.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a script produced: its stdout and stderr (text) and its exit status."""
+
+    stdout: str = ""
+    stderr: str = ""
+    returncode: int = 0
+
+
+class TransportFailure(Exception):
+    """The transport failed; ``result`` holds the partial output received (possibly empty)."""
+
+    def __init__(self, message: str, result: Result | None = None) -> None:
+        super().__init__(message)
+        self.result = result or Result(returncode=-1)
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs bash scripts on the cluster side."""
+
+    def run(self, script: str, timeout: float) -> Result: ...
+
+    def close(self) -> None: ...
+
+
+TransportFactory = Callable[[Any], Executor]
+"""Builds an executor from the adapter's settings (a :class:`~dispatch.slurm.settings.SlurmSettings`)."""
+
+_TRANSPORTS: dict[str, TransportFactory] = {}
+_LOCK = threading.Lock()
+
+
+def register_transport(name: str, factory: TransportFactory, *, replace: bool = False) -> None:
+    """Register a transport under ``name`` (selected by the ``transport`` setting)."""
+    with _LOCK:
+        if name in _TRANSPORTS and not replace and _TRANSPORTS[name] is not factory:
+            raise ValueError(f"a transport named {name!r} is already registered")
+        _TRANSPORTS[name] = factory
+
+
+def transports() -> list[str]:
+    return sorted(_TRANSPORTS)
+
+
+def make_transport(settings: Any) -> Executor:
+    """The executor for ``settings.transport``; ConfigError naming ``transport`` when it is unknown."""
+    factory = _TRANSPORTS.get(settings.transport)
+    if factory is None:
+        raise ConfigError("transport", f"no transport named {settings.transport!r} (known: {', '.join(transports())})")
+    return factory(settings)

@@ -1,0 +1,366 @@
+"""Folding evidence into a job's record: a pure function from (record, evidence, time) to (record, events).
+
+What :func:`fold` guarantees:
+
+* Evidence older than what the record already holds is ignored (a slow observer never rewinds a record).
+* A failed poll is not folded at all: the caller does not call :func:`fold` when the backend raised
+  :class:`~dispatch.errors.Unavailable`, so the state stays as last known and its evidence age grows.
+* ``evidence=None`` means the backend has no trace of the object (NotFound). The submission is marked ``gone``;
+  an execution that had already ended with evidence keeps that evidence; anything else becomes
+  ``unknown`` / cause ``unknown``. Nothing becomes ``succeeded`` without the scheduler saying so.
+* A foreign hold (someone else's gate or hold) on a waiting object makes it ``held`` / ``admin-held``.
+* A :class:`~dispatch.spi.Cessation` covering an execution that ended node-lost turns its cause into
+  ``cessation`` (planned, not a failure of the job).
+* Open intents whose deadline has passed are resolved by what the evidence shows (never by acting again):
+  ``open`` by the gate, ``hold``/``release`` by the hold instances present, ``stop`` by the object having
+  ended, ``requeue`` by whether the restart count moved. ``start`` is resolved by ``found``, the result of
+  finding the submission's marker after the deadline: one object is recorded, more than one keeps the
+  earliest and lists the others as strays (they are gated and will be stopped), none means the start did not
+  land (``failed``: it may be made again with the same marker).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from dispatch.outcome import Cause, Evidence, Outcome, State
+from dispatch.records.model import (
+    Action,
+    Event,
+    ExecutionRecord,
+    GateState,
+    HoldRecord,
+    Intent,
+    IntentStatus,
+    JobRecord,
+    Submission,
+)
+from dispatch.spi import Cessation, Found, Gate, JobEvidence
+
+DEFAULT_REFRESH = 60.0
+"""How stale a record's evidence time may get before an unchanged observation is written anyway."""
+
+
+def fold(
+    job: JobRecord,
+    evidence: JobEvidence | None,
+    now: float,
+    *,
+    submission: int | None = None,
+    found: Sequence[Found] | None = None,
+    cessation: Cessation | None = None,
+    refresh: float = DEFAULT_REFRESH,
+    observed_at: float | None = None,
+) -> tuple[JobRecord, list[Event]]:
+    """Fold one observation of a submission (default: the current one) into ``job``.
+
+    An intent is resolved only by an observation made at or after its deadline: the evidence's own time, or
+    ``observed_at`` (default ``now``) for a NotFound and for ``found``. An observation made earlier (a slow
+    supervisor folding what it read before the deadline) says nothing about the call.
+
+    ``evidence`` is what ``inspect`` showed (None: the scheduler has no trace of the object; pass nothing for
+    a submission that was not observed, see :func:`fold_found`). ``found`` is what finding the submission's
+    marker showed (only used to resolve an open ``start`` past its deadline). Returns the new record (``job``
+    itself, unchanged, when the observation changes nothing worth writing) and the events to append.
+    """
+    sub = _target(job, submission)
+    if sub is None:
+        return job, []
+    if found is None and not _worth_folding(job, sub, evidence, now, cessation, refresh):
+        return job, []
+    new = job.copy()
+    nsub = new.submission(sub.n)
+    events: list[Event] = []
+    at = now if observed_at is None else observed_at
+    if found is not None:
+        events += _fold_found(new, nsub, found, now, at)
+    if nsub.scheduler_id is not None:
+        if evidence is None:
+            events += _fold_vanished(new, nsub, now, at)
+        elif evidence.scheduler_id == nsub.scheduler_id:
+            events += _fold_evidence(new, nsub, evidence, now, cessation)
+    return new, events
+
+
+def fold_found(
+    job: JobRecord,
+    found: Sequence[Found],
+    now: float,
+    *,
+    submission: int | None = None,
+    observed_at: float | None = None,
+) -> tuple[JobRecord, list[Event]]:
+    """Fold only the result of a find-by-marker (no inspect evidence) into ``job``."""
+    sub = _target(job, submission)
+    if sub is None:
+        return job, []
+    new = job.copy()
+    events = _fold_found(new, new.submission(sub.n), found, now, now if observed_at is None else observed_at)
+    return (new, events) if events else (job, [])
+
+
+def start_intent(job: JobRecord, n: int) -> Intent | None:
+    """The open ``start`` intent of submission ``n``, if any."""
+    for it in job.intents:
+        if it.open and it.action is Action.START and it.submission == n:
+            return it
+    return None
+
+
+# ----- internals ------------------------------------------------------------------------------------------
+
+
+def _target(job: JobRecord, submission: int | None) -> Submission | None:
+    if submission is None:
+        return job.current
+    try:
+        return job.submission(submission)
+    except KeyError:
+        return None
+
+
+def _worth_folding(
+    job: JobRecord,
+    sub: Submission,
+    evidence: JobEvidence | None,
+    now: float,
+    cessation: Cessation | None,
+    refresh: float,
+) -> bool:
+    """Cheap check: does this observation change anything (or is the record's evidence due a refresh)?"""
+    if sub.scheduler_id is None:
+        return False
+    if evidence is None:
+        settled = sub.outcome is not None and (sub.outcome.ended or sub.outcome.state is State.UNKNOWN)
+        return (
+            not sub.gone
+            or not settled
+            or any(i.open and i.submission == sub.n and now >= i.deadline for i in job.intents)
+        )
+    if evidence.scheduler_id != sub.scheduler_id:
+        return False
+    if sub.gone or cessation is not None:
+        return True
+    if any(i.open and i.submission == sub.n and now >= i.deadline for i in job.intents):
+        return True
+    out = sub.outcome
+    ev = evidence.outcome
+    if out is None or (out.state, out.cause, out.exit_code) != (ev.state, ev.cause, ev.exit_code):
+        return True
+    if ev.evidence.observed_at < out.evidence.observed_at:
+        return False
+    if (sub.gate is GateState.OPEN) != (evidence.gate is Gate.OPEN):
+        return True
+    if len(evidence.executions) != len(sub.executions):
+        return True
+    for er, ee in zip(sub.executions, evidence.executions, strict=False):
+        if er.identity != ee.identity or er.outcome.state != ee.outcome.state or er.ended_at != ee.ended_at:
+            return True
+    return ev.evidence.observed_at - out.evidence.observed_at >= refresh
+
+
+def _resolve(job: JobRecord, it: Intent, status: IntentStatus, result: str, now: float) -> Event:
+    it.status = status
+    it.result = f"by observation: {result}"
+    it.resolved_at = now
+    return Event(
+        job.id,
+        now,
+        "resolved",
+        {"seq": it.seq, "action": it.action.value, "status": status.value, "result": it.result},
+    )
+
+
+def _fold_found(job: JobRecord, sub: Submission, found: Sequence[Found], now: float, at: float) -> list[Event]:
+    it = start_intent(job, sub.n)
+    if it is None or at < it.deadline:
+        return []
+    mine = sorted((f for f in found if f.marker == sub.marker), key=lambda f: (f.created_at or 0.0, f.scheduler_id))
+    if not mine:
+        return [_resolve(job, it, IntentStatus.FAILED, f"no object carries marker {sub.marker}", now)]
+    keep = sub.scheduler_id or mine[0].scheduler_id
+    sub.scheduler_id = keep
+    if sub.gate is GateState.PLANNED:
+        sub.gate = GateState.CLOSED
+        sub.outcome = Outcome(State.PENDING, Cause.GATED, Evidence("find", now))
+    for f in mine:
+        if f.scheduler_id != keep and f.scheduler_id not in sub.strays:
+            sub.strays.append(f.scheduler_id)
+    events = [_resolve(job, it, IntentStatus.DONE, f"found {keep} by marker", now)]
+    if sub.strays:
+        events.append(Event(job.id, now, "strays", {"submission": sub.n, "strays": list(sub.strays)}))
+    return events
+
+
+def _fold_vanished(job: JobRecord, sub: Submission, now: float, at: float) -> list[Event]:
+    events: list[Event] = []
+    ev = Evidence("not-found", now)
+    settled = sub.outcome is not None and (sub.outcome.ended or sub.outcome.state is State.UNKNOWN)
+    if not sub.gone or not settled:
+        sub.gone = True
+        for ex in sub.executions:
+            if not ex.outcome.ended:
+                ex.outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail="the scheduler has no trace of it")
+        if sub.outcome is None or not sub.outcome.ended:
+            sub.outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail="the scheduler has no trace of it")
+        events.append(Event(job.id, now, "vanished", {"submission": sub.n, "state": sub.outcome.state.value}))
+    for it in job.intents:
+        if not it.open or it.submission != sub.n or at < it.deadline or it.action is Action.START:
+            continue
+        if it.args.get("schedulerId") not in (None, sub.scheduler_id):
+            continue
+        if it.action is Action.STOP:
+            events.append(_resolve(job, it, IntentStatus.DONE, "the object is gone", now))
+        else:
+            events.append(_resolve(job, it, IntentStatus.FAILED, "the object is gone", now))
+    return events
+
+
+def _merge_execution(rec: ExecutionRecord | None, ee_outcome: Outcome, ee: object) -> Outcome:
+    """The outcome to keep for an execution: never replace ended evidence by unknown."""
+    if rec is not None and rec.outcome.ended and not ee_outcome.ended:
+        return rec.outcome
+    return ee_outcome
+
+
+def _fold_evidence(
+    job: JobRecord, sub: Submission, evidence: JobEvidence, now: float, cessation: Cessation | None
+) -> list[Event]:
+    events: list[Event] = []
+    observed = evidence.outcome.evidence.observed_at
+    if sub.outcome is not None and observed < sub.outcome.evidence.observed_at:
+        return events  # older than what we know
+    sub.gone = False
+    if evidence.gate is Gate.OPEN:
+        sub.gate = GateState.OPEN
+    elif sub.gate is GateState.PLANNED:
+        sub.gate = GateState.CLOSED
+
+    by_id = {e.identity: e for e in sub.executions}
+    seen: set[str] = set()
+    merged: list[ExecutionRecord] = []
+    for ee in evidence.executions:
+        rec = by_id.get(ee.identity)
+        out = _merge_execution(rec, ee.outcome, ee)
+        if (
+            cessation is not None
+            and out.ended
+            and out.cause is Cause.NODE_LOST
+            and (ee.ended_at is None or ee.ended_at >= cessation.since)
+        ):
+            out = replace(out, cause=Cause.CESSATION, detail=f"cessation: {cessation.reason}")
+        merged.append(ExecutionRecord(ee.identity, ee.restart, out, ee.started_at, ee.ended_at, list(ee.nodes)))
+        seen.add(ee.identity)
+    for rec in sub.executions:
+        if rec.identity in seen:
+            continue
+        if not rec.outcome.ended:
+            rec.outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, Evidence("not-found", now), detail="history lost")
+        merged.append(rec)
+    merged.sort(key=lambda e: (e.restart, e.started_at if e.started_at is not None else float("inf")))
+    sub.executions = merged
+
+    out = evidence.outcome
+    if evidence.foreign_holds and out.state.waiting:
+        out = Outcome(State.HELD, Cause.ADMIN_HELD, out.evidence, detail="held by " + ", ".join(evidence.foreign_holds))
+    cur = evidence.current
+    if cur is not None and evidence.executions and out.state is evidence.executions[-1].outcome.state:
+        # the submission's outcome is its current execution's, with what we merged (kept or cessation)
+        cur_rec = next(e for e in merged if e.identity == cur.identity)
+        if cur_rec.outcome.ended:
+            out = cur_rec.outcome.with_evidence(out.evidence) if out.ended else cur_rec.outcome
+    if sub.outcome is not None and sub.outcome.ended and not out.ended and out.state is State.UNKNOWN:
+        out = sub.outcome  # vanished evidence: keep the end we saw
+    before = sub.outcome
+    sub.outcome = out
+    if before is None or (before.state, before.cause, before.exit_code) != (out.state, out.cause, out.exit_code):
+        events.append(
+            Event(
+                job.id,
+                now,
+                "observed",
+                {
+                    "submission": sub.n,
+                    "state": out.state.value,
+                    "cause": out.cause.value if out.cause else None,
+                    "exitCode": out.exit_code,
+                    "source": out.evidence.source,
+                },
+            )
+        )
+    events += _resolve_by_evidence(job, sub, evidence, now)
+    return events
+
+
+def _resolve_by_evidence(job: JobRecord, sub: Submission, evidence: JobEvidence, now: float) -> list[Event]:
+    events: list[Event] = []
+    seen = evidence.outcome.evidence.observed_at
+    for it in job.intents:
+        if not it.open or it.submission != sub.n or seen < it.deadline or it.action is Action.START:
+            continue
+        if it.args.get("schedulerId") not in (None, sub.scheduler_id):
+            continue  # a stray's stop: resolved from the stray's own evidence
+        if it.action is Action.OPEN:
+            ok = evidence.gate is Gate.OPEN
+            status = IntentStatus.DONE if ok else IntentStatus.FAILED
+            events.append(_resolve(job, it, status, f"gate {evidence.gate}", now))
+        elif it.action is Action.HOLD:
+            instance = str(it.args.get("instance"))
+            ok = instance in evidence.holds
+            if ok and not any(h.instance == instance for h in job.holds):
+                job.holds.append(HoldRecord(instance, it.owner, sub.n, now, str(it.args.get("reason", ""))))
+            events.append(
+                _resolve(
+                    job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, f"hold {instance} present={ok}", now
+                )
+            )
+        elif it.action is Action.RELEASE:
+            instance = str(it.args.get("instance"))
+            ok = instance not in evidence.holds
+            if ok:
+                for h in job.holds:
+                    if h.instance == instance and h.active:
+                        h.released_at = now
+            events.append(
+                _resolve(job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, f"hold {instance} lifted={ok}", now)
+            )
+        elif it.action is Action.STOP:
+            ok = evidence.outcome.ended or evidence.outcome.state is State.UNKNOWN
+            if ok:
+                job.stop_requested = job.stop_requested or it.args.get("schedulerId") is None
+            events.append(_resolve(job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, f"ended={ok}", now))
+        elif it.action is Action.REQUEUE:
+            before = int(it.args.get("restart", -1))
+            latest = max((e.restart for e in evidence.executions), default=-1)
+            ok = latest > before
+            events.append(
+                _resolve(
+                    job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, f"restart {before} -> {latest}", now
+                )
+            )
+    return events
+
+
+def fold_stray(
+    job: JobRecord, scheduler_id: str, evidence: JobEvidence | None, now: float, observed_at: float | None = None
+) -> tuple[JobRecord, list[Event]]:
+    """Resolve open ``stop`` intents aimed at the stray object ``scheduler_id`` from its evidence (None: gone),
+    if it was observed at or after their deadline."""
+    at = evidence.outcome.evidence.observed_at if evidence is not None else observed_at
+    at = now if at is None else at
+    todo = {
+        i.seq
+        for i in job.intents
+        if i.open and i.action is Action.STOP and at >= i.deadline and i.args.get("schedulerId") == scheduler_id
+    }
+    if not todo:
+        return job, []
+    new = job.copy()
+    events = []
+    ended = evidence is None or evidence.outcome.ended or evidence.outcome.state is State.UNKNOWN
+    for it in new.intents:
+        if it.seq in todo:
+            status = IntentStatus.DONE if ended else IntentStatus.FAILED
+            events.append(_resolve(new, it, status, f"stray {scheduler_id} ended={ended}", now))
+    return new, events

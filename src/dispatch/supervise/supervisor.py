@@ -1,0 +1,509 @@
+"""The supervisor: observes every job it owns in one batched pass, folds the evidence, decides, and acts.
+
+One :meth:`Supervisor.cycle`:
+
+1. reads the job records (of its cluster) and takes or renews a **lease** on each job nobody else holds: a
+   lease carries a fencing token, and every later write for that job passes ``fence=token``, so a supervisor
+   whose lease was taken over cannot write (the store refuses it);
+2. **observes** in a constant number of backend calls whatever the number of jobs: one ``inspect_many`` (on a
+   Watcher backend, only of the objects the watch says changed, plus those with an intent to resolve), one
+   ``find_many`` (or a ``find`` per marker without a MultiFinder, for the few starts whose outcome is unknown)
+   and at most one ``cessation`` call. A failed observation (Unavailable) is not a job failure: nothing is
+   folded, and the records keep their last evidence and its age;
+3. **folds** the evidence into each record (:func:`~dispatch.supervise.fold.fold`, pure) and writes it if it
+   changed;
+4. applies :func:`~dispatch.supervise.next.next_step` (pure) until it says wait or nothing: record-only steps
+   are written; a backend call is made through :class:`~dispatch.actions.Actor`, which writes the intent under
+   the fence *before* the call and records the answer after it.
+
+An unknown outcome is never acted on again: the intent stays open until its deadline (written-at + CallBound +
+margin), then the fold resolves it from observation (find by marker, gate, holds, restart count).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from dispatch.actions import DEFAULT_MARGIN, Actor, marker_for
+from dispatch.clock import Clock
+from dispatch.cluster import Cluster, default_owner
+from dispatch.declarations import Declarations, check_poll_interval
+from dispatch.errors import ConfigError, Conflict, DispatchError, Unavailable
+from dispatch.records.base import Records
+from dispatch.records.model import Action, Event, Intent, IntentStatus, JobRecord, Lease, Submission
+from dispatch.rules import RuleSet
+from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Watcher
+from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
+from dispatch.supervise.mutation import Mutation
+from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, needs_observation, next_step
+
+DEFAULT_LEASE_TTL = 120.0
+DEFAULT_MAX_POLL = 30.0
+MAX_STEPS_PER_JOB = 8
+
+
+class LostLease(DispatchError):
+    """This supervisor no longer owns the job (its lease expired or was taken over): it stops touching it."""
+
+
+def default_poll(declarations: Declarations) -> float:
+    """Half the shortest PolledLoss window, at most 30 s (a Watcher: 30 s between watch reads)."""
+    loss = declarations.polled_loss
+    shortest = loss.shortest() if loss is not None else None
+    if shortest is None:
+        return DEFAULT_MAX_POLL
+    return min(DEFAULT_MAX_POLL, shortest / 2)
+
+
+@dataclass
+class CycleReport:
+    """What one cycle did. ``backend_calls`` counts observation calls plus the calls actions made."""
+
+    at: float
+    jobs: int = 0
+    owned: int = 0
+    observed: int = 0
+    observation_calls: int = 0
+    actions: int = 0
+    writes: int = 0
+    conflicts: int = 0
+    lost: int = 0
+    unavailable: bool = False
+    steps: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def backend_calls(self) -> int:
+        return self.observation_calls + self.actions
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "jobs": self.jobs,
+            "owned": self.owned,
+            "observed": self.observed,
+            "backendCalls": self.backend_calls,
+            "observationCalls": self.observation_calls,
+            "actions": self.actions,
+            "writes": self.writes,
+            "conflicts": self.conflicts,
+            "lost": self.lost,
+            "unavailable": self.unavailable,
+            "steps": dict(self.steps),
+        }
+
+
+@dataclass
+class _Observation:
+    evidence: dict[str, JobEvidence] = field(default_factory=dict)
+    inspected: set[str] = field(default_factory=set)
+    found: dict[str, list[Found]] = field(default_factory=dict)
+    cessation: dict[str, Cessation] = field(default_factory=dict)
+    inspected_at: float = 0.0
+    found_at: float = 0.0
+
+
+class Supervisor:
+    """Applies each job's rules (or ``default_rules``) to the jobs of one cluster in one record store.
+
+    ``owner`` names this supervisor in leases, intents and decisions (default: host and pid; it must be unique
+    per process). ``poll`` is the time between cycles; for a polled backend it must not exceed the shortest
+    PolledLoss window (ConfigError ``poll`` otherwise). ``cluster`` is the cluster (or its name) whose records
+    it supervises (default: the backend's name). ``lease_ttl`` bounds how long a dead supervisor's jobs wait
+    before another takes them over. ``mutations`` plants bugs for the simulator's mutation tests
+    (:mod:`dispatch.supervise.mutation`); never set it otherwise.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        records: Records,
+        *,
+        clock: Clock,
+        owner: str | None = None,
+        poll: float | None = None,
+        default_rules: RuleSet | Mapping[str, Any] | None = None,
+        cluster: str | Cluster | None = None,
+        lease_ttl: float = DEFAULT_LEASE_TTL,
+        margin: float = DEFAULT_MARGIN,
+        refresh: float | None = None,
+        mutations: Collection[Mutation] = (),
+    ) -> None:
+        decl = backend.declarations()
+        self.backend = backend
+        self.records = records
+        self.clock = clock
+        self.owner = owner or default_owner("supervisor")
+        self.watcher = isinstance(backend, Watcher)
+        self.poll = default_poll(decl) if poll is None else float(poll)
+        check_poll_interval(decl, self.poll)
+        if not math.isfinite(lease_ttl) or lease_ttl <= self.poll:
+            raise ConfigError("leaseTtl", f"the lease ({lease_ttl:g}s) must outlast the poll interval ({self.poll:g}s)")
+        self.lease_ttl = float(lease_ttl)
+        self.cluster = cluster.name if isinstance(cluster, Cluster) else cluster or backend.name
+        self.refresh = self.lease_ttl / 2 if refresh is None else refresh
+        """How stale a record's evidence time may grow while nothing changes (default: half the lease)."""
+        self.mutations = frozenset(Mutation(m) for m in mutations)
+        self.actor = Actor(records, backend, clock, self.owner, margin=margin)
+        self.facts = Facts.of(backend)
+        if isinstance(default_rules, RuleSet) or default_rules is None:
+            self.default_rules = default_rules or RuleSet()
+        else:
+            self.default_rules = RuleSet.from_data(default_rules)
+        self.default_rules.check_against(backend, self.facts.capabilities)
+        self._rules_cache: dict[str, RuleSet] = {}
+        self._cursor: str | None = None
+        self._seen: set[str] = set()
+        self._pending: set[str] = set()
+
+    # ----- the loop ------------------------------------------------------------------------------------------
+
+    def run(self, until: float | None = None) -> None:
+        """Cycle every ``poll`` seconds (on the supervisor's clock) until ``until`` (forever if None)."""
+        while True:
+            self.cycle()
+            if until is not None and self.clock.now() >= until:
+                return
+            self.clock.sleep(self.poll)
+
+    def cycle(self) -> CycleReport:
+        """One pass over every job this supervisor owns or can take (see the module docstring)."""
+        now = self.clock.now()
+        report = CycleReport(at=now)
+        jobs = [j for j in self.records.jobs(active_only=False, cluster=self.cluster) if _live(j)]
+        report.jobs = len(jobs)
+        owned: list[JobRecord] = []
+        for job in jobs:
+            try:
+                mine = self._own(job, now, report)
+            except (Conflict, LostLease):
+                report.conflicts += 1
+                continue
+            if mine is not None:
+                owned.append(mine)
+        report.owned = len(owned)
+        obs = self._observe(owned, now, report)
+        for job in owned:
+            try:
+                self._supervise(job, obs, report)
+            except LostLease:
+                report.lost += 1
+            except Conflict:
+                report.conflicts += 1
+        return report
+
+    # ----- leases ------------------------------------------------------------------------------------------
+
+    def _own(self, job: JobRecord, now: float, report: CycleReport) -> JobRecord | None:
+        """The job under this supervisor's valid lease (taken or renewed as needed), or None if another holds it."""
+        lease = job.lease
+        if lease is not None and lease.owner == self.owner and now < lease.expires_at:
+            return job  # renewed in this cycle's first write for the job (see _renew)
+        if lease is not None and now < lease.expires_at:
+            return None
+        # free, or expired (ours included: an expired lease is never renewed in place, the token moves on)
+        token = (lease.token if lease else 0) + 1
+        new = job.copy()
+        new.lease = Lease(self.owner, token, now + self.lease_ttl)
+        new.updated_at = now
+        previous = lease.owner if lease else None
+        event = Event(job.id, now, "lease", {"owner": self.owner, "token": token, "from": previous})
+        written = self.records.update(new, [event])  # compare-and-set on the version: one taker wins
+        report.writes += 1
+        self._seen.discard(job.id)
+        return written
+
+    def _check(self, job: JobRecord) -> None:
+        """Raise LostLease unless ``job`` shows this supervisor's lease, unexpired on the clock."""
+        if Mutation.SKIP_FENCE in self.mutations:
+            return  # planted bug: the fence (this check, and the token on the write) is skipped
+        lease = job.lease
+        if lease is None or lease.owner != self.owner or self.clock.now() >= lease.expires_at:
+            raise LostLease(f"job {job.id}: {self.owner} no longer holds the lease")
+
+    def _fence(self, job: JobRecord) -> int | None:
+        if Mutation.SKIP_FENCE in self.mutations or job.lease is None:
+            return None
+        return job.lease.token
+
+    def _store(self, new: JobRecord, events: Sequence[Event], report: CycleReport) -> JobRecord:
+        self._check(new)
+        written = self.records.update(new, events, fence=self._fence(new))
+        report.writes += 1
+        return written
+
+    def _commit(
+        self,
+        job: JobRecord,
+        change: Callable[[JobRecord], tuple[JobRecord, list[Event]]],
+        report: CycleReport,
+    ) -> JobRecord:
+        """Apply ``change`` and write it; after a lost compare-and-set re-read, re-check the lease and retry."""
+        for _ in range(3):
+            new, events = change(job)
+            if new is job:
+                return job
+            try:
+                return self._store(new, events, report)
+            except Conflict:
+                report.conflicts += 1
+                job = self.records.get(job.id)
+                self._check(job)
+        raise Conflict(f"job {job.id}: kept losing the compare-and-set")
+
+    # ----- observation ----------------------------------------------------------------------------------------
+
+    def _observe(self, owned: list[JobRecord], now: float, report: CycleReport) -> _Observation:
+        obs = _Observation()
+        ids: list[str] = []
+        markers: dict[str, float] = {}
+        changed: set[str] | None = None
+        if self.watcher:
+            assert isinstance(self.backend, Watcher)
+            try:
+                batch = self.backend.watch(self._cursor, 0.0)
+                report.observation_calls += 1
+                self._cursor = batch.cursor
+                changed = None if batch.reset else set(batch.changed) | self._pending
+            except Unavailable:
+                report.observation_calls += 1
+                report.unavailable = True
+                changed = set(self._pending)
+        for job in owned:
+            for sub in job.submissions:
+                it = start_intent(job, sub.n)
+                if it is not None and now >= it.deadline:
+                    markers[sub.marker] = sub.created_at - self.actor.margin
+            cur = job.current
+            due = any(i.open and now >= i.deadline for i in job.intents)
+            if cur is not None and cur.scheduler_id is not None and needs_observation(job, now):
+                fresh = job.id not in self._seen
+                if changed is None or fresh or due or cur.scheduler_id in changed:
+                    ids.append(cur.scheduler_id)
+            for s in job.submissions:
+                for sid in s.strays:
+                    if any(i.open and now >= i.deadline and i.args.get("schedulerId") == sid for i in job.intents):
+                        ids.append(sid)
+        if ids:
+            report.observation_calls += 1
+            try:
+                obs.evidence = dict(self.backend.inspect_many(ids))
+                obs.inspected = set(ids)
+                obs.inspected_at = self.clock.now()
+                self._pending.clear()
+            except Unavailable:
+                report.unavailable = True
+                # changes the watch reported but we could not read are read next cycle
+                self._pending.update(ids if changed is not None else [])
+                if changed is None:
+                    self._cursor = None  # a reset we could not follow: reset again
+        if markers:
+            since = min(markers.values())
+            obs.found_at = self.clock.now()
+            try:
+                if isinstance(self.backend, MultiFinder):
+                    report.observation_calls += 1
+                    obs.found = {m: list(v) for m, v in self.backend.find_many(sorted(markers), since).items()}
+                else:
+                    for m in sorted(markers):
+                        report.observation_calls += 1
+                        obs.found[m] = list(self.backend.find(m, markers[m]))
+            except Unavailable:
+                report.unavailable = True
+                obs.found = {}
+        if isinstance(self.backend, CessationSignal):
+            lost = [sid for sid, ev in obs.evidence.items() if _node_lost(ev)]
+            if lost:
+                report.observation_calls += 1
+                try:
+                    obs.cessation = dict(self.backend.cessation(lost))
+                except Unavailable:
+                    report.unavailable = True
+        report.observed = len(obs.evidence)
+        return obs
+
+    # ----- one job -------------------------------------------------------------------------------------------
+
+    def rules_for(self, job: JobRecord) -> RuleSet:
+        if job.rules is None:
+            return self.default_rules
+        key = json.dumps(job.rules, sort_keys=True)
+        rules = self._rules_cache.get(key)
+        if rules is None:
+            rules = self._rules_cache[key] = RuleSet.from_data(job.rules)
+        return rules
+
+    def _fold(self, job: JobRecord, obs: _Observation, refresh: float) -> tuple[JobRecord, list[Event]]:
+        now = self.clock.now()
+        events: list[Event] = []
+        cur = job.current
+        if cur is not None:
+            if cur.marker in obs.found:
+                job, ev = fold_found(job, obs.found[cur.marker], now, observed_at=obs.found_at)
+                events += ev
+            sid = job.current.scheduler_id if job.current else None
+            if sid is not None and sid in obs.inspected:
+                job, ev = fold(
+                    job,
+                    obs.evidence.get(sid),
+                    now,
+                    cessation=obs.cessation.get(sid),
+                    refresh=refresh,
+                    observed_at=obs.inspected_at,
+                )
+                events += ev
+        for s in list(job.submissions):
+            for sid in s.strays:
+                if sid in obs.inspected:
+                    job, ev = fold_stray(job, sid, obs.evidence.get(sid), now, obs.inspected_at)
+                    events += ev
+        return job, events
+
+    def _renew_due(self, job: JobRecord) -> bool:
+        lease = job.lease
+        return lease is not None and lease.expires_at - self.clock.now() <= self.lease_ttl / 2
+
+    def _fold_and_renew(self, job: JobRecord, obs: _Observation) -> tuple[JobRecord, list[Event]]:
+        """The observation folded in, and the lease renewed when half of it is gone, in one write. A renewal
+        also refreshes the evidence times, so both fall due together afterwards."""
+        renew = self._renew_due(job)
+        new, events = self._fold(job, obs, refresh=0.0 if renew else self.refresh)
+        if renew and job.lease is not None:
+            if new is job:
+                new = job.copy()
+            new.lease = Lease(self.owner, job.lease.token, self.clock.now() + self.lease_ttl)
+        return new, events
+
+    def _supervise(self, job: JobRecord, obs: _Observation, report: CycleReport) -> None:
+        job = self._commit(job, lambda j: self._fold_and_renew(j, obs), report)
+        self._seen.add(job.id)
+        for _ in range(MAX_STEPS_PER_JOB):
+            now = self.clock.now()
+            step = next_step(job, self.rules_for(job), self.facts, now)
+            report.steps[step.kind.value] += 1
+            if step.kind in (StepKind.NOTHING, StepKind.WAIT, StepKind.OBSERVE):
+                return
+            if step.kind is StepKind.ACT:
+                job = self._act(job, step, report)
+            else:
+                job = self._commit(job, partial(self._record_step, step=step), report)
+
+    def _record_step(self, job: JobRecord, step: Step) -> tuple[JobRecord, list[Event]]:
+        # re-derived on the record being written, so a retry after a lost race never applies a stale step
+        now = self.clock.now()
+        again = next_step(job, self.rules_for(job), self.facts, now)
+        if again != step:
+            return job, []
+        return apply_record_step(job, step, now, self.owner)
+
+    def _act(self, job: JobRecord, step: Step, report: CycleReport) -> JobRecord:
+        """Carry out an ``act`` step: the intent is written (under the fence) before the backend call."""
+        assert step.action is not None and step.submission is not None
+        self._check(job)
+        base = job.copy()
+        if step.new_submission:
+            n = step.submission
+            base.submissions.append(Submission(n, marker_for(job.id, n), self.clock.now()))
+        if Mutation.ACT_BEFORE_INTENT in self.mutations:
+            return self._act_before_intent(base, step, report)
+        written, intent = self.actor.write_intent(
+            base,
+            step.action,
+            step.submission,
+            args=step.args,
+            decision=step.decision,
+            fence=self._fence(job),
+            events=[Event(job.id, self.clock.now(), "step", {"reason": step.reason, "by": self.owner})],
+        )
+        report.writes += 1
+        if self.clock.now() > intent.written_at + self.actor.margin:
+            # too long since the intent was written: a call now might land after its deadline, when another
+            # supervisor may already have resolved it by observation. Record it as not made.
+            late = Unavailable(f"not called: more than {self.actor.margin:g}s passed since the intent was written")
+            return self._commit(
+                written, lambda j: _answer(j, intent, IntentStatus.FAILED, None, late, self.clock.now()), report
+            )
+        self._check(written)
+        report.actions += 1
+        status, answer, error = self.actor.attempt(written, intent)
+        if (
+            Mutation.RESUBMIT_ON_UNKNOWN in self.mutations
+            and status is IntentStatus.UNKNOWN
+            and step.action in (Action.START, Action.REQUEUE)
+        ):
+            return self._forget_unknown(written, intent, report)
+        return self._commit(written, lambda j: _answer(j, intent, status, answer, error, self.clock.now()), report)
+
+    def _act_before_intent(self, base: JobRecord, step: Step, report: CycleReport) -> JobRecord:
+        """Planted bug (Mutation.ACT_BEFORE_INTENT): the call is made before its intent is written."""
+        assert step.action is not None and step.submission is not None
+        now = self.clock.now()
+        provisional = Intent(
+            base.next_seq(base.intents), step.action, step.submission, self.owner, now, now, args=dict(step.args)
+        )
+        report.actions += 1
+        status, answer, error = self.actor.attempt(base, provisional)
+        written, intent = self.actor.write_intent(
+            base, step.action, step.submission, args=step.args, decision=step.decision, fence=self._fence(base)
+        )
+        report.writes += 1
+        return self._commit(written, lambda j: _answer(j, intent, status, answer, error, self.clock.now()), report)
+
+    def _forget_unknown(self, job: JobRecord, intent: Intent, report: CycleReport) -> JobRecord:
+        """Planted bug (Mutation.RESUBMIT_ON_UNKNOWN): an unknown outcome is written as a failure."""
+
+        def change(j: JobRecord) -> tuple[JobRecord, list[Event]]:
+            new = j.copy()
+            for it in new.intents:
+                if it.seq == intent.seq and it.open:
+                    it.status, it.resolved_at, it.result = IntentStatus.FAILED, self.clock.now(), "taken as failed"
+            return new, []
+
+        return self._commit(job, change, report)
+
+
+def _answer(
+    job: JobRecord, intent: Intent, status: IntentStatus, answer: Any, error: DispatchError | None, now: float
+) -> tuple[JobRecord, list[Event]]:
+    """Record a call's answer on ``job`` if its intent is still open there (a re-read record may have moved on)."""
+    from dispatch.actions import record_answer
+
+    current = next((i for i in job.intents if i.seq == intent.seq), None)
+    if current is None or not current.open or current.action is not intent.action:
+        return job, []
+    new, _, events = record_answer(job, intent.seq, status, answer, error, now)
+    new.updated_at = now
+    return new, events
+
+
+def _live(job: JobRecord) -> bool:
+    """A job still needing supervision: open, or closed with an unresolved intent, stray or stop."""
+    if not job.closed:
+        return True
+    if any(i.open for i in job.intents):
+        return True
+    if any(s.strays for s in job.submissions):
+        from dispatch.supervise.next import stray_handled
+
+        if any(not stray_handled(job, sid) for s in job.submissions for sid in s.strays):
+            return True
+    cur = job.current
+    if job.stop_requested and cur is not None and cur.scheduler_id is not None and not cur.gone:
+        from dispatch.supervise.next import final
+
+        return not final(cur)  # followed until the object is seen to have ended
+    return False
+
+
+def _node_lost(ev: JobEvidence) -> bool:
+    from dispatch.outcome import Cause
+
+    return any(e.outcome.ended and e.outcome.cause is Cause.NODE_LOST for e in ev.executions)
+
+
+__all__ = ["CycleReport", "LostLease", "Supervisor", "default_poll"]

@@ -1,0 +1,241 @@
+"""Test support: a fake cluster (dispatch.kubetest) with a scripted kubelet, its clock, and backends on it.
+
+:class:`FakeCluster` owns one FakeAPIServer. Its :class:`ClusterClock` is the dispatch Clock of the tests:
+``now()`` is the fake server's clock, ``sleep(s)`` advances it by ``s`` (reactors fire: deadlines, taint
+evictions), plays the kubelet script (pods whose command says ``succeed``/``fail``/``oom``/``echo`` finish
+after ``RUN_SECONDS`` of fake time) and then gives the watch threads a moment of real time to deliver.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from dispatch.conformance.harness import ECHO_STDERR, ECHO_STDOUT, FAIL_EXIT_CODE, Harness, Timings
+from dispatch.extensions import Image
+from dispatch.kubeflow import KubeflowSettings, Mode, open_backend
+from dispatch.kubeflow.extensions import RuntimeRef
+from dispatch.kubetest import FakeAPIServer
+from dispatch.kubetest.resources import POD, TRAINJOB
+from dispatch.registry import OpenOptions
+from dispatch.settings import decode
+from dispatch.spec import JobSpec
+from dispatch.spi import Backend
+
+RUN_SECONDS = 5.0
+ADMISSION_CONTROLLER = "dispatch.io/admission"
+CHECK = "dispatch-readmission"
+TOKEN = "adapter-token"
+ADMISSION_TOKEN = "admission-token"
+
+
+class ClusterClock:
+    def __init__(self, cluster: FakeCluster) -> None:
+        self.cluster = cluster
+
+    def now(self) -> float:
+        return self.cluster.server.clock.now().timestamp()
+
+    def sleep(self, seconds: float) -> None:
+        self.cluster.tick(seconds)
+
+
+class FakeCluster:
+    """A fake Kubernetes cluster with Trainer, JobSet (and Kueue) for the Kubeflow adapter's tests."""
+
+    def __init__(
+        self,
+        tmp: Path,
+        mode: Mode = Mode.PLAIN,
+        *,
+        nodes: int = 4,
+        admission: bool = True,
+        runtime: dict[str, Any] | None = None,
+        real_pause: float = 0.03,
+    ) -> None:
+        self.mode = mode
+        # strict_validation: every TrainJob the adapter writes is checked against kubeflow-trainer-api models
+        self.server = FakeAPIServer(bookmark_interval=0.5, strict_validation=True)
+        self.server.start()
+        self.control = self.server.control
+        self.clock = ClusterClock(self)
+        self.real_pause = real_pause
+        self.started: dict[str, float] = {}
+        self._lock = threading.RLock()
+        for i in range(nodes):
+            self.control.add_node(f"worker-{i}")
+        self.control.add_runtime(**(runtime or {"num_nodes": 1}))
+        self.control.auto_run_pods = True
+        self.kubeconfig = self.server.write_kubeconfig(
+            tmp / f"kubeconfig-{self.server.port}", token=TOKEN, namespace="default"
+        )
+        self.controller: Any = None
+        if mode is Mode.KUEUE:
+            self.control.add_admission_check(CHECK, controller_name=ADMISSION_CONTROLLER, active=False)
+            self.control.add_cluster_queue("cq", admission_checks=[CHECK])
+            self.control.add_local_queue("lq", namespace="default", cluster_queue="cq")
+            if admission:
+                self.start_admission()
+
+    # ---- dispatch-admission ----------------------------------------------------------------------------
+
+    def start_admission(self, token: str | None = ADMISSION_TOKEN) -> None:
+        from dispatch.admission.controller import Controller, ControllerSettings
+
+        settings = ControllerSettings(
+            kubeconfig=str(self.kubeconfig),
+            controller_name=ADMISSION_CONTROLLER,
+            lease_namespace="default",
+            identity="test-admission",
+            lease_duration=15.0,
+            renew_every=0.5,
+            token=token,
+        )
+        self.controller = Controller(settings)
+        self.controller.start()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            from dispatch.kubetest.resources import ADMISSION_CHECK
+
+            ac = self.control.get(ADMISSION_CHECK, CHECK, "")
+            conds = (ac or {}).get("status", {}).get("conditions") or []
+            if any(c.get("type") == "Active" and c.get("status") == "True" for c in conds):
+                return
+            time.sleep(0.05)
+        raise RuntimeError("dispatch-admission did not mark its AdmissionCheck Active")
+
+    # ---- backends ----------------------------------------------------------------------------------------
+
+    def settings(self, **over: Any) -> KubeflowSettings:
+        data: dict[str, Any] = {
+            "kubeconfig": {"path": str(self.kubeconfig)},
+            "namespace": "default",
+            "mode": self.mode.value,
+            "timeouts": {"apiserverRequest": "10s"},
+            "preflight": {"probeWatch": "0.1s"},
+        }
+        if self.mode is Mode.KUEUE:
+            data["localQueue"] = "lq"
+        data.update(over)
+        return decode(KubeflowSettings, data)
+
+    def backend(self, *, read_only: bool = False, **over: Any) -> Backend:
+        return open_backend(self.settings(**over), OpenOptions(read_only=read_only, clock=self.clock))
+
+    # ---- the kubelet script ----------------------------------------------------------------------------
+
+    def tick(self, seconds: float) -> None:
+        with self._lock:
+            if seconds > 0:
+                self.control.advance(seconds)
+            self.play()
+        time.sleep(self.real_pause)
+
+    def play(self) -> None:
+        now = self.clock.now()
+        for tj in self.control.list(TRAINJOB, "default"):
+            name = tj["metadata"]["name"]
+            for i, listed in enumerate(self.control.pods_of(name)):
+                pname = listed["metadata"]["name"]
+                pod = self.control.get(POD, pname) or {}
+                if pod.get("status", {}).get("phase") != "Running" or pod["metadata"].get("deletionTimestamp"):
+                    continue
+                first = self.started.setdefault(pname, now)
+                argv = _argv(pod)
+                behaviour = argv[0] if argv else ""
+                if now - first < RUN_SECONDS:
+                    continue
+                if behaviour in ("fail", "oom") and i > 0:
+                    continue  # rank 0 fails; the Job controller ends the others
+                if behaviour == "succeed":
+                    self.control.succeed_pod(pname)
+                elif behaviour == "fail":
+                    self.control.fail_pod(pname, exit_code=FAIL_EXIT_CODE)
+                elif behaviour == "oom":
+                    self.control.oom_kill_pod(pname)
+                elif behaviour == "echo":
+                    self.control.append_log(pname, ECHO_STDOUT, ECHO_STDERR)
+                    self.control.finish_log(pname)
+                    self.control.succeed_pod(pname)
+
+    def rank0(self, trainjob: str) -> dict[str, Any]:
+        pods = self.control.pods_of(trainjob)
+        if not pods:
+            raise AssertionError(f"{trainjob} has no live pods")
+        return pods[0]
+
+    def close(self) -> None:
+        if self.controller is not None:
+            self.controller.stop()
+        self.server.stop()
+
+
+def _argv(pod: dict[str, Any]) -> list[str]:
+    for c in pod.get("spec", {}).get("containers", []):
+        if c.get("name") == "node":
+            cmd = list(c.get("command") or []) + list(c.get("args") or [])
+            # /bin/sh -c PROLOGUE dispatch-prologue <workdir> argv...
+            return cmd[5:] if len(cmd) > 5 and cmd[0] == "/bin/sh" else cmd
+    return []
+
+
+def job_spec(behaviour: str, *, nodes: int = 2, time_limit: float | None = None, **kw: Any) -> JobSpec:
+    return JobSpec(
+        command=(behaviour, "x"),
+        nodes=nodes,
+        time_limit=time_limit,
+        extensions=(Image("registry.example/train:1"), RuntimeRef("torch-distributed")),
+        **kw,
+    )
+
+
+def harness(cluster: FakeCluster) -> Harness:
+    def spec(behaviour: str) -> JobSpec | None:
+        if behaviour == "timeout":
+            return job_spec("sleep", time_limit=10.0)
+        return job_spec(behaviour)
+
+    def preempt(b: Backend, sid: str) -> None:
+        if cluster.mode is Mode.KUEUE:
+            wl = cluster.control.workload_for(sid)
+            assert wl is not None
+            cluster.control.preempt_workload(wl["metadata"]["name"])
+        else:
+            cluster.control.preempt_pod(cluster.rank0(sid)["metadata"]["name"])
+
+    def lose_node(b: Backend, sid: str) -> None:
+        cluster.control.set_node_ready(cluster.rank0(sid)["spec"]["nodeName"], None)
+
+    def admin_hold(b: Backend, sid: str) -> None:
+        from dispatch.kubetest.resources import WORKLOAD
+
+        if cluster.mode is Mode.KUEUE:
+            wl = cluster.control.workload_for(sid)
+            assert wl is not None
+            cluster.control.patch(WORKLOAD, wl["metadata"]["name"], {"spec": {"active": False}})
+        else:
+            cluster.control.patch(
+                TRAINJOB, sid, {"metadata": {"annotations": {"dispatch.io/admin-hold": "maintenance"}}}
+            )
+
+    def cleanup(b: Backend, sid: str) -> None:
+        from dispatch.kubeflow.backend import KubeflowBackend
+
+        inner = getattr(b, "unrestricted", b)
+        if isinstance(inner, KubeflowBackend):
+            inner.delete(sid)
+
+    return Harness(
+        backend=cluster.backend,
+        clock=cluster.clock,
+        spec=spec,
+        timings=Timings(wait=900.0, quiet=10.0, poll=5.0),
+        read_only_backend=lambda: cluster.backend(read_only=True),
+        preempt=preempt,
+        lose_node=lose_node,
+        admin_hold=admin_hold,
+        cleanup=cleanup,
+        name=f"kubeflow-{cluster.mode.value}",
+    )

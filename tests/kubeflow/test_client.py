@@ -1,0 +1,93 @@
+"""The error table: apiserver answers -> dispatch sentinels, unit by unit and through injected faults."""
+
+from __future__ import annotations
+
+import httpx2
+import pytest
+from lightkube import ApiError
+from lightkube.models.meta_v1 import Status
+
+from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
+from dispatch.kubeflow import client as k
+from dispatch.spi import StartRequest
+
+from .harness import FakeCluster, job_spec
+
+
+def api(code: int, reason: str = "", message: str = "") -> ApiError:
+    return ApiError(status=Status(code=code, reason=reason, message=message))
+
+
+@pytest.mark.parametrize(
+    ("exc", "verb", "expected"),
+    [
+        (api(404, "NotFound"), "get", NotFound),
+        (api(404, "NotFound"), "patch", NotFound),
+        (api(409, "AlreadyExists"), "create", Rejected),
+        (api(409, "Conflict"), "patch", Rejected),
+        (api(410, "Expired"), "list", Unavailable),
+        (api(422, "Invalid"), "create", Rejected),
+        (api(400, "BadRequest"), "patch", Rejected),
+        (api(403, "Forbidden", 'admission webhook "vtrainjob.kb.io" denied the request: x'), "patch", Rejected),
+        (api(403, "Forbidden", 'trainjobs is forbidden: User "a" cannot create'), "create", ReadOnly),
+        (api(403, "Forbidden", 'pods is forbidden: User "a" cannot list'), "list", Unsupported),
+        (api(401, "Unauthorized"), "get", Unavailable),
+        (api(429, "TooManyRequests"), "create", Unavailable),
+        (api(500, "InternalError"), "create", OutcomeUnknown),
+        (api(503, "ServiceUnavailable"), "get", Unavailable),
+        (api(504, "Timeout"), "patch", OutcomeUnknown),
+        (httpx2.ReadTimeout("slow"), "create", OutcomeUnknown),
+        (httpx2.ReadTimeout("slow"), "get", Unavailable),
+        (httpx2.ConnectError("refused"), "create", Unavailable),
+        (httpx2.RemoteProtocolError("cut"), "delete", OutcomeUnknown),
+    ],
+)
+def test_error_table(exc: Exception, verb: str, expected: type[Exception]) -> None:
+    assert type(k.map_error(exc, verb, "TrainJob x")) is expected
+
+
+def test_injected_faults_map_through_the_real_client(plain: FakeCluster) -> None:
+    from dispatch.kubeflow.backend import KubeflowBackend
+
+    b = plain.backend()
+    assert isinstance(b, KubeflowBackend)
+    try:
+        plain.control.faults.fail_next(1, 500, method="POST", path_contains="trainjobs")
+        with pytest.raises(OutcomeUnknown):
+            b.start(StartRequest("j1", 1, "dsp-j1-1", job_spec("sleep")))
+        # the create did not land here; the supervisor's find after the CallBound says so
+        assert b.find("dsp-j1-1", 0) == []
+        sid = b.start(StartRequest("j1", 1, "dsp-j1-1", job_spec("sleep")))
+        plain.control.faults.fail_next(1, 503, method="GET", path_contains="trainjobs")
+        with pytest.raises(Unavailable):
+            b.open(sid)
+        plain.control.faults.fail_next(1, 404, method="GET", path_contains="trainjobs")
+        with pytest.raises(NotFound):
+            b.stop_job(sid)
+        slow = plain.backend(timeouts={"apiserverRequest": "0.5s"})
+        plain.control.faults.delay(1.5, count=1, method="PATCH", path_contains="trainjobs")
+        try:
+            with pytest.raises(OutcomeUnknown):
+                slow.open(sid)
+        finally:
+            slow.close()
+    finally:
+        b.close()
+
+
+def test_token_setting_replaces_the_kubeconfig_credentials(plain: FakeCluster, tmp_path: object) -> None:
+    from pathlib import Path
+
+    from dispatch.kubeflow.backend import KubeflowBackend
+
+    bare = plain.server.write_kubeconfig(Path(str(tmp_path)) / "bare-kubeconfig", token=None)
+    plain.control.rbac.require_token = True
+    plain.control.rbac.add_token("the-token", "alice")
+    b = plain.backend(kubeconfig={"path": str(bare)}, token="the-token")
+    assert isinstance(b, KubeflowBackend)
+    try:
+        users = {r.user for r in plain.server.requests() if r.user}
+        assert "alice" in users
+        assert "the-token" not in repr(b) and "the-token" not in repr(b.settings)
+    finally:
+        b.close()

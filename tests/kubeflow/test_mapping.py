@@ -1,0 +1,361 @@
+"""The state/cause table of dispatch.kubeflow.mapping, one test per row, on hand-built objects."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dispatch.kubeflow import names as n
+from dispatch.kubeflow.mapping import ExecKey, Objects, Reading, last_eviction, read
+from dispatch.outcome import Cause, State
+from dispatch.spi import Gate
+
+NOW = 1_800_000_000.0
+T = "2027-01-15T08:00:00Z"
+
+
+def cond(type_: str, status: str = "True", reason: str = "", message: str = "") -> dict[str, Any]:
+    return {"type": type_, "status": status, "reason": reason, "message": message, "lastTransitionTime": T}
+
+
+def trainjob(*conds: dict[str, Any], suspend: bool = False, **ann: str) -> dict[str, Any]:
+    annotations = {n.GATE: "open", n.ATTEMPT: "1", n.JOB_ID: "j", n.SUBMISSION: "1", n.MARKER_FULL: "m", **ann}
+    return {
+        "metadata": {"name": "dj-j-1", "labels": {n.MANAGED: "true", n.MARKER: "m"}, "annotations": annotations},
+        "spec": {"suspend": suspend},
+        "status": {"conditions": list(conds)},
+    }
+
+
+def pod(
+    name: str = "p0",
+    *,
+    phase: str = "Running",
+    state: dict[str, Any] | None = None,
+    disruption: str | None = None,
+    node: str = "w0",
+    index: int = 0,
+    attempt: str = "1",
+    last: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    cs: dict[str, Any] = {"name": "node", "state": state or {"running": {"startedAt": T}}}
+    if last:
+        cs["lastState"] = last
+    conds = [cond("DisruptionTarget", "True", disruption)] if disruption else []
+    return {
+        "metadata": {
+            "name": name,
+            "labels": {
+                n.JOBSET_NAME: "dj-j-1",
+                n.RESTART_ATTEMPT: "0",
+                n.JOB_INDEX: "0",
+                n.COMPLETION_INDEX: str(index),
+            },
+            "annotations": {n.ATTEMPT: attempt},
+        },
+        "spec": {"nodeName": node},
+        "status": {"phase": phase, "containerStatuses": [cs], "conditions": conds},
+    }
+
+
+def terminated(code: int, reason: str = "Error") -> dict[str, Any]:
+    return {"terminated": {"exitCode": code, "reason": reason, "startedAt": T, "finishedAt": T}}
+
+
+def workload(*conds: dict[str, Any], evictions: int = 0, active: bool = True, reserved: bool = True) -> dict[str, Any]:
+    status: dict[str, Any] = {"conditions": list(conds)}
+    if evictions:
+        status["schedulingStats"] = {"evictions": [{"reason": "Preempted", "count": evictions}]}
+    if reserved:
+        status["admission"] = {"clusterQueue": "cq"}
+    return {"metadata": {"name": "wl"}, "spec": {"active": active}, "status": status}
+
+
+NODES = {"w0": {"metadata": {"name": "w0"}, "status": {"conditions": [cond("Ready")]}}}
+
+
+def reading(
+    tj: dict[str, Any],
+    pods: list[dict[str, Any]] = (),
+    gone: list[dict[str, Any]] = (),
+    wl: Any = None,
+    nodes: dict[str, Any] | None = None,
+    kueue: bool = False,
+) -> Reading:  # type: ignore[assignment]
+    o = Objects(
+        trainjob=tj,
+        workload=wl,
+        pods=list(pods),
+        gone_pods=list(gone),
+        nodes=nodes if nodes is not None else NODES,
+        nodes_known=True,
+        kueue=kueue,
+    )
+    return read(o, NOW)
+
+
+def ended(r: Reading) -> tuple[State, Cause | None, int | None]:
+    assert r.execution is not None, "the execution has not started"
+    return r.execution.state, r.execution.cause, r.execution.exit_code
+
+
+# ---- ended executions ------------------------------------------------------------------------------------
+
+
+def test_stop_requested_reads_cancelled() -> None:
+    r = reading(trainjob(suspend=True, **{n.STOP: T}), gone=[pod()])
+    assert ended(r)[:2] == (State.CANCELLED, Cause.CANCELLED)
+    assert r.waiting is not None and r.waiting.cause is Cause.CANCELLED
+
+
+def test_complete_reads_succeeded_exit_zero() -> None:
+    r = reading(
+        trainjob(cond("Complete", reason="AllJobsCompleted")),
+        [pod(phase="Succeeded", state=terminated(0, "Completed"))],
+    )
+    assert ended(r) == (State.SUCCEEDED, Cause.EXIT, 0)
+
+
+def test_deadline_exceeded_reads_timeout() -> None:
+    r = reading(trainjob(cond("Failed", reason="DeadlineExceeded")), gone=[pod()])
+    assert ended(r)[:2] == (State.FAILED, Cause.TIMEOUT)
+
+
+def test_runtime_not_supported_reads_rejected() -> None:
+    r = reading(trainjob(cond("Failed", reason="TrainingRuntimeNotSupported")), gone=[pod()])
+    assert ended(r)[:2] == (State.FAILED, Cause.REJECTED)
+
+
+@pytest.mark.parametrize(
+    ("reason", "state", "cause"),
+    [
+        ("Preempted", State.FAILED, Cause.PREEMPTED),
+        ("DeactivatedDueToAdmissionCheck", State.FAILED, Cause.REJECTED),
+        ("DeactivatedDueToMaximumExecutionTimeExceeded", State.FAILED, Cause.TIMEOUT),
+        ("NodeFailures", State.FAILED, Cause.NODE_LOST),
+        ("PodsReadyTimeout", State.FAILED, Cause.LAUNCH_FAILED),
+        ("ClusterQueueStopped", State.CANCELLED, Cause.ADMIN_HELD),
+        ("LocalQueueStopped", State.CANCELLED, Cause.ADMIN_HELD),
+        ("AdmissionCheck", State.FAILED, Cause.UNKNOWN),
+    ],
+)
+def test_kueue_eviction_rows(reason: str, state: State, cause: Cause) -> None:
+    r = reading(
+        trainjob(suspend=True), gone=[pod()], wl=workload(cond("Evicted", reason=reason), evictions=1), kueue=True
+    )
+    assert ended(r)[:2] == (state, cause)
+
+
+def test_deactivated_with_our_hold_reads_held() -> None:
+    tj = trainjob(suspend=True, **{n.HOLDS: "h1"})
+    r = reading(
+        tj, gone=[pod()], wl=workload(cond("Evicted", reason="Deactivated"), evictions=1, active=False), kueue=True
+    )
+    assert ended(r)[:2] == (State.CANCELLED, Cause.HELD)
+    assert r.waiting is not None and (r.waiting.state, r.waiting.cause) == (State.HELD, Cause.HELD)
+
+
+def test_deactivated_by_someone_else_reads_admin_held() -> None:
+    r = reading(
+        trainjob(suspend=True),
+        gone=[pod()],
+        wl=workload(cond("Evicted", reason="Deactivated"), evictions=1, active=False),
+        kueue=True,
+    )
+    assert ended(r)[:2] == (State.CANCELLED, Cause.ADMIN_HELD)
+    assert "workload-deactivated" in r.foreign_holds
+
+
+def test_plain_suspended_by_our_hold_reads_held() -> None:
+    r = reading(trainjob(suspend=True, **{n.HOLDS: "h1"}), gone=[pod()])
+    assert ended(r)[:2] == (State.CANCELLED, Cause.HELD)
+    assert r.holds == ("h1",)
+
+
+def test_plain_suspended_by_someone_else_reads_admin_held() -> None:
+    r = reading(trainjob(suspend=True), gone=[pod()])
+    assert ended(r)[:2] == (State.CANCELLED, Cause.ADMIN_HELD)
+    assert r.foreign_holds == ("suspended",)
+
+
+FAILED = cond("Failed", reason="FailedJobs", message="jobset failed (first failed job: dj-j-1-node-0)")
+
+
+@pytest.mark.parametrize(
+    ("reason", "cause"),
+    [
+        ("PreemptionByScheduler", Cause.PREEMPTED),
+        ("DeletionByTaintManager", Cause.NODE_LOST),
+        ("DeletionByPodGC", Cause.NODE_LOST),
+        ("TerminationByKubelet", Cause.NODE_LOST),
+        ("EvictionByEvictionAPI", Cause.CESSATION),
+    ],
+)
+def test_pod_disruption_rows(reason: str, cause: Cause) -> None:
+    r = reading(trainjob(FAILED), gone=[pod(phase="Failed", state=terminated(143), disruption=reason)])
+    assert ended(r)[:2] == (State.FAILED, cause)
+
+
+def test_oom_killed_reads_out_of_memory() -> None:
+    r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(137, "OOMKilled"))])
+    assert ended(r) == (State.FAILED, Cause.OUT_OF_MEMORY, 137)
+
+
+def test_oom_in_an_earlier_container_instance_counts() -> None:
+    r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(1), last=terminated(137, "OOMKilled"))])
+    assert ended(r)[:2] == (State.FAILED, Cause.OUT_OF_MEMORY)
+
+
+@pytest.mark.parametrize("node", [None, {"status": {"conditions": [cond("Ready", "Unknown", "NodeStatusUnknown")]}}])
+def test_pod_on_a_lost_node_reads_node_lost(node: Any) -> None:
+    nodes = {} if node is None else {"w0": {"metadata": {"name": "w0"}, **node}}
+    r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(1))], nodes=nodes)
+    assert ended(r)[:2] == (State.FAILED, Cause.NODE_LOST)
+
+
+def test_image_pull_failure_reads_launch_failed() -> None:
+    stuck = pod("p1", phase="Pending", state={"waiting": {"reason": "ImagePullBackOff"}}, index=1)
+    r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(0, "Completed")), stuck])
+    assert ended(r)[:2] == (State.FAILED, Cause.LAUNCH_FAILED)
+
+
+@pytest.mark.parametrize("code", [126, 127])
+def test_program_not_found_reads_launch_failed(code: int) -> None:
+    r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(code))])
+    assert ended(r) == (State.FAILED, Cause.LAUNCH_FAILED, code)
+
+
+def test_non_zero_exit_reads_exit_with_the_first_failures_code() -> None:
+    early = pod(
+        "p1",
+        phase="Failed",
+        index=1,
+        state={"terminated": {"exitCode": 3, "startedAt": T, "finishedAt": "2027-01-15T08:00:05Z"}},
+    )
+    late = pod(
+        "p0",
+        phase="Failed",
+        state={"terminated": {"exitCode": 143, "startedAt": T, "finishedAt": "2027-01-15T08:00:09Z"}},
+    )
+    r = reading(trainjob(FAILED), [late, early])
+    assert ended(r) == (State.FAILED, Cause.EXIT, 3)
+
+
+def test_failed_without_explanation_reads_unknown() -> None:
+    r = reading(trainjob(FAILED), gone=[pod(phase="Failed", state=terminated(0, "Completed"))])
+    assert ended(r)[:2] == (State.FAILED, Cause.UNKNOWN)
+
+
+def test_running_reads_running_with_identity_key_and_nodes() -> None:
+    r = reading(trainjob(), [pod(), pod("p1", index=1, node="w1")], nodes={**NODES, "w1": NODES["w0"]})
+    assert r.execution is not None and r.execution.state is State.RUNNING
+    assert r.key == ExecKey(1, 0, 0) and r.nodes == ("w0", "w1") and r.gate is Gate.OPEN
+
+
+# ---- waiting objects -------------------------------------------------------------------------------------
+
+
+def waiting(r: Reading) -> tuple[State, Cause | None]:
+    assert r.execution is None and r.waiting is not None
+    return r.waiting.state, r.waiting.cause
+
+
+def test_closed_gate_reads_gated_in_both_modes() -> None:
+    assert waiting(reading(trainjob(suspend=True, **{n.GATE: "closed", n.ATTEMPT: "0"}))) == (
+        State.PENDING,
+        Cause.GATED,
+    )
+    tj = trainjob(suspend=True, **{n.GATED_BY: "dispatch.io/start"})
+    r = reading(tj, wl=workload(cond("QuotaReserved", "False", "AdmissionGated"), reserved=False), kueue=True)
+    assert waiting(r) == (State.PENDING, Cause.GATED) and r.gate is Gate.CLOSED
+
+
+def test_another_admission_gate_reads_admin_held() -> None:
+    tj = trainjob(suspend=True, **{n.GATED_BY: "dispatch.io/start,example.com/ops"})
+    r = reading(tj, wl=workload(reserved=False), kueue=True)
+    assert waiting(r) == (State.HELD, Cause.ADMIN_HELD) and r.foreign_holds == ("admission-gated-by:example.com/ops",)
+
+
+def test_plain_admin_hold_annotation_reads_admin_held() -> None:
+    r = reading(trainjob(suspend=True, **{n.ADMIN_HOLD: "maintenance", n.ATTEMPT: "0"}))
+    assert waiting(r) == (State.HELD, Cause.ADMIN_HELD)
+
+
+def test_dispatch_hold_reads_held() -> None:
+    assert waiting(reading(trainjob(suspend=True, **{n.HOLDS: "a,b", n.ATTEMPT: "0"}))) == (State.HELD, Cause.HELD)
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "cause"),
+    [
+        (
+            "Pending",
+            "couldn't assign flavors to pod set node: insufficient unused quota for cpu in flavor default, "
+            "2 more needed",
+            Cause.NO_CAPACITY,
+        ),
+        (
+            "Pending",
+            "couldn't assign flavors to pod set node: insufficient quota for cpu in flavor default, "
+            "request > maximum capacity (64 > 8)",
+            Cause.NO_CAPACITY,
+        ),
+        ("Inadmissible", "ClusterQueue cq is inactive", Cause.NO_CAPACITY),
+        ("Pending", "waiting", Cause.QUEUED),
+    ],
+)
+def test_kueue_quota_rows(reason: str, message: str, cause: Cause) -> None:
+    r = reading(
+        trainjob(suspend=True, **{n.ADMIT: "1"}),
+        wl=workload(cond("QuotaReserved", "False", reason, message), reserved=False),
+        kueue=True,
+    )
+    assert waiting(r) == (State.PENDING, cause)
+
+
+def test_kueue_waiting_for_checks_reads_queued() -> None:
+    wl = workload(
+        cond("QuotaReserved", reason="QuotaReserved"), cond("Admitted", "False", "UnsatisfiedAdmissionChecks")
+    )
+    assert waiting(reading(trainjob(suspend=True, **{n.ADMIT: "1"}), wl=wl, kueue=True)) == (
+        State.PENDING,
+        Cause.QUEUED,
+    )
+
+
+def test_unschedulable_pod_reads_no_capacity() -> None:
+    p = pod(phase="Pending", state={"waiting": {"reason": "ContainerCreating"}})
+    p["status"]["conditions"] = [cond("PodScheduled", "False", "Unschedulable", "0/4 nodes are available")]
+    assert waiting(reading(trainjob(), [p])) == (State.PENDING, Cause.NO_CAPACITY)
+
+
+def test_readmission_not_authorised_is_flagged() -> None:
+    wl = workload(
+        cond("QuotaReserved", reason="QuotaReserved"),
+        cond("Admitted", "False", "UnsatisfiedAdmissionChecks"),
+        cond("Evicted", "False", "QuotaReserved", "Previously: Preempted to accommodate a workload"),
+        cond("Preempted", "False", "QuotaReserved", "Previously: Preempted to accommodate a workload"),
+        evictions=1,
+    )
+    r = reading(trainjob(suspend=True, **{n.ADMIT: "1"}), gone=[pod()], wl=wl, kueue=True)
+    assert r.awaiting_authorisation
+    assert ended(r)[:2] == (State.FAILED, Cause.PREEMPTED)  # from the durable "Previously:" conditions
+    assert last_eviction(wl) == ("Preempted", "Preempted to accommodate a workload")
+
+
+def test_a_failure_waits_for_its_pods_to_end_before_naming_a_cause() -> None:
+    failed_now = cond("Failed", reason="FailedJobs", message="x")
+    failed_now["lastTransitionTime"] = "2027-01-15T08:00:00Z"  # == NOW
+    still_running = pod("p1", index=1)
+    r = reading(trainjob(failed_now), [still_running], gone=[pod(phase="Failed", state=terminated(143))])
+    assert r.execution is not None and r.execution.state is State.RUNNING and "ending" in r.execution.detail
+    later = Objects(
+        trainjob=trainjob(failed_now),
+        pods=[still_running],
+        gone_pods=[pod(phase="Failed", state=terminated(143))],
+        nodes=NODES,
+        nodes_known=True,
+    )
+    r = read(later, NOW + 31)
+    assert ended(r)[:2] == (State.FAILED, Cause.EXIT)

@@ -1,0 +1,45 @@
+"""Mutation check: each planted bug (dispatch.supervise.Mutation) is found by the simulator within a bound.
+
+The bound is the number of seeds tried, alternating shapes as ``python -m dispatch.sim`` does. The seeds that
+first catch each bug today are recorded in docs/invariants.md; the bound leaves room for changes in the
+simulator's choices.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dispatch.sim import Config, run
+from dispatch.supervise import Mutation
+
+BOUND = 40
+
+EXPECTED = {
+    Mutation.ACT_BEFORE_INTENT: "no-object-without-record",
+    Mutation.SKIP_FENCE: "fenced-writes",
+    Mutation.RESUBMIT_ON_UNKNOWN: ("no-object-without-record", "no-action-twice"),
+}
+
+
+def first_caught(mutation: Mutation) -> tuple[int, list[str]]:
+    for seed in range(BOUND):
+        shape = "slurm" if seed % 2 == 0 else "kubeflow"
+        result = run(Config(seed=seed, shape=shape, mutations=frozenset({mutation})))
+        if result.violations:
+            return seed, result.violations
+    return -1, []
+
+
+@pytest.mark.parametrize("mutation", list(Mutation), ids=str)
+def test_each_planted_bug_is_caught_within_the_bound(mutation: Mutation) -> None:
+    seed, violations = first_caught(mutation)
+    assert seed >= 0, f"{mutation} survived {BOUND} seeds"
+    expected = EXPECTED[mutation]
+    names = {v.split(": ", 2)[1].split(":")[0] for v in violations if v.startswith("step ")}
+    assert names & ({expected} if isinstance(expected, str) else set(expected)), (seed, violations[:3])
+
+
+def test_the_unmutated_supervisor_passes_the_same_seeds() -> None:
+    for seed in range(6):
+        shape = "slurm" if seed % 2 == 0 else "kubeflow"
+        assert run(Config(seed=seed, shape=shape)).violations == []

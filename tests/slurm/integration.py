@@ -1,0 +1,178 @@
+"""Integration scenarios shared by the two real clusters (test_integration_local.py / _sid.py run them)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+from dispatch.errors import NotFound, OutcomeUnknown, Unavailable
+from dispatch.outcome import Cause, State
+from dispatch.slurm import SlurmBackend
+from dispatch.slurm.transport.ssh import SSHExecutor
+from dispatch.spec import JobSpec
+from dispatch.spi import JobEvidence, StartRequest
+
+from .clusters import admin, description, open_backend, settings_for
+
+HOSTILE = ["plain", "sp ace", "it's", 'dq"uote', "$(touch /tmp/pwned)", "`id`", "*", "?[a]", "new\nline",
+           "tab\there", "été ✓ 日本", "\\back\\slash", "-n", "", "; rm -rf / #", "$HOME", "!!"]  # fmt: skip
+
+
+def wait(b: SlurmBackend, sid: str, pred, what: str, timeout: float = 120.0) -> JobEvidence:
+    end = time.time() + timeout
+    while True:
+        ev = b.inspect(sid)
+        if pred(ev):
+            return ev
+        assert time.time() < end, f"{what}: not within {timeout}s; last {ev.outcome}"
+        time.sleep(1.0)
+
+
+def marker() -> str:
+    return f"dsp-it{os.urandom(4).hex()}-1"
+
+
+def run(b: SlurmBackend, spec: JobSpec) -> tuple[str, str]:
+    m = marker()
+    sid = b.start(StartRequest(m.split("-")[1], 1, m, spec))
+    b.open(sid)
+    return sid, m
+
+
+HEX_ARGS = 'for a in "$@"; do printf %s "$a" | od -An -v -tx1 | tr -d " \\n"; printf ,; done; echo'
+"""Each rank prints its argv hex-encoded on ONE line, so two ranks' output cannot interleave inside a value."""
+
+
+def hostile_argv_byte_for_byte(name: str) -> None:
+    b = open_backend(name)
+    try:
+        sid, _ = run(b, JobSpec(("bash", "-c", HEX_ARGS, "dispatch", *HOSTILE), nodes=2))
+        ev = wait(b, sid, lambda e: e.outcome.state.ended, "the job ends")
+        assert ev.outcome.state is State.SUCCEEDED, ev.outcome
+        lines = b"".join(b.stdout(sid)).decode().splitlines()
+        assert len(lines) == 2, lines  # one line per rank, one rank per node
+        for line in lines:
+            got = [bytes.fromhex(h) for h in line.split(",")[:-1]]
+            assert got == [w.encode() for w in HOSTILE], got
+        assert not os.path.exists("/tmp/pwned")
+    finally:
+        b.close()
+
+
+def output_per_execution_after_requeue(name: str) -> None:
+    b = open_backend(name)
+    try:
+        sid, _ = run(
+            b, JobSpec(("bash", "-c", 'echo "exec=$DISPATCH_EXECUTION"; echo "err=$DISPATCH_EXECUTION" >&2; sleep 300'))
+        )
+        wait(
+            b,
+            sid,
+            lambda e: e.outcome.state is State.RUNNING and b"exec=" in b"".join(b.stdout(sid)),
+            "the job runs and prints",
+        )
+        b.requeue(sid)
+        ev = wait(
+            b,
+            sid,
+            lambda e: e.outcome.state is State.RUNNING and (e.current is not None and e.current.restart == 1),
+            "the requeued execution runs",
+            90,
+        )
+        assert [x.identity for x in ev.executions] == [f"1.{sid}.0", f"1.{sid}.1"]
+        wait(b, sid, lambda e: b"exec=" in b"".join(b.stdout(sid, 1)), "execution 1 prints")
+        assert b"".join(b.stdout(sid, 0)).startswith(f"exec=1.{sid}.0\n".encode())
+        assert b"".join(b.stdout(sid, 1)) == f"exec=1.{sid}.1\n".encode()
+        assert b"".join(b.stderr(sid, 1)).startswith(f"err=1.{sid}.1\n".encode())
+        b.stop_job(sid)
+    finally:
+        b.close()
+
+
+def purged_with_and_without_accounting(name: str) -> None:
+    b = open_backend(name)
+    try:
+        sid, _ = run(b, JobSpec(("bash", "-c", "exit 3")))
+        wait(b, sid, lambda e: e.outcome.state.ended, "the job ends")
+        # wait until the controller purged it (MinJobAge plus the purge period)
+        end = time.time() + 150
+        while True:
+            r = admin(name, "squeue", "-h", "-t", "all", "-j", sid, check=False)
+            if r.returncode != 0 or not r.stdout.strip():
+                break
+            assert time.time() < end, "the job was never purged from squeue"
+            time.sleep(3)
+        ev = b.inspect(sid)
+        assert ev.outcome.evidence.source == "sacct"
+        assert ev.outcome.state is State.FAILED and ev.outcome.cause is Cause.EXIT and ev.outcome.exit_code == 3
+    finally:
+        b.close()
+    # without accounting (a read-only open without a preflight cache cannot use sacct): NotFound, never success
+    desc = description(name)
+    import dispatch.slurm as slurm
+
+    ro = slurm.new({**settings_for(desc), "preflight": {}}, read_only=True)
+    try:
+        try:
+            ro.inspect(sid)
+        except NotFound:
+            pass
+        else:
+            raise AssertionError("a purged job without accounting must be NotFound")
+    finally:
+        ro.close()
+
+
+def ssh_cut_mid_submission_leaves_one_job(name: str, cut_before_sbatch: bool) -> None:
+    desc = description(name)
+    import dispatch.slurm as slurm
+
+    b = slurm.new(settings_for(desc, timeouts={"call": 10, "script": 15}))
+    try:
+        ex = b._executor
+        assert isinstance(ex, SSHExecutor)
+        real_run = ex.run
+
+        def cutting_run(script: str, timeout: float) -> object:
+            if "sbatch" in script and "--hold" in script:
+                if cut_before_sbatch:
+                    script = script.replace(
+                        " sbatch --parsable", " bash -c 'sleep 3; exec \"$@\"' _ sbatch --parsable", 1
+                    )
+                else:
+                    script = script.replace("printf '\\n@@", "sleep 3; printf '\\n@@", 0)
+                    script = script.rsplit("\nprintf '\\n@@", 1)
+                    script = script[0] + "\nsleep 3\nprintf '\\n@@" + script[1]
+                pid = ex.master_pid()
+                assert pid is not None, "no ssh control master to cut"
+                threading.Timer(1.5, lambda: os.kill(pid, signal.SIGKILL)).start()
+            return real_run(script, timeout)
+
+        ex.run = cutting_run  # type: ignore[method-assign]
+        m = marker()
+        since = time.time() - 5
+        req = StartRequest(m.split("-")[1], 1, m, JobSpec(("true",)))
+        try:
+            b.start(req)
+            outcome = "answered"
+        except OutcomeUnknown:
+            outcome = "unknown"
+        except Unavailable:
+            outcome = "unavailable"
+        ex.run = real_run  # type: ignore[method-assign]
+        assert outcome in ("unknown", "unavailable"), f"the cut was not noticed ({outcome})"
+        if outcome == "unknown":
+            time.sleep(b.declarations().call_bound)  # the landing bound: after it, find is the truth
+        found = b.find(m, since)
+        if not found:
+            b.start(req)  # it did not land: submit again (the supervisor's recovery)
+        found = b.find(m, since)
+        assert len(found) == 1, f"expected exactly one job for {m}, found {found}"
+        admin(name, "scancel", found[0].scheduler_id, check=False)
+    finally:
+        b.close()
+
+
+_ = signal

@@ -1,0 +1,327 @@
+"""The backend against transcripts: preflight, gate, reads in each dialect, holds, requeue, failures."""
+
+import pytest
+
+import dispatch.slurm as slurm
+from dispatch.capabilities import Answer
+from dispatch.clock import FakeClock
+from dispatch.cluster import checked
+from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
+from dispatch.extensions import Image
+from dispatch.outcome import Cause, State
+from dispatch.slurm.holds import encode_hold
+from dispatch.slurmtest import (
+    RELEASE_2205,
+    RELEASE_2605,
+    RELEASES,
+    Exchange,
+    Job,
+    TranscriptExecutor,
+    UnexpectedScript,
+    absent,
+    expired,
+    fail,
+    ok,
+    ready_preflight,
+    sacct_json,
+    sacct_text,
+    squeue_json,
+    wrapped,
+)
+from dispatch.spec import JobSpec
+from dispatch.spi import Gate, Holder, MultiFinder, OutputReader, Requeuer, StartRequest
+
+NOW = 1_800_000_000.0
+
+
+def backend(release: str = RELEASE_2605, *extra: Exchange, read_only: bool = False, **kw: object):
+    ex = TranscriptExecutor([*ready_preflight(release, now=NOW, read_only=read_only, **kw), *extra])  # type: ignore[arg-type]
+    b = slurm.new({}, executor=ex, clock=FakeClock(NOW), read_only=read_only)
+    return b, ex
+
+
+def req(marker: str = "dsp-j-1") -> StartRequest:
+    return StartRequest("j", 1, marker, JobSpec(("echo", "hi")))
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_preflight_capabilities_and_declarations(release: str) -> None:
+    b, ex = backend(release)
+    ex.assert_done()
+    caps = b.capabilities()
+    assert caps.answer(slurm_cap("Hold")) is Answer.YES
+    assert caps.answer(slurm_cap("AccountingHistory")) is Answer.YES
+    d = b.declarations()
+    assert d.node_loss_window == 80.0
+    assert d.polled_loss is not None and d.polled_loss.state == 15.0 and d.polled_loss.execution == float("inf")
+    assert d.call_bound > 0
+    assert (
+        isinstance(b, Holder) and isinstance(b, Requeuer) and isinstance(b, MultiFinder) and isinstance(b, OutputReader)
+    )
+
+
+def slurm_cap(name: str):
+    from dispatch.capabilities import Capability
+
+    return Capability(name)
+
+
+def test_no_landing_bound_hands_out_without_holder() -> None:
+    b, _ = backend(RELEASE_2605, AuthType="auth/none")
+    assert b.declarations().call_bound == 0
+    view = checked(b)
+    assert not isinstance(view, Holder) and not isinstance(view, Requeuer)
+
+
+def test_read_only_probes_nothing_and_answers_unknown() -> None:
+    b, ex = backend(RELEASE_2605, read_only=True)
+    ex.assert_done()
+    assert b.capabilities().answer(slurm_cap("Hold")) is Answer.UNKNOWN
+    assert b.capabilities().answer(slurm_cap("AccountingHistory")) is Answer.UNKNOWN
+    assert b.declarations().polled_loss.execution == 0  # type: ignore[union-attr]
+    with pytest.raises(ReadOnly):
+        b.start(req())
+    ex.assert_done()
+
+
+def test_preflight_cache_is_used_by_a_read_only_open(tmp_path) -> None:
+    ex = TranscriptExecutor(ready_preflight(RELEASE_2605, now=NOW))
+    slurm.new({"preflight": {"cacheDir": str(tmp_path)}}, executor=ex, clock=FakeClock(NOW))
+    ex2 = TranscriptExecutor(ready_preflight(RELEASE_2605, now=NOW, read_only=True))
+    b = slurm.new({"preflight": {"cacheDir": str(tmp_path)}}, executor=ex2, clock=FakeClock(NOW + 10), read_only=True)
+    assert b.capabilities()[slurm_cap("Hold")].provenance.value == "cached"
+    assert b.capabilities().answer(slurm_cap("Hold")) is Answer.YES
+
+
+def test_missing_command_refuses_open() -> None:
+    ex = TranscriptExecutor([Exchange("scontrol show config", wrapped(ok("sacct\n"), ok("1\n"), ok(""), ok("")))])
+    with pytest.raises(Unavailable, match="sacct"):
+        slurm.new({}, executor=ex, clock=FakeClock(NOW))
+
+
+def test_start_submits_held_and_returns_id() -> None:
+    b, ex = backend(RELEASE_2605, Exchange("--hold", wrapped(ok(), ok("4242\n"))))
+    assert b.start(req()) == "4242"
+    script = ex.scripts[-1]
+    assert "--job-name=dsp-j-1" in script and "--no-requeue" in script and "END_" in script
+
+
+def test_start_refuses_image_before_any_script() -> None:
+    b, ex = backend()
+    with pytest.raises(Unsupported):
+        b.start(StartRequest("j", 1, "dsp-j-1", JobSpec(("x",), extensions=(Image(ref="a:b"),))))
+    ex.assert_done()
+
+
+def test_start_rejected_by_sbatch() -> None:
+    b, _ = backend(
+        RELEASE_2605,
+        Exchange(
+            "--hold",
+            wrapped(ok(), fail("sbatch: error: Batch job submission failed: Invalid partition name specified")),
+        ),
+    )
+    with pytest.raises(Rejected, match="Invalid partition"):
+        b.start(req())
+
+
+def test_cut_connection_after_start_is_outcome_unknown() -> None:
+    res = wrapped(ok(), ok(""), cut_after=1)
+    b, _ = backend(RELEASE_2605, Exchange("--hold", res, fail="connection reset"))
+    with pytest.raises(OutcomeUnknown):
+        b.start(req())
+
+
+def test_dead_master_before_start_is_unavailable() -> None:
+    from dispatch.slurm.transport import Result
+
+    b, _ = backend(RELEASE_2605, Exchange("--hold", Result("", "mux_client: master died", 255), fail="master died"))
+    with pytest.raises(Unavailable):
+        b.start(req())
+
+
+def test_expired_sbatch_is_outcome_unknown() -> None:
+    b, _ = backend(RELEASE_2605, Exchange("--hold", wrapped(ok(), expired())))
+    with pytest.raises(OutcomeUnknown):
+        b.start(req())
+
+
+def test_open_releases_our_gate_only() -> None:
+    b, ex = backend(
+        RELEASE_2605,
+        Exchange("scontrol release", wrapped(ok())),
+        Exchange("JobHeldAdmin", wrapped(fail("JobHeldAdmin", 3))),
+    )
+    b.open("7")
+    assert "JobHeldUser) scontrol release" in ex.scripts[-1]
+    with pytest.raises(Rejected, match="administrator"):
+        b.open("7")
+
+
+def test_open_of_a_purged_job_is_not_found() -> None:
+    b, _ = backend(RELEASE_2605, Exchange("scontrol release", wrapped(absent())))
+    with pytest.raises(NotFound):
+        b.open("7")
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_inspect_gated_and_held(release: str) -> None:
+    gated = Job(7, "dsp-j-1", "PENDING", reason="JobHeldUser", priority=0)
+    held = Job(8, "dsp-j-2", "PENDING", reason="BeginTime", eligible=encode_hold("h00c0ffee"))
+    b, _ = backend(release, Exchange("squeue --json", wrapped(ok(squeue_json(release, gated, held, Job(9, "other"))))))
+    got = b.inspect_many(["7", "8"])
+    assert set(got) == {"7", "8"}
+    assert got["7"].gate is Gate.CLOSED and got["7"].outcome.cause is Cause.GATED
+    assert got["8"].holds == ("h00c0ffee",) and got["8"].outcome.state is State.HELD
+    assert got["8"].executions[0].identity == "2.8.0"
+
+
+def test_inspect_requeued_reads_history_2605() -> None:
+    live = Job(4, "dsp-j-1", "RUNNING", restarts=2, start=NOW - 5)
+    hist = sacct_json(
+        RELEASE_2605,
+        Job(4, "dsp-j-1", "PENDING", ("REQUEUED",), restarts=0, start=NOW - 60, end=NOW - 50),
+                      Job(4, "dsp-j-1", "PREEMPTED", restarts=1, start=NOW - 40, end=NOW - 30),
+                      Job(4, "dsp-j-1", "RUNNING", restarts=2, start=NOW - 5))  # fmt: skip
+    b, _ = backend(
+        RELEASE_2605,
+        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, live)))),
+        Exchange("sacct --json -D", wrapped(ok(hist))),
+    )
+    ev = b.inspect("4")
+    assert [e.identity for e in ev.executions] == ["1.4.0", "1.4.1", "1.4.2"]
+    assert ev.executions[1].outcome.cause is Cause.PREEMPTED
+    assert ev.outcome.state is State.RUNNING
+
+
+def test_gone_from_squeue_with_accounting_2205_uses_text_exit_codes() -> None:
+    b, _ = backend(
+        RELEASE_2205,
+        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2205)))),
+        Exchange("sacct -D -P", wrapped(ok(sacct_text(Job(9, "dsp-j-1", "FAILED", exit_code=3, end=int(NOW)))))),
+    )
+    ev = b.inspect("9")
+    assert ev.outcome.state is State.FAILED and ev.outcome.cause is Cause.EXIT and ev.outcome.exit_code == 3
+    assert ev.outcome.evidence.source == "sacct"
+
+
+def test_gone_without_accounting_is_not_found_never_success() -> None:
+    b, _ = backend(RELEASE_2605, Exchange("squeue --json", wrapped(absent())), accounting=False)
+    with pytest.raises(NotFound):
+        b.inspect("9")
+
+
+def test_failed_poll_is_unavailable() -> None:
+    b, _ = backend(
+        RELEASE_2605, Exchange("squeue --json", wrapped(fail("Unable to contact slurm controller (connect failure)")))
+    )
+    with pytest.raises(Unavailable):
+        b.inspect("9")
+
+
+def test_hold_on_running_is_rejected_and_release_by_instance() -> None:
+    run = Job(5, "dsp-j-1", "RUNNING")
+    held = Job(6, "dsp-j-1", "PENDING", reason="BeginTime", eligible=encode_hold("h00000002"))
+    b, ex = backend(
+        RELEASE_2605,
+        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, run)))),
+        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, held)))),
+        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, held)))),
+        Exchange("StartTime=now", wrapped(ok())),
+    )
+    with pytest.raises(Rejected):
+        b.hold("5", "h00000001")
+    with pytest.raises(Rejected, match="h00000002"):
+        b.release("6", "h00000001")
+    b.release("6", "h00000002")
+    ex.assert_done()
+
+
+def test_hold_sets_encoded_start_time() -> None:
+    gated = Job(7, "dsp-j-1", "PENDING", reason="JobHeldUser", priority=0)
+    b, ex = backend(
+        RELEASE_2605,
+        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, gated)))),
+        Exchange("StartTime=uts", wrapped(ok())),
+    )
+    b.hold("7", "h0000abcd")
+    assert f"StartTime=uts{encode_hold('h0000abcd')}" in ex.scripts[-1]
+
+
+def test_requeue_two_steps_and_crash_between() -> None:
+    b, _ = backend(
+        RELEASE_2605,
+        Exchange("Requeue=1", wrapped(ok(), ok(), ok())),
+        Exchange("Requeue=1", wrapped(ok(), ok(), cut_after=1), fail="connection lost"),
+        Exchange("Requeue=1", wrapped(ok(), fail("Job is pending execution for job 4"), ok())),
+    )
+    b.requeue("4")
+    with pytest.raises(OutcomeUnknown):
+        b.requeue("4")
+    with pytest.raises(Rejected):
+        b.requeue("4")
+
+
+def test_find_many_one_script_2205_filters_client_side() -> None:
+    a = Job(1, "dsp-a-1", "PENDING", submit=int(NOW))
+    c = Job(2, "dsp-c-1", "RUNNING", submit=int(NOW))
+    b, ex = backend(
+        RELEASE_2205,
+        Exchange(
+            "sacct -X -D -P -n -o JobIDRaw,JobName,Submit",
+            wrapped(ok(squeue_json(RELEASE_2205, a, c, Job(3, "zzz"))), ok(f"11|dsp-a-1|{int(NOW) - 5}\n")),
+        ),
+    )
+    got = b.find_many(["dsp-a-1", "dsp-b-1"], NOW - 100)
+    assert [f.scheduler_id for f in got["dsp-a-1"]] == ["1", "11"]
+    assert got["dsp-b-1"] == []
+    ex.assert_done()
+
+
+def test_stop_job_bound_and_idempotent_not_found() -> None:
+    b, _ = backend(
+        RELEASE_2605,
+        Exchange("scancel", wrapped(ok())),
+        Exchange("scancel", wrapped(absent())),
+        Exchange("sacct --json -D", wrapped(ok(sacct_json(RELEASE_2605)))),
+    )
+    assert b.stop_job("3") == 5 + 10 + 5
+    with pytest.raises(NotFound):
+        b.stop_job("3")
+
+
+def test_unexpected_script_raises() -> None:
+    b, _ = backend(RELEASE_2605, Exchange("scancel", wrapped(ok())))
+    with pytest.raises(UnexpectedScript):
+        b.inspect("3")
+
+
+def test_cessation_contract() -> None:
+    ex = TranscriptExecutor(
+        [
+            *ready_preflight(RELEASE_2605, now=NOW),
+            Exchange("site-cease", wrapped(ok(f"3 {int(NOW)} maintenance window\n9 x bad\n"))),
+        ]
+    )
+    b = slurm.new({"cessation": {"command": ["site-cease", "--json=no"]}}, executor=ex, clock=FakeClock(NOW))
+    got = b.cessation(["3", "4"])
+    assert set(got) == {"3"} and got["3"].reason == "maintenance window"
+
+
+def test_output_reader_reads_per_execution_file() -> None:
+    import base64
+
+    live = Job(4, "dsp-j-1", "COMPLETED", restarts=1, stdout="/out/dsp-j-1.%j.%r.out")
+    sq = squeue_json(RELEASE_2605, live)
+    hist = sacct_json(
+        RELEASE_2605,
+        Job(4, "dsp-j-1", "PENDING", ("REQUEUED",), restarts=0),
+        Job(4, "dsp-j-1", "COMPLETED", restarts=1),
+    )
+    b, _ = backend(
+        RELEASE_2605,
+        Exchange("squeue --json", wrapped(ok(sq))),
+        Exchange("sacct --json", wrapped(ok(hist))),
+        Exchange("/out/dsp-j-1.4.0.out", wrapped(ok(base64.b64encode(b"first\xff\n").decode()))),
+    )
+    assert b"".join(b.stdout("4", execution=0)) == b"first\xff\n"

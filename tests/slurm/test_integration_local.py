@@ -1,0 +1,19 @@
+"""Scenarios on the real Slurm 22.05 cluster (local transport). Fails loudly when the cluster is down."""
+
+import pytest
+
+from . import integration as it
+
+pytestmark = pytest.mark.slurm_local
+
+
+def test_hostile_argv_reaches_every_rank_byte_for_byte() -> None:
+    it.hostile_argv_byte_for_byte("local")
+
+
+def test_output_per_execution_after_requeue() -> None:
+    it.output_per_execution_after_requeue("local")
+
+
+def test_purged_job_with_and_without_accounting() -> None:
+    it.purged_with_and_without_accounting("local")

@@ -1,0 +1,24 @@
+"""Scenarios on the real Slurm 26.05 cluster over SSH. Fails loudly when the cluster is down."""
+
+import pytest
+
+from . import integration as it
+
+pytestmark = pytest.mark.slurm_sid
+
+
+def test_hostile_argv_reaches_every_rank_byte_for_byte() -> None:
+    it.hostile_argv_byte_for_byte("sid")
+
+
+def test_output_per_execution_after_requeue() -> None:
+    it.output_per_execution_after_requeue("sid")
+
+
+def test_purged_job_with_and_without_accounting() -> None:
+    it.purged_with_and_without_accounting("sid")
+
+
+@pytest.mark.parametrize("cut_before_sbatch", [True, False], ids=["cut-before-sbatch", "cut-after-sbatch"])
+def test_ssh_cut_mid_submission_leaves_exactly_one_job(cut_before_sbatch: bool) -> None:
+    it.ssh_cut_mid_submission_leaves_one_job("sid", cut_before_sbatch)

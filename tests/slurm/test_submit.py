@@ -1,0 +1,101 @@
+import os
+import subprocess
+import tempfile
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dispatch.errors import SpecError, Unsupported
+from dispatch.extensions import Image, Output, SharedCheckpoint
+from dispatch.settings import decode
+from dispatch.slurm.extensions import Placement, Resources
+from dispatch.slurm.settings import SlurmSettings
+from dispatch.slurm.submit import build
+from dispatch.spec import JobSpec
+from dispatch.spi import StartRequest
+
+S = decode(SlurmSettings, {"defaults": {"partition": "normal", "account": "acct"}})
+_arg = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=30
+)
+
+
+def req(spec: JobSpec, marker: str = "dsp-abc-1") -> StartRequest:
+    return StartRequest("abc", 1, marker, spec)
+
+
+def test_gate_marker_norequeue_and_placement() -> None:
+    spec = JobSpec(
+        ("python", "train.py"),
+        nodes=2,
+        procs_per_node=4,
+        working_dir="/scratch/x",
+        time_limit=90,
+        extensions=(
+            Placement(partition="gpu", qos="high"),
+            Resources(gpus_per_node=8, gpu_type="h100", cpus_per_task=8, exclusive=True),
+        ),
+    )
+    job = build(req(spec), S, "26.05.5", "/home/ada/dispatch-output")
+    a = job.argv
+    for opt in ("--hold", "--no-requeue", "--parsable", "--job-name=dsp-abc-1", "--nodes=2", "--ntasks-per-node=4",
+                "--partition=gpu", "--account=acct", "--qos=high", "--gpus-per-node=h100:8", "--cpus-per-task=8",
+                "--exclusive", "--chdir=/scratch/x", "--time=2", "--export=PATH",
+                "--output=/home/ada/dispatch-output/dsp-abc-1.%j.%r.out",
+                "--error=/home/ada/dispatch-output/dsp-abc-1.%j.%r.err"):  # fmt: skip
+        assert opt in a
+    assert "exec srun --export=ALL" in job.batch
+    assert 'DISPATCH_EXECUTION=1."$SLURM_JOB_ID"."${SLURM_RESTART_COUNT:-0}"' in job.batch
+
+
+def test_2205_redirects_in_the_batch_script_and_uses_none() -> None:
+    s = decode(SlurmSettings, {"environment": {"pass": []}})
+    job = build(req(JobSpec(("true",)), "dsp-x-2"), s, "22.05.8", "/o")
+    assert "--export=NONE" in job.argv
+    assert "--output=/o/dsp-x-2.%j.slurm.out" in job.argv
+    assert 'exec >/o/dsp-x-2."$SLURM_JOB_ID"."${SLURM_RESTART_COUNT:-0}".out' in job.batch
+    job26 = build(req(JobSpec(("true",))), s, "26.05.5", "/o")
+    assert "--export=NIL" in job26.argv
+
+
+def test_output_extension_and_checkpoint() -> None:
+    spec = JobSpec(("true",), extensions=(Output(dir="/shared/out"), SharedCheckpoint(path="/shared/ck")))
+    job = build(req(spec), S, "25.11.7", "/home/x")
+    assert "--output=/shared/out/dsp-abc-1.%j.%r.out" in job.argv
+    assert "export DISPATCH_CHECKPOINT_DIR=/shared/ck" in job.batch
+
+
+def test_image_is_unsupported_and_bad_marker_refused() -> None:
+    with pytest.raises(Unsupported):
+        build(req(JobSpec(("true",), extensions=(Image(ref="x:1"),))), S, "26.05.5", "/o")
+    with pytest.raises(SpecError):
+        build(req(JobSpec(("true",)), "bad marker%"), S, "26.05.5", "/o")
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(_arg, min_size=1, max_size=5),
+    st.dictionaries(st.from_regex(r"[A-Z][A-Z0-9_]{0,6}", fullmatch=True), _arg, max_size=2),
+)
+def test_argv_and_env_reach_the_ranks_byte_for_byte(argv: list[str], env: dict[str, str]) -> None:
+    """Run the batch script with a fake srun that dumps its argv and environment NUL-separated."""
+    spec = JobSpec(tuple(argv), env=env)
+    job = build(req(spec), S, "26.05.5", "/o")
+    with tempfile.TemporaryDirectory() as d:
+        fake = os.path.join(d, "srun")
+        with open(fake, "w") as f:
+            f.write('#!/bin/bash\nwhile [ "$1" != "--" ]; do shift; done; shift\nprintf "%s\\0" "$@"\n')
+        os.chmod(fake, 0o755)
+        run_env = {"PATH": f"{d}:/usr/bin:/bin", "SLURM_JOB_ID": "77"}
+        out = subprocess.run(
+            ["bash", "-s"], input=job.batch.encode(), capture_output=True, env=run_env, check=True
+        ).stdout
+        assert out.split(b"\0")[:-1] == [a.encode() for a in argv]
+        probe = (
+            job.batch.rsplit("exec srun", 1)[0]
+            + 'printf "%s\\0" "$DISPATCH_EXECUTION"'
+            + "".join(f' "${k}"' for k in sorted(env))
+        )
+        got = subprocess.run(["bash", "-s"], input=probe.encode(), capture_output=True, env=run_env, check=True).stdout
+        assert got.split(b"\0")[:-1] == [b"1.77.0", *(env[k].encode() for k in sorted(env))]

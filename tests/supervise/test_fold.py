@@ -1,0 +1,185 @@
+"""fold: evidence into records, purely."""
+
+from __future__ import annotations
+
+from dispatch.outcome import Cause, Evidence, Outcome, State
+from dispatch.records.model import Action, GateState, Intent, IntentStatus, JobRecord, Submission
+from dispatch.spec import JobSpec
+from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence
+from dispatch.supervise import fold, fold_found
+
+T0 = 1_800_000_000.0
+
+
+def job(gate: GateState = GateState.OPEN, sid: str | None = "101") -> JobRecord:
+    return JobRecord(
+        id="j1",
+        cluster="memory",
+        spec=JobSpec(command=("true",)),
+        created_at=T0,
+        submissions=[Submission(1, "dsp-j1-1", T0, scheduler_id=sid, gate=gate)],
+    )
+
+
+def running(at: float, sid: str = "101") -> JobEvidence:
+    ev = Evidence("memory:queue", at)
+    out = Outcome(State.RUNNING, None, ev)
+    return JobEvidence(sid, "dsp-j1-1", out, Gate.OPEN, executions=(ExecutionEvidence(f"1.{sid}.0", 0, out, T0),))
+
+
+def ended(at: float, state: State, cause: Cause, code: int | None = None, sid: str = "101") -> JobEvidence:
+    ev = Evidence("memory:queue", at)
+    out = Outcome(state, cause, ev, exit_code=code)
+    return JobEvidence(sid, "dsp-j1-1", out, Gate.OPEN, executions=(ExecutionEvidence(f"1.{sid}.0", 0, out, T0, at),))
+
+
+def test_running_evidence_is_recorded_with_its_source_and_time() -> None:
+    new, events = fold(job(), running(T0 + 5), T0 + 5)
+    sub = new.current
+    assert sub is not None and sub.outcome is not None
+    assert sub.outcome.state is State.RUNNING and sub.outcome.evidence == Evidence("memory:queue", T0 + 5)
+    assert [e.identity for e in sub.executions] == ["1.101.0"]
+    assert any(e.kind == "observed" for e in events)
+
+
+def test_an_unchanged_observation_writes_nothing_until_the_refresh() -> None:
+    first, _ = fold(job(), running(T0 + 5), T0 + 5)
+    same, events = fold(first, running(T0 + 15), T0 + 15, refresh=60)
+    assert same is first and events == []
+    later, _ = fold(first, running(T0 + 70), T0 + 70, refresh=60)
+    assert later is not first and later.current.outcome.evidence.observed_at == T0 + 70  # type: ignore[union-attr]
+
+
+def test_older_evidence_never_rewinds_the_record() -> None:
+    done, _ = fold(job(), ended(T0 + 50, State.FAILED, Cause.PREEMPTED), T0 + 50)
+    again, _ = fold(done, running(T0 + 20), T0 + 60)
+    assert again.current.outcome.state is State.FAILED  # type: ignore[union-attr]
+
+
+def test_vanished_after_running_becomes_unknown_never_success() -> None:
+    seen, _ = fold(job(), running(T0 + 5), T0 + 5)
+    gone, events = fold(seen, None, T0 + 30)
+    sub = gone.current
+    assert sub is not None and sub.gone
+    assert sub.outcome is not None and sub.outcome.state is State.UNKNOWN and sub.outcome.cause is Cause.UNKNOWN
+    assert sub.executions[0].outcome.state is State.UNKNOWN
+    assert any(e.kind == "vanished" for e in events)
+
+
+def test_vanished_after_it_ended_keeps_the_evidence_of_the_end() -> None:
+    seen, _ = fold(job(), ended(T0 + 5, State.SUCCEEDED, Cause.EXIT, 0), T0 + 5)
+    gone, _ = fold(seen, None, T0 + 500)
+    sub = gone.current
+    assert sub is not None and sub.gone
+    assert sub.outcome is not None and sub.outcome.state is State.SUCCEEDED
+    assert sub.outcome.evidence.observed_at == T0 + 5
+
+
+def test_purged_unknown_evidence_keeps_a_seen_end() -> None:
+    seen, _ = fold(job(), ended(T0 + 5, State.FAILED, Cause.OUT_OF_MEMORY), T0 + 5)
+    ev = Evidence("memory:accounting", T0 + 400)
+    unknown = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev)
+    purged = JobEvidence("101", "dsp-j1-1", unknown, Gate.OPEN, executions=(ExecutionEvidence("1.101.0", 0, unknown),))
+    after, _ = fold(seen, purged, T0 + 400)
+    assert after.current.outcome.cause is Cause.OUT_OF_MEMORY  # type: ignore[union-attr]
+    assert after.current.executions[0].outcome.cause is Cause.OUT_OF_MEMORY  # type: ignore[union-attr]
+
+
+def test_a_foreign_hold_on_a_waiting_object_is_admin_held() -> None:
+    ev = Evidence("memory:queue", T0 + 5)
+    waiting = JobEvidence(
+        "101", "dsp-j1-1", Outcome(State.PENDING, Cause.QUEUED, ev), Gate.OPEN, foreign_holds=("admin",)
+    )
+    new, _ = fold(job(), waiting, T0 + 5)
+    out = new.current.outcome  # type: ignore[union-attr]
+    assert out is not None and out.state is State.HELD and out.cause is Cause.ADMIN_HELD
+
+
+def test_cessation_turns_node_lost_into_cessation() -> None:
+    new, _ = fold(
+        job(), ended(T0 + 50, State.FAILED, Cause.NODE_LOST), T0 + 50, cessation=Cessation("maintenance", T0 + 40)
+    )
+    assert new.current.outcome.cause is Cause.CESSATION  # type: ignore[union-attr]
+    assert new.current.executions[0].outcome.cause is Cause.CESSATION  # type: ignore[union-attr]
+
+
+def _with_start(j: JobRecord, deadline: float) -> JobRecord:
+    j.intents.append(Intent(1, Action.START, 1, "sup", T0, deadline, status=IntentStatus.UNKNOWN))
+    return j
+
+
+def test_an_unknown_start_is_not_resolved_before_its_deadline() -> None:
+    j = _with_start(job(GateState.PLANNED, None), T0 + 35)
+    new, events = fold_found(j, [Found("101", "dsp-j1-1", T0)], T0 + 10)
+    assert new is j and events == []
+
+
+def test_an_unknown_start_found_once_is_recorded() -> None:
+    j = _with_start(job(GateState.PLANNED, None), T0 + 35)
+    new, _ = fold_found(j, [Found("101", "dsp-j1-1", T0)], T0 + 40)
+    sub = new.current
+    assert sub is not None and sub.scheduler_id == "101" and sub.gate is GateState.CLOSED and sub.strays == []
+    assert new.intents[0].status is IntentStatus.DONE
+
+
+def test_an_unknown_start_found_twice_keeps_one_and_lists_the_stray() -> None:
+    j = _with_start(job(GateState.PLANNED, None), T0 + 35)
+    new, _ = fold_found(j, [Found("102", "dsp-j1-1", T0 + 2), Found("101", "dsp-j1-1", T0 + 1)], T0 + 40)
+    sub = new.current
+    assert sub is not None and sub.scheduler_id == "101" and sub.strays == ["102"]
+
+
+def test_an_unknown_start_found_nowhere_failed() -> None:
+    j = _with_start(job(GateState.PLANNED, None), T0 + 35)
+    new, _ = fold_found(j, [], T0 + 40)
+    assert new.intents[0].status is IntentStatus.FAILED
+    assert new.current.scheduler_id is None and new.current.gate is GateState.PLANNED  # type: ignore[union-attr]
+
+
+def test_a_requeue_is_resolved_by_whether_the_restart_count_moved() -> None:
+    base, _ = fold(job(), ended(T0 + 5, State.FAILED, Cause.EXIT, 75), T0 + 5)
+    base.intents.append(
+        Intent(1, Action.REQUEUE, 1, "sup", T0 + 6, T0 + 41, status=IntentStatus.UNKNOWN, args={"restart": 0})
+    )
+    not_moved, _ = fold(base, ended(T0 + 50, State.FAILED, Cause.EXIT, 75), T0 + 50)
+    assert not_moved.intents[0].status is IntentStatus.FAILED
+    ev = Evidence("memory:queue", T0 + 50)
+    moved = JobEvidence(
+        "101",
+        "dsp-j1-1",
+        Outcome(State.PENDING, Cause.QUEUED, ev),
+        Gate.OPEN,
+        executions=(
+            ExecutionEvidence("1.101.0", 0, Outcome(State.FAILED, Cause.EXIT, ev, exit_code=75), T0, T0 + 5),
+            ExecutionEvidence("1.101.1", 1, Outcome(State.RUNNING, None, ev), T0 + 45),
+        ),
+    )
+    done, _ = fold(base, moved, T0 + 50)
+    assert done.intents[0].status is IntentStatus.DONE
+    assert [e.restart for e in done.current.executions] == [0, 1]  # type: ignore[union-attr]
+
+
+def test_fold_does_not_touch_its_input() -> None:
+    j = job()
+    before = j.to_json()
+    fold(j, ended(T0 + 5, State.FAILED, Cause.PREEMPTED), T0 + 5)
+    assert j.to_json() == before
+
+
+def test_an_observation_made_before_the_deadline_resolves_nothing() -> None:
+    # a slow supervisor read the object at T0+5, before the hold intent's deadline, and folds it at T0+60
+    base, _ = fold(job(), running(T0 + 1), T0 + 1)
+    base.intents.append(
+        Intent(1, Action.HOLD, 1, "op", T0 + 2, T0 + 37, status=IntentStatus.UNKNOWN, args={"instance": "u1"})
+    )
+    stale, _ = fold(base, running(T0 + 5), T0 + 60)
+    assert stale.intents[0].status is IntentStatus.UNKNOWN
+    late = JobEvidence("101", "dsp-j1-1", running(T0 + 40).outcome, Gate.OPEN, holds=("u1",))
+    resolved, _ = fold(base, late, T0 + 60)
+    assert resolved.intents[0].status is IntentStatus.DONE and resolved.holds[0].instance == "u1"
+
+
+def test_a_find_made_before_the_deadline_resolves_nothing() -> None:
+    j = _with_start(job(GateState.PLANNED, None), T0 + 35)
+    new, _ = fold_found(j, [], T0 + 60, observed_at=T0 + 30)
+    assert new is j and new.intents[0].status is IntentStatus.UNKNOWN
