@@ -196,6 +196,22 @@ def decode(cls: type[T], value: object, *, path: str = "") -> T:
         raise _scrubbed(ConfigError(path, str(exc)), hidden) from None
 
 
+_SECRET_KEY = re.compile(r"(token|password|passphrase|secret)s?$", re.IGNORECASE)
+
+
+def redact_secrets(value: Any) -> Any:
+    """A copy of settings data (mappings, lists) with the values of secret-looking keys (``token``,
+    ``password``, ``passphrase``, ``secret``, any case) replaced by ``"<redacted>"``: for echoing settings back."""
+    if isinstance(value, Mapping):
+        return {
+            k: ("<redacted>" if isinstance(k, str) and _SECRET_KEY.search(k) and v is not None else redact_secrets(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact_secrets(v) for v in value]
+    return value
+
+
 def _scrubbed(exc: ConfigError, hidden: list[Any]) -> ConfigError:
     """``exc`` without the values of fields marked ``secret`` (metadata ``secret=True``): never echo a password."""
     message = exc.message

@@ -149,3 +149,57 @@ def test_the_supervisor_creates_its_sqlite_store_private(tmp_path: Path) -> None
     assert r.returncode == 0, r.stderr
     mode = stat.S_IMODE(path.stat().st_mode)
     assert mode == 0o600, oct(mode)
+
+
+# ----- the dispatch command ---------------------------------------------------------------------------------------
+
+
+def dispatch_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISPATCH_", "XDG_"))}
+    env.update(
+        PYTHONPATH=str(SRC), XDG_CONFIG_HOME=str(home / "config"), XDG_STATE_HOME=str(home / "state"), NO_COLOR="1"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from dispatch.cli.main import main; sys.exit(main())", *args],
+        env=env,
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_cli_never_prints_a_configured_token(tmp_path: Path) -> None:
+    secret = planted()
+    config = tmp_path / "config" / "dispatch" / "config.toml"
+    config.parent.mkdir(parents=True)
+    config.write_text(
+        'default = "kf"\n'
+        "[clusters.kf]\n"
+        'adapter = "kubeflow"\n'
+        "[clusters.kf.settings]\n"
+        'server = "https://127.0.0.1:1"\n'
+        f'token = "{secret}"\n'
+        "[clusters.bad]\n"
+        'adapter = "kubeflow"\n'
+        "[clusters.bad.settings]\n"
+        f'token = ["{secret}"]\n'
+    )
+    outputs = []
+    for args in (
+        ("clusters", "--json"),
+        ("clusters",),
+        ("preflight", "--json"),
+        ("capabilities", "--json"),
+        ("status", "--json"),
+        ("--cluster", "bad", "status", "--json"),
+        ("--cluster", "bad", "preflight", "--json"),
+    ):
+        p = dispatch_cli(tmp_path, *args)
+        outputs.append(f"{args}: rc {p.returncode}\n{p.stdout}\n{p.stderr}")
+    blob = "\n".join(outputs)
+    assert secret not in blob, blob
+    assert "<redacted>" in outputs[0], outputs[0]
+    records = tmp_path / "state" / "dispatch" / "records.db"
+    if records.exists():
+        assert secret.encode() not in records.read_bytes()
