@@ -26,7 +26,16 @@ from dispatch.actions import Actor, marker_for
 from dispatch.capabilities import Answer, Capabilities, Capability
 from dispatch.clock import SYSTEM_CLOCK, Clock
 from dispatch.declarations import Declarations, check_backend
-from dispatch.errors import ConfigError, DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unsupported
+from dispatch.errors import (
+    ConfigError,
+    Conflict,
+    DispatchError,
+    NotFound,
+    OutcomeUnknown,
+    ReadOnly,
+    Rejected,
+    Unsupported,
+)
 from dispatch.records.base import Records
 from dispatch.records.model import (
     Action,
@@ -173,7 +182,9 @@ class Operator:
         Returns the job id. Raises Unsupported or ConfigError (bad rules) before anything is recorded. If the
         scheduler refuses the job, the refusal is recorded and re-raised. If the creation's outcome is
         unknown, raises OutcomeUnknown carrying ``job_id``: the record keeps the intent and a supervisor
-        resolves it by finding the object by its marker.
+        resolves it by finding the object by its marker. The same happens when a supervisor writes the new
+        record while this call is submitting it (it took the job's lease): the write of the answer loses its
+        compare-and-set, and the supervisor carries the submission on.
         """
         records, actor = self._writable()
         backend = self._c.backend
@@ -193,7 +204,14 @@ class Operator:
             submissions=[Submission(1, marker_for(job_id, 1), now)],
         )
         job = records.create(job, [Event(job_id, now, "submitted", {"spec": spec.to_json(), "by": self.owner})])
-        start_submission(actor, job, 1)
+        try:
+            start_submission(actor, job, 1)
+        except Conflict as exc:
+            # a supervisor wrote the new record meanwhile (it took the job's lease): the job is recorded and the
+            # supervisor carries the submission on (resolving a start whose answer this write lost by its marker)
+            handed = OutcomeUnknown(f"job {job_id}: {exc}; the job is recorded and a supervisor carries it on")
+            handed.job_id = job_id  # type: ignore[attr-defined]
+            raise handed from exc
         return job_id
 
     def stop(self, job_id: str) -> None:

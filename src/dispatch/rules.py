@@ -165,6 +165,8 @@ class RuleSet:
             text = p.read_text(encoding="utf-8")
         except OSError as exc:
             raise ConfigError("", f"cannot read rules file {p}: {exc.strerror}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError("", f"{p} is not UTF-8 text (byte {exc.start})") from None
         import yaml  # imported here: it is a third of the CLI's start-up time
 
         try:

@@ -6,7 +6,8 @@ dotted key path of the first thing wrong (``ssh.port``, ``environment.pass[1]``)
 
 Keys are the camelCase form of field names (``cache_dir`` -> ``cacheDir``), or ``metadata["key"]`` where a
 field sets it (a field named ``pass_`` is read from ``pass``). A field with ``metadata["duration"]`` takes a
-number of seconds or a string such as ``"90s"``, ``"5m"``, ``"1h30m"``.
+number of seconds or a string such as ``"90s"``, ``"5m"``, ``"1h30m"``. A field with ``metadata["secret"]``
+(a password, a token) is never echoed in an error: its value is replaced by ``<redacted>``.
 """
 
 from __future__ import annotations
@@ -176,19 +177,49 @@ def decode(cls: type[T], value: object, *, path: str = "") -> T:
             known = ", ".join(sorted(fields)) or "none"
             raise ConfigError(_join(path, str(key)), f"unknown key (known keys: {known})")
     kwargs: dict[str, Any] = {}
+    hidden = [value[k] for k, f in fields.items() if f.metadata.get("secret") and k in value]
     for key, f in fields.items():
         if key in value:
-            kwargs[f.name] = _decode_value(hints[f.name], value[key], _join(path, key), f.metadata)
+            try:
+                kwargs[f.name] = _decode_value(hints[f.name], value[key], _join(path, key), f.metadata)
+            except ConfigError as exc:
+                raise _scrubbed(exc, hidden) from None
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise ConfigError(_join(path, key), "is required")
     try:
         return cls(**kwargs)
     except ConfigError as exc:
         if path and exc.path and not exc.path.startswith(path):
-            raise ConfigError(_join(path, exc.path), exc.message) from None
-        raise
+            raise _scrubbed(ConfigError(_join(path, exc.path), exc.message), hidden) from None
+        raise _scrubbed(exc, hidden) from None
     except (ValueError, TypeError) as exc:
-        raise ConfigError(path, str(exc)) from None
+        raise _scrubbed(ConfigError(path, str(exc)), hidden) from None
+
+
+_SECRET_KEY = re.compile(r"(token|password|passphrase|secret)s?$", re.IGNORECASE)
+
+
+def redact_secrets(value: Any) -> Any:
+    """A copy of settings data (mappings, lists) with the values of secret-looking keys (``token``,
+    ``password``, ``passphrase``, ``secret``, any case) replaced by ``"<redacted>"``: for echoing settings back."""
+    if isinstance(value, Mapping):
+        return {
+            k: ("<redacted>" if isinstance(k, str) and _SECRET_KEY.search(k) and v is not None else redact_secrets(v))
+            for k, v in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [redact_secrets(v) for v in value]
+    return value
+
+
+def _scrubbed(exc: ConfigError, hidden: list[Any]) -> ConfigError:
+    """``exc`` without the values of fields marked ``secret`` (metadata ``secret=True``): never echo a password."""
+    message = exc.message
+    for v in hidden:
+        for text in {repr(v), str(v)}:
+            if text and len(text) >= 2:
+                message = message.replace(text, "<redacted>")
+    return exc if message == exc.message else ConfigError(exc.path, message)
 
 
 def encode(value: Any) -> Any:

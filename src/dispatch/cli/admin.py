@@ -119,6 +119,7 @@ def schema(adapter: str) -> None:
 def clusters(app: App, as_json: bool) -> None:
     """The clusters the configuration names (the default marked with *)."""
     from dispatch.cli import ui
+    from dispatch.settings import redact_secrets
 
     cfg = app.config()
     if as_json:
@@ -128,7 +129,8 @@ def clusters(app: App, as_json: bool) -> None:
                 "records": str(cfg.records),
                 "default": cfg.default,
                 "clusters": [
-                    {"name": c.name, "adapter": c.adapter, "settings": c.settings} for c in cfg.clusters.values()
+                    {"name": c.name, "adapter": c.adapter, "settings": redact_secrets(c.settings)}
+                    for c in cfg.clusters.values()
                 ],
             }
         )

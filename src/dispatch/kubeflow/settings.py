@@ -73,7 +73,7 @@ class KubeflowSettings:
 
     kubeconfig: Kubeconfig = field(default_factory=Kubeconfig)
     in_cluster: bool = False
-    token: str | None = field(default=None, repr=False, metadata={"doc": "bearer token (never logged)"})
+    token: str | None = field(default=None, repr=False, metadata={"doc": "bearer token (never logged)", "secret": True})
     namespace: str = "default"
     mode: Mode = Mode.PLAIN
     local_queue: str | None = None

@@ -188,6 +188,12 @@ class SlurmBackend:
         self._need(out, 0, f"open {jid}", write=True)
 
     def _observe(self, ids: Sequence[str]) -> dict[str, _Observed]:
+        try:
+            return self._observe_parsed(ids)
+        except ParseError as exc:  # unusable output: the read had no effect and tells nothing (never a crash)
+            raise Unavailable(f"squeue/sacct: unusable output: {str(exc)[:300]}") from None
+
+    def _observe_parsed(self, ids: Sequence[str]) -> dict[str, _Observed]:
         jids = [_job_id(i) for i in ids]
         if not jids:
             return {}
@@ -294,6 +300,12 @@ class SlurmBackend:
         return self.find_many([marker], since).get(marker, [])
 
     def find_many(self, markers: Sequence[str], since: float) -> Mapping[str, list[Found]]:
+        try:
+            return self._find_many_parsed(markers, since)
+        except ParseError as exc:
+            raise Unavailable(f"squeue/sacct: unusable output: {str(exc)[:300]}") from None
+
+    def _find_many_parsed(self, markers: Sequence[str], since: float) -> Mapping[str, list[Found]]:
         wanted = list(dict.fromkeys(markers))
         if not wanted:
             return {}

@@ -276,7 +276,7 @@ def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:
             continue
         parts = line.split("|")
         if len(parts) < 10:
-            raise ParseError(f"sacct line has {len(parts)} fields, expected 10: {line!r}")
+            raise ParseError(f"sacct line has {len(parts)} fields, expected 10: {line[:200]!r}")
         jid, name, state, code, sub, elig, start, end, nodes, reason = parts[:10]
         base = state.split()[0].upper() if state.strip() else ""
         if "." in jid:  # a step line (sacct without -X): belongs to the execution printed before it
