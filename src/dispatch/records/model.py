@@ -13,6 +13,7 @@ only the store decides whether a write wins.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -527,3 +528,24 @@ SUMMARY_COLUMNS = (
     "id, cluster, name, state, cause, exit_code, execution, created_at, updated_at, observed_at, closed, version"
 )
 """The summary columns every SQL store keeps beside each job's document, in :meth:`JobSummary.from_row` order."""
+
+
+def row_values(job: JobRecord) -> tuple[Any, ...]:
+    """What an SQL store writes for ``job`` after its id: version, the summary columns and the JSON document
+    (version, cluster, name, state, cause, exit_code, execution, closed, created_at, updated_at, observed_at,
+    doc)."""
+    s = JobSummary.of(job)
+    return (
+        job.version,
+        job.cluster,
+        s.name,
+        s.state.value,
+        s.cause.value if s.cause else None,
+        s.exit_code,
+        s.execution,
+        job.closed,
+        job.created_at,
+        job.updated_at,
+        s.observed_at,
+        json.dumps(job.to_json(), separators=(",", ":")),
+    )

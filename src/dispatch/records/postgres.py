@@ -20,7 +20,7 @@ from typing import Any
 
 from dispatch.errors import ConfigError, Conflict, NotFound, Unavailable
 from dispatch.records.base import check_fence
-from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary
+from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary, row_values
 
 try:
     import psycopg
@@ -137,24 +137,6 @@ class PostgresRecords:
 
     # ----- writes --------------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _cols(job: JobRecord) -> tuple[Any, ...]:
-        s = JobSummary.of(job)
-        return (
-            job.version,
-            job.cluster,
-            s.name,
-            s.state.value,
-            s.cause.value if s.cause else None,
-            s.exit_code,
-            s.execution,
-            job.closed,
-            job.created_at,
-            job.updated_at,
-            s.observed_at,
-            json.dumps(job.to_json()),
-        )
-
     def _append(self, cur: Any, events: Sequence[Event]) -> None:
         if events:
             cur.executemany(
@@ -172,7 +154,7 @@ class PostgresRecords:
                     " created_at, updated_at, observed_at, doc) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
                     " ON CONFLICT (id) DO NOTHING"
                 ),
-                (new.id, *self._cols(new)),
+                (new.id, *row_values(new)),
             )
             if cur.rowcount != 1:
                 raise Conflict(f"job {job.id} already exists")
@@ -196,7 +178,7 @@ class PostgresRecords:
                     "UPDATE {s}.jobs SET version=%s, cluster=%s, name=%s, state=%s, cause=%s, exit_code=%s,"
                     " execution=%s, closed=%s, created_at=%s, updated_at=%s, observed_at=%s, doc=%s WHERE id=%s"
                 ),
-                (*self._cols(new), job.id),
+                (*row_values(new), job.id),
             )
             self._append(cur, events)
         return new

@@ -19,7 +19,7 @@ from typing import Any
 
 from dispatch.errors import Conflict, NotFound
 from dispatch.records.base import check_fence
-from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary
+from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary, row_values
 
 SCHEMA_VERSION = 2
 
@@ -124,25 +124,6 @@ class SQLiteRecords:
     # ----- writes ----------------------------------------------------------------------------------------
 
     @staticmethod
-    def _row(job: JobRecord) -> tuple[Any, ...]:
-        s = JobSummary.of(job)
-        return (
-            job.id,
-            job.version,
-            job.cluster,
-            s.name,
-            s.state.value,
-            s.cause.value if s.cause else None,
-            s.exit_code,
-            s.execution,
-            int(job.closed),
-            job.created_at,
-            job.updated_at,
-            s.observed_at,
-            json.dumps(job.to_json(), separators=(",", ":")),
-        )
-
-    @staticmethod
     def _append(db: sqlite3.Connection, events: Sequence[Event]) -> None:
         db.executemany(
             "INSERT INTO events (job_id, at, kind, data) VALUES (?, ?, ?, ?)",
@@ -154,7 +135,7 @@ class SQLiteRecords:
         new.version = 1
         with self._tx() as db:
             try:
-                db.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", self._row(new))
+                db.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", (new.id, *row_values(new)))
             except sqlite3.IntegrityError:
                 raise Conflict(f"job {job.id} already exists") from None
             self._append(db, events)
@@ -171,7 +152,7 @@ class SQLiteRecords:
                 raise Conflict(f"job {job.id}: written at version {job.version}, the record is at {row[0]}")
             if fence is not None:
                 check_fence(JobRecord.from_json(json.loads(row[1])), fence)
-            cols = self._row(new)
+            cols = (new.id, *row_values(new))
             db.execute(
                 "UPDATE jobs SET version=?, cluster=?, name=?, state=?, cause=?, exit_code=?, execution=?,"
                 " closed=?, created_at=?, updated_at=?, observed_at=?, doc=? WHERE id=?",
