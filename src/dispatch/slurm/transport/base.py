@@ -8,6 +8,9 @@ start marker whether anything ran. Everything Slurm-specific lives above this se
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -67,3 +70,28 @@ def make_transport(settings: Any) -> Executor:
     if factory is None:
         raise ConfigError("transport", f"no transport named {settings.transport!r} (known: {', '.join(transports())})")
     return factory(settings)
+
+
+def _text(data: bytes | str | None) -> str:
+    if data is None:
+        return ""
+    return data.decode("utf-8", "surrogateescape") if isinstance(data, bytes) else data
+
+
+def run_script(
+    argv: list[str], script: str, timeout: float, *, env: dict[str, str] | None = None, what: str = "script"
+) -> Result:
+    """Run ``argv`` (a shell reading its script on standard input) with ``script``, in its own session, and
+    kill the whole session if it runs past ``timeout`` (then TransportFailure carrying what was printed)."""
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True
+    )
+    try:
+        out, err = proc.communicate(script.encode("utf-8", "surrogateescape"), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        raise TransportFailure(
+            f"{what} did not finish within {timeout:g}s", Result(_text(out), _text(err), -1)
+        ) from None
+    return Result(_text(out), _text(err), proc.returncode)

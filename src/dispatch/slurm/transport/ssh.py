@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 from typing import Any
 
 from dispatch.slurm.settings import SlurmSettings, SSHSettings
-from dispatch.slurm.transport.base import Result, TransportFailure
-from dispatch.slurm.transport.local import _text
+from dispatch.slurm.transport.base import Result, TransportFailure, run_script
 
 
 class SSHExecutor:
@@ -54,23 +52,8 @@ class SSHExecutor:
         return ["ssh", *self.options, "--", self.destination, remote]
 
     def run(self, script: str, timeout: float) -> Result:
-        proc = subprocess.Popen(
-            self.command(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-        )
-        try:
-            out, err = proc.communicate(script.encode("utf-8", "surrogateescape"), timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
-            raise TransportFailure(
-                f"ssh script did not finish within {timeout:g}s", Result(_text(out), _text(err), -1)
-            ) from None
-        result = Result(_text(out), _text(err), proc.returncode)
-        if proc.returncode == 255:
+        result = run_script(self.command(), script, timeout, what="ssh script")
+        if result.returncode == 255:
             raise TransportFailure(f"ssh to {self.destination} failed: {result.stderr.strip()[-300:]}", result)
         return result
 
