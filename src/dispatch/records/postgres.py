@@ -99,12 +99,8 @@ class PostgresRecords:
         self._s = sql.Identifier(schema)
         self._lock = threading.RLock()
         try:
-            self._db = psycopg.connect(
-                dsn,
-                autocommit=True,
-                connect_timeout=int(connect_timeout),
-                **({"options": "-c default_transaction_read_only=on"} if read_only else {}),
-            )
+            extra: dict[str, Any] = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+            self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout), **extra)
         except psycopg.OperationalError as exc:
             raise Unavailable(
                 f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".replace(dsn, redact(dsn))
@@ -277,7 +273,7 @@ class PostgresRecords:
         cond, args = where(query, "%s", "strpos")
         with self._lock, self._db.cursor() as cur:
             cur.execute(self._q("SELECT count(*) FROM {s}.jobs WHERE " + cond), args)
-            total = cur.fetchone()[0]
+            (total,) = cur.fetchone() or (0,)
             cur.execute(
                 self._q(
                     "SELECT "
