@@ -8,13 +8,15 @@ of the wall clock and shows at its true scale.
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dispatch.clock import FakeClock
 from dispatch.cluster import Cluster
 from dispatch.memory import MemoryScheduler, backend
 from dispatch.records.base import Records
+from dispatch.records.model import JobRecord
 from dispatch.spec import JobSpec
 from dispatch.supervise import Supervisor
 
@@ -101,3 +103,38 @@ def escalated_after_limit(m: Memory, *, name: str = "flaky-node-job") -> str:
         m.sched.control.preempt(m.sid(job_id))
         m.cycles(2, 10)
     return job_id
+
+
+def many(records: Records, templates: list[str], n: int, *, span: float = 86400.0, seed: int = 7) -> list[str]:
+    """``n`` more jobs for scale tests: copies of the recorded jobs ``templates`` (each made by a real run) under
+    fresh ids, created over the last ``span`` seconds, with their submissions and events shifted along.
+    Returns the new ids, oldest first."""
+    import random
+
+    from dispatch.records.model import Event
+
+    rng = random.Random(seed)
+    now = time.time()
+    sources = [(records.get(t), records.events(t)) for t in templates]
+    ids: list[str] = []
+    for k in range(n):
+        job, events = sources[k % len(sources)]
+        at = now - span + span * k / max(n, 1) + rng.random()
+        shift = at - job.created_at
+        doc = job.to_json()
+        text = json.dumps(doc)
+        copy = JobRecord.from_json(json.loads(text.replace(job.id, f"{int(at):08x}{k:06x}")))
+        copy.created_at += shift
+        copy.updated_at += shift
+        for sub in copy.submissions:
+            sub.created_at += shift
+            for e in sub.executions:
+                e.started_at = e.started_at + shift if e.started_at is not None else None
+                e.ended_at = e.ended_at + shift if e.ended_at is not None else None
+        copy.decisions = [replace(d, at=d.at + shift) for d in copy.decisions]
+        copy.escalations = [replace(x, at=x.at + shift) for x in copy.escalations]
+        copy.lease = None
+        copy.version = 0
+        records.create(copy, [Event(copy.id, e.at + shift, e.kind, e.data) for e in events])
+        ids.append(copy.id)
+    return ids

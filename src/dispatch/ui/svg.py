@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from dispatch.timeline import Timeline
 
 WIDTH = 960
-LABEL = 110
+LABEL = 150
+TITLE_CHARS = 18
 LANE = 34
 TOP = 26
 BAR = 20
@@ -34,6 +35,7 @@ class Rect:
 class Tick:
     x: float
     text: str
+    anchor: str = "middle"
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,8 @@ class Picture:
     width: int
     height: int
     lanes: list[tuple[float, str]]
-    """(y of the lane's middle, its title)."""
+    """(y of the lane's middle, its title, cut to :data:`TITLE_CHARS`)."""
+    left: int
     shades: list[Rect]
     bars: list[Rect]
     pins: list[Pin]
@@ -86,7 +89,8 @@ def picture(tl: Timeline, width: int = WIDTH) -> Picture:
     lanes: list[tuple[float, str]] = []
     for k, lane in enumerate(tl.lanes):
         top = TOP + k * LANE
-        lanes.append((top + LANE / 2, lane.title))
+        title = lane.title if len(lane.title) <= TITLE_CHARS else lane.title[: TITLE_CHARS - 1] + "…"
+        lanes.append((top + LANE / 2, title))
         for s in lane.shades:
             until = "now" if s.open else _clock(s.end, tl.span)
             title = f"{s.label}: {_clock(s.start, tl.span)} - {until} ({_duration(s.end - s.start)})"
@@ -105,7 +109,11 @@ def picture(tl: Timeline, width: int = WIDTH) -> Picture:
         for m in tl.markers
     ]
     ticks = [
-        Tick(x(tl.start + tl.span * i / AXIS_TICKS), _clock(tl.start + tl.span * i / AXIS_TICKS, tl.span))
+        Tick(
+            x(tl.start + tl.span * i / AXIS_TICKS),
+            _clock(tl.start + tl.span * i / AXIS_TICKS, tl.span),
+            "start" if i == 0 else "end" if i == AXIS_TICKS else "middle",
+        )
         for i in range(AXIS_TICKS + 1)
     ]
-    return Picture(width, bottom + 26, lanes, shades, bars, pins, ticks, bottom + 4)
+    return Picture(width, bottom + 26, lanes, LABEL, shades, bars, pins, ticks, bottom + 4)

@@ -17,6 +17,7 @@ function poll(el) {
           el.dataset.last = html;
           el.innerHTML = html;
           bindRanks();
+          openLatest();
         }
         // a job page stops polling once its fragment no longer asks for it (the job ended)
         if (el.id === "live" && !html.includes('class="pulse"')) return;
@@ -69,6 +70,13 @@ function showOutput(link) {
   step();
 }
 
+// Until the user picks one, show the output of rank 0 of the latest execution (once there is one).
+function openLatest() {
+  if (follow) return;
+  const zeros = [...document.querySelectorAll('a.rank[data-rank="0"]')];
+  if (zeros.length) showOutput(zeros[zeros.length - 1]);
+}
+
 function bindRanks() {
   document.querySelectorAll("a.rank").forEach(a => {
     if (follow && follow.label === a.dataset.label) a.classList.add("active");
@@ -81,7 +89,5 @@ function bindRanks() {
 document.addEventListener("DOMContentLoaded", () => {
   document.querySelectorAll("[data-live]").forEach(poll);
   bindRanks();
-  // open the output of rank 0 of the latest execution
-  const zeros = [...document.querySelectorAll('a.rank[data-rank="0"]')];
-  if (zeros.length) showOutput(zeros[zeros.length - 1]);
+  openLatest();
 });
