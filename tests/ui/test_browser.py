@@ -180,5 +180,9 @@ def test_a_page_over_ten_thousand_jobs_loads(tmp_path: Path, site: Site) -> None
         assert f"{total} jobs" in count and "page 2 of" in count
         assert len(site.rows()) == 50
         assert took < 10, took  # loads at all, and not absurdly slowly (timings: bench/ui.py)
+        screenshot(site.driver, "jobs-10k.png")
+        site.driver.get(url + "/")
+        assert site.driver.find_elements(By.CSS_SELECTOR, "svg.hours rect")
+        screenshot(site.driver, "overview-10k.png")
         site.driver.get(url + "/jobs?state=held")
         assert set(site.rows().values()) == {"held"}
