@@ -32,6 +32,7 @@ class Made:
     resubmitted: str
     held: str
     escalated: str
+    story: str
     succeeded: list[str]
     failed: str
     hostile: list[str]
@@ -67,6 +68,7 @@ def make(root: Path) -> Made:
     resubmitted = scenarios.preempted_then_resubmitted(m)
     held = scenarios.held_after_timeout(m)
     escalated = scenarios.escalated_after_limit(m)
+    story = scenarios.preempted_then_resubmitted(m, name="train-llm-7b", preemptions=2)
     local = dispatch.open("local", dispatch.Config(adapter={"stateDir": str(local_state)}, store=records, name="local"))
     ok = [local.submit(JobSpec((sys.executable, "-c", ECHO, "hello", "world"), name=f"ok-{k}")) for k in range(3)]
     failed = local.submit(JobSpec((sys.executable, "-c", ECHO, "3", "bye"), name="exits-3"))
@@ -74,7 +76,7 @@ def make(root: Path) -> Made:
     wait_ended(records, local, [*ok, failed, *hostile])
     local.close()
     records.close()
-    return Made(path, local_state, resubmitted, held, escalated, ok, failed, hostile)
+    return Made(path, local_state, resubmitted, held, escalated, story, ok, failed, hostile)
 
 
 @pytest.fixture(scope="session")

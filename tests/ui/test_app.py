@@ -42,7 +42,12 @@ def test_jobs_table_lists_every_job_with_state_and_cause(client: TestClient, mad
 def test_filters_by_state_cause_cluster_and_name(client: TestClient, made: Made) -> None:
     assert set(ids_in(client.get("/jobs?state=held").text)) == {made.held}
     assert set(ids_in(client.get("/jobs?cause=preempted").text)) == {made.escalated}
-    assert set(ids_in(client.get("/jobs?cluster=sim").text)) == {made.resubmitted, made.held, made.escalated}
+    assert set(ids_in(client.get("/jobs?cluster=sim").text)) == {
+        made.resubmitted,
+        made.held,
+        made.escalated,
+        made.story,
+    }
     assert set(ids_in(client.get("/jobs?name=ok-").text)) == set(made.succeeded)
     assert ids_in(client.get("/jobs?name=" + made.failed[:6] + "&state=failed").text)[0] == made.failed
     # unknown filter values are ignored, not passed to the store

@@ -96,6 +96,11 @@ def test_a_preempted_then_resubmitted_job_has_two_executions_on_its_timeline(sit
     assert site.driver.find_elements(By.CSS_SELECTOR, "svg.timeline rect.shade.hold")
     assert site.driver.find_elements(By.CSS_SELECTOR, "svg.timeline g.pin.escalation")
     screenshot(site.driver, "job-held.png")
+    site.get(f"/jobs/{site.made.story}")
+    bars = site.driver.find_elements(By.CSS_SELECTOR, "svg.timeline g.bar.execution")
+    assert [b.get_attribute("class").split()[2] for b in bars] == ["s-failed", "s-failed", "s-succeeded"]
+    assert len(site.driver.find_elements(By.CSS_SELECTOR, "svg.timeline g.pin.decision")) == 2
+    screenshot(site.driver, "job-story.png")
 
 
 def test_filters_narrow_the_table(site: Site) -> None:
@@ -109,7 +114,7 @@ def test_filters_narrow_the_table(site: Site) -> None:
     Select(site.driver.find_element(By.NAME, "cluster")).select_by_value("sim")
     site.driver.find_element(By.CSS_SELECTOR, ".filters button").click()
     wait(site.driver, "filtered by cluster", lambda d: "cluster=sim" in d.current_url)
-    assert set(site.rows()) == {site.made.resubmitted, site.made.held, site.made.escalated}
+    assert set(site.rows()) == {site.made.resubmitted, site.made.held, site.made.escalated, site.made.story}
     Select(site.driver.find_element(By.NAME, "cluster")).select_by_value("")
     box = site.driver.find_element(By.NAME, "name")
     box.clear()
