@@ -153,6 +153,13 @@ def create_app(
     """The dashboard over ``source``. ``allowed_hosts`` are the Host header values accepted (default: loopback
     names); with ``token`` set, every request must carry it. The jobs table shows ``per_page`` rows a page."""
     env = _templates()
+    known_clusters: list[Any] = [0.0, []]
+
+    def clusters() -> list[str]:
+        """The cluster names in the records, re-read at most every 10 s (a filter menu, not a fact)."""
+        if now() - known_clusters[0] > 10:
+            known_clusters[:] = [now(), source.records.clusters()]
+        return list(known_clusters[1])
 
     def page(template: str, request: Request, status: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("where", source.where)
@@ -226,7 +233,7 @@ def create_app(
             columns=columns,
             tallest=tallest,
             leases=source.records.leases(),
-            clusters=source.records.clusters(),
+            clusters=clusters(),
             now=t,
         )
 
@@ -236,7 +243,7 @@ def create_app(
             request,
             states=STATE_ORDER,
             causes=[c.value for c in Cause] + [NO_CAUSE],
-            clusters=source.records.clusters(),
+            clusters=clusters(),
             **rows_context(request),
         )
 
