@@ -24,10 +24,13 @@ from .conftest import Made, make
 pytestmark = pytest.mark.browser
 
 STEPS = (
-    "import time\n"
+    "import os, sys, time\n"
     "for i in range(10):\n"
+    "    if i == 5:\n"
+    "        while not os.path.exists(sys.argv[1]):\n"  # the test says when to go on
+    "            time.sleep(0.1)\n"
     "    print(f'step {i}: loss {1 / (i + 1):.3f}', flush=True)\n"
-    "    time.sleep(0.8)\n"
+    "    time.sleep(0.3)\n"
 )
 
 
@@ -126,8 +129,9 @@ def test_filters_narrow_the_table(site: Site) -> None:
     assert site.driver.execute_script("return window.pwned") is None
 
 
-def test_logs_follow_a_running_job_and_the_page_updates_live(site: Site) -> None:
-    run = dispatch(site.home, "run", "--name", "steps", "--", sys.executable, "-c", STEPS)
+def test_logs_follow_a_running_job_and_the_page_updates_live(site: Site, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    run = dispatch(site.home, "run", "--name", "steps", "--", sys.executable, "-c", STEPS, str(go))
     try:
         records = SQLiteRecords(site.made.path, read_only=True)
         try:
@@ -140,12 +144,12 @@ def test_logs_follow_a_running_job_and_the_page_updates_live(site: Site) -> None
             records.close()
         site.get(f"/jobs/{job_id}")
         log = site.driver.find_element(By.ID, "log")
-        wait(site.driver, "the first lines", lambda d: "step 1:" in log.text)
-        early = log.text.count("step ")
-        assert early < 10  # seen while it ran...
+        wait(site.driver, "the first lines", lambda d: "step 4:" in log.text, 30)
+        assert "step 5:" not in log.text and log.get_attribute("data-following") == "yes"  # seen while it runs...
+        screenshot(site.driver, "job-output.png")
+        go.touch()
         wait(site.driver, "the last line", lambda d: "step 9:" in log.text, 30)
         assert log.text.count("step ") == 10  # ...and followed to the end, each line once
-        screenshot(site.driver, "job-output.png")
         # the state chip turns without a reload once `dispatch run` records the end
         wait(site.driver, "live state", lambda d: d.find_element(By.CSS_SELECTOR, "#live .chip").text == "succeeded")
     finally:

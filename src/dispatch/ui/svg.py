@@ -66,6 +66,14 @@ def _clock(at: float, span: float) -> str:
     return time.strftime("%H:%M:%S" if span < 3 * 3600 else "%d %b %H:%M", time.localtime(at))
 
 
+def _tick(start: float, offset: float, span: float) -> str:
+    """An axis label: the clock time, or for spans under two minutes the offset from the first tick (clock
+    seconds would repeat)."""
+    if offset == 0 or span >= 120:
+        return _clock(start + offset, span)
+    return f"+{offset:.1f}s" if span < 20 else f"+{offset:.0f}s"
+
+
 def _duration(seconds: float) -> str:
     s = int(seconds)
     if s < 60:
@@ -111,7 +119,7 @@ def picture(tl: Timeline, width: int = WIDTH) -> Picture:
     ticks = [
         Tick(
             x(tl.start + tl.span * i / AXIS_TICKS),
-            _clock(tl.start + tl.span * i / AXIS_TICKS, tl.span),
+            _tick(tl.start, tl.span * i / AXIS_TICKS, tl.span),
             "start" if i == 0 else "end" if i == AXIS_TICKS else "middle",
         )
         for i in range(AXIS_TICKS + 1)
