@@ -142,6 +142,8 @@ def test_security_headers_and_host_check(client: TestClient) -> None:
     assert "script-src 'self'" in r.headers["content-security-policy"]
     assert r.headers["x-content-type-options"] == "nosniff"
     assert client.get("/jobs", headers={"host": "evil.example"}).status_code == 400
+    assert client.get("/jobs", headers={"host": "localhost:8765"}).status_code == 200
+    assert client.get("/jobs", headers={"host": "[::1]:8765"}).status_code == 200
 
 
 def test_a_token_is_required_on_every_request(source: Source) -> None:

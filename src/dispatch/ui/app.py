@@ -304,7 +304,8 @@ def create_app(
             offset = skipped
         chunk = data[offset : offset + OUTPUT_TAIL]
         sub = job.submission(submission)
-        ex = next((e for e in sub.executions if execution is None or e.restart == execution), None)
+        # the execution read: the one asked for, else the latest (what the adapter reads by default)
+        ex = next((e for e in reversed(sub.executions) if execution is None or e.restart == execution), None)
         running = ex is not None and not ex.outcome.state.ended and not sub.gone
         return JSONResponse(
             {
