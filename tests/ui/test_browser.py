@@ -195,3 +195,15 @@ def test_a_page_over_ten_thousand_jobs_loads(tmp_path: Path, site: Site) -> None
         screenshot(site.driver, "overview-10k.png")
         site.driver.get(url + "/jobs?state=held")
         assert set(site.rows().values()) == {"held"}
+
+
+def test_the_jobs_table_updates_without_a_reload(site: Site) -> None:
+    site.get("/jobs?name=appears-live")
+    assert site.rows() == {}
+    site.driver.execute_script("window.sameDocument = true")
+    run = dispatch(site.home, "run", "--name", "appears-live", "--", sys.executable, "-c", "pass")
+    try:
+        wait(site.driver, "the new job's row", lambda d: list(site.rows().values()) == ["succeeded"], 30)
+    finally:
+        run.wait(60)
+    assert site.driver.execute_script("return window.sameDocument") is True  # updated in place, not reloaded
