@@ -49,6 +49,19 @@ class App:
                 raise ConfigError("records", f"cannot open the record store {path}: {exc}") from None
         return self._records
 
+    def records_read_only(self) -> SQLiteRecords:
+        """The record store opened read-only (a dashboard): it must exist; nothing is created or migrated."""
+        from dispatch.errors import ConfigError, NotFound
+        from dispatch.records.sqlite import SQLiteRecords
+
+        path = self.config().records
+        try:
+            return SQLiteRecords(path, read_only=True)
+        except NotFound:
+            raise NotFound(f"no records yet at {path}: run a job first (dispatch run -- ...)") from None
+        except Exception as exc:  # sqlite3.DatabaseError, a newer schema
+            raise ConfigError("records", f"cannot open the record store {path} read-only: {exc}") from None
+
     def records_if_present(self) -> SQLiteRecords | None:
         """The record store if its file exists (read commands never create it)."""
         if self._records is None and not self.config().records.exists():

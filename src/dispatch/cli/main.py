@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from dispatch.cli import admin, jobs, views
+from dispatch.cli import admin, dashboard, jobs, views
 from dispatch.cli.app import App, debug_requested
 from dispatch.cli.exitcodes import HINTS, Exit, exit_for
 
@@ -70,6 +70,7 @@ for command in (
     views.status,
     views.show,
     views.logs,
+    dashboard.ui,
     jobs.hold,
     jobs.release,
     jobs.stop,
@@ -88,6 +89,7 @@ SHORT_HELP = {
     "status": "Table of jobs: state, cause, execution, age.",
     "show": "Everything about one job, with its history.",
     "logs": "A job's output, per rank and execution.",
+    "ui": "Web dashboard of the jobs (read-only).",
     "hold": "Keep a waiting job from starting.",
     "release": "Lift your hold on a job.",
     "stop": "Stop a job (SIGTERM, then SIGKILL).",

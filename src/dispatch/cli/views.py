@@ -185,8 +185,11 @@ def _summary(job: JobRecord) -> JobSummary:
 @click.argument("job", shell_complete=complete_job_ids)
 @click.option("--refresh/--no-refresh", default=True, show_default=True, help="Observe the job first.")
 @click.option("--json", "as_json", is_flag=True, help="Print the record and its events as JSON.")
+@click.option(
+    "--timeline", is_flag=True, help="Draw the job's submissions, executions, holds and decisions along time."
+)
 @pass_app
-def show(app: App, job: str, refresh: bool, as_json: bool) -> None:
+def show(app: App, job: str, refresh: bool, as_json: bool, timeline: bool) -> None:
     """Everything about JOB: executions with causes, holds, decisions, escalations, and the events behind them."""
     from dispatch.cli import ui
 
@@ -201,6 +204,15 @@ def show(app: App, job: str, refresh: bool, as_json: bool) -> None:
                 "events": [{"seq": e.seq, "at": e.at, "kind": e.kind, "data": e.data} for e in events],
             }
         )
+        return
+    if timeline:
+        import shutil
+
+        from dispatch import timeline as model
+        from dispatch.cli.timeline import render_text
+
+        columns = shutil.get_terminal_size((100, 24)).columns
+        click.echo(render_text(model.build(record, time.time()), width=max(24, min(columns, 160) - 20)))
         return
     click.echo(render_show(record, events, time.time()))
 

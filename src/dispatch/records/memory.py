@@ -13,6 +13,7 @@ from typing import Any
 
 from dispatch.errors import Conflict, NotFound
 from dispatch.records.base import check_fence
+from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, matches
 from dispatch.records.model import Event, JobRecord, JobSummary
 
 
@@ -91,6 +92,29 @@ class MemoryRecords:
     def events(self, job_id: str, after: int = 0) -> list[Event]:
         with self._lock:
             return [e for e in self._events if e.job_id == job_id and e.seq > after]
+
+    def find(self, query: JobQuery) -> Page:
+        rows = [s for s in self.summaries() if matches(s, query)]
+        return Page(rows[query.offset : query.offset + query.limit], len(rows))
+
+    def tally(self, since: float) -> list[Count]:
+        found: dict[tuple[int, str, str | None], int] = {}
+        for s in self.summaries():
+            if s.created_at >= since:
+                key = (int((s.created_at - since) // 3600), s.state.value, s.cause.value if s.cause else None)
+                found[key] = found.get(key, 0) + 1
+        return [Count(h, st, c, n) for (h, st, c), n in sorted(found.items(), key=lambda kv: kv[0][0])]
+
+    def leases(self) -> list[LeaseRow]:
+        rows = [
+            LeaseRow(j.id, j.cluster, j.lease.owner, j.lease.token, j.lease.expires_at)
+            for j in self.jobs(active_only=True)
+            if j.lease is not None
+        ]
+        return sorted(rows, key=lambda r: (r.owner, r.job_id))
+
+    def clusters(self) -> list[str]:
+        return sorted({s.cluster for s in self.summaries()})
 
     def close(self) -> None:
         pass

@@ -6,6 +6,10 @@ Same protocol, same document model and same guarantees as :mod:`dispatch.records
 compares the version and the lease's fencing token, writes the row and appends its events, in one transaction.
 Migrations run on open under an advisory lock, so several processes opening at once migrate once.
 
+``read_only=True`` (dashboards, status tools) neither creates nor migrates the schema: the session is opened
+with ``default_transaction_read_only``, so the server refuses any write, and ``create``/``update``/``drop``
+raise :class:`~dispatch.errors.ReadOnly` before sending anything.
+
 Credentials belong in the DSN or the standard ``PG*`` environment; :func:`redact` keeps passwords out of errors.
 """
 
@@ -18,8 +22,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from dispatch.errors import ConfigError, Conflict, NotFound, Unavailable
+from dispatch.errors import ConfigError, Conflict, NotFound, ReadOnly, Unavailable
 from dispatch.records.base import check_fence
+from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
 from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary, row_values
 
 try:
@@ -82,21 +87,28 @@ MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {1: _migration_1}
 class PostgresRecords:
     """Records in PostgreSQL at ``dsn``, in schema ``schema`` (created if missing)."""
 
-    def __init__(self, dsn: str, *, schema: str = "dispatch", connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, dsn: str, *, schema: str = "dispatch", connect_timeout: float = 10.0, read_only: bool = False
+    ) -> None:
         if psycopg is None:
             raise ConfigError("store", "the PostgreSQL store needs psycopg: install dispatch-jobs[postgres]")
         if not _SCHEMA_NAME.fullmatch(schema):
             raise ConfigError("store.schema", f"{schema!r} is not a plain lower-case schema name")
         self.schema = schema
+        self.read_only = read_only
         self._s = sql.Identifier(schema)
         self._lock = threading.RLock()
         try:
-            self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout))
+            extra: dict[str, Any] = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+            self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout), **extra)
         except psycopg.OperationalError as exc:
             raise Unavailable(
                 f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".replace(dsn, redact(dsn))
             ) from None
-        self._migrate()
+        if read_only:
+            self._check_readable()
+        else:
+            self._migrate()
 
     def _q(self, text: str) -> sql.Composed:
         return sql.SQL(text).format(s=self._s)
@@ -129,6 +141,22 @@ class PostgresRecords:
                     (str(SCHEMA_VERSION),),
                 )
 
+    def _check_readable(self) -> None:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute("SELECT to_regclass(%s)", (f"{self.schema}.meta",))
+            row = cur.fetchone()
+        current = self.schema_version() if row and row[0] else 0
+        if current == 0:
+            raise RuntimeError(f"schema {self.schema} holds no dispatch records")
+        if current > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"schema {self.schema} has version {current}, newer than this dispatch ({SCHEMA_VERSION})"
+            )
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise ReadOnly(f"the PostgreSQL record store (schema {self.schema}) was opened read-only")
+
     def schema_version(self) -> int:
         with self._lock, self._db.cursor() as cur:
             cur.execute(self._q("SELECT value FROM {s}.meta WHERE key = 'schema_version'"))
@@ -145,6 +173,7 @@ class PostgresRecords:
             )
 
     def create(self, job: JobRecord, events: Sequence[Event] = ()) -> JobRecord:
+        self._writable()
         new = job.copy()
         new.version = 1
         with self._tx() as cur:
@@ -162,6 +191,7 @@ class PostgresRecords:
         return new
 
     def update(self, job: JobRecord, events: Sequence[Event] = (), *, fence: int | None = None) -> JobRecord:
+        self._writable()
         new = job.copy()
         new.version = job.version + 1
         with self._tx() as cur:
@@ -237,8 +267,58 @@ class PostgresRecords:
             rows = cur.fetchall()
         return [Event(job_id=r[1], at=r[2], kind=r[3], data=r[4], seq=r[0]) for r in rows]
 
+    # ----- browsing (see dispatch.records.browse) --------------------------------------------------------------
+
+    def find(self, query: JobQuery) -> Page:
+        cond, args = where(query, "%s", "strpos")
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(self._q("SELECT count(*) FROM {s}.jobs WHERE " + cond), args)
+            (total,) = cur.fetchone() or (0,)
+            cur.execute(
+                self._q(
+                    "SELECT "
+                    + SUMMARY_COLUMNS
+                    + " FROM {s}.jobs WHERE "
+                    + cond
+                    + " ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s"
+                ),
+                [*args, query.limit, query.offset],
+            )
+            rows = cur.fetchall()
+        return Page([JobSummary.from_row(r) for r in rows], int(total))
+
+    def tally(self, since: float) -> list[Count]:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT floor((created_at - %s) / 3600)::int AS h, state, cause, count(*) FROM {s}.jobs"
+                    " WHERE created_at >= %s GROUP BY h, state, cause ORDER BY h"
+                ),
+                (since, since),
+            )
+            rows = cur.fetchall()
+        return counts(rows)
+
+    def leases(self) -> list[LeaseRow]:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT id, cluster, doc->'lease'->>'owner', (doc->'lease'->>'token')::bigint,"
+                    " (doc->'lease'->>'expiresAt')::float8 FROM {s}.jobs"
+                    " WHERE NOT closed AND jsonb_typeof(doc->'lease') = 'object' ORDER BY 3, id"
+                )
+            )
+            rows = cur.fetchall()
+        return [LeaseRow(r[0], r[1], r[2], int(r[3]), float(r[4])) for r in rows]
+
+    def clusters(self) -> list[str]:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(self._q("SELECT DISTINCT cluster FROM {s}.jobs ORDER BY cluster"))
+            return [r[0] for r in cur.fetchall()]
+
     def drop(self) -> None:
         """Drop this store's schema and everything in it (tests and benchmarks)."""
+        self._writable()
         with self._tx() as cur:
             cur.execute(self._q("DROP SCHEMA IF EXISTS {s} CASCADE"))
 

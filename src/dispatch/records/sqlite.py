@@ -4,6 +4,10 @@ Each job is one row holding its JSON document and the columns a status table nee
 append-only table. A write is one ``BEGIN IMMEDIATE`` transaction: compare the version (and the lease token),
 write the row, append the events. The file is created with mode 0600: records hold commands and environments.
 Several processes may share the file (SQLite serialises writers; ``busy_timeout`` absorbs short waits).
+
+``read_only=True`` opens an existing file for reading only (dashboards, status tools): the connection is opened
+``mode=ro`` with ``PRAGMA query_only``, so SQLite itself refuses any write, and ``create``/``update`` raise
+:class:`~dispatch.errors.ReadOnly` before touching it. A read-only open never creates nor migrates the file.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dispatch.errors import Conflict, NotFound
+from dispatch.errors import Conflict, NotFound, ReadOnly
 from dispatch.records.base import check_fence
+from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
 from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary, row_values
 
 SCHEMA_VERSION = 2
@@ -76,15 +81,26 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migration_1, 
 
 
 class SQLiteRecords:
-    """Records in one SQLite file at ``path`` (created, with its parent directory, if missing)."""
+    """Records in one SQLite file at ``path`` (created, with its parent directory, if missing; with
+    ``read_only`` the file must exist and is only read)."""
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        if read_only:
+            if not self.path.is_file():
+                raise NotFound(f"no record store at {self.path}")
+            uri = f"{self.path.absolute().as_uri()}?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA query_only=ON")
+            self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            self._check_readable()
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not self.path.exists():
             fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
             os.close(fd)
-        self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -109,6 +125,20 @@ class SQLiteRecords:
                 MIGRATIONS[version](self._db)
                 self._db.execute(f"PRAGMA user_version={version}")
 
+    def _check_readable(self) -> None:
+        current = self.schema_version()
+        if current == 0:
+            raise RuntimeError(f"{self.path} holds no dispatch records (schema version 0)")
+        if current > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"{self.path} has schema version {current}, newer than this dispatch ({SCHEMA_VERSION}); "
+                "upgrade dispatch"
+            )
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise ReadOnly(f"the record store {self.path} was opened read-only")
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
@@ -131,6 +161,7 @@ class SQLiteRecords:
         )
 
     def create(self, job: JobRecord, events: Sequence[Event] = ()) -> JobRecord:
+        self._writable()
         new = job.copy()
         new.version = 1
         with self._tx() as db:
@@ -142,6 +173,7 @@ class SQLiteRecords:
         return new
 
     def update(self, job: JobRecord, events: Sequence[Event] = (), *, fence: int | None = None) -> JobRecord:
+        self._writable()
         new = job.copy()
         new.version = job.version + 1
         with self._tx() as db:
@@ -208,6 +240,41 @@ class SQLiteRecords:
                 (job_id, after),
             ).fetchall()
         return [Event(job_id=r[1], at=r[2], kind=r[3], data=json.loads(r[4]), seq=r[0]) for r in rows]
+
+    # ----- browsing (see dispatch.records.browse) ------------------------------------------------------------
+
+    def find(self, query: JobQuery) -> Page:
+        cond, args = where(query, "?", "instr")
+        with self._lock:
+            total = self._db.execute(f"SELECT count(*) FROM jobs WHERE {cond}", args).fetchone()[0]
+            rows = self._db.execute(
+                f"SELECT {SUMMARY_COLUMNS} FROM jobs WHERE {cond} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+                [*args, query.limit, query.offset],
+            ).fetchall()
+        return Page([JobSummary.from_row(r) for r in rows], int(total))
+
+    def tally(self, since: float) -> list[Count]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT CAST((created_at - ?) / 3600 AS INTEGER) AS h, state, cause, count(*) FROM jobs"
+                " WHERE created_at >= ? GROUP BY h, state, cause ORDER BY h",
+                (since, since),
+            ).fetchall()
+        return counts(rows)
+
+    def leases(self) -> list[LeaseRow]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, cluster, json_extract(doc, '$.lease.owner'), json_extract(doc, '$.lease.token'),"
+                " json_extract(doc, '$.lease.expiresAt') FROM jobs"
+                " WHERE closed = 0 AND json_extract(doc, '$.lease') IS NOT NULL ORDER BY 3, id"
+            ).fetchall()
+        return [LeaseRow(r[0], r[1], r[2], int(r[3]), float(r[4])) for r in rows]
+
+    def clusters(self) -> list[str]:
+        with self._lock:
+            rows = self._db.execute("SELECT DISTINCT cluster FROM jobs ORDER BY cluster").fetchall()
+        return [r[0] for r in rows]
 
     def close(self) -> None:
         with self._lock:

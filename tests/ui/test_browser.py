@@ -1,0 +1,209 @@
+"""The dashboard in a real browser (Debian's chromium through Selenium), over ``dispatch ui`` serving records
+made by real runs: local-adapter jobs and memory-adapter jobs recovered by the real supervisor."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from dispatch.records import SQLiteRecords
+from dispatch.ui import scenarios
+
+from .browser import chromium, dispatch, screenshot, server, write_config
+from .conftest import Made, make
+
+pytestmark = pytest.mark.browser
+
+STEPS = (
+    "import os, sys, time\n"
+    "for i in range(10):\n"
+    "    if i == 5:\n"
+    "        while not os.path.exists(sys.argv[1]):\n"  # the test says when to go on
+    "            time.sleep(0.1)\n"
+    "    print(f'step {i}: loss {1 / (i + 1):.3f}', flush=True)\n"
+    "    time.sleep(0.3)\n"
+)
+
+
+@dataclass
+class Site:
+    made: Made
+    home: Path
+    url: str
+    driver: webdriver.Chrome
+
+    def get(self, path: str) -> None:
+        self.driver.get(self.url + path)
+
+    def rows(self) -> dict[str, str]:
+        """Job id -> state, as the table shows them (read in one step: live updates replace the rows)."""
+        pairs = self.driver.execute_script(
+            "return [...document.querySelectorAll('#rows tr[data-job]')]"
+            ".map(tr => [tr.dataset.job, tr.querySelector('.chip').textContent])"
+        )
+        return dict(pairs)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    home = tmp_path_factory.mktemp("ui-browser")
+    made = make(home / "data")
+    write_config(home, made.path, made.local_state)
+    with server(home) as url, chromium() as driver:
+        yield Site(made, home, url, driver)
+
+
+def wait(driver: webdriver.Chrome, what: str, pred, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    WebDriverWait(driver, timeout, poll_frequency=0.2).until(lambda d: pred(d), message=what)
+
+
+def test_jobs_table_shows_each_job_with_its_state(site: Site) -> None:
+    site.get("/jobs")
+    rows = site.rows()
+    m = site.made
+    assert rows[m.resubmitted] == "succeeded" and rows[m.held] == "held" and rows[m.failed] == "failed"
+    assert rows[m.escalated] == "failed" and all(rows[j] == "succeeded" for j in m.succeeded)
+    cause = site.driver.find_element(By.CSS_SELECTOR, f'tr[data-job="{m.failed}"] td.cause').text
+    assert cause == "exit 3"
+    assert site.driver.execute_script("return window.pwned") is None  # no hostile name ran
+    screenshot(site.driver, "jobs.png")
+
+
+def test_a_preempted_then_resubmitted_job_has_two_executions_on_its_timeline(site: Site) -> None:
+    site.get(f"/jobs/{site.made.resubmitted}")
+    bars = site.driver.find_elements(By.CSS_SELECTOR, "svg.timeline g.bar.execution")
+    assert len(bars) == 2
+    classes = [b.get_attribute("class") for b in bars]
+    assert "s-failed" in classes[0] and "s-succeeded" in classes[1]
+    titles = [b.find_element(By.TAG_NAME, "title").get_attribute("textContent") for b in bars]
+    assert "preempted" in titles[0] and "exit 0" in titles[1]
+    labels = [t.text for t in site.driver.find_elements(By.CSS_SELECTOR, "svg.timeline g.bar text")]
+    assert labels == ["preempted", "exit 0"]
+    (pin,) = site.driver.find_elements(By.CSS_SELECTOR, "svg.timeline g.pin.decision title")
+    assert "resubmit" in pin.get_attribute("textContent") and "evicted" in pin.get_attribute("textContent")
+    # the first execution ends where the second lane starts: one after the other along x
+    x0 = float(bars[0].find_element(By.TAG_NAME, "rect").get_attribute("x"))
+    x1 = float(bars[1].find_element(By.TAG_NAME, "rect").get_attribute("x"))
+    assert x0 < x1
+    screenshot(site.driver, "job-timeline.png")
+    site.get(f"/jobs/{site.made.held}")
+    assert site.driver.find_elements(By.CSS_SELECTOR, "svg.timeline rect.shade.hold")
+    assert site.driver.find_elements(By.CSS_SELECTOR, "svg.timeline g.pin.escalation")
+    screenshot(site.driver, "job-held.png")
+    site.get(f"/jobs/{site.made.story}")
+    bars = site.driver.find_elements(By.CSS_SELECTOR, "svg.timeline g.bar.execution")
+    assert [b.get_attribute("class").split()[2] for b in bars] == ["s-failed", "s-failed", "s-succeeded"]
+    assert len(site.driver.find_elements(By.CSS_SELECTOR, "svg.timeline g.pin.decision")) == 2
+    screenshot(site.driver, "job-story.png")
+
+
+def test_filters_narrow_the_table(site: Site) -> None:
+    site.get("/jobs")
+    Select(site.driver.find_element(By.NAME, "state")).select_by_value("failed")
+    site.driver.find_element(By.CSS_SELECTOR, ".filters button").click()
+    wait(site.driver, "filtered by state", lambda d: "state=failed" in d.current_url)
+    rows = site.rows()
+    assert rows and set(rows.values()) == {"failed"} and site.made.failed in rows
+    Select(site.driver.find_element(By.NAME, "state")).select_by_value("")
+    Select(site.driver.find_element(By.NAME, "cluster")).select_by_value("sim")
+    site.driver.find_element(By.CSS_SELECTOR, ".filters button").click()
+    wait(site.driver, "filtered by cluster", lambda d: "cluster=sim" in d.current_url)
+    assert set(site.rows()) == {site.made.resubmitted, site.made.held, site.made.escalated, site.made.story}
+    Select(site.driver.find_element(By.NAME, "cluster")).select_by_value("")
+    box = site.driver.find_element(By.NAME, "name")
+    box.clear()
+    box.send_keys("<script>")
+    site.driver.find_element(By.CSS_SELECTOR, ".filters button").click()
+    wait(site.driver, "filtered by name", lambda d: "name=" in d.current_url)
+    names = site.driver.execute_script("return [...document.querySelectorAll('#rows td.name')].map(c => c.textContent)")
+    assert names == ["<script>window.pwned = 1</script>"]  # shown as text
+    assert site.driver.execute_script("return window.pwned") is None
+
+
+def test_logs_follow_a_running_job_and_the_page_updates_live(site: Site, tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    run = dispatch(site.home, "run", "--name", "steps", "--", sys.executable, "-c", STEPS, str(go))
+    try:
+        records = SQLiteRecords(site.made.path, read_only=True)
+        try:
+            deadline = time.monotonic() + 20
+            while not (rows := [s for s in records.summaries(limit=5) if s.name == "steps"]):
+                assert time.monotonic() < deadline, "the job was not recorded"
+                time.sleep(0.2)
+            job_id = rows[0].id
+        finally:
+            records.close()
+        site.get(f"/jobs/{job_id}")
+        log = site.driver.find_element(By.ID, "log")
+        wait(site.driver, "the first lines", lambda d: "step 4:" in log.text, 30)
+        assert "step 5:" not in log.text and log.get_attribute("data-following") == "yes"  # seen while it runs...
+        screenshot(site.driver, "job-output.png")
+        go.touch()
+        wait(site.driver, "the last line", lambda d: "step 9:" in log.text, 30)
+        assert log.text.count("step ") == 10  # ...and followed to the end, each line once
+        # the state chip turns without a reload once `dispatch run` records the end
+        wait(site.driver, "live state", lambda d: d.find_element(By.CSS_SELECTOR, "#live .chip").text == "succeeded")
+    finally:
+        run.wait(60)
+    assert run.returncode == 0, run.stderr.read() if run.stderr else ""
+
+
+def test_overview_and_cluster_pages(site: Site) -> None:
+    site.get("/")
+    assert "supervisor-a" in site.driver.find_element(By.TAG_NAME, "main").text
+    assert site.driver.find_elements(By.CSS_SELECTOR, "svg.hours rect")
+    screenshot(site.driver, "overview.png")
+    site.get("/clusters/local")
+    answers = site.driver.find_elements(By.CSS_SELECTOR, "table.caps .chip")
+    assert len(answers) >= 10 and {a.text for a in answers} <= {"yes", "no", "unknown"}
+    screenshot(site.driver, "cluster.png")
+
+
+def test_a_page_over_ten_thousand_jobs_loads(tmp_path: Path, site: Site) -> None:
+    home = tmp_path / "big"
+    data = home / "data"
+    data.mkdir(parents=True)
+    path = data / "records.db"
+    shutil.copy(site.made.path, path)
+    records = SQLiteRecords(path)
+    m = site.made
+    scenarios.many(records, [m.resubmitted, m.held, m.escalated, m.failed, *m.succeeded], 10_000 - 3)
+    total = len(records.summaries())
+    records.close()
+    assert total >= 10_000
+    write_config(home, path, m.local_state)
+    with server(home) as url:
+        start = time.monotonic()
+        site.driver.get(url + "/jobs?page=2")
+        took = time.monotonic() - start
+        count = site.driver.find_element(By.CSS_SELECTOR, "p.count").text
+        assert f"{total} jobs" in count and "page 2 of" in count
+        assert len(site.rows()) == 50
+        assert took < 10, took  # loads at all, and not absurdly slowly (timings: bench/ui.py)
+        screenshot(site.driver, "jobs-10k.png")
+        site.driver.get(url + "/")
+        assert site.driver.find_elements(By.CSS_SELECTOR, "svg.hours rect")
+        screenshot(site.driver, "overview-10k.png")
+        site.driver.get(url + "/jobs?state=held")
+        assert set(site.rows().values()) == {"held"}
+
+
+def test_the_jobs_table_updates_without_a_reload(site: Site) -> None:
+    site.get("/jobs?name=appears-live")
+    assert site.rows() == {}
+    site.driver.execute_script("window.sameDocument = true")
+    run = dispatch(site.home, "run", "--name", "appears-live", "--", sys.executable, "-c", "pass")
+    try:
+        wait(site.driver, "the new job's row", lambda d: list(site.rows().values()) == ["succeeded"], 30)
+    finally:
+        run.wait(60)
+    assert site.driver.execute_script("return window.sameDocument") is True  # updated in place, not reloaded
