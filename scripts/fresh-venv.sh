@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 VENV=${DISPATCH_FRESH_VENV:-/tmp/dispatch-fresh-venv}
 # The fast tests: everything here needs no Slurm daemon, no PostgreSQL and no browser.
 FAST=(
-    tests/test_*.py tests/cli tests/conformance tests/memory tests/records
+    tests/test_*.py tests/cli tests/conformance tests/memory tests/records tests/docs
     tests/faults/test_bad_input.py
     tests/slurm/test_settings.py tests/slurm/test_parse_mapping.py tests/slurm/test_scripts.py
     tests/kubeflow/test_settings.py tests/kubeflow/test_render.py tests/kubeflow/test_mapping.py

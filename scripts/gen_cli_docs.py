@@ -156,7 +156,7 @@ def _help(cmd: click.Command) -> str:
             code = [ln.strip() for ln in lines if ln.startswith("  ")]
             if head:
                 out.append(" ".join(h.strip() for h in head))
-            out.append("```\n" + "\n".join(code) + "\n```")
+            out.append("```bash\n" + "\n".join(code) + "\n```")
         else:
             out.append(" ".join(ln.strip() for ln in lines))
     return "\n\n".join(out)
@@ -174,7 +174,7 @@ def generate() -> str:
             "",
             cmd.short_help or "",
             "",
-            "```",
+            "```text",
             f"dispatch {name} {_usage(cmd)}",
             "```",
             "",
