@@ -139,9 +139,7 @@ def _option_row(opt: click.Option) -> str:
 def _options(cmd: click.Command) -> list[str]:
     """The option table, rendered from click's Option objects (the --help option included)."""
     ctx = click.Context(cmd, info_name=cmd.name)
-    rows = [
-        _option_row(p) for p in cmd.get_params(ctx) if isinstance(p, click.Option) and not p.hidden
-    ]
+    rows = [_option_row(p) for p in cmd.get_params(ctx) if isinstance(p, click.Option) and not p.hidden]
     return ["| Option | Meaning |", "|---|---|", *rows] if rows else []
 
 

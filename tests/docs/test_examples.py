@@ -25,7 +25,7 @@ from dispatch.registry import adapter
 from dispatch.rules import RuleSet
 from dispatch.settings import decode
 
-from .blocks import RUN, TEXT, ROOT, Block, all_blocks, blocks, documents
+from .blocks import ROOT, RUN, TEXT, Block, all_blocks, blocks, documents
 
 TIMEOUT = 120.0
 TRAIN_PY = """\
