@@ -25,7 +25,7 @@ from typing import Any
 from dispatch.actions import Actor, marker_for
 from dispatch.capabilities import Answer, Capabilities, Capability
 from dispatch.clock import SYSTEM_CLOCK, Clock
-from dispatch.declarations import Declarations, check_backend
+from dispatch.declarations import Declarations
 from dispatch.errors import (
     ConfigError,
     Conflict,
@@ -50,7 +50,7 @@ from dispatch.registry import OpenOptions, adapter
 from dispatch.rules import RuleSet
 from dispatch.settings import decode
 from dispatch.spec import JobSpec
-from dispatch.spi import Backend, Holder, JobEvidence, Requeuer, restrict
+from dispatch.spi import Backend, Holder, JobEvidence, Requeuer, check_backend, restrict
 
 
 @dataclass
