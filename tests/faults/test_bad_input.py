@@ -57,8 +57,10 @@ def test_every_builtin_adapter_registers_under_its_name() -> None:
         info = adapter(name)
         assert info.name == name and info.settings is not None, name
     assert set(ADAPTERS) <= set(registered())
-    with pytest.raises(ConfigError, match="no adapter named 'nope' \\(known: .*kubeflow, local, memory, slurm"):
+    with pytest.raises(ConfigError, match="no adapter named 'nope' \\(known: ") as err:
         adapter("nope")
+    known = str(err.value).split("(known: ", 1)[1]
+    assert all(name in known for name in ADAPTERS), known
 
 
 @pytest.mark.parametrize("name", ADAPTERS)
