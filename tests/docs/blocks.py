@@ -2,7 +2,9 @@
 
 A block is ```` ```lang ```` ... ```` ``` ````. An HTML comment on the lines just before it (blank lines allowed
 in between) may annotate it: ``<!-- docs-test: skip: <why> -->`` exempts it, ``<!-- docs-test: file NAME -->``
-makes it a file written into the document's working directory instead of a program to run.
+makes it a file written into the document's working directory instead of a program to run, and
+``<!-- docs-test: needs MODULE -->`` says it needs a Python module that is no dependency of dispatch (torch).
+Several annotations may precede one block, one per line.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ RUN = {"python", "bash", "sh", "console", "toml", "yaml", "json"}
 TEXT = {"text"}
 
 _FENCE = re.compile(r"^(```+)\s*([\w+-]*)\s*$")
-_NOTE = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<kind>skip|file)\s*:?\s*(?P<arg>.*?)\s*-->\s*$")
+_NOTE = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<kind>skip|file|needs)\s*:?\s*(?P<arg>.*?)\s*-->\s*$")
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,7 @@ class Block:
     text: str
     skip: str | None = None  # the stated reason, when exempt
     file: str | None = None  # the file name, when a file block
+    needs: tuple[str, ...] = ()  # modules the block needs beyond dispatch's dependencies
 
     @property
     def where(self) -> str:
@@ -55,16 +58,18 @@ def blocks(path: Path) -> list[Block]:
             j += 1
         if j == len(lines):
             raise ValueError(f"{path.relative_to(ROOT)}:{start + 1}: the fenced block is never closed")
-        skip = file = None
+        notes: dict[str, str] = {}
+        needs: list[str] = []
         k = start - 1
-        while k >= 0 and not lines[k].strip():
+        while k >= 0 and (not lines[k].strip() or _NOTE.match(lines[k])):
+            note = _NOTE.match(lines[k])
+            if note and note["kind"] == "needs":
+                needs += note["arg"].replace(",", " ").split()
+            elif note:
+                notes[note["kind"]] = note["arg"]
             k -= 1
-        note = _NOTE.match(lines[k]) if k >= 0 else None
-        if note and note["kind"] == "skip":
-            skip = note["arg"]
-        elif note:
-            file = note["arg"]
-        out.append(Block(path, start + 1, lang, "\n".join(lines[start + 1 : j]) + "\n", skip, file))
+        text = "\n".join(lines[start + 1 : j]) + "\n"
+        out.append(Block(path, start + 1, lang, text, notes.get("skip"), notes.get("file"), tuple(needs)))
         i = j + 1
     return out
 

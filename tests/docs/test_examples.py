@@ -8,6 +8,7 @@ records and a config file written by one block are seen by the next); the workin
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -154,8 +155,22 @@ def run_block(block: Block, work: Path, env: dict[str, str], ids: dict[str, str]
 DOCS = [d for d in documents() if any(b.lang in RUN and not b.skip for b in blocks(d))]
 
 
+LEFT_OUT = {m for m in os.environ.get("DISPATCH_DOCS_LEFT_OUT", "").replace(",", " ").split() if m}
+"""Modules this environment leaves out on purpose (scripts/fresh-venv.sh: torch, never installed there)."""
+
+
+def _missing(modules: tuple[str, ...]) -> list[str]:
+    return [m for m in modules if importlib.util.find_spec(m) is None]
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=[str(d.relative_to(ROOT)) for d in DOCS])
 def test_document_examples_run(doc: Path, tmp_path: Path) -> None:
+    """A document needing a module that is missing fails, unless this environment leaves it out on purpose."""
+    runnable = [b for b in blocks(doc) if b.lang in RUN and not b.skip]
+    missing = sorted({m for b in runnable for m in _missing(b.needs)})
+    if missing and set(missing) <= LEFT_OUT:
+        pytest.skip(f"needs {', '.join(missing)}, which this environment leaves out (DISPATCH_DOCS_LEFT_OUT)")
+    assert not missing, f"{doc.relative_to(ROOT)} needs {', '.join(missing)}: install it (scripts/test does)"
     work, env = _workdir(tmp_path)
     ids: dict[str, str] = {}
     for block in blocks(doc):
@@ -180,3 +195,16 @@ EXEMPT = [b for b in all_blocks() if b.skip and b.lang in RUN]
 def test_exempt_block(block: Block) -> None:
     """Listed, one per exempt block, with the reason the document states (shown by ``pytest -ra``)."""
     pytest.skip(f"exempt by {block.where}: {block.skip}")
+
+
+def test_annotations_are_read(tmp_path: Path) -> None:
+    doc = tmp_path / "page.md"
+    doc.write_text(
+        "<!-- docs-test: needs torch, numpy -->\n<!-- docs-test: file train.py -->\n\n```python\nimport torch\n```\n"
+        "<!-- docs-test: skip: it would drain a node of the shared cluster -->\n```sh\nscontrol\n```\n```text\nx\n```\n"
+    )
+    first, second, third = blocks(doc)
+    assert (first.file, first.needs, first.skip) == ("train.py", ("torch", "numpy"), None)
+    assert (second.skip, second.needs) == ("it would drain a node of the shared cluster", ())
+    assert (third.lang, third.skip, third.file) == ("text", None, None)
+    assert _missing(("json", "no_such_module_here")) == ["no_such_module_here"]
