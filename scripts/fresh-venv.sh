@@ -6,13 +6,13 @@
 #
 #   scripts/fresh-venv.sh [pytest args...]
 #
-# The venv lives in $DISPATCH_FRESH_VENV (default /tmp/dispatch-fresh-venv) and is rebuilt on every run;
+# The venv lives in $DISPATCH_FRESH_VENV (default /tmp/dispatch-fresh-venv-<checkout hash>), rebuilt every run;
 # pip's download cache makes a warm run cheap. scripts/test runs this in the background while the clusters
 # come up and fails the run if it fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VENV=${DISPATCH_FRESH_VENV:-/tmp/dispatch-fresh-venv}
+VENV=${DISPATCH_FRESH_VENV:-/tmp/dispatch-fresh-venv-$(pwd | md5sum | cut -c1-8)}  # one per checkout
 # The fast tests: everything here needs no Slurm daemon, no PostgreSQL and no browser.
 FAST=(
     tests/test_*.py tests/cli tests/conformance tests/memory tests/records tests/docs
@@ -22,14 +22,16 @@ FAST=(
     tests/kubetest/test_api_basics.py
 )
 
-if ! python3 -c 'import ensurepip' 2>/dev/null; then
-    apt-get install -y -q python3-venv >/dev/null
-fi
 rm -rf "$VENV"
-python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-    --upgrade --upgrade-strategy eager -e '.[dev]'
-echo "fresh venv $VENV:" $("$VENV/bin/python" -m pip list --format=freeze --disable-pip-version-check 2>/dev/null \
+if python3 -c 'import ensurepip' 2>/dev/null; then
+    python3 -m venv "$VENV"
+    pip=("$VENV/bin/python" -m pip)
+else  # Debian without python3-venv: no apt here (the clusters' set-up may hold its lock); drive the venv from outside
+    python3 -m venv --without-pip "$VENV"
+    pip=(python3 -m pip --python "$VENV/bin/python")
+fi
+"${pip[@]}" install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[dev]'
+echo "fresh venv $VENV:" $("${pip[@]}" list --format=freeze --disable-pip-version-check 2>/dev/null \
     | grep -iE '^(click|pyyaml|lightkube|httpx|pydantic|kubeflow.trainer.api|psycopg|pytest|hypothesis)=' | sort)
 DISPATCH_DOCS_LEFT_OUT=torch exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
     -m "not slurm_local and not slurm_sid and not postgres" "${FAST[@]}" "$@"
