@@ -124,7 +124,7 @@ def test_actions_checked_against_the_cluster() -> None:
     slurm = backend(MemoryScheduler(clock, "slurm"))
     rs.check_against(slurm, slurm.capabilities())
     restart = RuleSet.from_data({"rules": [{"cause": "exit", "action": "restart"}]})
-    with pytest.raises(Unsupported, match=r"rules\[0\].*restart is refused.*(NativeRestart|native)"):
+    with pytest.raises(Unsupported, match=r"^rules\[0\]: action restart is refused.*(NativeRestart|native)"):
         restart.check_against(slurm, slurm.capabilities())
     native = backend(MemoryScheduler(clock, "slurm", native_restart=True))
     restart.check_against(native, native.capabilities())
@@ -188,7 +188,8 @@ def test_a_restart_rule_nothing_carries_out_is_refused_before_anything_is_record
     for name, adapter_settings in opens:
         with dispatch.open(name, adapter=adapter_settings, store=store) as cluster:
             reason = cluster.capabilities()[Capability.NATIVE_RESTART].reason
-            with pytest.raises(Unsupported, match="'again': action restart is refused on this cluster: .+") as err:
+            refused = r"rules\[0\] \(rule 'again'\): action restart is refused on this cluster: .+"
+            with pytest.raises(Unsupported, match=refused) as err:
                 cluster.submit(dispatch.JobSpec(command=("true",)), rules=rules)
             assert str(err.value).endswith(reason), "the Reason of the cluster's answer is given"
     assert store.jobs(active_only=False) == [], "nothing was recorded"

@@ -209,9 +209,8 @@ class RuleSet:
         for i, rule in enumerate(self.rules):
             answer = action_availability(rule.action, backend, capabilities, rule)
             if answer.answer is not Answer.YES and rule.action is RuleAction.RESTART:
-                raise Unsupported(
-                    f"rules[{i}]: rule {rule.name!r}: action restart is refused on this cluster: {answer.reason}"
-                )
+                which = f"rules[{i}]" if rule.name == f"rules[{i}]" else f"rules[{i}] (rule {rule.name!r})"
+                raise Unsupported(f"{which}: action restart is refused on this cluster: {answer.reason}")
             if answer.answer is not Answer.YES:
                 raise ConfigError(
                     f"rules[{i}]",
