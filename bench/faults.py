@@ -45,7 +45,6 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 SRC = Path(os.environ.get("DISPATCH_TEST_SRC", ROOT / "src"))
 sys.path.insert(0, str(SRC))
-STANDIN = ROOT / "bench" / "slurm_standin.py"
 
 import dispatch  # noqa: E402
 from dispatch.errors import DispatchError  # noqa: E402
@@ -116,12 +115,8 @@ class Target:
     def ssh(self) -> bool:
         return bool(self.desc["transport"] == "ssh")
 
-    @property
-    def control_dir(self) -> Path:
-        return self.workdir / f"ssh-{self.name}"
-
-    def settings(self, adapter: str = "slurm") -> dict[str, Any]:
-        """The settings of ``adapter`` (the Slurm adapter, docs/adapters/slurm.md, or the bench stand-in)."""
+    def settings(self) -> dict[str, Any]:
+        """The Slurm adapter's settings for this cluster (docs/adapters/slurm.md)."""
         d = self.desc
         out: dict[str, Any] = {
             "transport": d["transport"],
@@ -136,20 +131,13 @@ class Target:
                 "identityFile": d["identity_file"],
                 "knownHostsFile": d["known_hosts"],
             }
-        if adapter == "slurm":
-            # short command deadlines keep the CallBound (and so an unknown start's wait) near 40 s instead of 150
-            out["timeouts"] = {"call": "12s", "script": "25s", "connect": "5s"}
-            out["preflight"] = {"cacheDir": str(self.workdir / "preflight")}
-            if d.get("env"):
-                out["env"] = dict(d["env"])
-            if ssh:
-                out["ssh"] = ssh
-            return out
+        # short command deadlines keep the CallBound (and so an unknown start's wait) near 40 s instead of 150
+        out["timeouts"] = {"call": "12s", "script": "25s", "connect": "5s"}
+        out["preflight"] = {"cacheDir": str(self.workdir / "preflight")}
         if d.get("env"):
-            out["environment"] = {"set": dict(d["env"])}
+            out["env"] = dict(d["env"])
         if ssh:
-            self.control_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-            out["ssh"] = {**ssh, "controlDir": str(self.control_dir)}
+            out["ssh"] = ssh
         return out
 
     def run_admin(self, *args: str, timeout: float = 90.0, check: bool = True) -> str:
@@ -194,7 +182,6 @@ class SupervisorProc:
     rules: Path
     poll: float
     lease_ttl: float
-    adapter: str
     generation: int = 0
     proc: subprocess.Popen[bytes] | None = None
     logs: list[Path] = field(default_factory=list)
@@ -214,10 +201,9 @@ class SupervisorProc:
             "-m",
             "dispatch.supervise",
             "--adapter",
-            self.adapter,
-            *(["--plugin", str(STANDIN)] if self.adapter == "slurm-standin" else []),
+            "slurm",
             "--settings",
-            json.dumps(self.target.settings(self.adapter)),
+            json.dumps(self.target.settings()),
             "--store",
             self.dsn,
             "--schema",
@@ -466,16 +452,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rules_data = dispatch.rules.RuleSet.load(rules)
     sups = {
         t.name: [
-            SupervisorProc(t, i, args.dsn, schema, rules, args.poll, args.lease_ttl, args.adapter)
-            for i in range(args.supervisors)
+            SupervisorProc(t, i, args.dsn, schema, rules, args.poll, args.lease_ttl) for i in range(args.supervisors)
         ]
         for t in targets
     }
     camp = Campaign(targets, sups, rng)
     clusters = {
-        t.name: dispatch.open(
-            args.adapter, dispatch.Config(adapter=t.settings(args.adapter), store=records, name=t.name)
-        )
+        t.name: dispatch.open("slurm", dispatch.Config(adapter=t.settings(), store=records, name=t.name))
         for t in targets
     }
     submitted: list[Submitted] = []
@@ -556,7 +539,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "faults_by_kind": dict(camp.faults),
             "settled": settled,
             "clusters": [t.name for t in targets],
-            "adapter": args.adapter,
+            "adapter": "slurm",
             "submit_errors": dict(Counter((s.error or "").split(":")[0] for s in submitted if s.error)),
             "planted": planted or None,
             "supervisors": args.supervisors,
@@ -832,15 +815,6 @@ def supervisor_stats(sups: dict[str, list[SupervisorProc]]) -> dict[str, Any]:
     }
 
 
-def _importable(module: str) -> bool:
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ImportError:
-        return False
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--json", action="store_true", help="print the result as JSON (the default output)")
@@ -857,23 +831,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the PostgreSQL schema and the supervisors' logs")
     p.add_argument("--verbose", action="store_true", help="include the fault log")
     p.add_argument("--plant", action="store_true", help="plant known faults after the settle (checks the checks)")
-    p.add_argument(
-        "--adapter",
-        choices=["auto", "slurm", "slurm-standin"],
-        default="auto",
-        help="the Slurm adapter, or the bench stand-in (auto: the adapter when it is installed)",
-    )
     args = p.parse_args(argv)
-    if args.adapter == "auto":
-        args.adapter = "slurm" if _importable("dispatch.slurm") else "slurm-standin"
-    if args.adapter == "slurm-standin":
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("slurm_standin", STANDIN)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["slurm_standin"] = module
-        spec.loader.exec_module(module)
     if os.geteuid() != 0:
         print("faults: run as root (admin.sh and the sid SSH key need it)", file=sys.stderr)
         return 2

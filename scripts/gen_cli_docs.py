@@ -34,7 +34,9 @@ records = "/shared/dispatch/records.db" # optional: where the SQLite record stor
 [clusters.hpc]
 adapter = "slurm"
 [clusters.hpc.settings]                 # the adapter's settings: see `dispatch schema slurm`
-partition = "gpu"
+transport = "ssh"
+ssh = { host = "login.example.org", user = "ada" }
+defaults = { partition = "gpu", account = "ml" }
 ```
 
 Output: tables and messages for humans (colour only on a terminal, never with `NO_COLOR`; a spinner on
@@ -44,21 +46,100 @@ stderr that says what to do; `--debug` shows the traceback. Shell completion: `e
 """
 
 
-def _usage(cmd: click.Command, path: str) -> str:
-    ctx = click.Context(cmd, info_name=path)
-    return " ".join(cmd.collect_usage_pieces(ctx))
+def _type_metavar(param: click.Parameter) -> str:
+    """The metavar shown for a parameter's value, from its type object (not click's formatter, which varies)."""
+    if param.metavar:
+        return param.metavar
+    kind = param.type
+    if isinstance(kind, click.Choice):
+        return "[" + "|".join(str(c) for c in kind.choices) + "]"
+    if isinstance(kind, click.IntRange):
+        return "INTEGER"
+    if isinstance(kind, click.FloatRange):
+        return "FLOAT"
+    if isinstance(kind, click.Path):
+        if kind.dir_okay and not kind.file_okay:
+            return "DIRECTORY"
+        if kind.file_okay and not kind.dir_okay:
+            return "FILE"
+        return "PATH"
+    return {"text": "TEXT", "integer": "INTEGER", "float": "FLOAT", "boolean": "BOOLEAN"}.get(
+        kind.name, kind.name.upper()
+    )
+
+
+def _argument_usage(arg: click.Argument) -> str:
+    if arg.metavar:
+        piece = arg.metavar
+    elif isinstance(arg.type, click.Choice):
+        piece = "{" + "|".join(str(c) for c in arg.type.choices) + "}"
+    else:
+        piece = (arg.name or "").upper()
+    if arg.nargs != 1:
+        piece += "..."
+    return piece if arg.required else f"[{piece}]"
+
+
+def _usage(cmd: click.Command) -> str:
+    """``[OPTIONS] ARG...`` rendered from the command's parameter objects."""
+    params = [p for p in cmd.params if not getattr(p, "hidden", False)]
+    pieces = ["[OPTIONS]"]
+    pieces += [_argument_usage(p) for p in params if isinstance(p, click.Argument)]
+    if isinstance(cmd, click.Group):
+        pieces.append("COMMAND [ARGS]...")
+    return " ".join(pieces)
+
+
+def _range(kind: click.ParamType) -> str:
+    if not isinstance(kind, click.IntRange | click.FloatRange):
+        return ""
+    lo, hi = kind.min, kind.max
+    lo_op = ">" if kind.min_open else ">="
+    hi_op = "<" if kind.max_open else "<="
+    if lo is not None and hi is not None:
+        return f"{lo}{'<' if kind.min_open else '<='}x{hi_op}{hi}"
+    if lo is not None:
+        return f"x{lo_op}{lo}"
+    if hi is not None:
+        return f"x{hi_op}{hi}"
+    return ""
+
+
+def _default(opt: click.Option) -> str:
+    if not opt.show_default or opt.default is None or callable(opt.default):
+        return ""
+    if isinstance(opt.show_default, str):
+        return opt.show_default
+    value = opt.default
+    if opt.is_flag and not opt.secondary_opts:
+        return ""
+    if isinstance(value, list | tuple):
+        return ", ".join(str(v) for v in value) if value else ""
+    if opt.is_flag and opt.secondary_opts:
+        return (opt.opts if value else opt.secondary_opts)[0].lstrip("-")
+    return str(value)
+
+
+def _option_row(opt: click.Option) -> str:
+    names = ", ".join(sorted(opt.opts, key=lambda n: n.startswith("--")))
+    if opt.secondary_opts:
+        names += " / " + ", ".join(opt.secondary_opts)
+    if not opt.is_flag and not opt.count:
+        names += " " + _type_metavar(opt)
+    extra = [f"default: {d}" for d in [_default(opt)] if d]
+    if opt.required:
+        extra.append("required")
+    extra += [r for r in [_range(opt.type)] if r]
+    text = inspect.cleandoc(opt.help or "").replace("\n", " ")
+    if extra:
+        text = f"{text}  [{'; '.join(extra)}]" if text else f"[{'; '.join(extra)}]"
+    return f"| `{names}` | {text.replace('|', chr(92) + '|')} |"
 
 
 def _options(cmd: click.Command) -> list[str]:
+    """The option table, rendered from click's Option objects (the --help option included)."""
     ctx = click.Context(cmd, info_name=cmd.name)
-    rows = []
-    for param in cmd.get_params(ctx):
-        record = param.get_help_record(ctx)
-        if record is None:
-            continue
-        names, text = record
-        cell = text.replace("|", "\\|")
-        rows.append(f"| `{names}` | {cell} |")
+    rows = [_option_row(p) for p in cmd.get_params(ctx) if isinstance(p, click.Option) and not p.hidden]
     return ["| Option | Meaning |", "|---|---|", *rows] if rows else []
 
 
@@ -73,14 +154,14 @@ def _help(cmd: click.Command) -> str:
             code = [ln.strip() for ln in lines if ln.startswith("  ")]
             if head:
                 out.append(" ".join(h.strip() for h in head))
-            out.append("```\n" + "\n".join(code) + "\n```")
+            out.append("```bash\n" + "\n".join(code) + "\n```")
         else:
             out.append(" ".join(ln.strip() for ln in lines))
     return "\n\n".join(out)
 
 
 def generate() -> str:
-    parts = [HEADER, "## Global options", "", f"`dispatch {_usage(cli, 'dispatch')}`", ""]
+    parts = [HEADER, "## Global options", "", f"`dispatch {_usage(cli)}`", ""]
     parts += _options(cli)
     parts += ["", "## Exit codes", "", "| Code | Meaning |", "|---|---|"]
     parts += [f"| {int(code)} | {text} |" for code, text in MEANING.items()]
@@ -91,8 +172,8 @@ def generate() -> str:
             "",
             cmd.short_help or "",
             "",
-            "```",
-            f"dispatch {name} {_usage(cmd, name)}",
+            "```text",
+            f"dispatch {name} {_usage(cmd)}",
             "```",
             "",
             _help(cmd),

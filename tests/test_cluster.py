@@ -80,7 +80,8 @@ def test_unknown_start_outcome_is_recorded_not_retried(cluster: dispatch.Cluster
     sched.control.inject("start", "unknown", landed=True)
     with pytest.raises(OutcomeUnknown) as err:
         cluster.submit(SLEEP)
-    job_id = err.value.__cause__.job_id  # type: ignore[union-attr]
+    job_id = err.value.job_id
+    assert job_id is not None, "the caller resolves the job from the exception it catches"
     job = cluster.get(job_id)
     assert job.current is not None and job.current.gate is GateState.PLANNED
     assert job.intents[-1].status is IntentStatus.UNKNOWN

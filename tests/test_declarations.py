@@ -8,8 +8,8 @@ import pytest
 
 from dispatch import UNBOUNDED, Capability, ConfigError, DeclarationError, Declarations, PolledLoss, Unsupported
 from dispatch.capabilities import Capabilities, Provenance, no, unknown, yes
-from dispatch.declarations import check_backend, check_poll_interval
-from dispatch.spi import Holder, restrict
+from dispatch.declarations import check_poll_interval
+from dispatch.spi import Holder, check_backend, restrict
 
 
 class Polled:

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispatch import Cause, ConfigError, FakeClock, State
+from dispatch import Capability, Cause, ConfigError, FakeClock, State, Unsupported
 from dispatch.memory import MemoryScheduler, backend
 from dispatch.rules import RuleAction, RuleSet, Unmatched
 
@@ -124,7 +124,7 @@ def test_actions_checked_against_the_cluster() -> None:
     slurm = backend(MemoryScheduler(clock, "slurm"))
     rs.check_against(slurm, slurm.capabilities())
     restart = RuleSet.from_data({"rules": [{"cause": "exit", "action": "restart"}]})
-    with pytest.raises(ConfigError, match="NativeRestart|native"):
+    with pytest.raises(Unsupported, match=r"^rules\[0\]: action restart is refused.*(NativeRestart|native)"):
         restart.check_against(slurm, slurm.capabilities())
     native = backend(MemoryScheduler(clock, "slurm", native_restart=True))
     restart.check_against(native, native.capabilities())
@@ -175,3 +175,29 @@ def test_fuzzed_rules_give_config_errors_only(data: dict[str, object]) -> None:
         assert str(exc)
     else:
         assert RuleSet.from_data(rs.to_json()) == rs
+
+
+def test_a_restart_rule_nothing_carries_out_is_refused_before_anything_is_recorded(tmp_path: Path) -> None:
+    """Every built-in scheduler adapter without a native policy refuses ``restart`` with Unsupported and why."""
+    import dispatch
+    from dispatch.records import MemoryRecords
+
+    store = MemoryRecords()
+    rules = {"rules": [{"name": "again", "cause": "exit", "action": "restart"}]}
+    opens = (("local", {"stateDir": str(tmp_path / "local")}), ("memory", {"cluster": "t-restart"}))
+    for name, adapter_settings in opens:
+        with dispatch.open(name, adapter=adapter_settings, store=store) as cluster:
+            reason = cluster.capabilities()[Capability.NATIVE_RESTART].reason
+            refused = r"rules\[0\] \(rule 'again'\): action restart is refused on this cluster: .+"
+            with pytest.raises(Unsupported, match=refused) as err:
+                cluster.submit(dispatch.JobSpec(command=("true",)), rules=rules)
+            assert str(err.value).endswith(reason), "the Reason of the cluster's answer is given"
+    assert store.jobs(active_only=False) == [], "nothing was recorded"
+
+
+def test_a_restart_rule_is_accepted_where_the_backend_compiles_it() -> None:
+    clock = FakeClock()
+    native = backend(MemoryScheduler(clock, "slurm", native_restart=True))
+    rule = RuleSet.from_data({"rules": [{"cause": "exit", "action": "restart"}]}).rules[0]
+    assert native.compile_policy([rule.to_json()]).native, "the memory scheduler's policy takes the rule"
+    RuleSet.from_data({"rules": [rule.to_json()]}).check_against(native, native.capabilities())

@@ -84,7 +84,7 @@ def test_durations(text: object, seconds: float) -> None:
 def test_schema_is_closed_and_typed() -> None:
     s = schema(Sample, title="sample")
     assert s["additionalProperties"] is False
-    assert s["properties"]["transport"] == {"enum": ["local", "ssh"]}
+    assert s["properties"]["transport"] == {"enum": ["local", "ssh"], "default": "local"}
     assert "pass" in s["properties"]["environment"]["properties"]
     assert s["properties"]["ssh"]["anyOf"][0]["required"] == ["host"]
 
@@ -106,3 +106,33 @@ def test_fuzzed_settings_never_escape_config_error(data: dict[str, Any]) -> None
         decode(Sample, data)
     except ConfigError as exc:
         assert str(exc)
+
+
+def _properties(node: object, path: str = "") -> list[tuple[str, dict[str, object], bool]]:
+    """Every property of a schema, nested objects included: (key path, its schema, whether it is required)."""
+    out: list[tuple[str, dict[str, object], bool]] = []
+    if not isinstance(node, dict):
+        return out
+    for alt in node.get("anyOf", []):
+        out += _properties(alt, path)
+    required = set(node.get("required", []))
+    for key, sub in node.get("properties", {}).items():
+        out.append((path + key, sub, key in required))
+        out += _properties(sub, path + key + ".")
+    return out
+
+
+@pytest.mark.parametrize("name", ["memory", "local", "slurm", "kubeflow"])
+def test_every_adapter_schema_names_each_fields_meaning_and_default(name: str) -> None:
+    """What `dispatch schema NAME` prints: editors and readers see what each key means and its default."""
+    from dispatch.registry import adapter
+
+    info = adapter(name)
+    assert info.settings is not None
+    props = _properties(schema(info.settings))
+    assert len(props) >= 3
+    undocumented = [key for key, sub, _ in props if not sub.get("description")]
+    assert not undocumented, f"{name}: keys without a description: {undocumented}"
+    no_default = [key for key, sub, required in props if not required and "default" not in sub]
+    assert not no_default, f"{name}: optional keys without a default: {no_default}"
+    decode(info.settings, {key: sub["default"] for key, sub, req in props if "." not in key and not req})

@@ -25,7 +25,7 @@ from typing import Any
 from dispatch.actions import Actor, marker_for
 from dispatch.capabilities import Answer, Capabilities, Capability
 from dispatch.clock import SYSTEM_CLOCK, Clock
-from dispatch.declarations import Declarations, check_backend
+from dispatch.declarations import Declarations
 from dispatch.errors import (
     ConfigError,
     Conflict,
@@ -50,7 +50,7 @@ from dispatch.registry import OpenOptions, adapter
 from dispatch.rules import RuleSet
 from dispatch.settings import decode
 from dispatch.spec import JobSpec
-from dispatch.spi import Backend, Holder, JobEvidence, Requeuer, restrict
+from dispatch.spi import Backend, Holder, JobEvidence, Requeuer, check_backend, restrict
 
 
 @dataclass
@@ -210,7 +210,7 @@ class Operator:
             # a supervisor wrote the new record meanwhile (it took the job's lease): the job is recorded and the
             # supervisor carries the submission on (resolving a start whose answer this write lost by its marker)
             handed = OutcomeUnknown(f"job {job_id}: {exc}; the job is recorded and a supervisor carries it on")
-            handed.job_id = job_id  # type: ignore[attr-defined]
+            handed.job_id = job_id
             raise handed from exc
         return job_id
 
@@ -309,11 +309,12 @@ def start_submission(
 
 
 def _raise_with_job(error: DispatchError, job_id: str) -> None:
-    error.job_id = job_id  # type: ignore[attr-defined]
+    """Raise ``error`` (or, for an unknown outcome, an OutcomeUnknown that says so) with ``job_id`` set."""
+    error.job_id = job_id
     if isinstance(error, OutcomeUnknown):
-        raise OutcomeUnknown(
-            f"job {job_id}: {error} (recorded; a supervisor will resolve it by finding the object)"
-        ) from error
+        handed = OutcomeUnknown(f"job {job_id}: {error} (recorded; a supervisor will resolve it by finding the object)")
+        handed.job_id = job_id
+        raise handed from error
     raise error
 
 

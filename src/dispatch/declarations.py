@@ -8,7 +8,8 @@
   (``UNBOUNDED`` for forever, 0 for not at all). The supervisor must poll at least as often as the shortest
   finite, non-zero window, or it may miss how a job ended.
 
-All durations are float seconds; :data:`UNBOUNDED` is ``math.inf``.
+All durations are float seconds; :data:`UNBOUNDED` is ``math.inf``. The rules between declarations and a
+backend's interfaces are checked by :func:`dispatch.spi.check_backend`, next to the interfaces.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from dispatch.errors import ConfigError, DeclarationError
+from dispatch.errors import ConfigError
 
 UNBOUNDED = math.inf
 
@@ -75,28 +76,6 @@ class Declarations:
             "callBound": _window(self.call_bound),
             "polledLoss": self.polled_loss.to_json() if self.polled_loss else None,
         }
-
-
-def check_backend(backend: object, declarations: Declarations) -> None:
-    """Enforce the rules between a backend's declarations and its optional interfaces.
-
-    Raises :class:`DeclarationError` when a zero CallBound travels with Holder or Requeuer, when a backend
-    that is not a Watcher declares no PolledLoss, or when a Watcher declares one.
-    """
-    from dispatch.spi import Holder, Requeuer, Watcher
-
-    if declarations.call_bound == 0:
-        for iface in (Holder, Requeuer):
-            if isinstance(backend, iface):
-                raise DeclarationError(
-                    f"{type(backend).__name__} declares a zero CallBound but implements {iface.__name__}; "
-                    "hand out its reduced backend (dispatch.spi.restrict) instead"
-                )
-    watcher = isinstance(backend, Watcher)
-    if not watcher and declarations.polled_loss is None:
-        raise DeclarationError(f"{type(backend).__name__} is polled but declares no PolledLoss")
-    if watcher and declarations.polled_loss is not None:
-        raise DeclarationError(f"{type(backend).__name__} is a Watcher and must not declare PolledLoss")
 
 
 def check_poll_interval(declarations: Declarations, interval: float) -> None:

@@ -9,7 +9,13 @@ from __future__ import annotations
 
 
 class DispatchError(Exception):
-    """Base of every error dispatch raises on purpose."""
+    """Base of every error dispatch raises on purpose.
+
+    ``job_id`` names the job the error is about when dispatch recorded one before failing (an
+    ``Operator.submit`` whose start was refused or whose outcome is unknown); ``None`` otherwise.
+    """
+
+    job_id: str | None = None
 
 
 class Unsupported(DispatchError):

@@ -27,8 +27,11 @@ under a dispatch hold until released), ``escalate`` (stop and hand the job to a 
 reached does not match; when nothing matches, ``unmatched`` decides: ``escalate`` (the default) or ``close``
 (leave the job ended as it is).
 
-Rules are validated against the cluster when loaded (:meth:`RuleSet.check_against`): an action the cluster
-cannot perform is a :class:`~dispatch.errors.ConfigError` naming the rule.
+Rules are validated against the cluster when loaded (:meth:`RuleSet.check_against`): a ``hold`` or
+``requeue`` the cluster cannot perform is a :class:`~dispatch.errors.ConfigError` naming the rule; a
+``restart`` is accepted only where the backend compiles it into its scheduler's native policy
+(:class:`~dispatch.spi.NativePolicyCompiler`) and is refused with :class:`~dispatch.errors.Unsupported` and the
+reason everywhere else, so no rule is accepted that nothing would carry out.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.capabilities import Answer, Capabilities, Capability, CapabilityAnswer, no, yes
-from dispatch.errors import ConfigError
+from dispatch.errors import ConfigError, Unsupported
 from dispatch.outcome import Cause, State
 from dispatch.settings import parse_duration
 
@@ -201,9 +204,13 @@ class RuleSet:
     # ----- validation against a cluster ------------------------------------------------------------------
 
     def check_against(self, backend: object, capabilities: Capabilities) -> None:
-        """Raise ConfigError naming the first rule whose action this cluster cannot perform."""
+        """Raise naming the first rule whose action this cluster cannot perform: Unsupported for a ``restart``
+        no interface of the backend carries out, ConfigError for the other actions."""
         for i, rule in enumerate(self.rules):
-            answer = action_availability(rule.action, backend, capabilities)
+            answer = action_availability(rule.action, backend, capabilities, rule)
+            if answer.answer is not Answer.YES and rule.action is RuleAction.RESTART:
+                which = f"rules[{i}]" if rule.name == f"rules[{i}]" else f"rules[{i}] (rule {rule.name!r})"
+                raise Unsupported(f"{which}: action restart is refused on this cluster: {answer.reason}")
             if answer.answer is not Answer.YES:
                 raise ConfigError(
                     f"rules[{i}]",
@@ -233,8 +240,15 @@ class RuleSet:
         return None, f"no rule matches {cause.value}"
 
 
-def action_availability(action: RuleAction, backend: object, capabilities: Capabilities) -> CapabilityAnswer:
-    """Whether ``action`` can be carried out on this cluster, with the reason."""
+def action_availability(
+    action: RuleAction, backend: object, capabilities: Capabilities, rule: Rule | None = None
+) -> CapabilityAnswer:
+    """Whether ``action`` can be carried out on this cluster, with the reason.
+
+    ``restart`` is yes only when NativeRestart is yes and the backend's ``compile_policy`` takes the rule
+    (``rule``, or a catch-all restart rule) into its native policy: the scheduler then restarts in place by
+    itself and the supervisor waits for it. Nothing else carries a restart out.
+    """
     from dispatch.spi import Holder, NativePolicyCompiler, Requeuer
 
     if action in (RuleAction.RESUBMIT, RuleAction.ESCALATE):
@@ -253,6 +267,9 @@ def action_availability(action: RuleAction, backend: object, capabilities: Capab
         return cap
     if not isinstance(backend, NativePolicyCompiler):
         return no("NativeRestart is yes but the backend cannot compile rules into its native policy")
+    wanted = rule.to_json() if rule is not None else {"action": RuleAction.RESTART.value}
+    if not backend.compile_policy([wanted]).native:
+        return no("the backend does not compile this restart rule into its scheduler's native policy")
     return cap
 
 

@@ -241,7 +241,11 @@ def encode(value: Any) -> Any:
 
 
 def schema(cls: type[Any], *, title: str | None = None) -> dict[str, Any]:
-    """A JSON Schema (draft 2020-12) of dataclass ``cls``'s settings. Advisory: :func:`decode` is the judge."""
+    """A JSON Schema (draft 2020-12) of dataclass ``cls``'s settings. Advisory: :func:`decode` is the judge.
+
+    Each property carries its ``description`` (the field's ``doc`` metadata, else its class's docstring) and,
+    unless required, its ``default`` (as it would be written in the settings).
+    """
     out = _schema_of(cls)
     out["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     if title:
@@ -283,9 +287,13 @@ def _schema_of(tp: Any, meta: Mapping[str, Any] | None = None) -> dict[str, Any]
             doc = f.metadata.get("doc")
             if doc:
                 sub["description"] = doc
-            props[field_key(f)] = sub
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            if f.default is not dataclasses.MISSING:
+                sub["default"] = encode(f.default)
+            elif f.default_factory is not dataclasses.MISSING:
+                sub["default"] = encode(f.default_factory())
+            else:
                 required.append(field_key(f))
+            props[field_key(f)] = sub
         out: dict[str, Any] = {"type": "object", "properties": props, "additionalProperties": False}
         if required:
             out["required"] = required

@@ -23,6 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from dispatch.capabilities import Capabilities
 from dispatch.declarations import Declarations
+from dispatch.errors import DeclarationError
 from dispatch.extensions import ExtensionPolicy
 from dispatch.outcome import Outcome
 from dispatch.spec import JobSpec
@@ -327,3 +328,23 @@ def restrict(backend: Backend, without: Iterable[type]) -> Backend:
     cls = type(f"Restricted{type(backend).__name__}", (), attrs)
     view: Backend = cls(backend)
     return view
+
+
+def check_backend(backend: object, declarations: Declarations) -> None:
+    """Enforce the rules between a backend's declarations and its optional interfaces.
+
+    Raises :class:`DeclarationError` when a zero CallBound travels with Holder or Requeuer, when a backend
+    that is not a Watcher declares no PolledLoss, or when a Watcher declares one.
+    """
+    if declarations.call_bound == 0:
+        for iface in (Holder, Requeuer):
+            if isinstance(backend, iface):
+                raise DeclarationError(
+                    f"{type(backend).__name__} declares a zero CallBound but implements {iface.__name__}; "
+                    "hand out its reduced backend (dispatch.spi.restrict) instead"
+                )
+    watcher = isinstance(backend, Watcher)
+    if not watcher and declarations.polled_loss is None:
+        raise DeclarationError(f"{type(backend).__name__} is polled but declares no PolledLoss")
+    if watcher and declarations.polled_loss is not None:
+        raise DeclarationError(f"{type(backend).__name__} is a Watcher and must not declare PolledLoss")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from dispatch.clock import FakeClock
 from dispatch.cluster import new_backend
 from dispatch.errors import ConfigError, SpecError, Unavailable
-from dispatch.registry import BUILTIN, adapter
+from dispatch.registry import BUILTIN, adapter, registered
 from dispatch.rules import RuleSet
 from dispatch.settings import decode, encode
 from dispatch.spec import JobSpec
@@ -51,8 +51,16 @@ def _has_defaults(cls: type) -> bool:
     return True
 
 
-def test_the_campaign_covers_the_adapters_on_main() -> None:
-    assert "memory" in ADAPTERS, ADAPTERS
+def test_every_builtin_adapter_registers_under_its_name() -> None:
+    """The names the campaign fuzzes resolve to registered adapters with strict settings; others are refused."""
+    for name in ADAPTERS:
+        info = adapter(name)
+        assert info.name == name and info.settings is not None, name
+    assert set(ADAPTERS) <= set(registered())
+    with pytest.raises(ConfigError, match="no adapter named 'nope' \\(known: ") as err:
+        adapter("nope")
+    known = str(err.value).split("(known: ", 1)[1]
+    assert all(name in known for name in ADAPTERS), known
 
 
 @pytest.mark.parametrize("name", ADAPTERS)

@@ -1,8 +1,8 @@
 """SSH host keys are verified: against the sid cluster's real sshd, a known-hosts file with the wrong key (or
 without the host) makes the connection fail with an error that names the host key, before any command runs.
 
-Runs on every Slurm backend with an SSH transport on this branch: the Slurm adapter (``dispatch.slurm``) and the
-bench's stand-in. Needs root (the sid key is root's) and the sid cluster (``sudo scripts/slurm/up.sh``).
+Runs on the Slurm adapter (``dispatch.slurm``) over its SSH transport. Needs root (the sid key is root's) and the
+sid cluster (``sudo scripts/slurm/up.sh``).
 """
 
 from __future__ import annotations
@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +23,6 @@ from dispatch.registry import adapter
 pytestmark = pytest.mark.slurm_sid
 
 CLUSTERS = Path(os.environ.get("DISPATCH_TEST_STATE", "/var/lib/dispatch-test")) / "clusters.json"
-STANDIN = Path(__file__).resolve().parents[2] / "bench" / "slurm_standin.py"
 
 
 def sid() -> dict[str, Any]:
@@ -38,14 +35,6 @@ def sid() -> dict[str, Any]:
 
 
 def backend_name(kind: str) -> str:
-    if kind == "slurm-standin" and "slurm_standin" not in sys.modules:
-        import importlib.util
-
-        spec = importlib.util.spec_from_file_location("slurm_standin", STANDIN)
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules["slurm_standin"] = module
-        spec.loader.exec_module(module)
     try:
         adapter(kind)
     except ConfigError as exc:
@@ -53,8 +42,8 @@ def backend_name(kind: str) -> str:
     return kind
 
 
-def settings(kind: str, desc: dict[str, Any], known_hosts: Path, control_dir: Path, **ssh: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def settings(desc: dict[str, Any], known_hosts: Path, **ssh: Any) -> dict[str, Any]:
+    return {
         "transport": "ssh",
         "defaults": {"partition": desc["partitions"]["default"], "account": desc["account"]},
         "ssh": {
@@ -66,20 +55,6 @@ def settings(kind: str, desc: dict[str, Any], known_hosts: Path, control_dir: Pa
             **ssh,
         },
     }
-    if kind == "slurm-standin":
-        out["ssh"]["controlDir"] = str(control_dir)
-    return out
-
-
-@pytest.fixture
-def control() -> Iterator[Path]:
-    """A control-socket directory short enough for a UNIX socket path (108 bytes)."""
-    import shutil
-    import tempfile
-
-    path = Path(tempfile.mkdtemp(prefix="cm-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def wrong_key(tmp: Path, desc: dict[str, Any]) -> Path:
@@ -106,40 +81,38 @@ def first_call(kind: str, s: dict[str, Any]) -> DispatchError:
     raise AssertionError("the connection succeeded with a wrong host key")
 
 
-@pytest.mark.parametrize("kind", ["slurm", "slurm-standin"])
 @pytest.mark.parametrize("case", ["wrong-key", "unknown-host"])
-def test_a_wrong_or_missing_host_key_fails_the_connection(kind: str, case: str, tmp_path: Path, control: Path) -> None:
+def test_a_wrong_or_missing_host_key_fails_the_connection(case: str, tmp_path: Path) -> None:
     desc = sid()
-    name = backend_name(kind)
+    name = backend_name("slurm")
     if case == "wrong-key":
         known = wrong_key(tmp_path, desc)
     else:
         known = tmp_path / "known_hosts_empty"
         known.write_text("")
-    error = first_call(name, settings(name, desc, known, control))
+    error = first_call(name, settings(desc, known))
     text = str(error).lower()
     assert "host key" in text, f"the error must name the host key: {error!r}"
 
 
-@pytest.mark.parametrize("kind", ["slurm", "slurm-standin"])
-def test_the_right_host_key_connects(kind: str, control: Path) -> None:
+def test_the_right_host_key_connects() -> None:
     desc = sid()
-    name = backend_name(kind)
-    b = new_backend(name, settings(name, desc, Path(desc["known_hosts"]), control), clock=SystemClock())
+    name = backend_name("slurm")
+    b = new_backend(name, settings(desc, Path(desc["known_hosts"])), clock=SystemClock())
     try:
         assert b.inspect_many(["1"]) is not None
     finally:
         b.close()
 
 
-def test_checking_is_off_only_when_the_setting_names_it(tmp_path: Path, control: Path) -> None:
+def test_checking_is_off_only_when_the_setting_names_it(tmp_path: Path) -> None:
     """The Slurm adapter: an unknown host fails by default, and connects only with strictHostKeyChecking false."""
     desc = sid()
     name = backend_name("slurm")
     known = tmp_path / "known_hosts_empty"
     known.write_text("")
-    assert "host key" in str(first_call(name, settings(name, desc, known, control))).lower()
-    b = new_backend(name, settings(name, desc, known, control, strictHostKeyChecking=False), clock=SystemClock())
+    assert "host key" in str(first_call(name, settings(desc, known))).lower()
+    b = new_backend(name, settings(desc, known, strictHostKeyChecking=False), clock=SystemClock())
     try:
         assert b.inspect_many(["1"]) is not None
     finally:

@@ -12,9 +12,9 @@ from .harness import FakeCluster, harness
 
 @pytest.mark.parametrize("check", backend_checks(), ids=str)
 def test_conformance_plain(check: Check, plain: FakeCluster) -> None:
-    run_check(check, harness(plain))
+    run_check(check, harness(plain), strict=True)
 
 
 @pytest.mark.parametrize("check", backend_checks(), ids=str)
 def test_conformance_kueue(check: Check, kueue: FakeCluster) -> None:
-    run_check(check, harness(kueue))
+    run_check(check, harness(kueue), strict=True)

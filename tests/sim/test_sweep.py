@@ -1,6 +1,6 @@
 """CI's simulator sweep: 1,000 seeds (both shapes, alternating) must run clean.
 
-This is the issue's acceptance run, not a unit test: it takes about two minutes on two cores (measured ~8
+This is the simulator's acceptance run, not a unit test: it takes about two minutes on two cores (measured ~8
 seeds/s with ``--procs 2``). ``DISPATCH_SIM_SEEDS`` changes the range (e.g. ``0-9999`` for the benchmark run).
 """
 

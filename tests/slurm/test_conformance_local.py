@@ -11,4 +11,4 @@ pytestmark = pytest.mark.slurm_local
 
 @pytest.mark.parametrize("check", backend_checks(), ids=str)
 def test_conformance_local(check: Check) -> None:
-    run_check(check, harness("local"))
+    run_check(check, harness("local"), strict=True)

@@ -11,4 +11,4 @@ pytestmark = pytest.mark.slurm_sid
 
 @pytest.mark.parametrize("check", backend_checks(), ids=str)
 def test_conformance_sid(check: Check) -> None:
-    run_check(check, harness("sid"))
+    run_check(check, harness("sid"), strict=True)

@@ -1,6 +1,5 @@
 """Several supervisor processes on one PostgreSQL store, supervising jobs that live outside any one process: on the
-real local Slurm cluster (``slurm``, and ``slurm-standin``, the bench's minimal Slurm backend) and in the file-backed
-``local`` adapter's state directory (``local``).
+real local Slurm cluster (``slurm``) and in the file-backed ``local`` adapter's state directory (``local``).
 
 * a supervisor killed with SIGKILL loses its leases, and another process takes its jobs over within
   ``lease TTL + poll + margin`` (measured, asserted, printed);
@@ -41,7 +40,6 @@ pytestmark = [pytest.mark.postgres]
 SRC = Path(os.environ.get("DISPATCH_TEST_SRC", Path(__file__).resolve().parents[2] / "src"))
 DSN = os.environ.get("DISPATCH_TEST_POSTGRES", "host=127.0.0.1 dbname=dispatch_test user=postgres")
 CLUSTERS = Path(os.environ.get("DISPATCH_TEST_STATE", "/var/lib/dispatch-test")) / "clusters.json"
-STANDIN = Path(__file__).resolve().parents[2] / "bench" / "slurm_standin.py"
 POLL = 1.0
 LEASE_TTL = 6.0
 WRITE_CALLS = {"start", "open", "stop_job", "hold", "release", "requeue"}
@@ -57,47 +55,29 @@ def local_cluster() -> dict[str, Any]:
     return desc
 
 
-def load_standin() -> None:
-    """The bench's minimal Slurm backend (bench/slurm_standin.py), registered as ``slurm-standin``."""
-    import importlib.util
-
-    if "slurm_standin" in sys.modules:
-        return
-    spec = importlib.util.spec_from_file_location("slurm_standin", STANDIN)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["slurm_standin"] = module
-    spec.loader.exec_module(module)
-
-
-def slurm_settings(desc: dict[str, Any], kind: str = "slurm") -> dict[str, Any]:
-    out: dict[str, Any] = {
+def slurm_settings(desc: dict[str, Any]) -> dict[str, Any]:
+    return {
         "transport": "local",
         "defaults": {"partition": desc["partitions"]["default"], "account": desc["account"]},
+        "timeouts": {"call": "12s", "script": "25s", "connect": "5s"},  # a CallBound near 40 s, not 150
     }
-    if kind == "slurm":
-        out["timeouts"] = {"call": "12s", "script": "25s", "connect": "5s"}  # a CallBound near 40 s, not 150
-    return out
 
 
 @pytest.fixture(
     params=[
         pytest.param("slurm", marks=pytest.mark.slurm_local),
-        pytest.param("slurm-standin", marks=pytest.mark.slurm_local),
         "local",
     ]
 )
 def env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Env]:
     kind: str = request.param
     try:
-        if kind == "slurm-standin":
-            load_standin()
         adapter(kind)
     except ConfigError as exc:
         pytest.fail(f"the {kind} adapter cannot be opened: {exc}")
     if kind.startswith("slurm"):
         desc = local_cluster()
-        settings: dict[str, Any] = slurm_settings(desc, kind)
+        settings: dict[str, Any] = slurm_settings(desc)
     else:
         desc = {}
         settings = {"stateDir": str(tmp_path / "local-state")}
@@ -129,7 +109,6 @@ class Supervisor:
             "dispatch.supervise",
             "--adapter",
             env.kind,
-            *(["--plugin", str(STANDIN)] if env.kind == "slurm-standin" else []),
             "--settings",
             json.dumps(env.settings),
             "--store",

@@ -191,9 +191,8 @@ def completion(shell: str) -> None:
     """
     from click.shell_completion import get_completion_class
 
-    from dispatch.cli.main import cli
-
     cls = get_completion_class(shell)
     assert cls is not None
-    comp = cls(cli, {}, "dispatch", "_DISPATCH_COMPLETE")
+    root = click.get_current_context().find_root().command  # the `dispatch` group, without importing it
+    comp = cls(root, {}, "dispatch", "_DISPATCH_COMPLETE")
     click.echo(comp.source())

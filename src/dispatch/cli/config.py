@@ -10,7 +10,9 @@ A file looks like::
     [clusters.hpc]
     adapter = "slurm"
     [clusters.hpc.settings]                  # the adapter's settings (see: dispatch schema slurm)
-    partition = "gpu"
+    transport = "ssh"
+    ssh = { host = "login.example.org", user = "ada" }
+    defaults = { partition = "gpu", account = "ml" }
 
 The file is read strictly: an unknown key or a wrong type is a one-line error naming the key.
 """

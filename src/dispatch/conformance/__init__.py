@@ -36,8 +36,13 @@ def backend_checks() -> list[Check]:
     return [_Named(c.name, c.fn, c.requires, c.doc) for c in CHECKS]
 
 
-def run_check(c: Check, h: Harness) -> None:
-    """Run one check; under pytest a skip becomes ``pytest.skip`` with its reason."""
+def run_check(c: Check, h: Harness, *, strict: bool = False) -> None:
+    """Run one check; under pytest a skip becomes ``pytest.skip`` with its reason.
+
+    A check that does not apply (the backend lacks the interface it ``requires``) is always skipped. With
+    ``strict``, a check that applies but skips (the harness cannot make the situation it needs) raises
+    ConformanceError instead: use it for a harness that is meant to drive every check.
+    """
     probe = h.backend()
     try:
         reason = applicable(c, probe)
@@ -46,7 +51,12 @@ def run_check(c: Check, h: Harness) -> None:
     try:
         if reason is not None:
             raise Skip(reason)
-        c.fn(h)
+        try:
+            c.fn(h)
+        except Skip as exc:
+            if strict:
+                raise ConformanceError(f"{c.name} applies to this backend but skipped: {exc}") from None
+            raise
     except Skip as exc:
         import pytest
 

@@ -16,7 +16,6 @@ from typing import ClassVar
 
 from dispatch.capabilities import Capability
 from dispatch.conformance.harness import ECHO_STDERR, ECHO_STDOUT, FAIL_EXIT_CODE, Harness
-from dispatch.declarations import check_backend
 from dispatch.errors import NotFound, ReadOnly, Rejected, Unsupported
 from dispatch.extensions import Extension, register_extension
 from dispatch.outcome import Cause, State
@@ -34,6 +33,7 @@ from dispatch.spi import (
     Requeuer,
     StartRequest,
     Watcher,
+    check_backend,
 )
 
 

@@ -52,6 +52,8 @@ class Kubeconfig:
 
 @dataclass(frozen=True)
 class Timeouts:
+    """Deadlines of API calls (the CallBound is ``apiserverRequest`` + 5 s)."""
+
     api_server_request: float = field(
         default=60.0, metadata={"duration": True, "key": "apiserverRequest", "doc": "per-request timeout"}
     )
@@ -63,6 +65,8 @@ class Timeouts:
 
 @dataclass(frozen=True)
 class Preflight:
+    """The probes run when the cluster is opened."""
+
     probe: bool = field(default=True, metadata={"doc": "create a probe TrainJob on a writable open"})
     probe_watch: float = field(default=10.0, metadata={"duration": True, "doc": "how long the probe is watched"})
 
@@ -71,18 +75,28 @@ class Preflight:
 class KubeflowSettings:
     """Settings of the Kubeflow adapter."""
 
-    kubeconfig: Kubeconfig = field(default_factory=Kubeconfig)
-    in_cluster: bool = False
+    kubeconfig: Kubeconfig = field(default_factory=Kubeconfig, metadata={"doc": "how to reach the API server"})
+    in_cluster: bool = field(default=False, metadata={"doc": "use the pod's service account instead of a kubeconfig"})
     token: str | None = field(default=None, repr=False, metadata={"doc": "bearer token (never logged)", "secret": True})
-    namespace: str = "default"
-    mode: Mode = Mode.PLAIN
-    local_queue: str | None = None
-    gate_name: str = "dispatch.io/start"
-    admission_check_controller: str = "dispatch.io/admission"
-    node_loss_window: float = field(default=300.0, metadata={"duration": True})
-    timeouts: Timeouts = field(default_factory=Timeouts)
-    allow_rank_restart: bool = False
-    preflight: Preflight = field(default_factory=Preflight)
+    namespace: str = field(default="default", metadata={"doc": "where TrainJobs are created and watched"})
+    mode: Mode = field(default=Mode.PLAIN, metadata={"doc": "plain (Trainer and JobSet) or kueue (admission)"})
+    local_queue: str | None = field(
+        default=None, metadata={"doc": "Kueue LocalQueue of the jobs (required in kueue mode)"}
+    )
+    gate_name: str = field(
+        default="dispatch.io/start", metadata={"doc": "dispatch's entry in kueue.x-k8s.io/admission-gated-by"}
+    )
+    admission_check_controller: str = field(
+        default="dispatch.io/admission", metadata={"doc": "controllerName that dispatch-admission serves"}
+    )
+    node_loss_window: float = field(
+        default=300.0, metadata={"duration": True, "doc": "how long a lost node may take to be noticed"}
+    )
+    timeouts: Timeouts = field(default_factory=Timeouts, metadata={"doc": "deadlines of API calls"})
+    allow_rank_restart: bool = field(
+        default=False, metadata={"doc": "accept runtimes that restart a rank inside an execution"}
+    )
+    preflight: Preflight = field(default_factory=Preflight, metadata={"doc": "the probes run on open"})
 
     def __post_init__(self) -> None:
         if not _DNS_LABEL.match(self.namespace):

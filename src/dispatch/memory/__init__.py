@@ -31,16 +31,24 @@ _LOCK = threading.Lock()
 class MemorySettings:
     """Settings of the memory adapter."""
 
-    shape: Shape = Shape.SLURM
-    cluster: str = "default"
-    nodes: int = 4
-    min_job_age: float = field(default=300.0, metadata={"duration": True})
-    node_loss_window: float = field(default=120.0, metadata={"duration": True})
-    call_bound: float = field(default=30.0, metadata={"duration": True})
-    kill_wait: float = field(default=30.0, metadata={"duration": True})
-    default_runtime: float = field(default=60.0, metadata={"duration": True})
-    accounting: bool = True
-    native_restart: bool = False
+    shape: Shape = field(default=Shape.SLURM, metadata={"doc": "which scheduler it behaves like: slurm or kubeflow"})
+    cluster: str = field(default="default", metadata={"doc": "opens with the same name share one scheduler"})
+    nodes: int = field(default=4, metadata={"doc": "number of simulated nodes (1 to 100000)"})
+    min_job_age: float = field(
+        default=300.0, metadata={"duration": True, "doc": "how long an ended job's state stays visible"}
+    )
+    node_loss_window: float = field(
+        default=120.0, metadata={"duration": True, "doc": "how long a lost node takes to be declared lost"}
+    )
+    call_bound: float = field(
+        default=30.0, metadata={"duration": True, "doc": "the declared CallBound (0: no Holder, no Requeuer)"}
+    )
+    kill_wait: float = field(default=30.0, metadata={"duration": True, "doc": "stop: graceful, forced after this"})
+    default_runtime: float = field(
+        default=60.0, metadata={"duration": True, "doc": "how long a job runs unless told otherwise"}
+    )
+    accounting: bool = field(default=True, metadata={"doc": "keep ended jobs' history (slurm shape only)"})
+    native_restart: bool = field(default=False, metadata={"doc": "the scheduler restarts a run in place"})
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 100_000:

@@ -33,14 +33,22 @@ def _check_name(value: str | None, key: str) -> None:
 class SSHSettings:
     """How to reach the login node over the system OpenSSH client."""
 
-    host: str
-    user: str | None = None
-    port: int | None = None
-    identity_file: str | None = None
-    options: list[str] = field(default_factory=list)
-    control_persist: float = field(default=60.0, metadata={"duration": True})
-    known_hosts_file: str | None = None
-    strict_host_key_checking: bool = True
+    host: str = field(metadata={"doc": "the login node's host name or address"})
+    user: str | None = field(default=None, metadata={"doc": "user to log in as (default: ssh's own choice)"})
+    port: int | None = field(default=None, metadata={"doc": "SSH port (default: ssh's own, usually 22)"})
+    identity_file: str | None = field(default=None, metadata={"doc": "absolute path of the private key"})
+    options: list[str] = field(
+        default_factory=list, metadata={"doc": "extra ssh options as Name=value; none that run local commands"}
+    )
+    control_persist: float = field(
+        default=60.0, metadata={"duration": True, "doc": "how long the shared connection outlives its last use"}
+    )
+    known_hosts_file: str | None = field(
+        default=None, metadata={"doc": "absolute path of the known_hosts file (default: ssh's own)"}
+    )
+    strict_host_key_checking: bool = field(
+        default=True, metadata={"doc": "refuse unknown host keys (false: accept a new key once, never a changed one)"}
+    )
 
     def __post_init__(self) -> None:
         if not self.host or self.host.startswith("-") or not _HOST.fullmatch(self.host):
@@ -65,11 +73,11 @@ class SSHSettings:
 class DefaultsSettings:
     """Cluster-wide defaults used when a job's ``slurm.Placement`` leaves a field empty."""
 
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    reservation: str | None = None
-    constraint: str | None = None
+    partition: str | None = field(default=None, metadata={"doc": "partition (default: the cluster's default)"})
+    account: str | None = field(default=None, metadata={"doc": "account charged (default: the user's default)"})
+    qos: str | None = field(default=None, metadata={"doc": "quality of service (default: the association's)"})
+    reservation: str | None = field(default=None, metadata={"doc": "reservation to run in (default: none)"})
+    constraint: str | None = field(default=None, metadata={"doc": "node feature expression (--constraint)"})
 
     def __post_init__(self) -> None:
         for name in ("partition", "account", "qos", "reservation"):
@@ -82,7 +90,10 @@ class DefaultsSettings:
 class EnvironmentSettings:
     """``pass``: caller-side variables the job inherits (None means PATH; an empty list passes none)."""
 
-    pass_: list[str] | None = field(default=None, metadata={"key": "pass"})
+    pass_: list[str] | None = field(
+        default=None,
+        metadata={"key": "pass", "doc": "caller-side variables the job inherits (absent: PATH; [] passes none)"},
+    )
 
     def __post_init__(self) -> None:
         for i, name in enumerate(self.pass_ or ()):
@@ -98,8 +109,12 @@ class EnvironmentSettings:
 class PreflightSettings:
     """Where probe results are cached (on the caller's machine) and how long one stays fresh."""
 
-    cache_dir: str | None = None
-    freshness: float = field(default=86400.0, metadata={"duration": True})
+    cache_dir: str | None = field(
+        default=None, metadata={"doc": "absolute directory of cached probe results (default: no cache)"}
+    )
+    freshness: float = field(
+        default=86400.0, metadata={"duration": True, "doc": "how long a cached probe result stays fresh"}
+    )
 
     def __post_init__(self) -> None:
         if self.cache_dir is not None and not self.cache_dir.startswith("/"):
@@ -110,7 +125,9 @@ class PreflightSettings:
 class OutputSettings:
     """``dir``: the cluster-side directory of the jobs' output files (absolute; no ``%`` or ``\\``)."""
 
-    dir: str | None = None
+    dir: str | None = field(
+        default=None, metadata={"doc": "cluster-side directory of output files (default: ~/dispatch-output)"}
+    )
 
     def __post_init__(self) -> None:
         if self.dir is not None:
@@ -132,9 +149,9 @@ class TimeoutSettings:
     """``call``: the deadline of each Slurm command in a script; ``script``: of a whole script (transport);
     ``connect``: the SSH connect timeout."""
 
-    call: float = field(default=30.0, metadata={"duration": True})
-    script: float = field(default=120.0, metadata={"duration": True})
-    connect: float = field(default=10.0, metadata={"duration": True})
+    call: float = field(default=30.0, metadata={"duration": True, "doc": "deadline of each Slurm command"})
+    script: float = field(default=120.0, metadata={"duration": True, "doc": "deadline of a whole script"})
+    connect: float = field(default=10.0, metadata={"duration": True, "doc": "SSH connect timeout"})
 
     def __post_init__(self) -> None:
         for name in ("call", "script", "connect"):
@@ -146,7 +163,9 @@ class TimeoutSettings:
 class CessationSettings:
     """``command``: argv of the site's cessation command, run on the cluster side (see docs/adapters/slurm.md)."""
 
-    command: list[str] | None = None
+    command: list[str] | None = field(
+        default=None, metadata={"doc": "argv of the site's cessation command (default: none is run)"}
+    )
 
     def __post_init__(self) -> None:
         if self.command is not None and (not self.command or not self.command[0]):
@@ -157,15 +176,27 @@ class CessationSettings:
 class SlurmSettings:
     """Settings of the ``slurm`` adapter."""
 
-    transport: str = "local"
-    ssh: SSHSettings | None = None
-    defaults: DefaultsSettings = field(default_factory=DefaultsSettings)
-    environment: EnvironmentSettings = field(default_factory=EnvironmentSettings)
-    preflight: PreflightSettings = field(default_factory=PreflightSettings)
-    output: OutputSettings = field(default_factory=OutputSettings)
-    timeouts: TimeoutSettings = field(default_factory=TimeoutSettings)
-    cessation: CessationSettings = field(default_factory=CessationSettings)
-    env: dict[str, str] = field(default_factory=dict)
+    transport: str = field(
+        default="local", metadata={"doc": "how Slurm commands run: local (this machine), ssh, or a registered name"}
+    )
+    ssh: SSHSettings | None = field(default=None, metadata={"doc": "the login node (required with transport ssh)"})
+    defaults: DefaultsSettings = field(
+        default_factory=DefaultsSettings, metadata={"doc": "placement used when a job's slurm.Placement has none"}
+    )
+    environment: EnvironmentSettings = field(
+        default_factory=EnvironmentSettings, metadata={"doc": "what the job inherits from the caller's environment"}
+    )
+    preflight: PreflightSettings = field(
+        default_factory=PreflightSettings, metadata={"doc": "caching of the probes run when the cluster is opened"}
+    )
+    output: OutputSettings = field(default_factory=OutputSettings, metadata={"doc": "where output files go"})
+    timeouts: TimeoutSettings = field(default_factory=TimeoutSettings, metadata={"doc": "deadlines of calls"})
+    cessation: CessationSettings = field(
+        default_factory=CessationSettings, metadata={"doc": "the site's node cessation (drain notice) command"}
+    )
+    env: dict[str, str] = field(
+        default_factory=dict, metadata={"doc": "variables set for every Slurm command on the cluster side"}
+    )
     """Variables set for every Slurm command the adapter runs on the cluster side (``SLURM_CONF``)."""
 
     def __post_init__(self) -> None:

@@ -1,0 +1,133 @@
+"""The modules of ``dispatch`` import each other without a cycle, so the layers read top-down.
+
+The graph has an edge for every ``import``/``from ... import`` of a ``dispatch`` module anywhere in a module
+(function-level imports included), except those under ``if TYPE_CHECKING:`` (annotations only, never run) and
+a module's own parent packages (imported by Python anyway). A cycle is named with its modules.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in sorted((SRC / "dispatch").rglob("*.py")):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return out
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST, package: str) -> list[str]:
+    found: list[str] = []
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.Import):
+            found.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, base] if base else parts)
+            found.append(base)
+            found.extend(f"{base}.{a.name}" for a in node.names)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+
+    def resolve(name: str) -> str | None:
+        parts = name.split(".")
+        for k in range(len(parts), 0, -1):
+            if ".".join(parts[:k]) in modules:
+                return ".".join(parts[:k])
+        return None
+
+    graph: dict[str, set[str]] = {m: set() for m in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for target in _imports(ast.parse(path.read_text(encoding="utf-8")), package):
+            if not target.startswith("dispatch"):
+                continue
+            hit = resolve(target)
+            if hit is not None and hit != name and not name.startswith(hit + "."):
+                graph[name].add(hit)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle() -> None:
+    graph = import_graph()
+    assert len(graph) > 50 and graph["dispatch.cluster"], "the graph was read"
+    found = cycles(graph)
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
+def test_the_check_sees_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    source = "import dispatch.x\nif TYPE_CHECKING:\n    from dispatch import y\ndef f():\n    from . import z\n"
+    tree = ast.parse(source)
+    assert _imports(tree, "dispatch.pkg") == ["dispatch.x", "dispatch.pkg", "dispatch.pkg.z"]
+
+
+@pytest.mark.parametrize("module", ["dispatch.spi", "dispatch.declarations", "dispatch.cli.admin", "dispatch.cli.main"])
+def test_each_layer_imports_alone(module: str) -> None:
+    """Imported first, in a fresh interpreter, each module of a former cycle loads (and the CLI still works)."""
+    subprocess.run([sys.executable, "-c", f"import {module}"], check=True, timeout=60)
