@@ -8,7 +8,7 @@ import subprocess
 from .blocks import ROOT
 
 PATTERNS = re.compile(
-    r"(?<![\w&/])#\d+\b"  # "#12" (not "&#39;", not a URL fragment)
+    r"(?<![\w&/\"'])#\d+\b(?!\s+\d)"  # "#12" (not "&#39;", a URL fragment, a quoted "#1" or a "#1 1001" lane label)
     r"|\bissues?\s*#?\d+"  # "issue 7", "issues #3"
     r"|\bissue-\d+"
     r"|\bissue's\b"  # "the issue's acceptance run"
@@ -52,3 +52,4 @@ def test_the_patterns_see_what_they_must() -> None:
     assert hits("this is the issue's acceptance run") == ["issue's"]
     assert hits("PR 31 and pull request #4") == ["PR 31", "pull request #4"]
     assert hits("# 1. install, [x](#states-and-causes), &#39;, http://h/#3, issuer 5") == []
+    assert hits('#1 1001  execution 1.1001.0, startswith("#1")') == []
