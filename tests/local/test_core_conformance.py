@@ -1,5 +1,5 @@
 """Core conformance on the local adapter: real processes, the real clock, faults injected by the shipped
-wrapper (no FakeClock, no simulator)."""
+wrapper (no FakeClock, no simulator), through the harness the package ships."""
 
 from __future__ import annotations
 
@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.conformance.core import CoreCheck, CoreHarness, core_checks, run_core_check
-from dispatch.conformance.faults import with_faults
+from dispatch.conformance.core import CoreCheck, core_checks, run_core_check
 from dispatch.local import LocalBackend
-from dispatch.spec import JobSpec
-
-from .test_conformance import local_harness
+from dispatch.local.harness import core_harness
 
 CANNOT = {
     "preemption_is_resubmitted_by_rule": "nothing on this machine preempts a job",
@@ -22,15 +19,6 @@ CANNOT = {
     "poll_interval_is_checked": "the local backend loses no evidence: no poll interval is too slow",
 }
 """Core checks that do not apply here or that no harness can drive on one machine: the only ones that skip."""
-
-
-def core_harness(state_dir: Path) -> CoreHarness:
-    base = local_harness(state_dir)
-
-    def exit_spec(code: int) -> JobSpec:
-        return JobSpec(command=("sh", "-c", f"sleep 0.3; exit {code}"))
-
-    return with_faults(CoreHarness(base=base, exit_spec=exit_spec))
 
 
 @pytest.mark.parametrize("check", core_checks(), ids=str)

@@ -92,7 +92,7 @@ class Faults:
         attrs["__init__"] = lambda self, inner: setattr(self, "_inner", inner)
         attrs["__getattr__"] = lambda self, attr: _forward_attr(self, attr, names)
         attrs["__repr__"] = lambda self: f"faulty({self._inner!r})"
-        cls = type(f"Faulty{type(backend).__name__}", (), attrs)
+        cls = type(type(backend).__name__, (), attrs)  # checks name the backend, not the wrapper
         view: Backend = cls(backend)
         return view
 
