@@ -208,3 +208,18 @@ def test_entry_point_discovery(monkeypatch: pytest.MonkeyPatch) -> None:
     assert registry.adapter("plugged").name == "plugged"
     assert called == ["hook"]
     forget("t-ep")
+
+
+def test_registered_lists_builtins_and_entry_point_adapters_without_importing_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from importlib.metadata import EntryPoint
+
+    from dispatch import registry
+
+    ep = EntryPoint(name="pbs", value="no_such_pbs_adapter:register", group=registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [ep] if group == registry.ENTRY_POINT_GROUP else [])
+    names = registry.registered()
+    assert {"pbs", "gridengine", "slurm", "kubeflow", "local", "memory"} <= set(names)
+    with pytest.raises(ConfigError, match="known: .*pbs"):
+        registry.adapter("nope")
