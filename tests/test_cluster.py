@@ -115,6 +115,11 @@ def test_read_only_open_needs_no_store_and_refuses_writes(clock: FakeClock) -> N
     forget("t-ro")
 
 
+def test_open_takes_name_as_a_config_keyword(clock: FakeClock) -> None:
+    c = dispatch.open("memory", adapter={"cluster": "t-name"}, read_only=True, clock=clock, name="x")
+    assert c.name == "x"
+
+
 def test_writable_open_without_store_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as err:
         dispatch.open("memory", adapter={"cluster": "t-nostore"})

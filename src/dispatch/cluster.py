@@ -88,8 +88,9 @@ def checked(backend: Backend) -> Backend:
     return backend
 
 
-def open(name: str, config: Config | None = None, **kwargs: Any) -> Cluster:
-    """Open cluster ``name`` (an adapter name). Keyword arguments fill a :class:`Config`."""
+def open(name: str, config: Config | None = None, /, **kwargs: Any) -> Cluster:
+    """Open cluster ``name`` (an adapter name). Keyword arguments fill a :class:`Config` (``name=`` included:
+    the adapter name and the config are positional-only, so they never collide with a Config field)."""
     cfg = config or Config(**kwargs)
     if config is not None and kwargs:
         raise TypeError("pass either a Config or keyword arguments, not both")

@@ -269,17 +269,19 @@ class SlurmBackend:
 
     def _execution(self, jid: str, n: int, rec: SlurmJob, restart: int, ev: Evidence) -> ExecutionEvidence:
         off = self._offset
+        outcome = outcome_of(rec, ev).outcome
         # Slurm fills start_time with an estimate while pending, and with the cancel time for a job cancelled
-        # before it ran: only a job that left PENDING with nodes allocated has started.
-        ran = rec.state not in ("PENDING", "") and bool(rec.nodes)
+        # before it ran: only an execution that left the waiting states with nodes allocated has started. A
+        # running job's end_time is Slurm's projection from its time limit: only an ended one has an end.
+        ran = not outcome.state.waiting and bool(rec.nodes)
         if not ran:
-            return ExecutionEvidence(f"{n}.{jid}.{restart}", restart, outcome_of(rec, ev).outcome)
+            return ExecutionEvidence(f"{n}.{jid}.{restart}", restart, outcome)
         return ExecutionEvidence(
             identity=f"{n}.{jid}.{restart}",
             restart=restart,
-            outcome=outcome_of(rec, ev).outcome,
+            outcome=outcome,
             started_at=rec.start_time - off if rec.start_time and rec.start_time < 4e9 else None,
-            ended_at=rec.end_time - off if rec.end_time and rec.end_time < 4e9 else None,
+            ended_at=rec.end_time - off if outcome.state.ended and rec.end_time and rec.end_time < 4e9 else None,
             nodes=tuple(x for x in [rec.nodes] if x),
         )
 
