@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 
@@ -129,7 +131,11 @@ def ssh_cut_mid_submission_leaves_one_job(name: str, cut_before_sbatch: bool) ->
     desc = description(name)
     import dispatch.slurm as slurm
 
-    b = slurm.new(settings_for(desc, timeouts={"call": 10, "script": 15}))
+    settings = settings_for(desc, timeouts={"call": 10, "script": 15})
+    # a private master: killing it must not cut the shared one other tests use at the same time
+    private = tempfile.mkdtemp(prefix="dsp-cut-", dir="/tmp")
+    settings["ssh"] = {**settings["ssh"], "controlDir": private}
+    b = slurm.new(settings)
     try:
         ex = b._executor
         assert isinstance(ex, SSHExecutor)
@@ -172,7 +178,9 @@ def ssh_cut_mid_submission_leaves_one_job(name: str, cut_before_sbatch: bool) ->
         assert len(found) == 1, f"expected exactly one job for {m}, found {found}"
         admin(name, "scancel", found[0].scheduler_id, check=False)
     finally:
+        ex.exit_master()
         b.close()
+        shutil.rmtree(private, ignore_errors=True)
 
 
 _ = signal

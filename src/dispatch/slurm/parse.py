@@ -317,6 +317,8 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
 
 
 SACCT_TEXT_FIELDS = "JobIDRaw,JobName,State,ExitCode,Submit,Eligible,Start,End,NodeList,Reason"
+SQUEUE_TEXT_FIELDS = "JobID:|,State:|,Reason:|,RestartCnt:|,EligibleTime:|,StartTime:|,NodeList:|,Name:"
+"""``squeue -h -t all -O`` fields (with ``SLURM_TIME_FORMAT=%s``): the cheap listing the adapter reads first."""
 
 
 def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -352,3 +353,59 @@ def ready_preflight(
 
 def exchanges(pairs: Sequence[tuple[str, Result]]) -> list[Exchange]:
     return [Exchange(k, r) for k, r in pairs]
+
+
+# ------------------------------------------------------------------ captured real bytes
+
+
+TRANSCRIPTS_DIR = "tests/slurm/transcripts"
+"""Where ``scripts/slurm/capture.py`` writes one transcript per release (``slurm-<release>.json``)."""
+
+
+def load_transcript(path: str) -> dict[str, Any]:
+    """A transcript written by ``scripts/slurm/capture.py``: ``release``, ``cluster`` and ``states``, each state
+    a ``job_id`` and its ``captures`` (``phase``, ``squeue_json``, ``squeue_text``, ``sacct_json``,
+    ``sacct_text``: the raw answers)."""
+    import json
+
+    with open(path) as f:
+        doc: dict[str, Any] = json.load(f)
+    for key in ("release", "cluster", "states"):
+        if key not in doc:
+            raise ValueError(f"{path}: not a capture transcript (no {key!r})")
+    return doc
+
+
+class CapturedExecutor(TranscriptExecutor):
+    """Replays its queued exchanges first (a preflight), then answers every read script from one captured
+    moment of a real cluster: each call of the script gets the captured answer of the same command
+    (``squeue --json``, ``squeue ... -O``, ``sacct --json``, text ``sacct``); a job squeue no longer knew
+    answers "Invalid job id". Scripts that write raise :class:`UnexpectedScript`."""
+
+    def __init__(self, capture: Mapping[str, Any], exchanges: Iterable[Exchange] = ()) -> None:
+        super().__init__(exchanges)
+        self.capture = capture
+
+    def _answer(self, call: str) -> Call:
+        cap = self.capture
+        if "squeue" in call and "--json" in call:
+            return ok(cap["squeue_json"]) if cap["squeue_json"] else absent()
+        if "squeue" in call:
+            return ok(cap["squeue_text"]) if cap.get("squeue_rc", 0) == 0 else absent()
+        if "sacct" in call and "--json" in call:
+            return ok(cap["sacct_json"])
+        if "sacct" in call:
+            return ok(cap["sacct_text"])
+        raise UnexpectedScript(f"no captured answer for: {call[:300]}")
+
+    def run(self, script: str, timeout: float) -> Result:
+        if self.remaining:
+            return super().run(script, timeout)
+        self.scripts.append(script)
+        body = normalize(script).split("\n}\n", 1)[-1]
+        calls = re.split(r"^_dsp_call \d+ \S+ ", body, flags=re.M)[1:]
+        if not calls:
+            raise UnexpectedScript(f"no call in script:\n{normalize(script)}")
+        result = wrapped(*(self._answer(c) for c in calls))
+        m = NONCE_RE.search(script)
+        return replace(result, stdout=result.stdout.replace(NONCE, m.group(0) if m else NONCE))
