@@ -158,6 +158,35 @@ def test_open_releases_our_gate_only() -> None:
         b.open("7")
 
 
+def test_start_many_is_one_script_and_each_call_answers_for_its_job() -> None:
+    reqs = [req(f"dsp-j{i}-1") for i in range(4)]
+    # mkdir, then four sbatch: 1 ok, 1 refused, 1 ok, 1 cut before its status (the connection died)
+    res = wrapped(
+        ok(), ok("11\n"), fail("sbatch: error: Invalid partition name specified"), ok("13\n"), ok(""), cut_after=4
+    )
+    b, ex = backend(RELEASE_2605, Exchange("--hold", res, fail="connection reset"))
+    got = b.start_many(reqs)
+    assert len(ex.scripts) == 4  # preflight's three, then one for all four submissions
+    assert ex.scripts[-1].count(" sbatch ") == 4 and ex.scripts[-1].count("--job-name=dsp-j") == 4
+    assert got[0] == "11" and got[2] == "13"
+    assert isinstance(got[1], Rejected) and isinstance(got[3], OutcomeUnknown)
+
+
+def test_start_many_past_the_deadline_is_certainly_not_created() -> None:
+    from dispatch.slurmtest import not_run
+
+    b, _ = backend(RELEASE_2605, Exchange("--hold", wrapped(ok(), ok("21\n"), not_run())))
+    got = b.start_many([req("dsp-a-1"), req("dsp-b-1")])
+    assert got[0] == "21" and isinstance(got[1], Unavailable)
+
+
+def test_open_many_is_one_script() -> None:
+    b, ex = backend(RELEASE_2605, Exchange("scontrol release", wrapped(ok(), fail("JobHeldAdmin", 3), absent())))
+    got = b.open_many(["7", "8", "9"])
+    assert ex.scripts[-1].count("scontrol release") == 3
+    assert got[0] is None and isinstance(got[1], Rejected) and isinstance(got[2], NotFound)
+
+
 def test_open_of_a_purged_job_is_not_found() -> None:
     b, _ = backend(RELEASE_2605, Exchange("scontrol release", wrapped(absent())))
     with pytest.raises(NotFound):

@@ -1,6 +1,6 @@
 """SlurmBackend: the dispatch Backend over Slurm's commands, one script per operation.
 
-Implements Backend, Holder, Requeuer, MultiFinder, CessationSignal and OutputReader (not Watcher: it is
+Implements Backend, Holder, Requeuer, MultiFinder, BatchStarter, CessationSignal and OutputReader (not Watcher: it is
 polled). Errors follow :mod:`dispatch.slurm.errors`; a transport failure is Unavailable when the script never
 started and, for writes, OutcomeUnknown once it may have run.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from dispatch.capabilities import Capabilities, Capability
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
-from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
+from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
 from dispatch.extensions import ExtensionPolicy, Output, SharedCheckpoint
 from dispatch.outcome import Evidence
 from dispatch.slurm import errors as slurm_errors
@@ -42,6 +42,17 @@ from dispatch.slurm.transport.base import Executor, TransportFailure
 from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence, StartRequest
 
 NAME = "slurm"
+BATCH = 100
+"""Submissions (or gates) per script in :meth:`SlurmBackend.start_many` / :meth:`SlurmBackend.open_many`."""
+OPEN_GATE = (
+    'r=$(squeue -h -t all -j "$1" -o %r 2>&1) || { printf "%s\\n" "$r" >&2; exit 1; }\n'
+    'case "$r" in\n'
+    '  JobHeldAdmin) echo "JobHeldAdmin" >&2; exit 3;;\n'
+    '  JobHeldUser) scontrol release "$1";;\n'
+    '  *) echo "not gated: $r";;\n'
+    "esac"
+)
+"""Opens dispatch's gate on job ``$1`` (exit 3: an administrator's hold, never lifted)."""
 ACCEPTED = frozenset({Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind})
 
 
@@ -85,14 +96,17 @@ class SlurmBackend:
         s.deadline = self._clock.now() + self._offset + self.settings.timeouts.script
         return s
 
-    def _run(self, script: Script, write: bool) -> ScriptOutput:
+    def _run(self, script: Script, write: bool, *, partial: bool = False) -> ScriptOutput:
         """Run one script. Transport failures: Unavailable if it never started (or it only read), else
-        OutcomeUnknown."""
+        OutcomeUnknown; with ``partial``, a write script cut after it started returns what it reported (each
+        call then answers for itself: those with no status are unknown)."""
         self.scripts_run += 1
         try:
             result = self._executor.run(script.render(), self.settings.timeouts.script + 10)
         except TransportFailure as exc:
             out = parse_output(script.nonce, exc.result.stdout)
+            if write and out.started and partial:
+                return out
             if write and out.started:
                 raise OutcomeUnknown(f"the connection failed after the script started: {exc}") from None
             raise Unavailable(f"the cluster could not be reached: {exc}") from None
@@ -169,23 +183,99 @@ class SlurmBackend:
             raise OutcomeUnknown(str(exc)) from None
 
     def open(self, scheduler_id: str) -> None:
+        error = self.open_many([scheduler_id])[0]
+        if error is not None:
+            raise error
+
+    # ---------------------------------------------------------------- BatchStarter
+    def start_many(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
+        """Every request's ``sbatch`` in one script per :data:`BATCH` requests (and one ``mkdir`` for new
+        output directories); each call answers for its own job (see :meth:`start`)."""
         self._writable()
-        jid = _job_id(scheduler_id)
+        answers: list[str | DispatchError] = []
+        for first in range(0, len(requests), BATCH):
+            answers.extend(self._start_chunk(requests[first : first + BATCH]))
+        return answers
+
+    def _start_chunk(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
+        answers: list[str | DispatchError | None] = [None] * len(requests)
+        built: list[tuple[int, submit.SbatchJob]] = []
+        for i, request in enumerate(requests):
+            try:
+                built.append((i, self.build(request)))
+            except DispatchError as exc:
+                answers[i] = exc
+        if built:
+            s = self._script()
+            dirs = sorted({job.output_dir for _, job in built} - self._made_dirs)
+            if dirs:
+                s.call(["mkdir", "-p", *dirs])
+            first = 1 if dirs else 0
+            for _, job in built:
+                s.call(["sbatch", *job.argv], stdin=job.batch)
+            try:
+                out = self._run(s, True, partial=True)
+            except (Unavailable, OutcomeUnknown) as exc:
+                for i, _ in built:
+                    answers[i] = type(exc)(str(exc))
+                return [a for a in answers if a is not None]
+            made = out.call(0)
+            if dirs and made is not None and made.status == 0:
+                self._made_dirs.update(dirs)
+            for k, (i, _) in enumerate(built):
+                try:
+                    call = self._need(out, first + k, "sbatch", write=True)
+                    answers[i] = parse_sbatch_id(call.stdout)
+                except ParseError as exc:
+                    answers[i] = OutcomeUnknown(str(exc))
+                except DispatchError as exc:
+                    answers[i] = exc
+        return [a for a in answers if a is not None]
+
+    def open_many(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
+        """Open every gate in one script per :data:`BATCH` ids: release a job held by its user (dispatch's gate),
+        refuse one held by an administrator (Rejected), leave any other alone (already open)."""
+        self._writable()
+        answers: list[DispatchError | None] = []
+        for first in range(0, len(scheduler_ids), BATCH):
+            answers.extend(self._open_chunk(scheduler_ids[first : first + BATCH]))
+        return answers
+
+    def _open_chunk(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
+        jids: list[str | NotFound] = []
+        for sid in scheduler_ids:
+            try:
+                jids.append(_job_id(sid))
+            except NotFound as exc:
+                jids.append(exc)
         s = self._script()
-        s.shell(
-            'r=$(squeue -h -t all -j "$1" -o %r 2>&1) || { printf "%s\\n" "$r" >&2; exit 1; }\n'
-            'case "$r" in\n'
-            '  JobHeldAdmin) echo "JobHeldAdmin" >&2; exit 3;;\n'
-            '  JobHeldUser) scontrol release "$1";;\n'
-            '  *) echo "not gated: $r";;\n'
-            "esac",
-            jid,
-        )
-        out = self._run(s, True)
-        call = out.call(0)
-        if call is not None and call.status == 3:
-            raise Rejected(f"job {jid} is held by an administrator (JobHeldAdmin); dispatch never releases it")
-        self._need(out, 0, f"open {jid}", write=True)
+        index: dict[int, int] = {}
+        for k, jid in enumerate(jids):
+            if isinstance(jid, str):
+                index[k] = s.shell(OPEN_GATE, jid)
+        if not index:
+            return [j if isinstance(j, NotFound) else None for j in jids]
+        try:
+            out = self._run(s, True, partial=True)
+        except (Unavailable, OutcomeUnknown) as exc:
+            return [j if isinstance(j, NotFound) else type(exc)(str(exc)) for j in jids]
+        answers: list[DispatchError | None] = []
+        for k, jid in enumerate(jids):
+            if isinstance(jid, NotFound):
+                answers.append(jid)
+                continue
+            call = out.call(index[k])
+            if call is not None and call.status == 3:
+                answers.append(
+                    Rejected(f"job {jid} is held by an administrator (JobHeldAdmin); dispatch never releases it")
+                )
+                continue
+            try:
+                self._need(out, index[k], f"open {jid}", write=True)
+                answers.append(None)
+            except DispatchError as exc:
+                answers.append(exc)
+        return answers
 
     def _observe(self, ids: Sequence[str]) -> dict[str, _Observed]:
         try:

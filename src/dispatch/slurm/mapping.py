@@ -5,7 +5,8 @@
 1. Flags that mean "Slurm itself held it" (``REQUEUE_HOLD``, ``SPECIAL_EXIT``) and a ``JobHeldAdmin`` reason
    on a waiting job: ``held`` / ``admin-held``.
 2. ``PENDING``: by reason. ``JobHeldUser`` is dispatch's closed start gate (``pending`` / ``gated``) unless its
-   description says Slurm requeued and held it after a launch failure (``held`` / ``admin-held``);
+   description says Slurm requeued and held it (after a launch failure, or ``scontrol requeuehold``: "launch
+   failed requeued held", "job requeued in held state"), which is ``held`` / ``admin-held``;
    ``JobHoldMaxRequeue`` is ``failed`` / ``launch-failed``; ``BeginTime`` with a begin time that encodes a hold
    instance is ``held`` / ``held``; reasons in :data:`NO_CAPACITY_REASONS` are ``pending`` / ``no-capacity``;
    anything else (Priority, Resources, Dependency, a requeue's BeginTime, None ...) is ``pending`` / ``queued``.
@@ -128,7 +129,8 @@ def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
         if reason == "JobHeldAdmin":
             return Reading(out(State.HELD, Cause.ADMIN_HELD), foreign_hold="JobHeldAdmin")
         if reason == "JobHeldUser":
-            if "requeued held" in job.description:
+            desc = job.description.lower()
+            if "requeued" in desc and "held" in desc:  # "launch failed requeued held", "job requeued in held state"
                 return Reading(out(State.HELD, Cause.ADMIN_HELD), foreign_hold=job.description)
             return Reading(out(State.PENDING, Cause.GATED), gate_closed=True)
         if reason == "JobHoldMaxRequeue":
