@@ -139,7 +139,9 @@ def dialect_of_doc(doc: Mapping[str, Any], release: str) -> str:
 def raw_exit_status(dialect: str) -> bool:
     """Whether squeue's ``exit_code`` is a raw wait status in this dialect (v0.0.38 and v0.0.39)."""
     m = _DIALECT_RE.fullmatch(dialect)
-    return bool(m) and (int(m.group(1)), int(m.group(2)), int(m.group(3))) <= (0, 0, 39)
+    if m is None:
+        return False
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) <= (0, 0, 39)
 
 
 def _version(release: str) -> tuple[int, int]:
