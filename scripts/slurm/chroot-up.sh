@@ -21,10 +21,14 @@ case $C in
   sid)
     SUITE=sid SERIES=26.05 SSH_PORT=2222 CTLD_PORT=7817 DBD_PORT=7819 DB_PORT=3307 NODE_PORT0=7821
     SUSER=ada SUID=7800 SLURM_ID=7830 MUNGE_ID=7831 MYSQL_ID=7832
+    # how long a requeued job is held back: 26.05 reads SchedulerParameters=requeue_delay
+    AUTHINFO=socket=/run/munge/munge.socket.2 SCHEDPARAMS=bf_interval=5,requeue_delay=5
     ;;
   trixie)
     SUITE=trixie SERIES=24.11 SSH_PORT=2223 CTLD_PORT=8817 DBD_PORT=8819 DB_PORT=3308 NODE_PORT0=8821
     SUSER=grace SUID=7900 SLURM_ID=7930 MUNGE_ID=7931 MYSQL_ID=7932
+    # 24.11 has no requeue_delay: a requeued job is held back for the credential lifetime (cred_expire)
+    AUTHINFO=socket=/run/munge/munge.socket.2,cred_expire=10 SCHEDPARAMS=bf_interval=5
     ;;
   *) LOG_TAG=chroot-up die "usage: $0 sid|trixie" ;;
 esac
@@ -41,7 +45,7 @@ NNODES=$(envor NODES 2)
 CGROUP_MODE=$(envor CGROUP auto)
 case $NNODES in ''|*[!0-9]*) die "${PFX}_SLURM_NODES must be an integer" ;; esac
 CPUS=2 MEM=4000
-MINJOBAGE=15 KILLWAIT=5 SLURMDTIMEOUT=10 REQUEUE_DELAY=5
+MINJOBAGE=15 KILLWAIT=5 SLURMDTIMEOUT=10
 # Service users get ids the host does not use: Debian pins slurm to 64030 on the host and
 # in the chroots alike, so anything on the host acting on "user slurm" would hit all of them.
 PKGS=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server openssh-server procps)
@@ -217,7 +221,7 @@ SlurmctldPort=$CTLD_PORT
 SlurmUser=slurm
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=/run/munge/munge.socket.2
+AuthInfo=$AUTHINFO
 MpiDefault=none
 MailProg=/bin/true
 StateSaveLocation=/var/spool/slurmctld
@@ -248,7 +252,7 @@ OverTimeLimit=0
 SchedulerType=sched/backfill
 # requeue_delay: how long a requeued job is held back (default: the credential lifetime,
 # 120 s). Read once per slurmctld start.
-SchedulerParameters=bf_interval=5,requeue_delay=$REQUEUE_DELAY
+SchedulerParameters=$SCHEDPARAMS
 MaxJobCount=20000
 JobRequeue=0
 PreemptType=preempt/partition_prio

@@ -127,7 +127,9 @@ def chroot(name):
     port = int(env.get(f"{pfx}_SSH_PORT", default_port))
     user = env.get(f"{pfx}_USER", default_user)
     keydir, root, nodes = env[f"{pfx}_KEYDIR"], env[f"{pfx}_ROOT"], int(env[f"{pfx}_NODES"])
-    m = re.search(r"requeue_delay=(\d+)", cfg.get("SchedulerParameters", ""))
+    m = re.search(r"requeue_delay=(\d+)", cfg.get("SchedulerParameters", "")) or re.search(
+        r"cred_expire=(\d+)", cfg.get("AuthInfo", "")
+    )
     key = os.path.join(keydir, "id_ed25519")
     known_hosts = os.path.join(keydir, "known_hosts")
     return {
