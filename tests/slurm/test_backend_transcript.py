@@ -26,6 +26,7 @@ from dispatch.slurmtest import (
     sacct_json,
     sacct_text,
     squeue_json,
+    squeue_text,
     wrapped,
 )
 from dispatch.spec import JobSpec
@@ -197,8 +198,9 @@ def test_open_of_a_purged_job_is_not_found() -> None:
 def test_inspect_gated_and_held(release: str) -> None:
     gated = Job(7, "dsp-j-1", "PENDING", reason="JobHeldUser", priority=0)
     held = Job(8, "dsp-j-2", "PENDING", reason="BeginTime", eligible=encode_hold("h00c0ffee"))
-    b, _ = backend(release, Exchange("squeue --json", wrapped(ok(squeue_json(release, gated, held, Job(9, "other"))))))
+    b, ex = backend(release, Exchange("JobID:|,State", wrapped(ok(squeue_text(gated, held, Job(9, "other"))))))
     got = b.inspect_many(["7", "8"])
+    ex.assert_done()  # the text listing settles both: no JSON, no sacct
     assert set(got) == {"7", "8"}
     assert got["7"].gate is Gate.CLOSED and got["7"].outcome.cause is Cause.GATED
     assert got["8"].holds == ("h00c0ffee",) and got["8"].outcome.state is State.HELD
@@ -214,6 +216,7 @@ def test_inspect_requeued_reads_history_2605() -> None:
                       Job(4, "dsp-j-1", "RUNNING", restarts=2, start=NOW - 5))  # fmt: skip
     b, _ = backend(
         RELEASE_2605,
+        Exchange("JobID:|,State", wrapped(ok(squeue_text(live)))),
         Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, live)))),
         Exchange("sacct --json -D", wrapped(ok(hist))),
     )
@@ -226,7 +229,7 @@ def test_inspect_requeued_reads_history_2605() -> None:
 def test_gone_from_squeue_with_accounting_2205_uses_text_exit_codes() -> None:
     b, _ = backend(
         RELEASE_2205,
-        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2205)))),
+        Exchange("JobID:|,State", wrapped(ok(""))),
         Exchange("sacct -D -P", wrapped(ok(sacct_text(Job(9, "dsp-j-1", "FAILED", exit_code=3, end=int(NOW)))))),
     )
     ev = b.inspect("9")
@@ -235,27 +238,27 @@ def test_gone_from_squeue_with_accounting_2205_uses_text_exit_codes() -> None:
 
 
 def test_gone_without_accounting_is_not_found_never_success() -> None:
-    b, _ = backend(RELEASE_2605, Exchange("squeue --json", wrapped(absent())), accounting=False)
+    b, _ = backend(RELEASE_2605, Exchange("JobID:|,State", wrapped(absent())), accounting=False)
     with pytest.raises(NotFound):
         b.inspect("9")
 
 
 def test_failed_poll_is_unavailable() -> None:
     b, _ = backend(
-        RELEASE_2605, Exchange("squeue --json", wrapped(fail("Unable to contact slurm controller (connect failure)")))
+        RELEASE_2605, Exchange("JobID:|,State", wrapped(fail("Unable to contact slurm controller (connect failure)")))
     )
     with pytest.raises(Unavailable):
         b.inspect("9")
 
 
 def test_hold_on_running_is_rejected_and_release_by_instance() -> None:
-    run = Job(5, "dsp-j-1", "RUNNING")
+    run = Job(5, "dsp-j-1", "RUNNING", start=int(NOW), nodes="node1")
     held = Job(6, "dsp-j-1", "PENDING", reason="BeginTime", eligible=encode_hold("h00000002"))
     b, ex = backend(
         RELEASE_2605,
-        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, run)))),
-        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, held)))),
-        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, held)))),
+        Exchange("JobID:|,State", wrapped(ok(squeue_text(run)))),
+        Exchange("JobID:|,State", wrapped(ok(squeue_text(held)))),
+        Exchange("JobID:|,State", wrapped(ok(squeue_text(held)))),
         Exchange("StartTime=now", wrapped(ok())),
     )
     with pytest.raises(Rejected):
@@ -270,7 +273,7 @@ def test_hold_sets_encoded_start_time() -> None:
     gated = Job(7, "dsp-j-1", "PENDING", reason="JobHeldUser", priority=0)
     b, ex = backend(
         RELEASE_2605,
-        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, gated)))),
+        Exchange("JobID:|,State", wrapped(ok(squeue_text(gated)))),
         Exchange("StartTime=uts", wrapped(ok())),
     )
     b.hold("7", "h0000abcd")

@@ -26,6 +26,7 @@ from dispatch.slurm.holds import decode_hold, encode_hold
 from dispatch.slurm.mapping import outcome_of
 from dispatch.slurm.parse import (
     SACCT_TEXT_FIELDS,
+    SQUEUE_TEXT_FIELDS,
     ParseError,
     SlurmJob,
     config_seconds,
@@ -35,6 +36,8 @@ from dispatch.slurm.parse import (
     parse_sacct_text,
     parse_sbatch_id,
     parse_squeue,
+    parse_squeue_text,
+    text_settles,
 )
 from dispatch.slurm.scripts import CallOutput, Script, ScriptOutput, parse_output
 from dispatch.slurm.settings import SlurmSettings
@@ -277,16 +280,45 @@ class SlurmBackend:
                 answers.append(exc)
         return answers
 
-    def _observe(self, ids: Sequence[str]) -> dict[str, _Observed]:
+    def _observe(self, ids: Sequence[str], *, full: bool = False) -> dict[str, _Observed]:
+        """squeue's and sacct's view of ``ids``. Cheap first: one text listing (:data:`SQUEUE_TEXT_FIELDS`)
+        answers for every job it settles (:func:`text_settles`: running, or pending for a plain reason, in its
+        first execution); JSON (and sacct) are asked only for the others, and sacct alone for the jobs the
+        listing no longer shows. ``full``: JSON for every job (output paths, flags)."""
         try:
-            return self._observe_parsed(ids)
+            jids = [_job_id(i) for i in ids]
+            if not jids:
+                return {}
+            if full:
+                return self._observe_json(jids)
+            return self._observe_text_first(jids)
         except ParseError as exc:  # unusable output: the read had no effect and tells nothing (never a crash)
             raise Unavailable(f"squeue/sacct: unusable output: {str(exc)[:300]}") from None
 
-    def _observe_parsed(self, ids: Sequence[str]) -> dict[str, _Observed]:
-        jids = [_job_id(i) for i in ids]
-        if not jids:
-            return {}
+    def _observe_text_first(self, jids: list[str]) -> dict[str, _Observed]:
+        s = self._script()
+        s.shell('SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "$2"', ",".join(jids), SQUEUE_TEXT_FIELDS)
+        call = self._run(s, False).call(0)
+        rows: list[SlurmJob] = []
+        if call is not None and call.status == 0:
+            rows = parse_squeue_text(call.stdout, self.slurm_release)
+        elif call is None or "Invalid job id" not in call.stderr:
+            stderr = call.stderr if call else ""
+            raise slurm_errors.error_for("squeue", stderr, write=False, status=call.status if call else None)
+        wanted = set(jids)
+        listed = {j.job_id: j for j in rows if j.job_id in wanted}
+        result = {jid: _Observed(job, ()) for jid, job in listed.items() if text_settles(job)}
+        unsettled = [j for j in jids if j in listed and j not in result]
+        gone = [j for j in jids if j not in listed]
+        if unsettled:
+            result.update(self._observe_json(unsettled))
+        if gone and self._caps[Capability.ACCOUNTING_HISTORY].yes:
+            for jid, history in self._history(gone).items():
+                if jid in wanted and history:
+                    result[jid] = _Observed(None, tuple(history))
+        return {j: result[j] for j in jids if j in result}
+
+    def _observe_json(self, jids: list[str]) -> dict[str, _Observed]:
         s = self._script()
         if self.dialect == "v0.0.38":
             s.call(["squeue", "--json"])  # ignores filters: filtered here
@@ -516,7 +548,7 @@ class SlurmBackend:
 
     # ---------------------------------------------------------------- OutputReader
     def _output_path(self, scheduler_id: str, execution: int | None, stream: str) -> tuple[str, bool]:
-        ev_obs = self._observe([scheduler_id]).get(_job_id(scheduler_id))
+        ev_obs = self._observe([scheduler_id], full=True).get(_job_id(scheduler_id))
         if ev_obs is None:
             raise NotFound(f"Slurm job {scheduler_id} is gone")
         rec = ev_obs.live or ev_obs.history[-1]

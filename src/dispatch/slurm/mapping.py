@@ -14,7 +14,8 @@
    ``RESIZING``, ``STAGE_OUT``): ``running``.
 4. Ended: ``COMPLETED`` ``succeeded`` / ``exit`` 0 (a non-zero exit code read elsewhere makes it ``failed``
    / ``exit``); ``FAILED`` ``failed`` / ``exit`` (code or signal), or ``launch-failed`` for the
-   ``LAUNCH_FAILED`` flag and the reasons JobLaunchFailure, SystemFailure, BadConstraints;
+   ``LAUNCH_FAILED`` flag and the reasons JobLaunchFailure, SystemFailure, BadConstraints without a signal
+   (22.05 gives a batch script killed by a signal the reason JobLaunchFailure);
    ``CANCELLED`` / ``REVOKED`` ``cancelled``; a ``FAILED`` job one of whose steps (sacct) ended
    ``OUT_OF_MEMORY`` is ``out-of-memory`` (the ranks run in an srun step, where the OOM kill lands);
    ``REQUEUED`` (an execution a requeue ended) ``cancelled``;
@@ -149,7 +150,8 @@ def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
             return Reading(out(State.FAILED, Cause.EXIT, code, sig))
         return Reading(out(State.SUCCEEDED, Cause.EXIT, 0))
     if state == "FAILED":
-        if "LAUNCH_FAILED" in flags or reason in LAUNCH_FAILED_REASONS:
+        # 22.05 labels a batch script killed by a signal JobLaunchFailure: with a signal, it ran and was killed
+        if "LAUNCH_FAILED" in flags or (reason in LAUNCH_FAILED_REASONS and not job.signal):
             return Reading(out(State.FAILED, Cause.LAUNCH_FAILED, *_exit_pair(job)))
         if "OUT_OF_MEMORY" in job.step_states:
             return Reading(out(State.FAILED, Cause.OUT_OF_MEMORY))

@@ -375,6 +375,60 @@ def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:
     return jobs
 
 
+def parse_squeue_text(text: str, release: str = "") -> list[SlurmJob]:
+    """Jobs from ``squeue -h -t all -O`` :data:`SQUEUE_TEXT_FIELDS` with ``SLURM_TIME_FORMAT=%s``.
+
+    The cheap listing: id, base state, reason (squeue prints the state description there when one is set,
+    e.g. "job requeued in held state"), restart count, eligible time, start time, nodes and name (last: it
+    may hold ``|``). No exit code, flags, output paths or end time: :func:`text_settles` says which rows
+    need nothing more. A start time counts only for a running job (a pending one's is an estimate).
+    """
+    jobs = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", 7)
+        if len(parts) < 8:
+            raise ParseError(f"squeue line has {len(parts)} fields, expected 8: {line[:200]!r}")
+        jid, state, reason, restarts, eligible, start, nodes, name = parts
+        state = state.strip().upper()
+        if not jid.strip().isdigit():
+            raise ParseError(f"squeue printed no job id: {line[:200]!r}")
+        base = state if state in BASE_STATES else ""
+        running = base in ("RUNNING", "SUSPENDED")
+        jobs.append(
+            SlurmJob(
+                job_id=jid.strip(),
+                name=name,
+                state=base,
+                flags=frozenset() if base else frozenset({state}),
+                reason=reason.strip(),
+                restart_cnt=int(restarts) if restarts.strip().isdigit() else None,
+                eligible_time=_text_time(eligible),
+                start_time=_text_time(start) if running else None,
+                nodes=nodes.strip() if running else "",
+                source="squeue",
+                release=release,
+            )
+        )
+    return jobs
+
+
+TEXT_SETTLED_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "BeginTime", "Priority", "Resources", "None"})
+
+
+def text_settles(job: SlurmJob) -> bool:
+    """Whether the text listing alone answers for this job: a first execution (restart 0) that is running, or
+    pending for one of the plain reasons (dispatch's gate, an admin hold, a begin time, priority, resources,
+    none). Anything else (ended jobs need their exit code, requeued ones their history, flagged or unusual
+    states their flags and description) is asked again in JSON."""
+    if job.restart_cnt != 0 or job.flags:
+        return False
+    if job.state in ("RUNNING", "SUSPENDED"):
+        return job.start_time is not None and bool(job.nodes)
+    return job.state == "PENDING" and job.reason in TEXT_SETTLED_REASONS
+
+
 def _text_time(value: str) -> float | None:
     value = value.strip()
     return float(value) if value.isdigit() and int(value) > 0 else None

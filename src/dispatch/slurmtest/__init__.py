@@ -4,7 +4,7 @@
   raises :class:`UnexpectedScript` on a script that does not contain the next key (or when none is left).
   Keys are matched against the script after :func:`normalize` replaced its random nonce with :data:`NONCE`; a
   result may carry :data:`NONCE` too, and gets the script's real nonce.
-* Renderers of Slurm's job JSON for :data:`RELEASE_2205` (openapi v0.0.38), :data:`RELEASE_2511` (data_parser
+* Renderers of squeue's text listing (:func:`squeue_text`) and of Slurm's job JSON for :data:`RELEASE_2205` (openapi v0.0.38), :data:`RELEASE_2511` (data_parser
   v0.0.44) and :data:`RELEASE_2605` (v0.0.45): :func:`squeue_json`, :func:`sacct_json`, and :func:`sacct_text`
   (22.05's text fallback), from a few :class:`Job` fields.
 * Builders of script replies: :func:`wrapped` (one :class:`Call` per deadline-wrapped call), :func:`ok`,
@@ -284,6 +284,17 @@ def sacct_json(release: str, *jobs: Job) -> str:
             rec["stderr"] = j.stderr
         out.append(rec)
     return json.dumps({"meta": _meta(release, True), "errors": [], "jobs": out}, indent=1)
+
+
+def squeue_text(*jobs: Job) -> str:
+    """The adapter's cheap listing: ``squeue -h -t all -O`` SQUEUE_TEXT_FIELDS, times as epoch seconds."""
+    lines = []
+    for j in jobs:
+        running = j.state in ("RUNNING", "SUSPENDED")
+        t = [str(x) if x else "N/A" for x in (j.eligible, j.start)]
+        reason = j.description or j.reason
+        lines.append("|".join([str(j.id), j.state, reason, str(j.restarts), *t, j.nodes if running else "", j.name]))
+    return "\n".join(lines) + ("\n" if lines else "")
 
 
 def sacct_text(*jobs: Job) -> str:
