@@ -4,9 +4,12 @@
   raises :class:`UnexpectedScript` on a script that does not contain the next key (or when none is left).
   Keys are matched against the script after :func:`normalize` replaced its random nonce with :data:`NONCE`; a
   result may carry :data:`NONCE` too, and gets the script's real nonce.
-* Renderers of squeue's text listing (:func:`squeue_text`) and of Slurm's job JSON for :data:`RELEASE_2205` (openapi v0.0.38), :data:`RELEASE_2511` (data_parser
-  v0.0.44) and :data:`RELEASE_2605` (v0.0.45): :func:`squeue_json`, :func:`sacct_json`, and :func:`sacct_text`
-  (22.05's text fallback), from a few :class:`Job` fields.
+* Renderers of squeue's text listing (:func:`squeue_text`) and of Slurm's job JSON for :data:`RELEASE_2205`
+  (openapi v0.0.38), :data:`RELEASE_2511` (data_parser v0.0.44) and :data:`RELEASE_2605` (v0.0.45):
+  :func:`squeue_json`, :func:`sacct_json`, and :func:`sacct_text` (22.05's text fallback), from a few
+  :class:`Job` fields.
+* :class:`CapturedExecutor` replays one moment captured from a real cluster (``scripts/slurm/capture.py``);
+  :func:`load_transcript` reads a capture file.
 * Builders of script replies: :func:`wrapped` (one :class:`Call` per deadline-wrapped call), :func:`ok`,
   :func:`fail`, :func:`absent`, :func:`expired`, :func:`not_run`, :func:`call_status`.
 * :func:`ready_preflight`: the exchanges that answer a whole preflight (environment, probe, probe check).
