@@ -252,32 +252,57 @@ def test_failed_poll_is_unavailable() -> None:
 
 
 def test_hold_on_running_is_rejected_and_release_by_instance() -> None:
-    run = Job(5, "dsp-j-1", "RUNNING", start=int(NOW), nodes="node1")
-    held = Job(6, "dsp-j-1", "PENDING", reason="BeginTime", eligible=encode_hold("h00000002"))
+    other = str(encode_hold("h00000002"))
     b, ex = backend(
         RELEASE_2605,
-        Exchange("JobID:|,State", wrapped(ok(squeue_text(run)))),
-        Exchange("JobID:|,State", wrapped(ok(squeue_text(held)))),
-        Exchange("JobID:|,State", wrapped(ok(squeue_text(held)))),
+        Exchange('StartTime="uts$2"', wrapped(fail("", 4, stdout="RUNNING\n"))),
+        Exchange("StartTime=now", wrapped(fail("", 5, stdout=other + "\n"))),
         Exchange("StartTime=now", wrapped(ok())),
     )
-    with pytest.raises(Rejected):
+    with pytest.raises(Rejected, match="running"):
         b.hold("5", "h00000001")
     with pytest.raises(Rejected, match="h00000002"):
         b.release("6", "h00000001")
     b.release("6", "h00000002")
     ex.assert_done()
+    assert all(x.count("_dsp_call ") == 1 for x in ex.scripts[-3:]), "read and update: one call, one script"
 
 
 def test_hold_sets_encoded_start_time() -> None:
-    gated = Job(7, "dsp-j-1", "PENDING", reason="JobHeldUser", priority=0)
-    b, ex = backend(
-        RELEASE_2605,
-        Exchange("JobID:|,State", wrapped(ok(squeue_text(gated)))),
-        Exchange("StartTime=uts", wrapped(ok())),
-    )
+    b, ex = backend(RELEASE_2605, Exchange('StartTime="uts$2"', wrapped(ok())))
     b.hold("7", "h0000abcd")
-    assert f"StartTime=uts{encode_hold('h0000abcd')}" in ex.scripts[-1]
+    assert str(encode_hold("h0000abcd")) in ex.scripts[-1]
+
+
+def test_hold_script_reads_and_updates_in_one_round_trip_on_bash() -> None:
+    """The hold script's decisions, run by a real bash against stand-in squeue and scontrol commands."""
+    import os
+    import subprocess
+    import tempfile
+
+    from dispatch.slurm.backend import HOLD_SCRIPT
+    from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN
+
+    mine = encode_hold("h00000001")
+    with tempfile.TemporaryDirectory() as d:
+        for cmd, body in (("squeue", 'printf "%s\\n" "$LINE"'), ("scontrol", 'echo "$@" >> "$LOG"')):
+            with open(os.path.join(d, cmd), "w") as f:
+                f.write(f"#!/bin/sh\n{body}\n")
+            os.chmod(os.path.join(d, cmd), 0o755)
+        log = os.path.join(d, "log")
+        args = ["7", str(mine), str(HOLD_BASE), str(HOLD_BASE + HOLD_SPAN)]
+
+        def run(line: str) -> tuple[int, str]:
+            env = dict(os.environ, PATH=f"{d}:{os.environ['PATH']}", LINE=line, LOG=log)
+            p = subprocess.run(["bash", "-c", HOLD_SCRIPT, "_", *args], env=env, capture_output=True, text=True)
+            return p.returncode, p.stdout.strip()
+
+        assert run("RUNNING|1796000000|") == (4, "RUNNING")
+        assert run(f"PENDING|{encode_hold('h00000009')}|") == (5, str(encode_hold("h00000009")))
+        assert run("PENDING|N/A|")[0] == 0
+        assert run(f"PENDING|{mine}|")[0] == 0
+        with open(log) as f:
+            assert f.read().splitlines() == [f"update JobId=7 StartTime=uts{mine}"] * 2
 
 
 def test_requeue_two_steps_and_crash_between() -> None:

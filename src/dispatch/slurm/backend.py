@@ -22,7 +22,7 @@ from dispatch.outcome import Evidence
 from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm import preflight, submit
 from dispatch.slurm.extensions import Placement, Resources
-from dispatch.slurm.holds import decode_hold, encode_hold
+from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
 from dispatch.slurm.mapping import outcome_of
 from dispatch.slurm.parse import (
     SACCT_TEXT_FIELDS,
@@ -56,6 +56,25 @@ OPEN_GATE = (
     "esac"
 )
 """Opens dispatch's gate on job ``$1`` (exit 3: an administrator's hold, never lifted)."""
+_READ_HOLD = (
+    'line=$(SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "State:|,EligibleTime:|" 2>&1) '
+    '|| { printf "%s\\n" "$line" >&2; exit 1; }\n'
+    'IFS="|" read -r st elig _ <<<"$line"\n'
+    'case "$elig" in *[!0-9]*|"") elig=0;; esac\n'
+    'theirs=0; if [ "$elig" -ge "$3" ] && [ "$elig" -lt "$4" ] && [ "$elig" != "$2" ]; then theirs=1; fi\n'
+)
+HOLD_SCRIPT = _READ_HOLD + (
+    'case "$st" in PENDING|REQUEUED|REQUEUE_FED|REQUEUE_HOLD|SPECIAL_EXIT) ;; *) echo "$st"; exit 4;; esac\n'
+    'if [ "$theirs" = 1 ]; then echo "$elig"; exit 5; fi\n'
+    'scontrol update JobId="$1" StartTime="uts$2"'
+)
+"""Hold job ``$1`` with begin time ``$2`` (hold codes lie in [``$3``, ``$4``)): exit 4 not waiting (prints the
+state), exit 5 another hold (prints its begin time)."""
+RELEASE_SCRIPT = _READ_HOLD + (
+    'if [ "$theirs" = 1 ]; then echo "$elig"; exit 5; fi\n'
+    'if [ "$elig" = "$2" ]; then scontrol update JobId="$1" StartTime=now; fi'
+)
+"""Lift hold ``$2`` from job ``$1`` if it carries it; exit 5 when it carries another."""
 ACCEPTED = frozenset({Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind})
 
 
@@ -483,30 +502,39 @@ class SlurmBackend:
 
     # ---------------------------------------------------------------- Holder
     def hold(self, scheduler_id: str, instance: str) -> None:
+        """One script reads the job (``squeue``) and, if it is waiting and carries no other hold, sets the
+        hold's start time: the read and the update are one round trip apart no more (Slurm has no
+        compare-and-set; what is left is the gap between two commands on the login node)."""
         self._writable()
-        ev = self.inspect(scheduler_id)
+        jid = _job_id(scheduler_id)
         code = decode_hold(encode_hold(instance))
         assert code is not None
-        if ev.holds and ev.holds[0] not in (instance, code):
-            raise Rejected(f"job {ev.scheduler_id} already carries hold {ev.holds[0]}")
-        self._instances[code] = instance
-        if not ev.outcome.state.waiting:
-            raise Rejected(f"job {ev.scheduler_id} is {ev.outcome.state.value}: the job is no longer pending")
         s = self._script()
-        s.call(["scontrol", "update", f"JobId={ev.scheduler_id}", f"StartTime=uts{encode_hold(instance)}"])
-        self._need(self._run(s, True), 0, f"hold {ev.scheduler_id}", write=True)
+        s.shell(HOLD_SCRIPT, jid, str(encode_hold(instance)), str(HOLD_BASE), str(HOLD_BASE + HOLD_SPAN))
+        self._hold_answer(s, jid, instance, "hold")
+        self._instances[code] = instance
 
     def release(self, scheduler_id: str, instance: str) -> None:
+        """One script: lift the hold if it is ``instance``'s (``StartTime=now``); no hold is a no-op, another
+        instance's hold is Rejected."""
         self._writable()
-        ev = self.inspect(scheduler_id)
-        mine = decode_hold(encode_hold(instance))
-        if not ev.holds:
-            return
-        if ev.holds[0] not in (instance, mine):
-            raise Rejected(f"job {ev.scheduler_id} carries hold {ev.holds[0]}, not {instance}")
+        jid = _job_id(scheduler_id)
         s = self._script()
-        s.call(["scontrol", "update", f"JobId={ev.scheduler_id}", "StartTime=now"])
-        self._need(self._run(s, True), 0, f"release {ev.scheduler_id}", write=True)
+        s.shell(RELEASE_SCRIPT, jid, str(encode_hold(instance)), str(HOLD_BASE), str(HOLD_BASE + HOLD_SPAN))
+        self._hold_answer(s, jid, instance, "release")
+
+    def _hold_answer(self, s: Script, jid: str, instance: str, what: str) -> None:
+        out = self._run(s, True)
+        call = out.call(0)
+        if call is not None and call.status == 4:
+            state = call.stdout.strip().lower() or "not pending"
+            raise Rejected(f"job {jid} is {state}: the job is no longer pending")
+        if call is not None and call.status == 5:
+            other = decode_hold(float(call.stdout.strip())) if call.stdout.strip().isdigit() else None
+            shown = self._instances.get(other, other) if other else "another hold"
+            verb = "already carries" if what == "hold" else "carries"
+            raise Rejected(f"job {jid} {verb} hold {shown}" + ("" if what == "hold" else f", not {instance}"))
+        self._need(out, 0, f"{what} {jid}", write=True)
 
     # ---------------------------------------------------------------- Requeuer
     def requeue(self, scheduler_id: str) -> None:
