@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from typing import Any
 
@@ -38,6 +39,9 @@ class CountingExecutor:
         self.seen.append(script)
         return self.inner.run(script, timeout)
 
+    def close(self) -> None:
+        self.inner.close()
+
 
 def timed(fn: Any, repeat: int = 3) -> float:
     best = float("inf")
@@ -46,9 +50,6 @@ def timed(fn: Any, repeat: int = 3) -> float:
         fn()
         best = min(best, (time.perf_counter() - t0) * 1000)
     return best
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 def rows(job_counts: list[int], names: list[str], cycles: int = 3) -> list[dict[str, Any]]:
@@ -109,6 +110,7 @@ def rows(job_counts: list[int], names: list[str], cycles: int = 3) -> list[dict[
                     bare_ratio=round(best["cycle_ms"] / bare, 2),
                 )
                 out.append(best)
+                print(json.dumps(best), file=sys.stderr, flush=True)
                 counter.seen.clear()
         finally:
             for i in range(0, len(ids), 500):
