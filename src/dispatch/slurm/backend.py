@@ -23,7 +23,7 @@ from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm import preflight, submit
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
-from dispatch.slurm.mapping import outcome_of
+from dispatch.slurm.mapping import Reading, outcome_of
 from dispatch.slurm.parse import (
     SACCT_TEXT_FIELDS,
     SQUEUE_TEXT_FIELDS,
@@ -376,7 +376,11 @@ class SlurmBackend:
             lst.sort(key=lambda j: (j.restart_cnt or 0, j.submit_time or 0))
         return by
 
-    def _evidence_of(self, jid: str, obs: _Observed) -> JobEvidence:
+    def _evidence_of(
+        self, jid: str, obs: _Observed, memo: dict[tuple[object, ...], Reading] | None = None
+    ) -> JobEvidence:
+        """The evidence of one job. ``memo`` shares readings between jobs whose records map alike within one
+        observation (thousands of gated jobs are one reading)."""
         now = self._clock.now()
         marker_job = obs.live or obs.history[-1]
         submission = _submission_of(marker_job.name)
@@ -387,16 +391,16 @@ class SlurmBackend:
             if obs.live is not None and r >= (obs.live.restart_cnt or 0):
                 continue
             seen.add(r)
-            executions.append(self._execution(jid, submission, rec, r, Evidence("sacct", now)))
+            executions.append(self._execution(jid, submission, rec, r, self._reading(rec, "sacct", now, memo)))
         current = obs.live or obs.history[-1]
         r = current.restart_cnt or 0
         same = [h for h in obs.history if (h.restart_cnt or 0) == r]
         if obs.live is not None and same and same[-1].step_states:
             current = replace(current, step_states=same[-1].step_states)
         source = "squeue" if obs.live is not None else "sacct"
-        reading = outcome_of(current, Evidence(source, now))
+        reading = self._reading(current, source, now, memo)
         if r not in seen:
-            executions.append(self._execution(jid, submission, current, r, Evidence(source, now)))
+            executions.append(self._execution(jid, submission, current, r, reading))
         executions.sort(key=lambda e: e.restart)
         return JobEvidence(
             scheduler_id=jid,
@@ -408,9 +412,20 @@ class SlurmBackend:
             executions=tuple(executions),
         )
 
-    def _execution(self, jid: str, n: int, rec: SlurmJob, restart: int, ev: Evidence) -> ExecutionEvidence:
+    @staticmethod
+    def _reading(rec: SlurmJob, source: str, now: float, memo: dict[tuple[object, ...], Reading] | None) -> Reading:
+        if memo is None:
+            return outcome_of(rec, Evidence(source, now))
+        key = (source, rec.state, rec.flags, rec.reason, rec.description, rec.eligible_time, rec.restart_cnt,
+               rec.start_time is None, rec.exit_code, rec.signal, rec.step_states)  # fmt: skip
+        reading = memo.get(key)
+        if reading is None:
+            reading = memo[key] = outcome_of(rec, Evidence(source, now))
+        return reading
+
+    def _execution(self, jid: str, n: int, rec: SlurmJob, restart: int, reading: Reading) -> ExecutionEvidence:
         off = self._offset
-        outcome = outcome_of(rec, ev).outcome
+        outcome = reading.outcome
         # Slurm fills start_time with an estimate while pending, and with the cancel time for a job cancelled
         # before it ran: only an execution that left the waiting states with nodes allocated has started. A
         # running job's end_time is Slurm's projection from its time limit: only an ended one has an end.
@@ -437,7 +452,8 @@ class SlurmBackend:
         return got[jid]
 
     def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
-        return {j: self._evidence_of(j, o) for j, o in self._observe(scheduler_ids).items()}
+        memo: dict[tuple[object, ...], Reading] = {}
+        return {j: self._evidence_of(j, o, memo) for j, o in self._observe(scheduler_ids).items()}
 
     def find(self, marker: str, since: float) -> list[Found]:
         return self.find_many([marker], since).get(marker, [])
