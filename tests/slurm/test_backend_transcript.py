@@ -150,48 +150,56 @@ def test_expired_sbatch_is_outcome_unknown() -> None:
 def test_open_releases_our_gate_only() -> None:
     b, ex = backend(
         RELEASE_2605,
-        Exchange("scontrol release", wrapped(ok())),
-        Exchange("JobHeldAdmin", wrapped(fail("JobHeldAdmin", 3))),
+        Exchange("scontrol release", wrapped(ok("7 release\n"))),
+        Exchange("scontrol release", wrapped(ok("7 admin\n"))),
+        Exchange("scontrol release", wrapped(ok("7 open\n"))),
     )
     b.open("7")
-    assert "JobHeldUser) scontrol release" in ex.scripts[-1]
+    assert "JobHeldUser) rel=" in ex.scripts[-1]
     with pytest.raises(Rejected, match="administrator"):
         b.open("7")
-
-
-def test_start_many_is_one_script_and_each_call_answers_for_its_job() -> None:
-    reqs = [req(f"dsp-j{i}-1") for i in range(4)]
-    # mkdir, then four sbatch: 1 ok, 1 refused, 1 ok, 1 cut before its status (the connection died)
-    res = wrapped(
-        ok(), ok("11\n"), fail("sbatch: error: Invalid partition name specified"), ok("13\n"), ok(""), cut_after=4
-    )
-    b, ex = backend(RELEASE_2605, Exchange("--hold", res, fail="connection reset"))
-    got = b.start_many(reqs)
-    assert len(ex.scripts) == 4  # preflight's three, then one for all four submissions
-    assert ex.scripts[-1].count(" sbatch ") == 4 and ex.scripts[-1].count("--job-name=dsp-j") == 4
-    assert got[0] == "11" and got[2] == "13"
-    assert isinstance(got[1], Rejected) and isinstance(got[3], OutcomeUnknown)
-
-
-def test_start_many_past_the_deadline_is_certainly_not_created() -> None:
-    from dispatch.slurmtest import not_run
-
-    b, _ = backend(RELEASE_2605, Exchange("--hold", wrapped(ok(), ok("21\n"), not_run())))
-    got = b.start_many([req("dsp-a-1"), req("dsp-b-1")])
-    assert got[0] == "21" and isinstance(got[1], Unavailable)
-
-
-def test_open_many_is_one_script() -> None:
-    b, ex = backend(RELEASE_2605, Exchange("scontrol release", wrapped(ok(), fail("JobHeldAdmin", 3), absent())))
-    got = b.open_many(["7", "8", "9"])
-    assert ex.scripts[-1].count("scontrol release") == 3
-    assert got[0] is None and isinstance(got[1], Rejected) and isinstance(got[2], NotFound)
+    b.open("7")  # already open: nothing to do
 
 
 def test_open_of_a_purged_job_is_not_found() -> None:
-    b, _ = backend(RELEASE_2605, Exchange("scontrol release", wrapped(absent())))
+    b, _ = backend(RELEASE_2605, Exchange("scontrol release", wrapped(ok(""))))
     with pytest.raises(NotFound):
         b.open("7")
+
+
+def test_open_many_is_one_squeue_and_one_release() -> None:
+    out = "7 release\n8 admin\n10 release\n"
+    b, ex = backend(
+        RELEASE_2605,
+        Exchange("scontrol release", wrapped(fail("Job is no longer pending execution for job 10", 2, stdout=out))),
+    )
+    got = b.open_many(["7", "8", "9", "10"])
+    assert ex.scripts[-1].count("_dsp_call ") == 1 and "7,8,9,10" in ex.scripts[-1]
+    assert got[0] is None and isinstance(got[1], Rejected) and isinstance(got[2], NotFound)
+    assert isinstance(got[3], Rejected)
+
+
+def test_open_gates_script_on_bash() -> None:
+    """The batched open, run by a real bash against stand-in squeue and scontrol commands."""
+    import os
+    import subprocess
+    import tempfile
+
+    from dispatch.slurm.backend import OPEN_GATES
+
+    listing = 'printf "7 JobHeldUser\\n8 JobHeldAdmin\\n9 None\\n11 JobHeldUser\\n"'
+    with tempfile.TemporaryDirectory() as d:
+        for cmd, body in (("squeue", listing), ("scontrol", 'echo "$@" >> "$LOG"')):
+            with open(os.path.join(d, cmd), "w") as f:
+                f.write(f"#!/bin/sh\n{body}\n")
+            os.chmod(os.path.join(d, cmd), 0o755)
+        log = os.path.join(d, "log")
+        env = dict(os.environ, PATH=f"{d}:{os.environ['PATH']}", LOG=log)
+        p = subprocess.run(["bash", "-c", OPEN_GATES, "_", "7,8,9,11"], env=env, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split("\n")[:4] == ["7 release", "8 admin", "9 open", "11 release"]
+        with open(log) as f:
+            assert f.read().splitlines() == ["release 7,11"]
 
 
 @pytest.mark.parametrize("release", RELEASES)

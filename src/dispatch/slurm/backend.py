@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import posixpath
+import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -47,15 +48,26 @@ from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence,
 NAME = "slurm"
 BATCH = 100
 """Submissions (or gates) per script in :meth:`SlurmBackend.start_many` / :meth:`SlurmBackend.open_many`."""
-OPEN_GATE = (
-    'r=$(squeue -h -t all -j "$1" -o %r 2>&1) || { printf "%s\\n" "$r" >&2; exit 1; }\n'
-    'case "$r" in\n'
-    '  JobHeldAdmin) echo "JobHeldAdmin" >&2; exit 3;;\n'
-    '  JobHeldUser) scontrol release "$1";;\n'
-    '  *) echo "not gated: $r";;\n'
-    "esac"
+OPEN_GATES = (
+    'out=$(squeue -h -t all -j "$1" -o "%i %r" 2>&1) || case "$out" in\n'
+    '  *"Invalid job id"*) out="";;\n'
+    '  *) printf "%s\\n" "$out" >&2; exit 1;;\n'
+    "esac\n"
+    'rel=""\n'
+    "while read -r id reason; do\n"
+    '  [ -n "$id" ] || continue\n'
+    '  case "$reason" in\n'
+    '    JobHeldAdmin) echo "$id admin";;\n'
+    '    JobHeldUser) rel="$rel,$id"; echo "$id release";;\n'
+    '    *) echo "$id open";;\n'
+    "  esac\n"
+    'done <<<"$out"\n'
+    'if [ -n "$rel" ]; then scontrol release "${rel#,}" || exit 2; fi'
 )
-"""Opens dispatch's gate on job ``$1`` (exit 3: an administrator's hold, never lifted)."""
+"""Opens dispatch's gate on the jobs ``$1`` (comma-separated) with one ``squeue`` and one ``scontrol release``:
+prints ``<id> release|open|admin`` per job squeue knows (admin: an administrator's hold, never lifted); exit 2
+when the release failed for some (its messages name them: "... for job <id>")."""
+_FOR_JOB = re.compile(r"for job (\d+)")
 _READ_HOLD = (
     'line=$(SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "State:|,EligibleTime:|" 2>&1) '
     '|| { printf "%s\\n" "$line" >&2; exit 1; }\n'
@@ -255,8 +267,10 @@ class SlurmBackend:
         return [a for a in answers if a is not None]
 
     def open_many(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
-        """Open every gate in one script per :data:`BATCH` ids: release a job held by its user (dispatch's gate),
-        refuse one held by an administrator (Rejected), leave any other alone (already open)."""
+        """Open every gate with one ``squeue`` and one ``scontrol release`` per :data:`BATCH` ids
+        (:data:`OPEN_GATES`): release a job held by its user (dispatch's gate), refuse one held by an
+        administrator (Rejected), leave any other alone (already open); a job squeue no longer knows is
+        NotFound."""
         self._writable()
         answers: list[DispatchError | None] = []
         for first in range(0, len(scheduler_ids), BATCH):
@@ -270,33 +284,46 @@ class SlurmBackend:
                 jids.append(_job_id(sid))
             except NotFound as exc:
                 jids.append(exc)
-        s = self._script()
-        index: dict[int, int] = {}
-        for k, jid in enumerate(jids):
-            if isinstance(jid, str):
-                index[k] = s.shell(OPEN_GATE, jid)
-        if not index:
+        valid = [j for j in jids if isinstance(j, str)]
+        if not valid:
             return [j if isinstance(j, NotFound) else None for j in jids]
+        s = self._script()
+        s.shell(OPEN_GATES, ",".join(valid))
         try:
             out = self._run(s, True, partial=True)
         except (Unavailable, OutcomeUnknown) as exc:
             return [j if isinstance(j, NotFound) else type(exc)(str(exc)) for j in jids]
+        call = out.call(0)
+        if call is not None and call.status not in (0, 2, None):
+            err = slurm_errors.error_for("open", call.stderr or call.stdout, write=True, status=call.status)
+            return [j if isinstance(j, NotFound) else type(err)(str(err)) for j in jids]
+        seen: dict[str, str] = {}
+        for line in (call.stdout if call is not None else "").splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                seen[parts[0]] = parts[1]
+        failed: dict[str, str] = {}
+        for line in (call.stderr if call is not None else "").splitlines():
+            m = _FOR_JOB.search(line)
+            if m:
+                failed[m.group(1)] = line
         answers: list[DispatchError | None] = []
-        for k, jid in enumerate(jids):
+        for jid in jids:
             if isinstance(jid, NotFound):
                 answers.append(jid)
-                continue
-            call = out.call(index[k])
-            if call is not None and call.status == 3:
+            elif call is None or call.status is None:  # cut: only what was printed is known
+                what = seen.get(jid)
+                answers.append(None if what == "open" else OutcomeUnknown(f"open {jid}: the script was cut"))
+            elif jid not in seen:
+                answers.append(NotFound(f"Slurm job {jid} is not in squeue"))
+            elif seen[jid] == "admin":
                 answers.append(
                     Rejected(f"job {jid} is held by an administrator (JobHeldAdmin); dispatch never releases it")
                 )
-                continue
-            try:
-                self._need(out, index[k], f"open {jid}", write=True)
+            elif seen[jid] == "release" and jid in failed:
+                answers.append(slurm_errors.error_for(f"open {jid}", failed[jid], write=True, status=1))
+            else:
                 answers.append(None)
-            except DispatchError as exc:
-                answers.append(exc)
         return answers
 
     def _observe(self, ids: Sequence[str], *, full: bool = False) -> dict[str, _Observed]:
