@@ -224,7 +224,8 @@ class SlurmBackend:
     # ---------------------------------------------------------------- BatchStarter
     def start_many(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
         """Every request's ``sbatch`` in one script per :data:`BATCH` requests (and one ``mkdir`` for new
-        output directories); each call answers for its own job (see :meth:`start`)."""
+        output directories), four at a time (:meth:`Script.call_concurrently`); each call answers for its own
+        job (see :meth:`start`)."""
         self._writable()
         answers: list[str | DispatchError] = []
         for first in range(0, len(requests), BATCH):
@@ -245,8 +246,8 @@ class SlurmBackend:
             if dirs:
                 s.call(["mkdir", "-p", *dirs])
             first = 1 if dirs else 0
-            for _, job in built:
-                s.call(["sbatch", *job.argv], stdin=job.batch)
+            for _, job in built:  # a few at a time: the controller answers several clients at once
+                s.call_concurrently(["sbatch", *job.argv], stdin=job.batch)
             try:
                 out = self._run(s, True, partial=True)
             except (Unavailable, OutcomeUnknown) as exc:
