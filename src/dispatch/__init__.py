@@ -36,6 +36,7 @@ from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.spi import (
     Backend,
+    BatchStarter,
     CessationSignal,
     Holder,
     IdentityWeakener,
@@ -53,6 +54,7 @@ __all__ = [
     "Answer",
     "AttemptId",
     "Backend",
+    "BatchStarter",
     "Capabilities",
     "Capability",
     "CapabilityAnswer",

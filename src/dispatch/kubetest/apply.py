@@ -219,15 +219,11 @@ class Ownership:
 
     def record_update(self, old: JSON | None, new: JSON, manager: str, subresource: str, now: str) -> None:
         """Give ``manager`` (operation Update) the leaf fields that ``new`` added or changed."""
-        changed = {
-            p for p in scoped_paths(new, subresource) if old is None or get_path(old, p) != get_path(new, p)
-        }
+        changed = {p for p in scoped_paths(new, subresource) if old is None or get_path(old, p) != get_path(new, p)}
         if changed:
             self._take((manager, "Update", subresource), changed, now)
 
-    def apply(
-        self, current: JSON, applied: JSON, manager: str, force: bool, subresource: str, now: str
-    ) -> JSON:
+    def apply(self, current: JSON, applied: JSON, manager: str, force: bool, subresource: str, now: str) -> JSON:
         """Return ``current`` with ``applied`` merged in; updates ownership or raises 409."""
         key = (manager, "Apply", subresource)
         wanted = scoped_paths(applied, subresource)

@@ -126,9 +126,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     def _send_json(self, code: int, body: JSON, headers: dict[str, str] | None = None) -> None:
         self.send_body(code, json.dumps(body, separators=(",", ":")).encode(), "application/json", headers)
 
-    def send_body(
-        self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
-    ) -> None:
+    def send_body(self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
         """A complete (non-streamed) answer."""
         self.send_response(code)
         self.send_header("Content-Type", content_type)
@@ -270,9 +268,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             self._ssar(body, ident)
             return
         base_verb = "get" if t.subresource == "log" else verb
-        if not self.fake.rbac.allowed(
-            ident, base_verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, t.name
-        ):
+        if not self.fake.rbac.allowed(ident, base_verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, t.name):
             key = f"{t.rt.plural}/{t.subresource}" if t.subresource else t.rt.plural
             if t.rt.group:
                 key = f"{key}.{t.rt.group}"
@@ -300,9 +296,7 @@ class RequestHandler(BaseHTTPRequestHandler):
                 self._send_json(201, created)
             elif verb == "update":
                 obj = self._decode(body)
-                updated = self.fake.store.update(
-                    t.rt, t.namespace, t.name, obj, self._manager(), t.subresource
-                )
+                updated = self.fake.store.update(t.rt, t.namespace, t.name, obj, self._manager(), t.subresource)
                 self._after_write()
                 self._send_json(200, updated)
             elif verb == "patch":
@@ -310,9 +304,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             elif verb == "delete":
                 opts = self._decode(body) if body else {}
                 pre = opts.get("preconditions") or {}
-                gone = self.fake.store.delete(
-                    t.rt, t.namespace, t.name, pre.get("uid"), pre.get("resourceVersion")
-                )
+                gone = self.fake.store.delete(t.rt, t.namespace, t.name, pre.get("uid"), pre.get("resourceVersion"))
                 self._after_write()
                 self._send_json(200, gone)
             else:  # deletecollection
@@ -423,8 +415,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             if not manager:
                 raise StatusError(
                     422,
-                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
-                    "is required for apply patch",
+                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
                     "Invalid",
                 )
             applied = self._decode(body, allow_yaml=True)

@@ -30,9 +30,7 @@ class Rule:
     namespaces: tuple[str, ...] = ()
     resource_names: tuple[str, ...] = ()
 
-    def allows(
-        self, verb: str, group: str, resource: str, subresource: str, namespace: str, name: str
-    ) -> bool:
+    def allows(self, verb: str, group: str, resource: str, subresource: str, namespace: str, name: str) -> bool:
         full = f"{resource}/{subresource}" if subresource else resource
         return (
             (ANY in self.verbs or verb in self.verbs)

@@ -322,8 +322,7 @@ class Store:
                 body_ns = meta.get("namespace")
                 if body_ns and body_ns != namespace:
                     raise errors.bad_request(
-                        "the namespace of the provided object does not match the namespace sent "
-                        "on the request"
+                        "the namespace of the provided object does not match the namespace sent on the request"
                     )
                 meta["namespace"] = namespace
                 if self.try_get(NAMESPACE, "", namespace) is None:

@@ -107,9 +107,7 @@ def translate(event: Event, req: WatchRequest) -> tuple[str, JSON] | None:
     return None
 
 
-def run_watch(
-    store: Store, hub: WatchHub, faults: Faults, req: WatchRequest, write: Callable[[bytes], None]
-) -> None:
+def run_watch(store: Store, hub: WatchHub, faults: Faults, req: WatchRequest, write: Callable[[bytes], None]) -> None:
     """Stream events for ``req`` through ``write`` until timeout, drop, error or disconnect."""
     start_epoch = faults.drop_epoch
     seen_bookmarks = hub.bookmark_seq
@@ -126,9 +124,7 @@ def run_watch(
             return
         initial = []
         if cursor < store.oldest_resource_version:
-            err = StatusError(
-                410, f"too old resource version: {cursor} ({store.oldest_resource_version})", "Expired"
-            )
+            err = StatusError(410, f"too old resource version: {cursor} ({store.oldest_resource_version})", "Expired")
             write(_line("ERROR", err.status()))
             return
     for type_, obj in initial:
