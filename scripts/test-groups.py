@@ -73,8 +73,17 @@ def main(argv: list[str]) -> int:
         log = logs / f"{group.name}.log"
         junit = logs / f"{group.name}.xml"
         junit.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "pytest", "-m", group.expression, f"--junitxml={junit}",
-               "-p", "no:cacheprovider", *argv]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            group.expression,
+            f"--junitxml={junit}",
+            "-p",
+            "no:cacheprovider",
+            *argv,
+        ]
         with log.open("wb") as f:
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
         running[group.name] = (proc, log, junit, time.monotonic())
