@@ -97,7 +97,13 @@ def test_unproven_gate_opens_observe_only(kueue: FakeCluster) -> None:
         {
             "status": {
                 "conditions": [
-                    {"type": "Active", "status": "False", "reason": "Inactive", "message": "controller gone"}
+                    {
+                        "type": "Active",
+                        "status": "False",
+                        "reason": "Inactive",
+                        "message": "controller gone",
+                        "lastTransitionTime": kueue.server.clock.rfc3339(),
+                    }
                 ]
             }
         },

@@ -82,7 +82,8 @@ def test_status_subresource_is_separate(server: FakeAPIServer, client: Client) -
     with_status = client.patch(
         TrainJob.Status,
         "tj-s",
-        {"status": {"jobsStatus": [{"name": "node", "active": 2}]}},
+        {"status": {"jobsStatus": [{"name": "node", "active": 2, "ready": 0, "succeeded": 0, "failed": 0,
+                                    "suspended": 0}]}},
         namespace="default",
         patch_type=PatchType.MERGE,
     )

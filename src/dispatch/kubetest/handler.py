@@ -177,7 +177,8 @@ class RequestHandler(BaseHTTPRequestHandler):
                 raise StatusError(401, "Unauthorized", "Unauthorized")
             if fault is not None:
                 raise fault
-            with external_request(self.query.get("fieldValidation", "")):
+            mode = self.query.get("fieldValidation", "") or ("Strict" if self.fake.strict_validation else "")
+            with external_request(mode):
                 self._route(method, parts.path, body, ident)
         except WatchDropped:
             self._record(self.code)

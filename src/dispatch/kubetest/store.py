@@ -34,7 +34,9 @@ from typing import Any
 from . import errors
 from .apply import Ownership
 from .clock import FakeClock
+from .requestctx import field_validation
 from .resources import NAMESPACE, Catalogue, ResourceType
+from .schema import admit as schema_admit
 
 JSON = dict[str, Any]
 AdmissionHook = Callable[[ResourceType, JSON, "JSON | None"], None]
@@ -338,6 +340,9 @@ class Store:
             obj["kind"] = rt.kind
             if rt.has_status and not keep_status:
                 obj.pop("status", None)
+            schema_admit(rt, obj, strict=field_validation() == "Strict")
+            if keep_status and "status" in obj:
+                schema_admit(rt, obj, strict=False, subresource="status")
             for hook in self.admission_hooks:
                 hook(rt, obj, None)
             now = self.clock.rfc3339()
@@ -395,6 +400,8 @@ class Store:
                 meta.pop(fixed, None)
         new["apiVersion"] = rt.api_version
         new["kind"] = rt.kind
+        # custom resources: prune, default, validate against the CRD schema before anything is stored
+        schema_admit(rt, new, strict=field_validation() == "Strict", subresource=subresource)
         meta["generation"] = old_meta.get("generation", 1) + (1 if _spec_part(new) != _spec_part(old) else 0)
         if subresource != "status":
             for hook in self.admission_hooks:
