@@ -81,3 +81,7 @@ def crd_server() -> CRDAPIServer:
     srv = CRDAPIServer.from_state()
     srv.install_crds()
     return srv
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+"""Headers for raw httpx requests: the fake refuses requests without credentials (401), as a real cluster does."""

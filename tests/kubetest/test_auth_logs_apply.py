@@ -18,7 +18,7 @@ from lightkube.types import PatchType
 from dispatch.kubetest import FakeAPIServer, rule
 from dispatch.kubetest.resources import TRAINJOB
 
-from .conftest import TrainJob, trainjob
+from .conftest import AUTH, TrainJob, trainjob
 
 
 def _client_for(server: FakeAPIServer, tmp_path: Path, token: str) -> Client:
@@ -81,7 +81,7 @@ def test_denied_requests_are_403_status_objects(server: FakeAPIServer, tmp_path:
         'in API group "" in the namespace "default"'
     )
     server.rbac.require_token = True
-    assert httpx.get(f"{server.url}/api/v1/namespaces").status_code == 401
+    assert httpx.get(headers=AUTH, url=f"{server.url}/api/v1/namespaces").status_code == 401
 
 
 def test_pod_log_follow_streams_appended_lines(server: FakeAPIServer, client: Client) -> None:
@@ -226,10 +226,10 @@ def test_field_validation_strict_per_request(server: FakeAPIServer) -> None:
     body = trainjob("per-request")
     body["spec"]["unknownField"] = True
     url = f"{server.url}/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs"
-    strict = httpx.post(url, json=body, params={"fieldValidation": "Strict"})
+    strict = httpx.post(headers=AUTH, url=url, json=body, params={"fieldValidation": "Strict"})
     assert strict.status_code == 400
     assert 'unknown field "spec.unknownField"' in strict.json()["message"]
-    lax = httpx.post(url, json=body)
+    lax = httpx.post(headers=AUTH, url=url, json=body)
     assert lax.status_code == 201 and "unknownField" not in lax.json()["spec"], "pruned, as the real server does"
 
 
@@ -281,3 +281,9 @@ def test_apply_merges_map_lists_by_key(server: FakeAPIServer, client: Client) ->
         )
     assert err.value.status.code == 409
     assert '.status.admissionChecks[name="first-check"].state' in err.value.status.message
+
+
+def test_requests_without_credentials_are_refused_unless_anonymous_is_allowed(server: FakeAPIServer) -> None:
+    assert httpx.get(f"{server.url}/api/v1/namespaces").status_code == 401
+    server.rbac.allow_anonymous = True
+    assert httpx.get(f"{server.url}/api/v1/namespaces").status_code == 200

@@ -8,7 +8,6 @@ PUT without resourceVersion, the initial-events-end bookmark, status subresource
 
 from __future__ import annotations
 
-import copy
 import json
 import subprocess
 import sys
@@ -128,63 +127,6 @@ def _missing(sent: Any, got: Any, path: str = "spec") -> list[str]:
 _GONE = object()
 
 
-def test_wrongly_typed_trainjob_is_422_and_nothing_is_stored(api: httpx.Client, ns: str) -> None:
-    bad = trainjob("bad", ns, trainer={"numNodes": "two"})
-    r = api.post(f"{TJ}/namespaces/{ns}/trainjobs", json=bad)
-    assert r.status_code == 422, r.text
-    causes = r.json()["details"]["causes"]
-    assert any(c["field"] == "spec.trainer.numNodes" for c in causes), causes
-    assert api.get(f"{TJ}/namespaces/{ns}/trainjobs/bad").status_code == 404
-    assert api.post(f"{TJ}/namespaces/{ns}/trainjobs", json=trainjob("good", ns)).status_code == 201
-
-
-def test_defaults_are_filled_and_unknown_fields_pruned(api: httpx.Client, ns: str) -> None:
-    body = trainjob("d", ns)
-    body["spec"]["unknownField"] = 1
-    r = api.post(f"{TJ}/namespaces/{ns}/trainjobs", json=body)
-    assert r.status_code == 201, r.text
-    spec = r.json()["spec"]
-    assert spec["runtimeRef"] == {
-        "name": "torch-distributed",
-        "kind": "ClusterTrainingRuntime",
-        "apiGroup": "trainer.kubeflow.org",
-    }
-    assert spec["suspend"] is False and "unknownField" not in spec
-    strict = trainjob("s", ns)
-    strict["spec"]["unknownField"] = 1
-    r = api.post(f"{TJ}/namespaces/{ns}/trainjobs?fieldValidation=Strict", json=strict)
-    assert r.status_code == 400 and 'unknown field "spec.unknownField"' in r.json()["message"], r.text
-
-
-def test_put_without_resource_version_is_422_and_stale_is_409(api: httpx.Client, ns: str) -> None:
-    created = api.post(f"{TJ}/namespaces/{ns}/trainjobs", json=trainjob("p", ns)).json()
-    body = copy.deepcopy(created)
-    del body["metadata"]["resourceVersion"]
-    r = api.put(f"{TJ}/namespaces/{ns}/trainjobs/p", json=body)
-    assert r.status_code == 422 and "must be specified for an update" in r.text, r.text
-    api.patch(
-        f"{TJ}/namespaces/{ns}/trainjobs/p",
-        content=b'{"metadata":{"labels":{"a":"b"}}}',
-        headers={"Content-Type": "application/merge-patch+json"},
-    )
-    r = api.put(f"{TJ}/namespaces/{ns}/trainjobs/p", json=created)
-    assert r.status_code == 409, r.text
-
-
-def test_server_side_apply_shares_ownership(api: httpx.Client, ns: str) -> None:
-    """Two managers applying the same value share it; the field stays while either still applies it."""
-    path = f"{TJ}/namespaces/{ns}/trainjobs/ssa"
-    assert apply(api, path, trainjob("ssa", ns, suspend=True), "adapter").status_code == 201
-    assert apply(api, path, trainjob("ssa", ns, suspend=True), "kueue").status_code == 200
-    mine = trainjob("ssa", ns)  # "kueue" stops applying spec.suspend
-    r = apply(api, path, mine, "kueue")
-    assert r.status_code == 200 and r.json()["spec"]["suspend"] is True, r.text
-    r = apply(api, path, trainjob("ssa", ns, suspend=False), "other")
-    assert r.status_code == 409 and "adapter" in r.text, r.text
-    r = apply(api, path, trainjob("ssa", ns), "adapter")  # the last owner lets go: the default comes back
-    assert r.json()["spec"]["suspend"] is False
-
-
 def test_status_subresource_and_immutability(api: httpx.Client, ns: str) -> None:
     path = f"{TJ}/namespaces/{ns}/trainjobs/st"
     api.post(f"{TJ}/namespaces/{ns}/trainjobs", json=trainjob("st", ns))
@@ -222,22 +164,6 @@ def test_printer_columns_as_upstream(api: httpx.Client, ns: str) -> None:
         f"{TJ}/namespaces/{ns}/trainjobs", headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}
     ).json()
     assert [c["name"] for c in table["columnDefinitions"]] == ["Name", "State", "Age"]
-
-
-def test_watch_send_initial_events_ends_with_bookmark(api: httpx.Client, ns: str) -> None:
-    for i in range(2):
-        api.post(f"{TJ}/namespaces/{ns}/trainjobs", json=trainjob(f"w{i}", ns))
-    q = "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=5"
-    events = []
-    with api.stream("GET", f"{TJ}/namespaces/{ns}/trainjobs?{q}") as r:
-        assert r.status_code == 200
-        for line in r.iter_lines():
-            ev = json.loads(line)
-            events.append(ev)
-            if ev["type"] == "BOOKMARK":
-                break
-    assert [e["type"] for e in events] == ["ADDED", "ADDED", "BOOKMARK"]
-    assert events[-1]["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"] == "true"
 
 
 def test_workload_admission_check_status_merges_per_name(api: httpx.Client, ns: str) -> None:

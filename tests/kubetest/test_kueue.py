@@ -379,9 +379,7 @@ def test_pod_set_updates_and_flavor_node_labels_reach_the_pods(server: FakeAPISe
 
     tj = client.get(TrainJob, "tj-psu", namespace="default")
     [patch] = [p for p in tj["spec"]["runtimePatches"] if p["manager"] == "kueue.x-k8s.io/manager"]
-    template = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
-        "template"
-    ]
+    template = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     assert template["spec"]["nodeSelector"] == {"pool": "h100"}
     pods = _live_pods(client, "tj-psu")
     assert {p.metadata.annotations["dispatch.example/attempt"] for p in pods} == {"3"}

@@ -221,15 +221,11 @@ class Ownership:
 
     def record_update(self, old: JSON | None, new: JSON, manager: str, subresource: str, now: str) -> None:
         """Give ``manager`` (operation Update) the leaf fields that ``new`` added or changed."""
-        changed = {
-            p for p in scoped_paths(new, subresource) if old is None or get_path(old, p) != get_path(new, p)
-        }
+        changed = {p for p in scoped_paths(new, subresource) if old is None or get_path(old, p) != get_path(new, p)}
         if changed:
             self._take((manager, "Update", subresource), changed, now)
 
-    def apply(
-        self, current: JSON, applied: JSON, manager: str, force: bool, subresource: str, now: str
-    ) -> JSON:
+    def apply(self, current: JSON, applied: JSON, manager: str, force: bool, subresource: str, now: str) -> JSON:
         """Return ``current`` with ``applied`` merged in; updates ownership or raises 409."""
         key = (manager, "Apply", subresource)
         wanted = scoped_paths(applied, subresource)
@@ -279,7 +275,7 @@ class Ownership:
         # only the fields this apply changes (possible only without conflicts, or forced) leave other managers.
         changed = {q for q in wanted if get_path(current, q) != get_path(applied, q)}
         self._take(key, changed, now)
-        self.owners.setdefault(key, set()).update(wanted)
+        self.owners[key] = set(wanted)  # an applier owns exactly what it last applied
         self.times[key] = now
         if not wanted:
             self.owners.setdefault(key, set())

@@ -236,3 +236,32 @@ def _json_type(value: Any) -> str:
 
 def _render_key(keys: list[str], k: tuple[Any, ...]) -> str:
     return "map[" + " ".join(f"{a}:{b}" for a, b in zip(keys, k, strict=True)) + "]"
+
+
+CORE_SCHEMA_VERSION = "1.36"
+"""Kubernetes release whose published schemas (``kubernetes-validate``) check built-in objects from clients."""
+
+
+def admit_builtin(rt: ResourceType, obj: JSON, *, strict: bool) -> None:
+    """Validate a built-in object a client writes (pods, batch Jobs, Leases, Events, ...) against Kubernetes'
+    published OpenAPI schema for it, shipped by ``kubernetes-validate``: a wrong type is a 422 naming the field;
+    under ``strict`` an unknown field is a 400. Objects the reactors write are not checked (they are the model).
+    Not modelled: the apiserver's hand-written validation beyond the schema (e.g. immutable pod fields)."""
+    import kubernetes_validate  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    try:
+        kubernetes_validate.validate(obj, CORE_SCHEMA_VERSION, strict=strict)
+    except kubernetes_validate.SchemaNotFoundError:
+        return  # e.g. SelfSubjectAccessReview: answered, never stored
+    except kubernetes_validate.ValidationError as exc:
+        path = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in exc.path).replace(".[", "[")
+        message = str(exc.message)
+        if strict and exc.validator == "additionalProperties":
+            raise errors.StatusError(
+                400,
+                f'{rt.kind} in version "{rt.version}" cannot be handled as a {rt.kind}: strict decoding error: '
+                f"{message}",
+                "BadRequest",
+            ) from None
+        name = str((obj.get("metadata") or {}).get("name", ""))
+        raise errors.invalid(rt, name, [_cause("FieldValueInvalid", f"Invalid value: {message}", path)]) from None

@@ -136,16 +136,14 @@ class FakeAPIServer:
         scheme = "https" if self.tls else "http"
         return f"{scheme}://127.0.0.1:{self.port}"
 
-    def write_kubeconfig(
-        self, path: str | Path, token: str | None = None, namespace: str = "default"
-    ) -> Path:
-        """Write a kubeconfig for this server (bearer ``token`` if given) and return its path."""
+    def write_kubeconfig(self, path: str | Path, token: str | None = None, namespace: str = "default") -> Path:
+        """Write a kubeconfig for this server with bearer ``token`` (default ``kubetest-admin``, a token without
+        a rule table: governed by ``rbac.default_allow``) and return its path."""
+        token = token or "kubetest-admin"
         ca = str(self.ca_cert) if self.ca_cert is not None else None
         return write_kubeconfig(path, self.url, token=token, namespace=namespace, certificate_authority=ca)
 
-    def write_service_account(
-        self, directory: str | Path, token: str, namespace: str = "default"
-    ) -> dict[str, str]:
+    def write_service_account(self, directory: str | Path, token: str, namespace: str = "default") -> dict[str, str]:
         """Write an in-cluster service-account directory for a TLS server; returns the
         ``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT`` environment a pod would have."""
         if self.ca_cert is None:
@@ -164,8 +162,7 @@ class FakeAPIServer:
             return [
                 r
                 for r in self._requests
-                if (method is None or r.method == method)
-                and (path_contains is None or path_contains in r.path)
+                if (method is None or r.method == method) and (path_contains is None or path_contains in r.path)
             ]
 
 
