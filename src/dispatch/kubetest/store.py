@@ -350,6 +350,8 @@ class Store:
                 hook(rt, obj, None)
             now = self.clock.rfc3339()
             meta["uid"] = self._new_uid()
+            if rt.group == "batch" and rt.kind == "Job":
+                _default_job_selector(obj)
             meta["creationTimestamp"] = now
             meta["generation"] = 1
             meta.pop("deletionTimestamp", None)
@@ -628,3 +630,22 @@ class Store:
     def all_objects(self) -> Iterable[tuple[ResourceType, JSON]]:
         with self.lock:
             return [(rt, copy.deepcopy(o)) for rt, b in self._objects.items() for o in b.values()]
+
+
+def _default_job_selector(job: JSON) -> None:
+    """What the real apiserver's Job strategy does on create unless ``spec.manualSelector``: select the Job's own
+    pods by its uid, and put those labels (and the job name) on the pod template."""
+    spec = job.setdefault("spec", {})
+    if spec.get("manualSelector"):
+        return
+    uid, name = job["metadata"]["uid"], job["metadata"].get("name", "")
+    spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    labels = spec.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {})
+    labels.update(
+        {
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "controller-uid": uid,
+            "job-name": name,
+        }
+    )
