@@ -274,6 +274,8 @@ def test_deleting_the_trainjob_collects_everything(server: FakeAPIServer, client
     _setup(server)
     client.create(TrainJob(trainjob("tj-del", queue="lq")))
     server.control.run_pods("tj-del")
+    [wl] = client.list(Workload, namespace="default")
+    assert wl.metadata.finalizers == ["kueue.x-k8s.io/resource-in-use"]
     client.delete(TrainJob, "tj-del", namespace="default")
     assert list(client.list(Workload, namespace="default")) == []
     assert list(client.list(JobSet, namespace="default")) == []
