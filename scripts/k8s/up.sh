@@ -22,7 +22,7 @@ ETCD_PORT=${K8S_ETCD_PORT:-7879}
 PEER_PORT=$((ETCD_PORT + 1))
 
 bash "$HERE/build.sh"
-host_apt_install openssl
+host_apt_install openssl curl
 mkdir -p "$S"
 exec 8>"$S/up.lock"
 flock -w 300 8 || die "another up.sh is still running"
