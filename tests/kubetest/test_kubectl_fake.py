@@ -62,13 +62,24 @@ def test_kubectl_core_resources_and_logs(tmp_path: Path) -> None:
             c.finish_log(pod)
             c.succeed_pods("tj")
 
+        # kubectl wait, started before the TrainJob completes, has to watch for the condition
+        waiter = subprocess.Popen(
+            [KUBECTL, "wait", "--for=condition=Complete", "trainjob/tj", "--timeout=30s"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert c.wait_for_watches(1, timeout=20), "kubectl wait opened no watch"
         t = threading.Thread(target=finish)
         t.start()
         try:
             logs = kubectl("logs", "-f", pod)
+            done_out, done_err = waiter.communicate(timeout=40)
         finally:
             t.join()
         assert logs.stdout.splitlines() == ["hello", "bye"], logs.stderr
+        assert "condition met" in done_out, done_err
         assert kubectl("get", "trainjob", "tj", "-o", "name").stdout.strip() == "trainjob.trainer.kubeflow.org/tj"
 
         can_i = kubectl("auth", "can-i", "create", "trainjobs")
