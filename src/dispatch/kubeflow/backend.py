@@ -161,13 +161,16 @@ class KubeflowBackend:
         if self._read_only:
             hold: CapabilityAnswer = unknown("read-only open: the preflight probe did not run")
         elif p.observe_only:
+            # the access reviews (and, in kueue mode, the gate check) ran against this cluster
             hold = no(f"observe-only: {p.reason}", Provenance.PROBED)
         else:
-            hold = yes(
-                ("Workload deactivation" if self.kueue else "TrainJob suspension")
-                + "; a hold on a running execution ends it with cause held",
-                Provenance.PROBED,
+            how = ("Workload deactivation" if self.kueue else "TrainJob suspension") + (
+                "; a hold on a running execution ends it with cause held"
             )
+            if p.probed:
+                hold = yes(f"{how}; probed: {p.probe_reason}", Provenance.PROBED)
+            else:  # preflight.probe is off: nothing tried a hold here
+                hold = yes(f"{how}; declared, not probed (preflight.probe is off)", Provenance.DECLARED)
         if not self.kueue:
             attempt = yes("the adapter writes the attempt on the pods before it unsuspends (plain mode)")
             readmission = yes("plain mode: only dispatch unsuspends the TrainJob")

@@ -78,6 +78,8 @@ class WatchRequest:
     resource_version: str | None
     allow_bookmarks: bool
     timeout_seconds: float | None
+    send_initial_events: bool = False
+    """Watch-list: the current objects as ADDED, then a BOOKMARK annotated ``k8s.io/initial-events-end``."""
 
 
 class WatchDropped(Exception):
@@ -113,7 +115,12 @@ def run_watch(store: Store, hub: WatchHub, faults: Faults, req: WatchRequest, wr
     seen_bookmarks = hub.bookmark_seq
     deadline = time.monotonic() + req.timeout_seconds if req.timeout_seconds else None
     rv_text = req.resource_version
-    if rv_text in (None, "", "0"):
+    initial_end = False
+    if req.send_initial_events:  # resourceVersionMatch=NotOlderThan: the current state is never older
+        items, cursor = store.list(req.rt, req.namespace, req.predicate)
+        initial = [("ADDED", o) for o in items]
+        initial_end = True
+    elif rv_text in (None, "", "0"):
         items, cursor = store.list(req.rt, req.namespace, req.predicate)
         initial = [("ADDED", o) for o in items]
     else:
@@ -129,6 +136,13 @@ def run_watch(store: Store, hub: WatchHub, faults: Faults, req: WatchRequest, wr
             return
     for type_, obj in initial:
         write(_line(type_, obj))
+    if initial_end:
+        end = {
+            "kind": req.rt.kind,
+            "apiVersion": req.rt.api_version,
+            "metadata": {"resourceVersion": str(cursor), "annotations": {"k8s.io/initial-events-end": "true"}},
+        }
+        write(_line("BOOKMARK", end))
     last_sent = time.monotonic()
     while True:
         out: list[tuple[str, JSON]] = []

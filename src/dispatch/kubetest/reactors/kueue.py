@@ -76,6 +76,18 @@ KUEUE_MANAGER = "kueue.x-k8s.io/manager"
 _GATE_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
+RESOURCE_IN_USE = "kueue.x-k8s.io/resource-in-use"
+"""The finalizer Kueue puts on every Workload it manages; removed once the Workload's quota is released."""
+
+
+def _drop_resource_in_use(cur: JSON) -> None:
+    fins = [f for f in cur["metadata"].get("finalizers") or [] if f != RESOURCE_IN_USE]
+    if fins:
+        cur["metadata"]["finalizers"] = fins
+    else:
+        cur["metadata"].pop("finalizers", None)
+
+
 def gates_of(obj: JSON) -> list[str]:
     value = (obj["metadata"].get("annotations") or {}).get(GATE_ANNOTATION, "")
     return [g.strip() for g in value.split(",") if g.strip()]
@@ -178,6 +190,10 @@ class KueueReactor(Reactor):
     # ---- reconcile ------------------------------------------------------------------------
     def reconcile(self) -> None:
         workloads, _ = self.store.list(WORKLOAD)
+        for gone in [w for w in workloads if w["metadata"].get("deletionTimestamp")]:
+            # a Workload being deleted (its job is gone) releases its quota; then Kueue lets it go
+            self.edit(WORKLOAD, gone, _drop_resource_in_use)
+        workloads, _ = self.store.list(WORKLOAD)
         jobs: list[tuple[ResourceType, JSON]] = []
         for rt in (TRAINJOB, JOBSET):
             items, _ = self.store.list(rt)
@@ -228,6 +244,7 @@ class KueueReactor(Reactor):
                     "labels": {JOB_UID_LABEL: uid},
                     "annotations": annotations,
                     "ownerReferences": [owner_ref(job)],
+                    "finalizers": [RESOURCE_IN_USE],
                 },
                 "spec": spec,
             },
