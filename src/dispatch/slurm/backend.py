@@ -17,7 +17,7 @@ from dispatch.capabilities import Capabilities, Capability
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
 from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
-from dispatch.extensions import ExtensionPolicy, Output, SharedCheckpoint
+from dispatch.extensions import CessationWarning, ExtensionPolicy, Output, SharedCheckpoint
 from dispatch.outcome import Evidence
 from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm import preflight, submit
@@ -42,7 +42,7 @@ from dispatch.slurm.transport.base import Executor, TransportFailure
 from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence, StartRequest
 
 NAME = "slurm"
-ACCEPTED = frozenset({Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind})
+ACCEPTED = frozenset({Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind, CessationWarning.kind})
 
 
 @dataclass(frozen=True)
