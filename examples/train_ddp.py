@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
-    log(event="start", rank=ctx.rank, world=ctx.world_size, execution=ctx.execution, restart=ctx.restart)
+    log(event="start", rank=ctx.rank, world=ctx.world_size, node=ctx.node, execution=ctx.execution)
     dist.init_process_group(
         "gloo",
         init_method=f"tcp://{ctx.master_addr}:{ctx.master_port}",
@@ -150,7 +150,6 @@ def main(argv: list[str] | None = None) -> int:
             dist.barrier()
             if terminating:
                 log(event="stopped", rank=ctx.rank, step=step)
-                dist.destroy_process_group()
                 return 128 + 15
         x, y = batch(step, ctx.rank)
         opt.zero_grad(set_to_none=True)
@@ -160,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         step += 1
         if step == first + 1:
             log(event="first-step", rank=ctx.rank, step=step)
+        elif ctx.rank == 0:
+            log(event="step", step=step)
         if step % args.checkpoint_every == 0 and step < args.steps:
             if ctx.rank == 0:
                 save(ckpt_dir, step, model, opt)
@@ -173,9 +174,13 @@ def main(argv: list[str] | None = None) -> int:
         write_params(args.out, model)
         log(event="done", step=step, loss=None if loss is None else float(loss.detach()))
     dist.barrier()
-    dist.destroy_process_group()
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # no destroy_process_group and no interpreter teardown: with gloo either can hang once a peer has exited,
+    # and the work is already on disk
+    os._exit(code)

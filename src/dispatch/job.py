@@ -18,6 +18,7 @@ rank               ``DISPATCH_RANK``, ``RANK`` (local adapter, torchrun), ``SLUR
 world size         ``DISPATCH_WORLD_SIZE``, ``WORLD_SIZE``, ``SLURM_NTASKS``
 local rank         ``LOCAL_RANK``, ``SLURM_LOCALID``
 node rank          ``NODE_RANK``, ``GROUP_RANK``, ``SLURM_NODEID``
+node               ``DISPATCH_NODE``, ``SLURMD_NODENAME``, else (reading ``os.environ``) the host name
 execution          ``DISPATCH_EXECUTION`` (``<submission>.<scheduler id>.<restart>``)
 restart            ``DISPATCH_RESTART``, else the last field of the execution, else ``SLURM_RESTART_COUNT``
 checkpoint dir     ``DISPATCH_CHECKPOINT_DIR``
@@ -29,14 +30,17 @@ rendezvous         ``MASTER_ADDR``/``MASTER_PORT``; under srun ``SLURM_LAUNCH_NO
 Signal handling contract. The handlers are installed on first use of :func:`on_cessation`, :func:`ceasing` or
 :func:`cessation`, in the main thread. A handled SIGTERM does **not** end the process: the script is expected to
 checkpoint at its next safe point and exit (``sys.exit(notice.exit_code)`` keeps the "killed by SIGTERM" status
-a scheduler would have seen). A second SIGTERM ends the process at once. Callbacks run in the main thread between
-two Python bytecodes, inside the signal handler: keep them short (set a flag), never run a collective there.
+a scheduler would have seen). Further SIGTERMs are ignored: Slurm sends it twice on preemption (slurmstepd, then
+srun), and a process that died of the second would lose its checkpoint; SIGKILL still ends the grace.
+Callbacks run in the main thread between two Python bytecodes, inside the signal handler: keep them short (set a
+flag), never run a collective there.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import threading
 import time
 import zlib
@@ -63,6 +67,8 @@ class Context:
     world_size: int
     local_rank: int
     node_rank: int
+    node: str | None
+    """The node's name: ``DISPATCH_NODE`` (local), ``SLURMD_NODENAME`` (Slurm), else the host name."""
     job: str | None
     submission: int | None
     execution: str | None
@@ -146,6 +152,7 @@ def context(environ: Mapping[str, str] | None = None) -> Context:
         world_size=_int(env, 1, "DISPATCH_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS"),
         local_rank=_int(env, 0, "LOCAL_RANK", "SLURM_LOCALID"),
         node_rank=_int(env, 0, "NODE_RANK", "GROUP_RANK", "SLURM_NODEID"),
+        node=_first(env, "DISPATCH_NODE", "SLURMD_NODENAME") or (socket.gethostname() if environ is None else None),
         job=_first(env, "DISPATCH_JOB"),
         submission=_int(env, 0, "DISPATCH_SUBMISSION") if submission_raw is not None else None,
         execution=execution,
@@ -213,9 +220,7 @@ class _Cessation:
         notice = Notice(signum, time.time())
         if signum == signal.SIGTERM:
             if self.terminated is not None:
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
+                return  # schedulers repeat SIGTERM (slurmstepd, then srun): SIGKILL ends the grace, not this
             self.terminated = notice
         first = self.first is None
         if first:

@@ -1,0 +1,131 @@
+"""The proof scenarios on a real Slurm cluster, shared by the 22.05 (local) and 26.05 (sid, over SSH) tests.
+
+Each runs examples/train_ddp.py on both nodes through dispatch under a supervisor process with
+examples/rules/training.yaml, interrupts it one way, and checks: the final parameters are bit-identical to the
+uninterrupted reference, the records show the cause of each interruption, and sacct shows that no two executions
+of the job overlapped. Faults are short and always undone (the clusters are shared).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+from .harness import Case, Result, admin
+
+
+def reference(cluster: str) -> Result:
+    case = Case(cluster, "reference")
+    try:
+        case.submit()
+        case.supervise()
+        res = case.finish()
+        assert res.job.submissions[-1].outcome is not None
+        assert res.job.submissions[-1].outcome.state.value == "succeeded", case.describe()
+        assert len(res.params) > 0
+        res.assert_no_overlap()
+        return res
+    finally:
+        case.cleanup(keep=False)
+
+
+def _check(res: Result, ref: bytes, cause: str) -> None:
+    assert cause in res.causes, res.causes
+    assert res.job.submissions[-1].outcome is not None
+    assert res.job.submissions[-1].outcome.state.value == "succeeded"
+    assert len(res.executions) >= 2, res.executions
+    assert res.params == ref, "the final parameters differ from the uninterrupted run's"
+    res.assert_no_overlap()
+
+
+def preempted(cluster: str, ref: bytes) -> Result:
+    """A job on the preempting partition takes a node mid-run; the job is resubmitted and resumes."""
+    desc = Case(cluster, "probe").desc
+    case = Case(cluster, "preempted", delay=0.1)
+    try:
+        case.submit()
+        case.supervise()
+        case.wait(lambda: case.step_reached() >= 40, "the first execution reaches step 40")
+        at = time.time()
+        admin(cluster, "sbatch", "-p", desc["partitions"]["preempt"], "--exclusive", "-w", desc["nodes"][0],
+              "-J", "dsp-train-preemptor", "-o", "/dev/null", "--wrap", "sleep 3")  # fmt: skip
+        res = case.finish([at])
+        _check(res, ref, "preempted")
+        first = res.logs[res.executions[0]]
+        assert any(ln.get("event") == "checkpoint" and ln.get("why") == "sigterm" for ln in first), first
+        return res
+    finally:
+        case.cleanup(keep=False)
+
+
+def timed_out(cluster: str, ref: bytes) -> Result:
+    """The time limit (1 minute) is reached: the ranks checkpoint on the --signal warning, the job times out and
+    is resubmitted, the next execution resumes."""
+    case = Case(cluster, "timeout", delay=0.6, time_limit=60, warning=20)
+    try:
+        case.submit()
+        case.supervise()
+        case.wait(lambda: "timeout" in [d.cause.value for d in case.record().decisions], "the timeout", 200, 1.0)
+        res = case.finish()
+        _check(res, ref, "timeout")
+        first = res.logs[res.executions[0]]
+        assert any(ln.get("event") == "checkpoint" and ln.get("why") == "warning" for ln in first), first
+        end_first = sorted(e for _, st, _, e in res.intervals if st == "TIMEOUT")
+        res.interrupted_at = end_first[:1]
+        return res
+    finally:
+        case.cleanup(keep=False)
+
+
+def node_lost(cluster: str, ref: bytes) -> Result:
+    """The slurmd of the node where rank 1 runs is killed; once Slurm has declared the node lost it is started
+    again (the cluster is shared: the fault lasts only as long as it must)."""
+    case = Case(cluster, "nodelost", delay=0.4)
+    node = ""
+    try:
+        case.submit()
+        case.supervise()
+        case.wait(lambda: case.step_reached() >= 15, "the first execution reaches step 15")
+        starts = [ln for lines in case.logs().values() for ln in lines if ln.get("event") == "start"]
+        node = next(ln["node"] for ln in starts if ln.get("rank") == 1)
+        at = time.time()
+        admin(cluster, "stop", "slurmd", node)
+        try:
+            case.wait(lambda: "node-lost" in [d.cause.value for d in case.record().decisions], "node-lost", 120, 0.5)
+        finally:
+            admin(cluster, "start", "slurmd", node)
+            node = ""
+        res = case.finish([at])
+        _check(res, ref, "node-lost")
+        return res
+    finally:
+        if node:
+            admin(cluster, "start", "slurmd", node, check=False)
+        case.cleanup(keep=False)
+
+
+def supervisor_killed(cluster: str, ref: bytes) -> Result:
+    """The job is preempted; the supervisor is SIGKILLed in the middle of the recovery (the new submission is
+    created and recorded, its gate not yet opened); a new supervisor takes the job over and finishes it."""
+    desc = Case(cluster, "probe").desc
+    case = Case(cluster, "supkilled", delay=0.1)
+    try:
+        case.submit()
+        first = case.supervise("--test-pause-before-intent", "open")
+        case.wait(lambda: case.step_reached() >= 40, "the first execution reaches step 40")
+        at = time.time()
+        admin(cluster, "sbatch", "-p", desc["partitions"]["preempt"], "--exclusive", "-w", desc["nodes"][0],
+              "-J", "dsp-train-preemptor", "-o", "/dev/null", "--wrap", "sleep 3")  # fmt: skip
+        # the supervisor stops itself just before it would write the open intent of the new submission
+        case.wait(lambda: b'"pausing"' in (case.dir / "supervisor-0.log").read_bytes(), "the supervisor pauses", 120)
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        rec = case.record()
+        assert len(rec.submissions) == 2 and rec.submissions[1].gate.value != "open", case.describe()
+        case.supervise()
+        res = case.finish([at])
+        _check(res, ref, "preempted")
+        assert len(res.job.submissions) == 2, case.describe()  # taken over, not submitted a third time
+        return res
+    finally:
+        case.cleanup(keep=False)
