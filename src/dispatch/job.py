@@ -19,6 +19,7 @@ world size         ``DISPATCH_WORLD_SIZE``, ``WORLD_SIZE``, ``SLURM_NTASKS``
 local rank         ``LOCAL_RANK``, ``SLURM_LOCALID``
 node rank          ``NODE_RANK``, ``GROUP_RANK``, ``SLURM_NODEID``
 node               ``DISPATCH_NODE``, ``SLURMD_NODENAME``, else (reading ``os.environ``) the host name
+job                ``DISPATCH_JOB`` (local, Slurm), ``DISPATCH_JOB_ID`` (Kubeflow)
 execution          ``DISPATCH_EXECUTION`` (``<submission>.<scheduler id>.<restart>``)
 restart            ``DISPATCH_RESTART``, else the last field of the execution, else ``SLURM_RESTART_COUNT``
 checkpoint dir     ``DISPATCH_CHECKPOINT_DIR``
@@ -153,7 +154,7 @@ def context(environ: Mapping[str, str] | None = None) -> Context:
         local_rank=_int(env, 0, "LOCAL_RANK", "SLURM_LOCALID"),
         node_rank=_int(env, 0, "NODE_RANK", "GROUP_RANK", "SLURM_NODEID"),
         node=_first(env, "DISPATCH_NODE", "SLURMD_NODENAME") or (socket.gethostname() if environ is None else None),
-        job=_first(env, "DISPATCH_JOB"),
+        job=_first(env, "DISPATCH_JOB", "DISPATCH_JOB_ID"),
         submission=_int(env, 0, "DISPATCH_SUBMISSION") if submission_raw is not None else None,
         execution=execution,
         restart=restart,
