@@ -83,6 +83,7 @@ class Result:
     params: bytes
     logs: dict[str, list[dict[str, Any]]]  # execution identity -> log lines (all ranks)
     wall: float
+    """Seconds from the submission to the training's last step (its "done" line), else to the job's closing."""
     intervals: list[tuple[str, str, float, float]] = field(default_factory=list)  # (job id, state, start, end)
     interrupted_at: list[float] = field(default_factory=list)
 
@@ -260,11 +261,13 @@ class Case:
         self.stop_supervisors()
         rec = self.record()
         ids = [s.scheduler_id for s in rec.submissions if s.scheduler_id]
+        logs = self.logs()
+        done = [ln["t"] for lines in logs.values() for ln in lines if ln.get("event") == "done"]
         return Result(
             job=rec,
             params=self.params.read_bytes() if self.params.exists() else b"",
-            logs=self.logs(),
-            wall=wall,
+            logs=logs,
+            wall=(max(done) - self.started) if done else wall,
             intervals=self.sacct(ids),
             interrupted_at=interrupted_at or [],
         )
