@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _slurm_clusters import clusters  # noqa: E402
+
 from training import scenarios  # noqa: E402
 from training.harness import EVERY, EXAMPLE, STEPS, Case, Result  # noqa: E402
 
