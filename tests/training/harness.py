@@ -37,6 +37,7 @@ EXAMPLE = ROOT / "examples" / "train_ddp.py"
 RULES = ROOT / "examples" / "rules" / "training.yaml"
 STATE = os.environ.get("DISPATCH_TEST_STATE", "/var/lib/dispatch-test")
 HOW = "run `sudo scripts/slurm/up.sh` to start the test clusters"
+HOST = "/opt/dispatch-host"
 STEPS = 120
 EVERY = 10
 STEP_EVENTS = ("step", "first-step")
@@ -138,7 +139,11 @@ class Case:
         self.cluster = cluster
         self.desc = description(cluster)
         self.settings = slurm_settings(self.desc)
-        self.dir = Path(f"/tmp/dispatch-train-{label}-{uuid.uuid4().hex[:6]}")
+        # in a chroot cluster (sid) the job sees <chroot>/tmp as /tmp, and runs the host's Python and torch
+        # mounted by scripts/training-sid.sh
+        self.root = str(self.desc.get("chroot") or "")
+        self.job_dir = f"/tmp/dispatch-train-{label}-{uuid.uuid4().hex[:6]}"
+        self.dir = Path(self.root + self.job_dir)
         self.dir.mkdir(mode=0o777)
         os.chmod(self.dir, 0o777)  # over SSH the job runs as the cluster's user
         self.ckpt = self.dir / "ckpt"
@@ -149,33 +154,37 @@ class Case:
         self.delay = delay
         self.time_limit = time_limit
         self.warning = warning
-        self.python = sys.executable
+        if self.root:
+            self.python = f"{HOST}/python/bin/python3"
+            self.example = f"{HOST}/repo/examples/train_ddp.py"
+            self.env = {"LD_LIBRARY_PATH": f"{HOST}/python/lib", "PYTHONPATH": f"{HOST}/site:{HOST}/repo/src"}
+            if not Path(self.root + self.python).exists():
+                pytest.fail(f"no host Python in {self.root}: run `sudo scripts/training-sid.sh`", pytrace=False)
+        else:
+            self.python = sys.executable
+            self.example = str(EXAMPLE)
+            self.env = {"PYTHONPATH": str(ROOT / "src")}
         self.supervisors: list[subprocess.Popen[bytes]] = []
         self.started = 0.0
         self.job_id = ""
 
+    def job_path(self, path: Path) -> str:
+        """``path`` (on this host) as the job sees it."""
+        return str(path)[len(self.root) :] if self.root else str(path)
+
     def spec(self) -> JobSpec:
+        argv = (self.python, self.example, "--steps", str(self.steps), "--checkpoint-every", str(EVERY),
+                "--step-delay", str(self.delay), "--out", self.job_path(self.params))  # fmt: skip
         return JobSpec(
-            (
-                self.python,
-                str(EXAMPLE),
-                "--steps",
-                str(self.steps),
-                "--checkpoint-every",
-                str(EVERY),
-                "--step-delay",
-                str(self.delay),
-                "--out",
-                str(self.params),
-            ),
+            argv,
             nodes=2,
             procs_per_node=1,
             time_limit=self.time_limit,
-            env={"PYTHONPATH": str(ROOT / "src")},
+            env=self.env,
             extensions=(
-                SharedCheckpoint(path=str(self.ckpt)),
+                SharedCheckpoint(path=self.job_path(self.ckpt)),
                 CessationWarning(seconds=self.warning),
-                Output(dir=str(self.out)),
+                Output(dir=self.job_path(self.out)),
             ),
         )
 
