@@ -32,12 +32,16 @@ import os
 import sys
 import time
 
-import torch
-import torch.distributed as dist
-from torch import nn
-from torch.nn.parallel import DistributedDataParallel
-
 from dispatch import job
+
+# Install the warning handlers before torch's import (seconds): Slurm may send --signal up to 60 s early, and
+# an unhandled SIGUSR1 ends a process.
+job.ceasing()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 
 SEED = 1234
 FEATURES = 16
@@ -106,7 +110,6 @@ def main(argv: list[str] | None = None) -> int:
     if not ckpt_dir:
         p.error("no checkpoint directory: give --checkpoint-dir or run with dispatch.SharedCheckpoint")
     os.makedirs(ckpt_dir, exist_ok=True)
-    job.ceasing()  # install the handlers before the (slow) rendezvous: a warning during it is not lost
 
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
