@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from _slurm_clusters import clusters  # noqa: E402
 
 from training import scenarios  # noqa: E402
-from training.harness import EVERY, EXAMPLE, STEPS, Case, Result  # noqa: E402
+from training.harness import EVERY, EXAMPLE, STEPS, Result, description  # noqa: E402
 
 CASES = {
     "preempted": (scenarios.preempted, 0.1),
@@ -50,7 +50,7 @@ CASES = {
 
 def plain_wall(cluster: str, delay: float) -> float:
     """The same training with plain sbatch --wait + srun, uninterrupted: submission to end, seconds."""
-    desc = Case(cluster, "probe").desc
+    desc = description(cluster)
     with tempfile.TemporaryDirectory(prefix="dispatch-train-plain-", dir="/tmp") as d:
         os.chmod(d, 0o777)
         argv = [sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--checkpoint-every", str(EVERY),

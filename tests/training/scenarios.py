@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import time
 
-from .harness import Case, Result, admin
+from .harness import Case, Result, admin, description
 
 
 def reference(cluster: str) -> Result:
@@ -40,7 +40,7 @@ def _check(res: Result, ref: bytes, cause: str) -> None:
 
 def preempted(cluster: str, ref: bytes) -> Result:
     """A job on the preempting partition takes a node mid-run; the job is resubmitted and resumes."""
-    desc = Case(cluster, "probe").desc
+    desc = description(cluster)
     case = Case(cluster, "preempted", delay=0.1)
     try:
         case.submit()
@@ -107,7 +107,7 @@ def node_lost(cluster: str, ref: bytes) -> Result:
 def supervisor_killed(cluster: str, ref: bytes) -> Result:
     """The job is preempted; the supervisor is SIGKILLed in the middle of the recovery (the new submission is
     created and recorded, its gate not yet opened); a new supervisor takes the job over and finishes it."""
-    desc = Case(cluster, "probe").desc
+    desc = description(cluster)
     case = Case(cluster, "supkilled", delay=0.1)
     try:
         case.submit()
