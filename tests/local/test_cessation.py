@@ -44,7 +44,7 @@ def test_warning_before_the_time_limit_then_sigterm(backend: LocalBackend) -> No
     spec = JobSpec(
         (sys.executable, "-c", RANK),
         nodes=2,
-        time_limit=3,
+        time_limit=6,
         extensions=(CessationWarning(seconds=2), SharedCheckpoint(path="/tmp/ck")),
     )
     sid = _run(backend, spec)
@@ -54,11 +54,11 @@ def test_warning_before_the_time_limit_then_sigterm(backend: LocalBackend) -> No
         first, warned, term = _lines(backend, sid, rank)
         ctx = json.loads(first)
         assert (ctx["rank"], ctx["ckpt"], ctx["sig"], ctx["grace"]) == (rank, "/tmp/ck", "USR1", 2.0)
-        assert 0 < ctx["left"] <= 3
+        assert 0 < ctx["left"] <= 6
         name, at = warned.split()
-        assert name == "SIGUSR1" and 0.5 <= float(at) <= 1.8  # 2 s before a 3 s limit (the rank starts late)
-        name, at = term.split()
-        assert name == "SIGTERM" and float(at) >= 2.5
+        assert name == "SIGUSR1" and float(at) > 0
+        name, term_at = term.split()
+        assert name == "SIGTERM" and 1.5 <= float(term_at) - float(at) <= 3.0  # the warning's 2 s before the limit
 
 
 def test_stop_warns_then_terminates_after_the_warning_seconds(backend: LocalBackend) -> None:
