@@ -84,7 +84,12 @@ def row(cluster: str, interruption: str, res: Result, ref: bytes, plain: float) 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    p.add_argument("--cluster", default="local", help="a cluster of clusters.json (default: local, Slurm 22.05)")
+    p.add_argument(
+        "--cluster",
+        default="local",
+        choices=["local"],
+        help="the host's Slurm 22.05 cluster (the plain baseline runs the host's paths, so no chroot cluster)",
+    )
     p.add_argument("--cases", default="none," + ",".join(CASES), help="comma-separated interruptions")
     p.add_argument("--json", action="store_true", help="print JSON (the only output format)")
     args = p.parse_args(argv)
