@@ -18,8 +18,8 @@ What makes the result identical whatever interrupts it:
   or for nothing); on SIGTERM it checkpoints and exits 143, leaving the cause (preempted, timeout) to the scheduler.
 
 The final parameters are written by rank 0 as raw little-endian float32 bytes in ``state_dict`` order (``--out``),
-so a test can compare two runs bit for bit. Each rank prints JSON lines (``event``: start, first-step, checkpoint,
-resumed, done) on stdout, which the tests and ``bench/train.py`` read.
+so a test can compare two runs bit for bit. Each rank prints JSON lines (``event``: start, resumed, first-step,
+step, warned, checkpoint, stopped, done) on stdout, which the tests and ``bench/train.py`` read.
 """
 
 from __future__ import annotations
@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         if (warned and warned_at is None) or terminating:
             if warned_at is None:
                 warned_at = step
+                log(event="warned", rank=ctx.rank, step=step, signal=notice.name if notice else None)
             why = "sigterm" if terminating else "warning"
             if step != last_saved and ctx.rank == 0:
                 save(ckpt_dir, step, model, opt)

@@ -106,6 +106,17 @@ class Result:
             redone += max(0, reached - resumed)
         return redone
 
+    def handoffs(self) -> list[tuple[int | None, int]]:
+        """For each execution after the first: (the step the one before it stopped at on SIGTERM, or None if it
+        was killed without stopping; the step this one resumed from, 0 without a checkpoint)."""
+        ids = [i for i in self.executions if i in self.logs]
+        out = []
+        for a, b in itertools.pairwise(ids):
+            stopped = next((ln["step"] for ln in self.logs[a] if ln.get("event") == "stopped"), None)
+            resumed = next((ln["step"] for ln in self.logs[b] if ln.get("event") == "resumed"), 0)
+            out.append((stopped, resumed))
+        return out
+
     def recovery_s(self) -> float | None:
         """From each interruption to the first step of the execution after it (the mean, seconds)."""
         ids = [i for i in self.executions if i in self.logs]
