@@ -60,7 +60,8 @@ if [ "${#left[@]}" -gt 0 ]; then
   sleep 0.5
 fi
 
-for m in /run /dev/shm /dev/pts /dev /sys/fs/cgroup/memory /sys/fs/cgroup /sys /proc; do
+for m in /opt/dispatch-host/repo /opt/dispatch-host/site /opt/dispatch-host/python \
+  /run /dev/shm /dev/pts /dev /sys/fs/cgroup/memory /sys/fs/cgroup /sys /proc; do  # the first three: scripts/training-sid.sh (sid only)
   if mountpoint -q "$R$m"; then
     umount "$R$m" 2>/dev/null || { log "lazy unmount of $R$m"; umount -l "$R$m"; }
   fi

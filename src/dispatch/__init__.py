@@ -28,7 +28,15 @@ from dispatch.errors import (
     Unavailable,
     Unsupported,
 )
-from dispatch.extensions import Extension, ExtensionPolicy, Image, Output, SharedCheckpoint, register_extension
+from dispatch.extensions import (
+    CessationWarning,
+    Extension,
+    ExtensionPolicy,
+    Image,
+    Output,
+    SharedCheckpoint,
+    register_extension,
+)
 from dispatch.identity import AttemptId, RestartId
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.registry import OpenOptions, register
@@ -60,6 +68,7 @@ __all__ = [
     "CapabilityAnswer",
     "Cause",
     "CessationSignal",
+    "CessationWarning",
     "Clock",
     "Cluster",
     "Config",

@@ -153,7 +153,9 @@ class KubeflowBackend:
     def extension_policy(self) -> ExtensionPolicy:
         return ExtensionPolicy(
             required=frozenset({"dispatch.Image", RuntimeRef.kind}),
-            accepted=frozenset({"dispatch.Image", RuntimeRef.kind, "dispatch.SharedCheckpoint"}),
+            accepted=frozenset(
+                {"dispatch.Image", RuntimeRef.kind, "dispatch.SharedCheckpoint", "dispatch.CessationWarning"}
+            ),
         )
 
     def capabilities(self) -> Capabilities:
@@ -200,7 +202,8 @@ class KubeflowBackend:
                 Capability.NATIVE_RESTART: no("dispatch does not compile rules into JobSet failure policies"),
                 Capability.HOLD: hold,
                 Capability.PRE_TERMINATION_SIGNAL: unknown(
-                    "from the catalogue: terminationGracePeriodSeconds; SIGTERM delivery not observed"
+                    "Kubernetes sends SIGTERM, then SIGKILL after the pod's terminationGracePeriodSeconds "
+                    "(dispatch.CessationWarning sets it on the trainer pods); SIGTERM delivery not observed here"
                 ),
                 Capability.ACCOUNTING_HISTORY: no("a deleted TrainJob is gone"),
                 Capability.ATTEMPT_INJECTION: attempt,

@@ -18,7 +18,7 @@ from dispatch.capabilities import Capabilities, Capability
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
 from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
-from dispatch.extensions import ExtensionPolicy, Output, SharedCheckpoint
+from dispatch.extensions import CessationWarning, ExtensionPolicy, Output, SharedCheckpoint
 from dispatch.outcome import Evidence
 from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm import preflight, submit
@@ -87,7 +87,7 @@ RELEASE_SCRIPT = _READ_HOLD + (
     'if [ "$elig" = "$2" ]; then scontrol update JobId="$1" StartTime=now; fi'
 )
 """Lift hold ``$2`` from job ``$1`` if it carries it; exit 5 when it carries another."""
-ACCEPTED = frozenset({Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind})
+ACCEPTED = frozenset({Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind, CessationWarning.kind})
 
 
 @dataclass(frozen=True)
