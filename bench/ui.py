@@ -28,11 +28,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-import dispatch  # noqa: E402
-from dispatch.records import SQLiteRecords  # noqa: E402
-from dispatch.ui import scenarios  # noqa: E402
-from dispatch.ui.app import create_app  # noqa: E402
-from dispatch.ui.source import Source  # noqa: E402
+import dispatch
+from dispatch.records import SQLiteRecords
+from dispatch.ui import scenarios
+from dispatch.ui.app import create_app
+from dispatch.ui.source import Source
 
 DSN = os.environ.get("DISPATCH_TEST_POSTGRES", "host=127.0.0.1 dbname=dispatch_test user=postgres")
 
@@ -124,11 +124,9 @@ def main(argv: list[str] | None = None) -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="dispatch-bench-ui-"))
     schema = f"bench_ui_{secrets.token_hex(4)}"
-    writer: Any
-    if args.store == "sqlite":
-        writer = SQLiteRecords(tmp / "records.db")
-    else:
-        writer = PostgresRecords(args.dsn, schema=schema)
+    writer: Any = (
+        SQLiteRecords(tmp / "records.db") if args.store == "sqlite" else PostgresRecords(args.dsn, schema=schema)
+    )
     try:
         long, executions = fill(writer, args.jobs)
         reader: Any = (

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # Markers that bind a test to one real cluster. A test carrying two of them runs in the group listed first.
-CLUSTER_MARKERS = ("slurm_local", "slurm_sid", "slurm_trixie")
+CLUSTER_MARKERS = ("slurm_local", "slurm_sid", "slurm_trixie", "gridengine")
 
 
 @dataclass
@@ -73,8 +73,17 @@ def main(argv: list[str]) -> int:
         log = logs / f"{group.name}.log"
         junit = logs / f"{group.name}.xml"
         junit.unlink(missing_ok=True)
-        cmd = [sys.executable, "-m", "pytest", "-m", group.expression, f"--junitxml={junit}",
-               "-p", "no:cacheprovider", *argv]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-m",
+            group.expression,
+            f"--junitxml={junit}",
+            "-p",
+            "no:cacheprovider",
+            *argv,
+        ]
         with log.open("wb") as f:
             proc = subprocess.Popen(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
         running[group.name] = (proc, log, junit, time.monotonic())

@@ -116,6 +116,11 @@ def test_read_only_open_needs_no_store_and_refuses_writes(clock: FakeClock) -> N
     forget("t-ro")
 
 
+def test_open_takes_name_as_a_config_keyword(clock: FakeClock) -> None:
+    c = dispatch.open("memory", adapter={"cluster": "t-name"}, read_only=True, clock=clock, name="x")
+    assert c.name == "x"
+
+
 def test_writable_open_without_store_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as err:
         dispatch.open("memory", adapter={"cluster": "t-nostore"})
@@ -223,3 +228,37 @@ def test_registered_lists_builtins_and_entry_point_adapters_without_importing_th
     assert {"pbs", "gridengine", "slurm", "kubeflow", "local", "memory"} <= set(names)
     with pytest.raises(ConfigError, match="known: .*pbs"):
         registry.adapter("nope")
+
+
+
+def test_submit_many_without_a_batch_starter_goes_one_by_one(cluster: dispatch.Cluster) -> None:
+    from dispatch.spi import BatchStarter
+
+    assert not isinstance(cluster.backend, BatchStarter)
+    got = cluster.operator.submit_many([SLEEP, JobSpec(("true",))])
+    assert [g.ok for g in got] == [True, True] and len({g.job_id for g in got}) == 2
+    for g in got:
+        job = cluster.get(g.job_id)
+        assert job.current is not None and job.current.gate is GateState.OPEN
+        assert [(i.action.value, i.status) for i in job.intents] == [
+            ("start", IntentStatus.DONE),
+            ("open", IntentStatus.DONE),
+        ]
+        assert job.current.marker.startswith(f"dsp-{g.job_id}")
+
+
+def test_submit_many_partial_failure_records_each_job(cluster: dispatch.Cluster) -> None:
+    sched = cluster.backend.scheduler  # type: ignore[attr-defined]
+    sched.control.inject("start", "unknown", landed=True)  # the first start lands, its answer is lost
+    got = cluster.operator.submit_many([SLEEP, SLEEP])
+    first, second = (cluster.get(g.job_id) for g in got)
+    assert isinstance(got[0].error, OutcomeUnknown) and got[1].ok
+    assert first.intents[-1].status is IntentStatus.UNKNOWN, "recorded: a supervisor resolves it by its marker"
+    assert second.current is not None and second.current.gate is GateState.OPEN
+
+
+def test_submit_many_checks_every_spec_before_recording_anything(cluster: dispatch.Cluster) -> None:
+    bad = JobSpec(("true",), extensions=(Image("x"),))
+    with pytest.raises(Unsupported):
+        cluster.operator.submit_many([SLEEP, bad])
+    assert cluster.observer.list() == []

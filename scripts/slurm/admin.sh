@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # admin.sh CLUSTER COMMAND [ARGS...]: act as the Slurm administrator (root) on one of the
-# test clusters. CLUSTER is "local" (host Slurm 22.05) or "sid" (Slurm 26.05 in the chroot).
+# test clusters. CLUSTER is "local" (host Slurm 22.05), "sid" (Slurm 26.05 in its chroot) or
+# "trixie" (Slurm 24.11 in its chroot).
 #
 #   admin.sh CLUSTER scontrol|sacctmgr|squeue|sacct|sinfo|scancel|sbatch|sprio|sshare|sdiag|srun ARGS...
 #       run that Slurm command as root on the cluster. ARGS are passed as separate argv
@@ -19,7 +20,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/lib.sh"
 LOG_TAG="admin"
 need_root
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ "$#" -ge 2 ] || usage
 CLUSTER=$1 CMD=$2
 shift 2
@@ -29,9 +30,10 @@ case $CLUSTER in
     ROOT=/ RUNDIR=/run/slurm
     run() { env -i PATH="$CLEANPATH" LANG=C.UTF-8 HOME=/root SLURM_CONF=/etc/slurm/slurm.conf "$@"; }
     ;;
-  sid)
-    ROOT=${SID_SLURM_ROOT:-/opt/dispatch-slurm-sid} RUNDIR=${SID_SLURM_ROOT:-/opt/dispatch-slurm-sid}/run/slurm
-    [ -x "$ROOT/usr/bin/scontrol" ] || die "no sid chroot at $ROOT: run scripts/slurm/up.sh"
+  sid | trixie)
+    v="${CLUSTER^^}_SLURM_ROOT"
+    ROOT=${!v:-/opt/dispatch-slurm-$CLUSTER} RUNDIR=${!v:-/opt/dispatch-slurm-$CLUSTER}/run/slurm
+    [ -x "$ROOT/usr/bin/scontrol" ] || die "no $CLUSTER chroot at $ROOT: run scripts/slurm/up.sh"
     run() { chroot "$ROOT" /usr/bin/env -i PATH="$CLEANPATH" LANG=C.UTF-8 HOME=/root "$@"; }
     ;;
   *) usage ;;

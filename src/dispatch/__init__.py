@@ -28,7 +28,15 @@ from dispatch.errors import (
     Unavailable,
     Unsupported,
 )
-from dispatch.extensions import Extension, ExtensionPolicy, Image, Output, SharedCheckpoint, register_extension
+from dispatch.extensions import (
+    CessationWarning,
+    Extension,
+    ExtensionPolicy,
+    Image,
+    Output,
+    SharedCheckpoint,
+    register_extension,
+)
 from dispatch.identity import AttemptId, RestartId
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.registry import OpenOptions, register
@@ -36,6 +44,7 @@ from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.spi import (
     Backend,
+    BatchStarter,
     CessationSignal,
     Holder,
     IdentityWeakener,
@@ -53,11 +62,13 @@ __all__ = [
     "Answer",
     "AttemptId",
     "Backend",
+    "BatchStarter",
     "Capabilities",
     "Capability",
     "CapabilityAnswer",
     "Cause",
     "CessationSignal",
+    "CessationWarning",
     "Clock",
     "Cluster",
     "Config",

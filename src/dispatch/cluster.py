@@ -18,7 +18,7 @@ import builtins
 import os
 import secrets
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +41,7 @@ from dispatch.records.model import (
     Action,
     Event,
     GateState,
+    Intent,
     IntentStatus,
     JobRecord,
     JobSummary,
@@ -50,7 +51,7 @@ from dispatch.registry import OpenOptions, adapter
 from dispatch.rules import RuleSet
 from dispatch.settings import decode
 from dispatch.spec import JobSpec
-from dispatch.spi import Backend, Holder, JobEvidence, Requeuer, check_backend, restrict
+from dispatch.spi import Backend, BatchStarter, Holder, JobEvidence, Requeuer, StartRequest, check_backend, restrict
 
 
 @dataclass
@@ -88,8 +89,9 @@ def checked(backend: Backend) -> Backend:
     return backend
 
 
-def open(name: str, config: Config | None = None, **kwargs: Any) -> Cluster:
-    """Open cluster ``name`` (an adapter name). Keyword arguments fill a :class:`Config`."""
+def open(name: str, config: Config | None = None, /, **kwargs: Any) -> Cluster:
+    """Open cluster ``name`` (an adapter name). Keyword arguments fill a :class:`Config` (``name=`` included:
+    the adapter name and the config are positional-only, so they never collide with a Config field)."""
     cfg = config or Config(**kwargs)
     if config is not None and kwargs:
         raise TypeError("pass either a Config or keyword arguments, not both")
@@ -214,6 +216,94 @@ class Operator:
             raise handed from exc
         return job_id
 
+    def submit_many(
+        self, specs: Sequence[JobSpec], rules: RuleSet | Mapping[str, Any] | None = None
+    ) -> list[Submitted]:
+        """Submit many jobs, each its own job with its own record, marker, gate and submission, in one backend
+        call per phase where the backend is a :class:`BatchStarter` (one by one otherwise): all recorded with
+        their start intents, all created gated, all answers recorded, all gates opened.
+
+        Every spec and the rules are checked before anything is recorded (one bad spec: nothing happens).
+        Returns one :class:`Submitted` per spec, in order. A job whose creation or opening failed carries the
+        error, already recorded exactly as :meth:`submit` records it: refused (``Rejected``), certainly not
+        created (``Unavailable``), or unknown (``OutcomeUnknown``: the intent stays for a supervisor, which
+        finds the object by its marker). So each job is either recorded and resolvable, or was never created.
+        """
+        records, actor = self._writable()
+        backend = self._c.backend
+        for spec in specs:
+            check_spec(backend, spec)
+        ruleset = rules if isinstance(rules, RuleSet) else RuleSet.from_data(rules) if rules is not None else None
+        if ruleset is not None:
+            ruleset.check_against(backend, backend.capabilities())
+        # phase 1: records and start intents
+        jobs: list[JobRecord] = []
+        intents: list[Intent] = []
+        for spec in specs:
+            now = self._c.clock.now()
+            job_id = self.new_id(now)
+            job = JobRecord(
+                id=job_id,
+                cluster=self._c.name,
+                spec=spec,
+                created_at=now,
+                updated_at=now,
+                rules=ruleset.to_json() if ruleset is not None else None,
+                submissions=[Submission(1, marker_for(job_id, 1), now)],
+            )
+            job = records.create(job, [Event(job_id, now, "submitted", {"spec": spec.to_json(), "by": self.owner})])
+            job, intent = actor.write_intent(job, Action.START, 1)
+            jobs.append(job)
+            intents.append(intent)
+        results: list[Submitted] = [Submitted(j.id) for j in jobs]
+        # phase 2: create every object gated
+        requests = [StartRequest(j.id, 1, j.submissions[0].marker, j.spec) for j in jobs]
+        answers = _start_all(backend, requests)
+        opened: list[int] = []
+        for i, answer in enumerate(answers):
+            error = answer if isinstance(answer, DispatchError) else None
+            status = (
+                IntentStatus.DONE
+                if error is None
+                else IntentStatus.UNKNOWN
+                if isinstance(error, OutcomeUnknown)
+                else IntentStatus.FAILED
+            )
+            try:
+                jobs[i] = actor.record(jobs[i], intents[i], status, None if error else answer, error).job
+            except Conflict as exc:  # a supervisor took the job meanwhile: it carries the submission on
+                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc))
+                continue
+            if error is not None:
+                results[i] = Submitted(jobs[i].id, _with_job(error, jobs[i].id))
+            else:
+                opened.append(i)
+        # phase 3: open every gate
+        open_intents: dict[int, Intent] = {}
+        for i in list(opened):
+            try:
+                jobs[i], open_intents[i] = actor.write_intent(jobs[i], Action.OPEN, 1)
+            except Conflict as exc:
+                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc))
+                opened.remove(i)
+        sids = [str(jobs[i].submissions[0].scheduler_id) for i in opened]
+        for i, error in zip(opened, _open_all(backend, sids), strict=True):
+            status = (
+                IntentStatus.DONE
+                if error is None
+                else IntentStatus.UNKNOWN
+                if isinstance(error, OutcomeUnknown)
+                else IntentStatus.FAILED
+            )
+            try:
+                jobs[i] = actor.record(jobs[i], open_intents[i], status, None, error).job
+            except Conflict as exc:
+                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc))
+                continue
+            if error is not None:
+                results[i] = Submitted(jobs[i].id, _with_job(error, jobs[i].id))
+        return results
+
     def stop(self, job_id: str) -> None:
         """Stop the job: no more recovery, and its current scheduler object is ended (if it has one)."""
         records, actor = self._writable()
@@ -306,6 +396,59 @@ def start_submission(
     if result.error is not None:
         _raise_with_job(result.error, job.id)
     return job
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """One job of :meth:`Operator.submit_many`: its id, and the recorded error when it did not get through."""
+
+    job_id: str
+    error: DispatchError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _start_all(backend: Backend, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
+    """One batched call when the backend is a BatchStarter; otherwise ``start`` per request."""
+    if not requests:
+        return []
+    if isinstance(backend, BatchStarter):
+        return backend.start_many(requests)
+    out: list[str | DispatchError] = []
+    for req in requests:
+        try:
+            out.append(backend.start(req))
+        except DispatchError as exc:
+            out.append(exc)
+    return out
+
+
+def _open_all(backend: Backend, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
+    if not scheduler_ids:
+        return []
+    if isinstance(backend, BatchStarter):
+        return backend.open_many(scheduler_ids)
+    out: list[DispatchError | None] = []
+    for sid in scheduler_ids:
+        try:
+            backend.open(sid)
+            out.append(None)
+        except DispatchError as exc:
+            out.append(exc)
+    return out
+
+
+def _handed(job_id: str, exc: Exception) -> OutcomeUnknown:
+    handed = OutcomeUnknown(f"job {job_id}: {exc}; the job is recorded and a supervisor carries it on")
+    handed.job_id = job_id
+    return handed
+
+
+def _with_job(error: DispatchError, job_id: str) -> DispatchError:
+    error.job_id = job_id
+    return error
 
 
 def _raise_with_job(error: DispatchError, job_id: str) -> None:

@@ -5,8 +5,9 @@ name, such as ``"dispatch.Image"``). Its JSON form is ``{"kind": <kind>, <field>
 declares an :class:`ExtensionPolicy`: the kinds it requires and the kinds it accepts. A JobSpec carrying a kind
 outside that policy is refused with :class:`~dispatch.errors.Unsupported` before any scheduler call.
 
-The core ships three: :class:`Image`, :class:`Output` and :class:`SharedCheckpoint`. Adapters register their own
-(``slurm.Placement``, ``kubeflow.RuntimeRef``) with :func:`register_extension` when imported.
+The core ships four: :class:`Image`, :class:`Output`, :class:`SharedCheckpoint` and :class:`CessationWarning`.
+Adapters register their own (``slurm.Placement``, ``kubeflow.RuntimeRef``) with :func:`register_extension`
+(when imported).
 """
 
 from __future__ import annotations
@@ -177,3 +178,34 @@ def find_extension(extensions: Iterable[Extension], cls: type[E]) -> E | None:
 def extension_fields(ext: Extension) -> dict[str, Any]:
     """The fields of an extension by Python name (handy for adapters' mapping code)."""
     return {f.name: getattr(ext, f.name) for f in dataclasses.fields(ext)}
+
+
+WARNING_SIGNALS = ("USR1", "USR2")
+"""Signals a job may ask to be warned with: their default action ends a process, so only a job that handles them
+(``dispatch.job``) should ask for one; SIGTERM is not among them because every adapter sends it anyway."""
+
+
+@register_extension
+@dataclass(frozen=True)
+class CessationWarning(Extension):
+    """Warn the job ``seconds`` before it is stopped, with ``signal`` (``USR1`` or ``USR2``), so it can checkpoint.
+
+    Opt-in because the default action of SIGUSR1/SIGUSR2 ends a process that does not handle them. The job sees
+    ``DISPATCH_CESSATION_SIGNAL`` and ``DISPATCH_CESSATION_GRACE``; :mod:`dispatch.job` installs the handler.
+    What each adapter sends, when, and with how much grace is in docs/training.md and the adapters' docs (Slurm:
+    ``--signal``; local: the launcher; Kubernetes only ever sends SIGTERM, so there ``seconds`` becomes the pods'
+    termination grace).
+    """
+
+    kind: ClassVar[str] = "dispatch.CessationWarning"
+    seconds: float = 30.0
+    signal: str = "USR1"
+
+    def __post_init__(self) -> None:
+        _require(
+            isinstance(self.seconds, int | float) and not isinstance(self.seconds, bool),
+            "seconds",
+            "must be a number of seconds",
+        )
+        _require(1 <= self.seconds <= 65535, "seconds", "must be between 1 and 65535")
+        _require(self.signal in WARNING_SIGNALS, "signal", f"must be one of {', '.join(WARNING_SIGNALS)}")

@@ -10,8 +10,8 @@ is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-on
 :class:`~dispatch.errors.Unavailable` when the cluster could not be reached and nothing was done.
 
 Optional interfaces (``Holder``, ``Requeuer``, ``NativePolicyCompiler``, ``Watcher``, ``CessationSignal``,
-``IdentityWeakener``, ``MultiFinder``, ``OutputReader``) are ``runtime_checkable`` protocols: code asks
-``isinstance(backend, Holder)``. :func:`restrict` hands out a backend without some of them.
+``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``) are ``runtime_checkable``
+protocols: code asks ``isinstance(backend, Holder)``. :func:`restrict` hands out a backend without some of them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from dispatch.capabilities import Capabilities
 from dispatch.declarations import Declarations
-from dispatch.errors import DeclarationError
+from dispatch.errors import DeclarationError, DispatchError
 from dispatch.extensions import ExtensionPolicy
 from dispatch.outcome import Outcome
 from dispatch.spec import JobSpec
@@ -252,6 +252,23 @@ class MultiFinder(Protocol):
 
 
 @runtime_checkable
+class BatchStarter(Protocol):
+    """Creates and opens many submissions in one call each (one script, one request), with the contract of
+    :meth:`Backend.start` and :meth:`Backend.open` per item. Without it the core calls them one by one."""
+
+    def start_many(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
+        """Create every request's object behind its closed gate. One answer per request, in order: the
+        scheduler id, or the error that request's own ``start`` would have raised (OutcomeUnknown when its
+        object may exist, Unavailable when it certainly was not created, Rejected ...). Never raises for one
+        item; raises only when nothing was attempted (e.g. ReadOnly)."""
+        ...
+
+    def open_many(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
+        """Open every object's gate; one answer per id, in order: None, or the error ``open`` would raise."""
+        ...
+
+
+@runtime_checkable
 class OutputReader(Protocol):
     """Reads a job's output. ``execution`` is a restart number (None: the current one)."""
 
@@ -282,6 +299,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     CessationSignal,
     IdentityWeakener,
     MultiFinder,
+    BatchStarter,
     OutputReader,
 )
 
@@ -293,6 +311,7 @@ _OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     CessationSignal: ("cessation",),
     IdentityWeakener: ("weakened",),
     MultiFinder: ("find_many",),
+    BatchStarter: ("start_many", "open_many"),
     OutputReader: ("stdout", "stderr"),
 }
 

@@ -378,36 +378,45 @@ def _slurm_kit() -> Any:
 BACKEND_GARBAGE = [t for t in GARBAGE_OUTPUTS if t.strip() not in ("", "{}")]
 
 
-@pytest.mark.parametrize("release", ["22.05.8", "26.05.5"])
-@pytest.mark.parametrize("text", BACKEND_GARBAGE, ids=lambda t: f"{len(t)}:{t[:20]!r}")
-def test_garbage_through_the_slurm_backend_is_unavailable(release: str, text: str) -> None:
-    """squeue answering garbage (exit status 0): the read raises Unavailable with a short message, never a
+def _garbage_read(release: str, *exchanges: Any) -> None:
+    """A read whose scheduler answers end in ``exchanges``: Unavailable with a short message, never a
     ParseError, never an outcome."""
     slurm, kit = _slurm_kit()
     now = 1_800_000_000.0
-    ex = kit.TranscriptExecutor(
-        [*kit.ready_preflight(release, now=now), kit.Exchange("squeue --json", kit.wrapped(kit.ok(text)))]
-    )
+    ex = kit.TranscriptExecutor([*kit.ready_preflight(release, now=now), *exchanges])
     b = slurm.new({}, executor=ex, clock=FakeClock(now))
     with pytest.raises(Unavailable) as info:
         b.inspect_many(["7"])
     assert len(str(info.value)) < 2_000, "an error must not carry the whole output"
+
+
+@pytest.mark.parametrize("release", ["22.05.8", "26.05.5"])
+@pytest.mark.parametrize("text", BACKEND_GARBAGE, ids=lambda t: f"{len(t)}:{t[:20]!r}")
+def test_garbage_text_squeue_through_the_slurm_backend_is_unavailable(release: str, text: str) -> None:
+    """The cheap text listing answers garbage (exit status 0)."""
+    _, kit = _slurm_kit()
+    _garbage_read(release, kit.Exchange("JobID:|,State", kit.wrapped(kit.ok(text))))
+
+
+@pytest.mark.parametrize("release", ["22.05.8", "26.05.5"])
+@pytest.mark.parametrize("text", BACKEND_GARBAGE, ids=lambda t: f"{len(t)}:{t[:20]!r}")
+def test_garbage_json_squeue_through_the_slurm_backend_is_unavailable(release: str, text: str) -> None:
+    """The text listing does not settle a requeued running job, so JSON is asked for, and answers garbage."""
+    _, kit = _slurm_kit()
+    live = kit.Job(7, "dsp-j-1", "RUNNING", restarts=1, start=1_800_000_000 - 5)
+    _garbage_read(
+        release,
+        kit.Exchange("JobID:|,State", kit.wrapped(kit.ok(kit.squeue_text(live)))),
+        kit.Exchange("squeue --json", kit.wrapped(kit.ok(text))),
+    )
 
 
 @pytest.mark.parametrize("text", BACKEND_GARBAGE, ids=lambda t: f"{len(t)}:{t[:20]!r}")
 def test_garbage_sacct_through_the_slurm_backend_is_unavailable(text: str) -> None:
     """The job left squeue and sacct answers garbage: Unavailable, never a guessed outcome."""
-    slurm, kit = _slurm_kit()
-    now = 1_800_000_000.0
-    release = "26.05.5"
-    ex = kit.TranscriptExecutor(
-        [
-            *kit.ready_preflight(release, now=now),
-            kit.Exchange("squeue --json", kit.wrapped(kit.ok(kit.squeue_json(release)))),
-            kit.Exchange("sacct", kit.wrapped(kit.ok(text))),
-        ]
+    _, kit = _slurm_kit()
+    _garbage_read(
+        "26.05.5",
+        kit.Exchange("JobID:|,State", kit.wrapped(kit.ok(""))),
+        kit.Exchange("sacct", kit.wrapped(kit.ok(text))),
     )
-    b = slurm.new({}, executor=ex, clock=FakeClock(now))
-    with pytest.raises(Unavailable) as info:
-        b.inspect_many(["7"])
-    assert len(str(info.value)) < 2_000, "an error must not carry the whole output"

@@ -1,4 +1,4 @@
-"""Checks that the two real Slurm test clusters work through their real transports.
+"""Checks that the three real Slurm test clusters work through their real transports.
 
 The clusters are started by ``scripts/slurm/up.sh`` (as root), which writes
 ``${DISPATCH_TEST_STATE:-/var/lib/dispatch-test}/clusters.json``. These tests read that
@@ -7,7 +7,8 @@ file and drive each cluster the way the Slurm adapter will:
 * ``local``: Slurm 22.05 on this host, plain ``subprocess`` (as root);
 * ``sid``: Slurm 26.05 in a Debian sid chroot, OpenSSH as the non-root user ``ada``
   with the generated key and ``StrictHostKeyChecking=yes`` against the written
-  known_hosts file.
+  known_hosts file;
+* ``trixie``: Slurm 24.11 in a Debian 13 chroot, OpenSSH as the non-root user ``grace``, the same way.
 
 Admin actions (``scontrol hold``) go through ``clusters.json``'s ``admin.command``
 (``scripts/slurm/admin.sh``), run as root on the host.
@@ -213,6 +214,7 @@ def control_dir() -> Iterator[str]:
     params=[
         pytest.param("local", marks=pytest.mark.slurm_local),
         pytest.param("sid", marks=pytest.mark.slurm_sid),
+        pytest.param("trixie", marks=pytest.mark.slurm_trixie),
     ],
 )
 def cluster(request: pytest.FixtureRequest, description: dict[str, Any], control_dir: str) -> Iterator[Cluster]:
@@ -236,7 +238,7 @@ def test_version_matches_description(cluster: Cluster) -> None:
     out = cluster.run(["sbatch", "--version"]).stdout.strip()
     # Debian builds print "slurm-wlm X.Y.Z"
     assert out.split()[-1] == cluster.desc["version"], out
-    expected_major = {"local": "22.05.", "sid": "26.05."}[cluster.name]
+    expected_major = {"local": "22.05.", "sid": "26.05.", "trixie": "24.11."}[cluster.name]
     assert cluster.desc["version"].startswith(expected_major)
 
 

@@ -56,7 +56,8 @@ class FakeCluster:
         real_pause: float = 0.03,
     ) -> None:
         self.mode = mode
-        # strict_validation: every TrainJob the adapter writes is checked against kubeflow-trainer-api models
+        # strict_validation: every write is fieldValidation=Strict (an unknown field is a 400); every custom resource
+        # is validated, pruned and defaulted against the CRD schemas the real apiextensions-apiserver serves
         self.server = FakeAPIServer(bookmark_interval=0.5, strict_validation=True)
         self.server.start()
         self.control = self.server.control

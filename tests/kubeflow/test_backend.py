@@ -97,7 +97,13 @@ def test_unproven_gate_opens_observe_only(kueue: FakeCluster) -> None:
         {
             "status": {
                 "conditions": [
-                    {"type": "Active", "status": "False", "reason": "Inactive", "message": "controller gone"}
+                    {
+                        "type": "Active",
+                        "status": "False",
+                        "reason": "Inactive",
+                        "message": "controller gone",
+                        "lastTransitionTime": kueue.server.clock.rfc3339(),
+                    }
                 ]
             }
         },
@@ -138,9 +144,22 @@ def test_caller_read_only_runs_no_probe_and_holds_are_unknown(plain: FakeCluster
 def test_writable_open_probes_and_cleans_up(plain: FakeCluster) -> None:
     b = kb(plain.backend())
     try:
-        assert b.preflight.probed and b.capabilities()[Capability.HOLD].provenance.value == "probed"
+        hold = b.capabilities()[Capability.HOLD]
+        assert b.preflight.probed and hold.provenance.value == "probed" and "probed: a gated probe" in hold.reason
         assert [r for r in plain.server.requests("POST", "trainjobs")]
         assert plain.control.list(TRAINJOB, "default", labels=f"{n.PROBE}=true") == []
+    finally:
+        b.close()
+
+
+def test_hold_is_declared_not_probed_when_the_probe_is_off(plain: FakeCluster) -> None:
+    before = len(plain.server.requests("POST", "trainjobs"))
+    b = kb(plain.backend(preflight={"probe": False}))
+    try:
+        hold = b.capabilities()[Capability.HOLD]
+        assert not b.preflight.probed and hold.answer is Answer.YES
+        assert hold.provenance.value == "declared" and "not probed" in hold.reason
+        assert len(plain.server.requests("POST", "trainjobs")) == before
     finally:
         b.close()
 

@@ -10,7 +10,7 @@ import pytest
 from kubeflow_trainer_api.models import TrainerV1alpha1TrainingRuntime, TrainerV1alpha1TrainJob
 
 from dispatch.errors import Unsupported
-from dispatch.extensions import Image, SharedCheckpoint
+from dispatch.extensions import CessationWarning, Image, SharedCheckpoint
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow import render as rd
 from dispatch.kubeflow.extensions import RuntimeRef
@@ -133,6 +133,15 @@ def test_checkpoint_claim_is_mounted_in_the_copy() -> None:
     assert pod["containers"][0]["volumeMounts"] == [{"name": rd.CHECKPOINT_VOLUME, "mountPath": "/ckpt"}]
     env = {e["name"]: e.get("value") for e in tj["spec"]["trainer"]["env"]}
     assert env["DISPATCH_CHECKPOINT_DIR"] == "/ckpt"
+    TrainerV1alpha1TrainingRuntime.model_validate(copy)
+
+
+def test_cessation_warning_sets_the_trainer_pods_termination_grace() -> None:
+    copy, tj = build(extensions=(Image("i:1"), RuntimeRef("torch-distributed"), CessationWarning(seconds=44.2)))
+    pod = copy["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert pod["terminationGracePeriodSeconds"] == 45
+    env = {e["name"]: e.get("value") for e in tj["spec"]["trainer"]["env"]}
+    assert env["DISPATCH_CESSATION_GRACE"] == "45" and "DISPATCH_CESSATION_SIGNAL" not in env
     TrainerV1alpha1TrainingRuntime.model_validate(copy)
 
 

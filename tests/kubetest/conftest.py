@@ -10,6 +10,7 @@ from lightkube import Client, KubeConfig
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
 from dispatch.kubetest import FakeAPIServer
+from dispatch.kubetest.crdserver import CRDAPIServer
 
 TrainJob = create_namespaced_resource("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs")
 ClusterTrainingRuntime = create_global_resource(
@@ -72,3 +73,15 @@ def trainjob(
 
 def conditions(obj: dict) -> dict[str, dict]:
     return {c["type"]: c for c in (obj.get("status") or {}).get("conditions") or []}
+
+
+@pytest.fixture(scope="session")
+def crd_server() -> CRDAPIServer:
+    """The real apiextensions-apiserver with the project's CRDs installed; fails (never skips) when it is down."""
+    srv = CRDAPIServer.from_state()
+    srv.install_crds()
+    return srv
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+"""Headers for raw httpx requests: the fake refuses requests without credentials (401), as a real cluster does."""

@@ -11,25 +11,27 @@ from lightkube.types import PatchType
 
 from dispatch.kubetest import FakeAPIServer
 
-from .conftest import ClusterTrainingRuntime, TrainJob, trainjob
+from .conftest import AUTH, ClusterTrainingRuntime, TrainJob, trainjob
 
 
 def test_discovery_lists_groups_and_can_unserve(server: FakeAPIServer) -> None:
-    groups = httpx.get(f"{server.url}/apis").json()["groups"]
+    groups = httpx.get(headers=AUTH, url=f"{server.url}/apis").json()["groups"]
     names = {g["name"]: g["preferredVersion"]["version"] for g in groups}
     assert names["trainer.kubeflow.org"] == "v1alpha1"
     assert names["jobset.x-k8s.io"] == "v1alpha2"
     assert names["kueue.x-k8s.io"] == "v1beta2"
     assert names["authorization.k8s.io"] == "v1"
-    trainer = httpx.get(f"{server.url}/apis/trainer.kubeflow.org/v1alpha1").json()
+    trainer = httpx.get(headers=AUTH, url=f"{server.url}/apis/trainer.kubeflow.org/v1alpha1").json()
     assert {"trainjobs", "trainjobs/status", "clustertrainingruntimes"} <= {r["name"] for r in trainer["resources"]}
-    core = httpx.get(f"{server.url}/api/v1").json()
+    core = httpx.get(headers=AUTH, url=f"{server.url}/api/v1").json()
     assert {"pods", "pods/log", "nodes", "namespaces", "events"} <= {r["name"] for r in core["resources"]}
 
     server.control.unserve("kueue.x-k8s.io/v1beta2")
-    assert "kueue.x-k8s.io" not in {g["name"] for g in httpx.get(f"{server.url}/apis").json()["groups"]}
-    assert httpx.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2").status_code == 404
-    assert httpx.get(f"{server.url}/apis/kueue.x-k8s.io/v1beta2/workloads").status_code == 404
+    assert "kueue.x-k8s.io" not in {
+        g["name"] for g in httpx.get(headers=AUTH, url=f"{server.url}/apis").json()["groups"]
+    }
+    assert httpx.get(headers=AUTH, url=f"{server.url}/apis/kueue.x-k8s.io/v1beta2").status_code == 404
+    assert httpx.get(headers=AUTH, url=f"{server.url}/apis/kueue.x-k8s.io/v1beta2/workloads").status_code == 404
 
 
 def test_crud_metadata_and_generation(server: FakeAPIServer, client: Client) -> None:
@@ -82,7 +84,11 @@ def test_status_subresource_is_separate(server: FakeAPIServer, client: Client) -
     with_status = client.patch(
         TrainJob.Status,
         "tj-s",
-        {"status": {"jobsStatus": [{"name": "node", "active": 2}]}},
+        {
+            "status": {
+                "jobsStatus": [{"name": "node", "active": 2, "ready": 0, "succeeded": 0, "failed": 0, "suspended": 0}]
+            }
+        },
         namespace="default",
         patch_type=PatchType.MERGE,
     )
@@ -189,22 +195,30 @@ def test_label_and_field_selectors(server: FakeAPIServer, client: Client) -> Non
     assert names(labels={"app": ("a", "b")}) == ["p1", "p2"]
     assert names(labels={"tier": None}) == ["p1", "p3"]  # exists
     raw = httpx.get(
-        f"{server.url}/api/v1/namespaces/default/pods", params={"labelSelector": "app notin (a),!tier"}
+        headers=AUTH,
+        url=f"{server.url}/api/v1/namespaces/default/pods",
+        params={"labelSelector": "app notin (a),!tier"},
     ).json()
     assert [i["metadata"]["name"] for i in raw["items"]] == ["p2"]
-    raw = httpx.get(f"{server.url}/api/v1/namespaces/default/pods", params={"labelSelector": "app!=a"}).json()
+    raw = httpx.get(
+        headers=AUTH, url=f"{server.url}/api/v1/namespaces/default/pods", params={"labelSelector": "app!=a"}
+    ).json()
     assert [i["metadata"]["name"] for i in raw["items"]] == ["p2", "p3"]
     assert names(fields={"spec.nodeName": "n1"}) == ["p1", "p3"]
     assert names(fields={"status.phase": "Running"}) == ["p1"]
     assert names(fields={"metadata.name": "p2"}) == ["p2"]
-    bad = httpx.get(f"{server.url}/api/v1/namespaces/default/pods", params={"fieldSelector": "spec.bogus=1"})
+    bad = httpx.get(
+        headers=AUTH, url=f"{server.url}/api/v1/namespaces/default/pods", params={"fieldSelector": "spec.bogus=1"}
+    )
     assert bad.status_code == 400 and bad.json()["reason"] == "BadRequest"
 
 
 def test_list_pagination_and_resource_version(server: FakeAPIServer, client: Client) -> None:
     for i in range(5):
         client.create(ConfigMap(metadata=ObjectMeta(name=f"cm{i}", namespace="default")))
-    first = httpx.get(f"{server.url}/api/v1/namespaces/default/configmaps", params={"limit": 2}).json()
+    first = httpx.get(
+        headers=AUTH, url=f"{server.url}/api/v1/namespaces/default/configmaps", params={"limit": 2}
+    ).json()
     assert len(first["items"]) == 2 and first["metadata"]["continue"]
     assert int(first["metadata"]["resourceVersion"]) == server.store.resource_version
     listed = list(client.list(ConfigMap, namespace="default", chunk_size=2))
@@ -212,7 +226,8 @@ def test_list_pagination_and_resource_version(server: FakeAPIServer, client: Cli
     client.create(ConfigMap(metadata=ObjectMeta(name="later", namespace="default")))
     server.control.compact()  # history before the write above is gone: the token's version too
     expired = httpx.get(
-        f"{server.url}/api/v1/namespaces/default/configmaps",
+        headers=AUTH,
+        url=f"{server.url}/api/v1/namespaces/default/configmaps",
         params={"limit": 2, "continue": first["metadata"]["continue"]},
     )
     assert expired.status_code == 410 and expired.json()["reason"] == "Expired"
@@ -253,15 +268,64 @@ def test_dry_run_validates_without_persisting(server: FakeAPIServer, client: Cli
     assert err.value.status.code == 404
     client.create(ConfigMap(metadata=ObjectMeta(name="real", namespace="default"), data={"a": "1"}))
     after_create = server.store.resource_version
-    client.patch(
-        ConfigMap, "real", {"data": {"a": "2"}}, namespace="default", patch_type=PatchType.MERGE, dry_run=True
-    )
+    client.patch(ConfigMap, "real", {"data": {"a": "2"}}, namespace="default", patch_type=PatchType.MERGE, dry_run=True)
     client.delete(ConfigMap, "real", namespace="default", dry_run=True)
     assert client.get(ConfigMap, "real", namespace="default").data == {"a": "1"}
     assert server.store.resource_version == after_create == before + 1
     bad = httpx.post(
-        f"{server.url}/api/v1/namespaces/default/configmaps",
+        headers=AUTH,
+        url=f"{server.url}/api/v1/namespaces/default/configmaps",
         params={"dryRun": "Yes"},
         json={"metadata": {"name": "b"}},
     )
     assert bad.status_code == 400
+
+
+def test_core_objects_from_clients_are_checked_against_the_published_schema(server: FakeAPIServer) -> None:
+    """Built-in objects are validated with kubernetes-validate's copy of Kubernetes' OpenAPI schemas."""
+    url = f"{server.url}/api/v1/namespaces/default/pods"
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": 3}]},
+    }
+    r = httpx.post(url, json=pod, headers=AUTH)
+    assert r.status_code == 422, r.text
+    assert r.json()["details"]["causes"][0]["field"] == "spec.containers[0].image"
+    assert httpx.get(f"{url}/p", headers=AUTH).status_code == 404
+    pod["spec"]["containers"][0].update(image="x", bogus=1)
+    r = httpx.post(url, json=pod, headers=AUTH, params={"fieldValidation": "Strict"})
+    assert r.status_code == 400 and "strict decoding error" in r.json()["message"], r.text
+
+
+def test_delete_propagation_policies(server: FakeAPIServer) -> None:
+    """Background collects dependents, Orphan keeps them without the ownerReference, Foreground is refused
+    with a clear error (not modelled) instead of silently behaving like Background."""
+    base = f"{server.url}/api/v1/namespaces/default/configmaps"
+
+    def owner_and_child(tag: str) -> None:
+        owner = httpx.post(base, json={"metadata": {"name": f"o-{tag}"}}, headers=AUTH).json()
+        ref = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "name": owner["metadata"]["name"],
+            "uid": owner["metadata"]["uid"],
+        }
+        child = {"metadata": {"name": f"c-{tag}", "ownerReferences": [ref]}}
+        assert httpx.post(base, json=child, headers=AUTH).status_code == 201
+
+    def delete(name: str, policy: str) -> httpx.Response:
+        return httpx.request("DELETE", f"{base}/{name}", json={"propagationPolicy": policy}, headers=AUTH)
+
+    owner_and_child("bg")
+    assert delete("o-bg", "Background").status_code == 200
+    assert httpx.get(f"{base}/c-bg", headers=AUTH).status_code == 404
+    owner_and_child("or")
+    assert delete("o-or", "Orphan").status_code == 200
+    kept = httpx.get(f"{base}/c-or", headers=AUTH).json()
+    assert "ownerReferences" not in kept["metadata"]
+    owner_and_child("fg")
+    r = delete("o-fg", "Foreground")
+    assert r.status_code == 400 and "not modelled" in r.json()["message"]
+    assert httpx.get(f"{base}/o-fg", headers=AUTH).status_code == 200

@@ -274,6 +274,8 @@ def test_deleting_the_trainjob_collects_everything(server: FakeAPIServer, client
     _setup(server)
     client.create(TrainJob(trainjob("tj-del", queue="lq")))
     server.control.run_pods("tj-del")
+    [wl] = client.list(Workload, namespace="default")
+    assert wl.metadata.finalizers == ["kueue.x-k8s.io/resource-in-use"]
     client.delete(TrainJob, "tj-del", namespace="default")
     assert list(client.list(Workload, namespace="default")) == []
     assert list(client.list(JobSet, namespace="default")) == []
@@ -379,9 +381,7 @@ def test_pod_set_updates_and_flavor_node_labels_reach_the_pods(server: FakeAPISe
 
     tj = client.get(TrainJob, "tj-psu", namespace="default")
     [patch] = [p for p in tj["spec"]["runtimePatches"] if p["manager"] == "kueue.x-k8s.io/manager"]
-    template = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"][
-        "template"
-    ]
+    template = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     assert template["spec"]["nodeSelector"] == {"pool": "h100"}
     pods = _live_pods(client, "tj-psu")
     assert {p.metadata.annotations["dispatch.example/attempt"] for p in pods} == {"3"}

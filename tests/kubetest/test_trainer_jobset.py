@@ -15,7 +15,7 @@ from lightkube.types import PatchType
 from dispatch.kubetest import FakeAPIServer
 from dispatch.kubetest.resources import CLUSTER_TRAINING_RUNTIME, JOB, JOBSET
 
-from .conftest import JobSet, TrainJob, conditions, trainjob
+from .conftest import AUTH, JobSet, TrainJob, conditions, trainjob
 
 
 def _setup(server: FakeAPIServer, nodes: int = 2, **runtime: object) -> None:
@@ -116,9 +116,7 @@ def test_suspend_and_resume(server: FakeAPIServer, client: Client) -> None:
     assert job.status.failed == 0, "pods deleted by suspension are not failures"
 
     # a hold and release starts new pods of the same Jobs: the restart attempt does not move
-    client.patch(
-        TrainJob, "tj-sus", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE
-    )
+    client.patch(TrainJob, "tj-sus", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE)
     again = _pods(client, "tj-sus")
     assert len(again) == 2
     assert {p.metadata.labels["jobset.sigs.k8s.io/restart-attempt"] for p in again} == {"0"}
@@ -366,7 +364,7 @@ def test_reactors_can_be_stepped_by_hand() -> None:
         cluster.add_node("worker-0")
         cluster.add_runtime()
         url = f"{server.url}/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs"
-        assert httpx.post(url, json=trainjob("tj-step")).status_code == 201
+        assert httpx.post(headers=AUTH, url=url, json=trainjob("tj-step")).status_code == 201
         assert cluster.get(JOBSET, "tj-step") is None, "nothing reacts until the test steps the reactors"
         rounds = cluster.reconcile()
         assert rounds >= 2
@@ -409,3 +407,17 @@ def test_trainjob_update_rules(server: FakeAPIServer, client: Client) -> None:
     patch["spec"]["suspend"] = True  # allowed together with (or while) suspending
     out = client.patch(TrainJob, "tj-rules", patch, namespace="default", patch_type=PatchType.MERGE)
     assert out["spec"]["runtimePatches"] == [{"manager": "dispatch.example/adapter"}]
+
+
+def test_jobs_get_a_defaulted_selector_matching_only_their_own_pods(server: FakeAPIServer, client: Client) -> None:
+    """As the real apiserver defaults it: ``kubectl logs job/X`` must find X's pods, not another TrainJob's."""
+    _setup(server)
+    for name in ("tj-a", "tj-b"):
+        client.create(TrainJob(trainjob(name)))
+        server.control.run_pods(name)
+    for name in ("tj-a", "tj-b"):
+        job = client.get(Job, f"{name}-node-0", namespace="default")
+        selector = job.spec.selector.matchLabels
+        assert selector == {"batch.kubernetes.io/controller-uid": job.metadata.uid}
+        pods = list(client.list(Pod, namespace="default", labels=selector))
+        assert pods and {p.metadata.labels["jobset.sigs.k8s.io/jobset-name"] for p in pods} == {name}

@@ -17,6 +17,8 @@ from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
 from dispatch.kubetest import FakeAPIServer
 
+from .conftest import AUTH
+
 EventQueue = queue.Queue[tuple[str, str, str]]
 TIMEOUT = 10.0
 
@@ -49,8 +51,9 @@ def _take(events: EventQueue, n: int) -> list[tuple[str, str, str]]:
 
 def _raw_watch(server: FakeAPIServer, params: dict[str, str]) -> Iterator[dict]:
     with httpx.stream(
-        "GET",
-        f"{server.url}/api/v1/namespaces/default/configmaps",
+        headers=AUTH,
+        method="GET",
+        url=f"{server.url}/api/v1/namespaces/default/configmaps",
         params={"watch": "true", **params},
         timeout=TIMEOUT,
     ) as resp:

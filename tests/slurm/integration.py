@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import tempfile
 import threading
 import time
 
@@ -129,7 +131,11 @@ def ssh_cut_mid_submission_leaves_one_job(name: str, cut_before_sbatch: bool) ->
     desc = description(name)
     import dispatch.slurm as slurm
 
-    b = slurm.new(settings_for(desc, timeouts={"call": 10, "script": 15}))
+    settings = settings_for(desc, timeouts={"call": 10, "script": 15})
+    # a private master: killing it must not cut the shared one other tests use at the same time
+    private = tempfile.mkdtemp(prefix="dsp-cut-", dir="/tmp")
+    settings["ssh"] = {**settings["ssh"], "controlDir": private}
+    b = slurm.new(settings)
     try:
         ex = b._executor
         assert isinstance(ex, SSHExecutor)
@@ -172,7 +178,33 @@ def ssh_cut_mid_submission_leaves_one_job(name: str, cut_before_sbatch: bool) ->
         assert len(found) == 1, f"expected exactly one job for {m}, found {found}"
         admin(name, "scancel", found[0].scheduler_id, check=False)
     finally:
+        ex.exit_master()
         b.close()
+        shutil.rmtree(private, ignore_errors=True)
 
 
 _ = signal
+
+
+def batch_submission_one_script_per_phase(name: str) -> None:
+    """Operator.submit_many on the real cluster: every job its own Slurm job, marker and record, opened."""
+    import dispatch
+    from dispatch.records import MemoryRecords
+
+    from .clusters import settings_for as _settings
+
+    cluster = dispatch.open("slurm", adapter=_settings(description(name)), store=MemoryRecords(), name=name)
+    backend = getattr(cluster.backend, "unrestricted", cluster.backend)
+    try:
+        before = backend.scripts_run
+        got = cluster.operator.submit_many([JobSpec(("true",)), JobSpec(("bash", "-c", "exit 3")), JobSpec(("true",))])
+        assert backend.scripts_run - before == 2, "one script to create all, one to open all"
+        assert all(g.ok for g in got), [g.error for g in got]
+        jobs = [cluster.get(g.job_id) for g in got]
+        sids = [j.current.scheduler_id for j in jobs if j.current is not None]
+        assert len(set(sids)) == 3 and len({j.current.marker for j in jobs if j.current is not None}) == 3
+        for sid, code in zip(sids, (0, 3, 0), strict=True):
+            ev = wait(backend, str(sid), lambda e: e.outcome.state.ended, "the job ends")
+            assert ev.outcome.exit_code == code and ev.marker is not None
+    finally:
+        cluster.close()

@@ -26,6 +26,7 @@ from dispatch.slurmtest import (
     sacct_json,
     sacct_text,
     squeue_json,
+    squeue_text,
     wrapped,
 )
 from dispatch.spec import JobSpec
@@ -149,27 +150,65 @@ def test_expired_sbatch_is_outcome_unknown() -> None:
 def test_open_releases_our_gate_only() -> None:
     b, ex = backend(
         RELEASE_2605,
-        Exchange("scontrol release", wrapped(ok())),
-        Exchange("JobHeldAdmin", wrapped(fail("JobHeldAdmin", 3))),
+        Exchange("scontrol release", wrapped(ok("7 release\n"))),
+        Exchange("scontrol release", wrapped(ok("7 admin\n"))),
+        Exchange("scontrol release", wrapped(ok("7 open\n"))),
     )
     b.open("7")
-    assert "JobHeldUser) scontrol release" in ex.scripts[-1]
+    assert "JobHeldUser) rel=" in ex.scripts[-1]
     with pytest.raises(Rejected, match="administrator"):
         b.open("7")
+    b.open("7")  # already open: nothing to do
 
 
 def test_open_of_a_purged_job_is_not_found() -> None:
-    b, _ = backend(RELEASE_2605, Exchange("scontrol release", wrapped(absent())))
+    b, _ = backend(RELEASE_2605, Exchange("scontrol release", wrapped(ok(""))))
     with pytest.raises(NotFound):
         b.open("7")
+
+
+def test_open_many_is_one_squeue_and_one_release() -> None:
+    out = "7 release\n8 admin\n10 release\n"
+    b, ex = backend(
+        RELEASE_2605,
+        Exchange("scontrol release", wrapped(fail("Job is no longer pending execution for job 10", 2, stdout=out))),
+    )
+    got = b.open_many(["7", "8", "9", "10"])
+    assert ex.scripts[-1].count("_dsp_call ") == 1 and "7,8,9,10" in ex.scripts[-1]
+    assert got[0] is None and isinstance(got[1], Rejected) and isinstance(got[2], NotFound)
+    assert isinstance(got[3], Rejected)
+
+
+def test_open_gates_script_on_bash() -> None:
+    """The batched open, run by a real bash against stand-in squeue and scontrol commands."""
+    import os
+    import subprocess
+    import tempfile
+
+    from dispatch.slurm.backend import OPEN_GATES
+
+    listing = 'printf "7 JobHeldUser\\n8 JobHeldAdmin\\n9 None\\n11 JobHeldUser\\n"'
+    with tempfile.TemporaryDirectory() as d:
+        for cmd, body in (("squeue", listing), ("scontrol", 'echo "$@" >> "$LOG"')):
+            with open(os.path.join(d, cmd), "w") as f:
+                f.write(f"#!/bin/sh\n{body}\n")
+            os.chmod(os.path.join(d, cmd), 0o755)
+        log = os.path.join(d, "log")
+        env = dict(os.environ, PATH=f"{d}:{os.environ['PATH']}", LOG=log)
+        p = subprocess.run(["bash", "-c", OPEN_GATES, "_", "7,8,9,11"], env=env, capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout.split("\n")[:4] == ["7 release", "8 admin", "9 open", "11 release"]
+        with open(log) as f:
+            assert f.read().splitlines() == ["release 7,11"]
 
 
 @pytest.mark.parametrize("release", RELEASES)
 def test_inspect_gated_and_held(release: str) -> None:
     gated = Job(7, "dsp-j-1", "PENDING", reason="JobHeldUser", priority=0)
     held = Job(8, "dsp-j-2", "PENDING", reason="BeginTime", eligible=encode_hold("h00c0ffee"))
-    b, _ = backend(release, Exchange("squeue --json", wrapped(ok(squeue_json(release, gated, held, Job(9, "other"))))))
+    b, ex = backend(release, Exchange("JobID:|,State", wrapped(ok(squeue_text(gated, held, Job(9, "other"))))))
     got = b.inspect_many(["7", "8"])
+    ex.assert_done()  # the text listing settles both: no JSON, no sacct
     assert set(got) == {"7", "8"}
     assert got["7"].gate is Gate.CLOSED and got["7"].outcome.cause is Cause.GATED
     assert got["8"].holds == ("h00c0ffee",) and got["8"].outcome.state is State.HELD
@@ -185,6 +224,7 @@ def test_inspect_requeued_reads_history_2605() -> None:
                       Job(4, "dsp-j-1", "RUNNING", restarts=2, start=NOW - 5))  # fmt: skip
     b, _ = backend(
         RELEASE_2605,
+        Exchange("JobID:|,State", wrapped(ok(squeue_text(live)))),
         Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, live)))),
         Exchange("sacct --json -D", wrapped(ok(hist))),
     )
@@ -197,7 +237,7 @@ def test_inspect_requeued_reads_history_2605() -> None:
 def test_gone_from_squeue_with_accounting_2205_uses_text_exit_codes() -> None:
     b, _ = backend(
         RELEASE_2205,
-        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2205)))),
+        Exchange("JobID:|,State", wrapped(ok(""))),
         Exchange("sacct -D -P", wrapped(ok(sacct_text(Job(9, "dsp-j-1", "FAILED", exit_code=3, end=int(NOW)))))),
     )
     ev = b.inspect("9")
@@ -206,46 +246,71 @@ def test_gone_from_squeue_with_accounting_2205_uses_text_exit_codes() -> None:
 
 
 def test_gone_without_accounting_is_not_found_never_success() -> None:
-    b, _ = backend(RELEASE_2605, Exchange("squeue --json", wrapped(absent())), accounting=False)
+    b, _ = backend(RELEASE_2605, Exchange("JobID:|,State", wrapped(absent())), accounting=False)
     with pytest.raises(NotFound):
         b.inspect("9")
 
 
 def test_failed_poll_is_unavailable() -> None:
     b, _ = backend(
-        RELEASE_2605, Exchange("squeue --json", wrapped(fail("Unable to contact slurm controller (connect failure)")))
+        RELEASE_2605, Exchange("JobID:|,State", wrapped(fail("Unable to contact slurm controller (connect failure)")))
     )
     with pytest.raises(Unavailable):
         b.inspect("9")
 
 
 def test_hold_on_running_is_rejected_and_release_by_instance() -> None:
-    run = Job(5, "dsp-j-1", "RUNNING")
-    held = Job(6, "dsp-j-1", "PENDING", reason="BeginTime", eligible=encode_hold("h00000002"))
+    other = str(encode_hold("h00000002"))
     b, ex = backend(
         RELEASE_2605,
-        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, run)))),
-        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, held)))),
-        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, held)))),
+        Exchange('StartTime="uts$2"', wrapped(fail("", 4, stdout="RUNNING\n"))),
+        Exchange("StartTime=now", wrapped(fail("", 5, stdout=other + "\n"))),
         Exchange("StartTime=now", wrapped(ok())),
     )
-    with pytest.raises(Rejected):
+    with pytest.raises(Rejected, match="running"):
         b.hold("5", "h00000001")
     with pytest.raises(Rejected, match="h00000002"):
         b.release("6", "h00000001")
     b.release("6", "h00000002")
     ex.assert_done()
+    assert all(x.count("_dsp_call ") == 1 for x in ex.scripts[-3:]), "read and update: one call, one script"
 
 
 def test_hold_sets_encoded_start_time() -> None:
-    gated = Job(7, "dsp-j-1", "PENDING", reason="JobHeldUser", priority=0)
-    b, ex = backend(
-        RELEASE_2605,
-        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, gated)))),
-        Exchange("StartTime=uts", wrapped(ok())),
-    )
+    b, ex = backend(RELEASE_2605, Exchange('StartTime="uts$2"', wrapped(ok())))
     b.hold("7", "h0000abcd")
-    assert f"StartTime=uts{encode_hold('h0000abcd')}" in ex.scripts[-1]
+    assert str(encode_hold("h0000abcd")) in ex.scripts[-1]
+
+
+def test_hold_script_reads_and_updates_in_one_round_trip_on_bash() -> None:
+    """The hold script's decisions, run by a real bash against stand-in squeue and scontrol commands."""
+    import os
+    import subprocess
+    import tempfile
+
+    from dispatch.slurm.backend import HOLD_SCRIPT
+    from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN
+
+    mine = encode_hold("h00000001")
+    with tempfile.TemporaryDirectory() as d:
+        for cmd, body in (("squeue", 'printf "%s\\n" "$LINE"'), ("scontrol", 'echo "$@" >> "$LOG"')):
+            with open(os.path.join(d, cmd), "w") as f:
+                f.write(f"#!/bin/sh\n{body}\n")
+            os.chmod(os.path.join(d, cmd), 0o755)
+        log = os.path.join(d, "log")
+        args = ["7", str(mine), str(HOLD_BASE), str(HOLD_BASE + HOLD_SPAN)]
+
+        def run(line: str) -> tuple[int, str]:
+            env = dict(os.environ, PATH=f"{d}:{os.environ['PATH']}", LINE=line, LOG=log)
+            p = subprocess.run(["bash", "-c", HOLD_SCRIPT, "_", *args], env=env, capture_output=True, text=True)
+            return p.returncode, p.stdout.strip()
+
+        assert run("RUNNING|1796000000|") == (4, "RUNNING")
+        assert run(f"PENDING|{encode_hold('h00000009')}|") == (5, str(encode_hold("h00000009")))
+        assert run("PENDING|N/A|")[0] == 0
+        assert run(f"PENDING|{mine}|")[0] == 0
+        with open(log) as f:
+            assert f.read().splitlines() == [f"update JobId=7 StartTime=uts{mine}"] * 2
 
 
 def test_requeue_two_steps_and_crash_between() -> None:

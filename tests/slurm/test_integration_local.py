@@ -17,3 +17,7 @@ def test_output_per_execution_after_requeue() -> None:
 
 def test_purged_job_with_and_without_accounting() -> None:
     it.purged_with_and_without_accounting("local")
+
+
+def test_batch_submission_one_script_per_phase() -> None:
+    it.batch_submission_one_script_per_phase("local")

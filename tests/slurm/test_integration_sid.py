@@ -22,3 +22,7 @@ def test_purged_job_with_and_without_accounting() -> None:
 @pytest.mark.parametrize("cut_before_sbatch", [True, False], ids=["cut-before-sbatch", "cut-after-sbatch"])
 def test_ssh_cut_mid_submission_leaves_exactly_one_job(cut_before_sbatch: bool) -> None:
     it.ssh_cut_mid_submission_leaves_one_job("sid", cut_before_sbatch)
+
+
+def test_batch_submission_one_script_per_phase() -> None:
+    it.batch_submission_one_script_per_phase("sid")

@@ -1,5 +1,7 @@
 """Every row of the state/cause table, read through each dialect's squeue JSON."""
 
+from dataclasses import replace
+
 import pytest
 
 from dispatch.outcome import Cause, Evidence, State
@@ -122,12 +124,12 @@ ROWS = [
         1,
     ),
     (Job(1, state="CANCELLED", reason="BeginTime"), State.CANCELLED, Cause.CANCELLED, False, None, None, None),
-    (Job(1, state="TIMEOUT", reason="TimeLimit"), State.FAILED, Cause.TIMEOUT, False, None, None, 0),
-    (Job(1, state="DEADLINE", reason="DeadLine"), State.FAILED, Cause.TIMEOUT, False, None, None, 0),
-    (Job(1, state="NODE_FAIL", reason="NodeDown", exit_code=1), State.FAILED, Cause.NODE_LOST, False, None, None, 1),
-    (Job(1, state="BOOT_FAIL"), State.FAILED, Cause.NODE_LOST, False, None, None, 0),
-    (Job(1, state="PREEMPTED"), State.FAILED, Cause.PREEMPTED, False, None, None, 0),
-    (Job(1, state="OUT_OF_MEMORY", reason="OutOfMemory"), State.FAILED, Cause.OUT_OF_MEMORY, False, None, None, 0),
+    (Job(1, state="TIMEOUT", reason="TimeLimit"), State.FAILED, Cause.TIMEOUT, False, None, None, None),
+    (Job(1, state="DEADLINE", reason="DeadLine"), State.FAILED, Cause.TIMEOUT, False, None, None, None),
+    (Job(1, state="NODE_FAIL", reason="NodeDown", exit_code=1), State.FAILED, Cause.NODE_LOST, False, None, None, None),
+    (Job(1, state="BOOT_FAIL"), State.FAILED, Cause.NODE_LOST, False, None, None, None),
+    (Job(1, state="PREEMPTED"), State.FAILED, Cause.PREEMPTED, False, None, None, None),
+    (Job(1, state="OUT_OF_MEMORY", reason="OutOfMemory"), State.FAILED, Cause.OUT_OF_MEMORY, False, None, None, None),
 ]
 
 
@@ -145,10 +147,8 @@ def test_state_cause_table(release: str, row: tuple) -> None:
     assert reading.gate_closed is gate_closed
     assert reading.hold == hold
     assert reading.foreign_hold == foreign
-    if code is not None:
-        assert reading.outcome.exit_code == code
-    if state is State.FAILED and job.signal:
-        assert reading.outcome.signal == job.signal
+    assert reading.outcome.exit_code == code
+    assert reading.outcome.signal == (job.signal if cause in (Cause.EXIT, Cause.LAUNCH_FAILED) else None)
 
 
 def test_2205_flag_replaces_base_state_reads_running() -> None:
@@ -236,3 +236,95 @@ def test_oom_in_a_step_reads_out_of_memory() -> None:
     recs = parse_sacct_text(text)
     assert len(recs) == 1 and recs[0].step_states == {"FAILED", "OUT_OF_MEMORY"}
     assert outcome_of(recs[0], EV).outcome.cause is Cause.OUT_OF_MEMORY
+
+
+# ------------------------------------------------------------------ one rule for exit code and signal
+
+
+def _meta_2302() -> dict:
+    return {
+        "plugin": {"type": "openapi/v0.0.39", "name": "Slurm OpenAPI v0.0.39", "data_parser": "data_parser/v0.0.39"},
+        "Slurm": {"version": {"major": 23, "micro": 5, "minor": 2}, "release": "23.02.5"},
+    }
+
+
+@pytest.mark.parametrize(("status", "code", "sig"), [(256, 1, None), (9, None, 9), (0, 0, None)])
+def test_2302_exit_code_object_holds_a_raw_wait_status(status: int, code: int | None, sig: int | None) -> None:
+    import json
+
+    doc = {
+        "meta": _meta_2302(),
+        "jobs": [
+            {
+                "job_id": 5,
+                "name": "j",
+                "job_state": ["FAILED" if status else "COMPLETED"],
+                "exit_code": {"set": True, "infinite": False, "number": status},
+            }
+        ],
+    }
+    _, jobs = parse_squeue(json.dumps(doc))
+    assert (jobs[0].exit_code, jobs[0].signal) == (code, sig)
+
+
+def test_declared_dialect_wins_over_the_release() -> None:
+    from dispatch.slurm.parse import declared_dialect, dialect_of_doc
+
+    # a 26.05 release asked for an older data_parser: the output's declaration decides
+    doc = {"meta": {"plugin": {"data_parser": "data_parser/v0.0.39"}, "slurm": {"release": "26.05.5"}}}
+    assert declared_dialect(doc) == "v0.0.39"
+    assert dialect_of_doc(doc, "26.05.5") == "v0.0.39"
+    assert declared_dialect({"meta": {"plugin": {"type": "openapi/v0.0.38"}}}) == "v0.0.38"
+    assert dialect_of_doc({"meta": {}}, "24.11.5") == "v0.0.42"
+    assert [dialect_of(r) for r in ("22.05.8", "23.02.1", "23.11.1", "24.05.1", "24.11.5", "25.05.1", "25.11.7",
+                                    "26.05.5")] == [f"v0.0.{n}" for n in range(38, 46)]  # fmt: skip
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_signal_killed_job_reads_the_same_from_text_and_json(release: str) -> None:
+    job = Job(8, "k", "FAILED", reason="RaisedSignal", signal=9)
+    text = parse_sacct_text(sacct_text(job))[0]
+    live = parse_squeue(squeue_json(release, job))[1][0]
+    readings = [outcome_of(text, EV).outcome, outcome_of(live, EV).outcome]
+    if release != "22.05.8":  # 22.05's sacct JSON is not read (it loses exit codes)
+        readings.append(outcome_of(parse_sacct(sacct_json(release, job))[1][0], EV).outcome)
+    assert {(o.state, o.cause, o.exit_code, o.signal) for o in readings} == {(State.FAILED, Cause.EXIT, None, 9)}
+
+
+@pytest.mark.parametrize("state", ["TIMEOUT", "PREEMPTED", "NODE_FAIL", "OUT_OF_MEMORY", "CANCELLED"])
+def test_slurm_ended_executions_carry_no_exit_code_live_or_from_accounting(state: str) -> None:
+    # squeue's raw 36608 (exit 143) live; sacct's job line 0:0 (or 1:0 after a node failure) afterwards
+    live = parse_squeue(squeue_json("22.05.8", Job(9, "t", state, exit_code=143)))[1][0]
+    acct = parse_sacct_text(sacct_text(Job(9, "t", state, exit_code=1 if state == "NODE_FAIL" else 0)))[0]
+    for rec in (live, acct):
+        o = outcome_of(rec, EV).outcome
+        assert (o.exit_code, o.signal) == (None, None)
+
+
+def test_2605_execution_ended_by_a_requeue_reads_ended_with_its_times() -> None:
+    ran = Job(10, "r", "PENDING", flags=("REQUEUED",), start=1_800_000_010, end=1_800_000_020, nodes="node1")
+    rec = parse_sacct(sacct_json("26.05.5", ran))[1][0]
+    assert rec.state == "REQUEUED"
+    o = outcome_of(rec, EV).outcome
+    assert (o.state, o.cause) == (State.CANCELLED, Cause.CANCELLED)
+    assert (rec.start_time, rec.end_time) == (1_800_000_010.0, 1_800_000_020.0)
+
+
+def test_pending_job_whose_batch_step_runs_reads_running() -> None:
+    rec = replace(parse_sacct_text(sacct_text(Job(11, "p", "PENDING")))[0], step_states=frozenset({"RUNNING"}))
+    assert outcome_of(rec, EV).outcome.state is State.RUNNING
+
+
+def test_2205_completing_right_after_a_requeue_reads_pending_not_running() -> None:
+    _, jobs = parse_squeue(squeue_json("22.05.8", Job(12, "q", "PENDING", flags=("COMPLETING",), restarts=1)))
+    assert jobs[0].start_time is None
+    assert outcome_of(jobs[0], EV).outcome.state is State.PENDING
+    _, jobs = parse_squeue(
+        squeue_json("22.05.8", Job(12, "q", "RUNNING", flags=("COMPLETING",), restarts=1, start=1_800_000_000))
+    )
+    assert outcome_of(jobs[0], EV).outcome.state is State.RUNNING
+
+
+def test_detail_never_shows_a_raw_none_reason() -> None:
+    _, jobs = parse_squeue(squeue_json("22.05.8", Job(13, "c", "COMPLETED", reason="None")))
+    assert outcome_of(jobs[0], EV).outcome.detail == "COMPLETED"

@@ -56,3 +56,36 @@ def test_hostile_values_are_quoted_byte_for_byte(args: list[str], stdin: str) ->
     out = parse_output(s.nonce, run(s))
     assert out.calls[0].stdout.split("\0")[:-1] == args
     assert out.calls[1].stdout == stdin + "\n"
+
+
+def test_concurrent_calls_report_in_order_each_its_own_answer() -> None:
+    s = Script(width=3)
+    s.call(["printf", "first"])
+    for i in range(7):
+        s.call_concurrently(["bash", "-c", f"sleep 0.{7 - i}; printf 'out {i}'; echo 'err {i}' >&2; exit {i}"])
+    s.call_concurrently(["cat"], stdin="heredoc body\n")
+    s.call(["printf", "last"])
+    out = parse_output(s.nonce, run(s))
+    assert out.calls[0].stdout == "first" and out.calls[9].stdout == "last"
+    for i in range(7):
+        c = out.calls[1 + i]
+        assert (c.stdout, c.stderr, c.status) == (f"out {i}", f"err {i}\n", i)
+    assert out.calls[8].stdout == "heredoc body\n" and out.calls[8].status == 0
+
+
+def test_concurrent_calls_past_the_deadline_do_not_run() -> None:
+    s = Script(deadline=1.0)
+    s.call_concurrently(["touch", "/tmp/should-not-exist-dispatch"])
+    out = parse_output(s.nonce, run(s))
+    assert out.calls[0].not_run and out.calls[0].status is None
+
+
+def test_concurrent_calls_run_at_once() -> None:
+    import time
+
+    s = Script(width=4)
+    for _ in range(4):
+        s.call_concurrently(["sleep", "0.5"])
+    t0 = time.perf_counter()
+    out = parse_output(s.nonce, run(s))
+    assert time.perf_counter() - t0 < 1.5 and all(out.calls[i].status == 0 for i in range(4))

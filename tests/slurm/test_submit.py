@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispatch.errors import SpecError, Unsupported
-from dispatch.extensions import Image, Output, SharedCheckpoint
+from dispatch.extensions import CessationWarning, Image, Output, SharedCheckpoint
 from dispatch.settings import decode
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.settings import SlurmSettings
@@ -99,3 +99,30 @@ def test_argv_and_env_reach_the_ranks_byte_for_byte(argv: list[str], env: dict[s
         )
         got = subprocess.run(["bash", "-s"], input=probe.encode(), capture_output=True, env=run_env, check=True).stdout
         assert got.split(b"\0")[:-1] == [b"1.77.0", *(env[k].encode() for k in sorted(env))]
+
+
+def test_cessation_warning_renders_signal_and_exports_it() -> None:
+    spec = JobSpec(("python", "train.py"), time_limit=600, extensions=(CessationWarning(seconds=29.5, signal="USR2"),))
+    job = build(req(spec), S, "22.05.8", "/o")
+    assert "--signal=USR2@30" in job.argv
+    assert "export DISPATCH_CESSATION_SIGNAL=USR2\n" in job.batch
+    assert "export DISPATCH_CESSATION_GRACE=30\n" in job.batch
+    plain = build(req(JobSpec(("true",))), S, "22.05.8", "/o")
+    assert not any(a.startswith("--signal") for a in plain.argv)  # opt-in: USR1's default action ends a process
+    assert "DISPATCH_CESSATION" not in plain.batch
+
+
+@pytest.mark.parametrize(("fields", "path"), [({"seconds": 0}, "seconds"), ({"signal": "TERM"}, "signal")])
+def test_cessation_warning_bad_fields_are_named(fields: dict[str, object], path: str) -> None:
+    with pytest.raises(SpecError, match=path):
+        CessationWarning(**fields)  # type: ignore[arg-type]
+
+
+def test_pre_termination_reason_names_the_clusters_figures() -> None:
+    from dispatch.slurm.preflight import pre_termination_reason
+
+    r = pre_termination_reason({"PreemptMode": "REQUEUE", "PreemptParameters": "(null)"}, 5)
+    assert "KillWait=5s" in r and "PreemptMode=REQUEUE): SIGTERM at once" in r and "--signal" in r
+    r = pre_termination_reason({"PreemptMode": "REQUEUE", "PreemptParameters": "send_user_signal"}, 30)
+    assert "the CessationWarning signal at once" in r
+    assert "not configured" in pre_termination_reason({"PreemptMode": "OFF"}, 30)

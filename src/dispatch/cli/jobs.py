@@ -30,7 +30,12 @@ def _job_id_completion(ctx: click.Context, param: click.Parameter, incomplete: s
     return complete_job_ids(ctx, param, incomplete)
 
 
-def spec_options(fn: Any) -> Any:
+def spec_options_command_optional(fn: Any) -> Any:
+    """:func:`spec_options` with COMMAND optional (``submit --from FILE`` takes none)."""
+    return spec_options(fn, command_required=False)
+
+
+def spec_options(fn: Any, *, command_required: bool = True) -> Any:
     """The options that describe a job, shared by ``run`` and ``submit``."""
     options = [
         click.option("-N", "--nodes", type=click.IntRange(1), default=1, show_default=True, help="Nodes."),
@@ -54,7 +59,7 @@ def spec_options(fn: Any) -> Any:
         ),
         click.option("--rules", "rules_file", type=click.Path(dir_okay=False), help="Recovery rules file."),
         click.option("--dry-run", is_flag=True, help="Print exactly what would be sent; submit nothing."),
-        click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED),
+        click.argument("command", nargs=-1, required=command_required, type=click.UNPROCESSED),
     ]
     for option in reversed(options):
         fn = option(fn)
@@ -158,18 +163,32 @@ def do_submit(app: App, spec: JobSpec, rules: RuleSet | None) -> tuple[Cluster, 
 
 
 @click.command(context_settings=COMMAND_CONTEXT)
-@spec_options
+@spec_options_command_optional
+@click.option(
+    "--from",
+    "from_file",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    help="Submit many jobs: a file of JobSpecs (JSON lines) or one parameter sweep (- reads stdin).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the job id as JSON.")
 @pass_app
-def submit(app: App, /, rules_file: str | None, dry_run: bool, as_json: bool, **opts: Any) -> None:
+def submit(
+    app: App, /, rules_file: str | None, dry_run: bool, as_json: bool, from_file: str | None, **opts: Any
+) -> None:
     """Submit COMMAND as a job and print its id.
 
     \b
     Everything after the options (or after --) is the command, passed as is:
       dispatch submit --nodes 2 -- python train.py --lr 0.1
+    With --from FILE, every job of FILE is submitted in one batch (one id per line).
     """
     app.cluster_config()  # a wrong cluster name fails before anything else
     rules = load_rules(rules_file)
+    if from_file is not None:
+        submit_from(app, from_file, rules, dry_run, as_json, opts)
+        return
+    if not opts["command"]:
+        raise click.UsageError("Missing argument 'COMMAND...' (or --from FILE).")
     if dry_run:
         app.cluster(read_only=True, store=False)
         show_dry_run(app, build_spec(**opts), rules)
@@ -183,6 +202,51 @@ def submit(app: App, /, rules_file: str | None, dry_run: bool, as_json: bool, **
         ui.print_json({"job": job_id, "cluster": cluster.name})
     else:
         click.echo(job_id)
+
+
+def submit_from(app: App, path: str, rules: RuleSet | None, dry_run: bool, as_json: bool, opts: dict[str, Any]) -> None:
+    """``submit --from FILE``: the specs of FILE (:func:`dispatch.batch.load_specs`), in one ``submit_many``."""
+    from click.core import ParameterSource
+
+    from dispatch.batch import load_specs
+    from dispatch.cli import ui
+    from dispatch.cli.exitcodes import exit_for
+
+    ctx = click.get_current_context()
+    given = [n for n in opts if ctx.get_parameter_source(n) is ParameterSource.COMMANDLINE]
+    if given or opts["command"]:
+        names = ", ".join("COMMAND" if n == "command" else "--" + n.replace("_", "-") for n in given or ["command"])
+        raise click.UsageError(f"--from FILE describes every job itself; drop {names}")
+    if path == "-":
+        specs = load_specs(sys.stdin.read(), "stdin")
+    else:
+        with open(path, encoding="utf-8") as f:
+            specs = load_specs(f.read(), path)
+    if dry_run:
+        app.cluster(read_only=True, store=False)
+        for spec in specs:
+            show_dry_run(app, spec, rules)
+        return
+    cluster = app.cluster()
+    with ui.spinner(f"submitting {len(specs)} jobs to {cluster.name}"):
+        got = cluster.operator.submit_many(specs, rules)
+    worst = Exit.OK
+    for item in got:
+        if item.error is not None:
+            click.echo(f"dispatch: error: job {item.job_id}: {item.error}", err=True)
+            worst = max(worst, exit_for(item.error))
+    if as_json:
+        ui.print_json(
+            {
+                "cluster": cluster.name,
+                "jobs": [{"job": g.job_id, "error": None if g.ok else str(g.error)} for g in got],
+            }
+        )
+    else:
+        for item in got:
+            click.echo(item.job_id)
+    if worst is not Exit.OK:
+        raise click.exceptions.Exit(int(worst))
 
 
 @click.command(context_settings=COMMAND_CONTEXT)

@@ -153,7 +153,9 @@ class KubeflowBackend:
     def extension_policy(self) -> ExtensionPolicy:
         return ExtensionPolicy(
             required=frozenset({"dispatch.Image", RuntimeRef.kind}),
-            accepted=frozenset({"dispatch.Image", RuntimeRef.kind, "dispatch.SharedCheckpoint"}),
+            accepted=frozenset(
+                {"dispatch.Image", RuntimeRef.kind, "dispatch.SharedCheckpoint", "dispatch.CessationWarning"}
+            ),
         )
 
     def capabilities(self) -> Capabilities:
@@ -161,13 +163,16 @@ class KubeflowBackend:
         if self._read_only:
             hold: CapabilityAnswer = unknown("read-only open: the preflight probe did not run")
         elif p.observe_only:
+            # the access reviews (and, in kueue mode, the gate check) ran against this cluster
             hold = no(f"observe-only: {p.reason}", Provenance.PROBED)
         else:
-            hold = yes(
-                ("Workload deactivation" if self.kueue else "TrainJob suspension")
-                + "; a hold on a running execution ends it with cause held",
-                Provenance.PROBED,
+            how = ("Workload deactivation" if self.kueue else "TrainJob suspension") + (
+                "; a hold on a running execution ends it with cause held"
             )
+            if p.probed:
+                hold = yes(f"{how}; probed: {p.probe_reason}", Provenance.PROBED)
+            else:  # preflight.probe is off: nothing tried a hold here
+                hold = yes(f"{how}; declared, not probed (preflight.probe is off)", Provenance.DECLARED)
         if not self.kueue:
             attempt = yes("the adapter writes the attempt on the pods before it unsuspends (plain mode)")
             readmission = yes("plain mode: only dispatch unsuspends the TrainJob")
@@ -197,7 +202,8 @@ class KubeflowBackend:
                 Capability.NATIVE_RESTART: no("dispatch does not compile rules into JobSet failure policies"),
                 Capability.HOLD: hold,
                 Capability.PRE_TERMINATION_SIGNAL: unknown(
-                    "from the catalogue: terminationGracePeriodSeconds; SIGTERM delivery not observed"
+                    "Kubernetes sends SIGTERM, then SIGKILL after the pod's terminationGracePeriodSeconds "
+                    "(dispatch.CessationWarning sets it on the trainer pods); SIGTERM delivery not observed here"
                 ),
                 Capability.ACCOUNTING_HISTORY: no("a deleted TrainJob is gone"),
                 Capability.ATTEMPT_INJECTION: attempt,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dispatch.errors import Unsupported
-from dispatch.extensions import Image, SharedCheckpoint
+from dispatch.extensions import CessationWarning, Image, SharedCheckpoint
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow.extensions import RuntimeRef
 from dispatch.kubeflow.settings import KubeflowSettings, Mode
@@ -100,6 +100,14 @@ def runtime_copy(runtime: JSON, name: str, settings: KubeflowSettings, request: 
             for c in pod.setdefault("containers", []):
                 if c.get("name") == n.TRAINER_CONTAINER:
                     c.setdefault("volumeMounts", []).append({"name": CHECKPOINT_VOLUME, "mountPath": ckpt.path})
+    warning = request.spec.extension(CessationWarning)
+    if warning is not None:
+        # Kubernetes has one warning, SIGTERM, and kills terminationGracePeriodSeconds later: the warning's seconds
+        trainer = trainer_step({"spec": spec})
+        for rj in spec["template"]["spec"]["replicatedJobs"]:
+            if rj.get("name") == trainer.get("name"):
+                pod = rj.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {})
+                pod.setdefault("spec", {})["terminationGracePeriodSeconds"] = math.ceil(warning.seconds)
     ref = request.spec.extension(RuntimeRef)
     assert ref is not None
     return {
@@ -135,6 +143,9 @@ def dispatch_env(request: StartRequest) -> list[JSON]:
     ckpt = request.spec.extension(SharedCheckpoint)
     if ckpt is not None:
         env.append({"name": "DISPATCH_CHECKPOINT_DIR", "value": ckpt.path})
+    warning = request.spec.extension(CessationWarning)
+    if warning is not None:  # the signal is SIGTERM (dispatch.job always handles it): no DISPATCH_CESSATION_SIGNAL
+        env.append({"name": "DISPATCH_CESSATION_GRACE", "value": str(math.ceil(warning.seconds))})
     return env
 
 

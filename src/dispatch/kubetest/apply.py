@@ -5,6 +5,8 @@ What it models:
   field paths that manager last set; it is published as ``metadata.managedFields`` (FieldsV1);
 - an apply that changes a field owned by another manager fails with 409 Conflict and
   ``FieldManagerConflict`` causes unless ``force=true``, which transfers ownership;
+- managers that apply the same value to a field share it (as the real server does); an apply that
+  changes a value takes it from its other owners;
 - an apply that stops sending a field it owned (and nobody else owns) removes it;
 - create/update/patch record ``Update`` ownership of the leaf fields they changed.
 
@@ -219,15 +221,11 @@ class Ownership:
 
     def record_update(self, old: JSON | None, new: JSON, manager: str, subresource: str, now: str) -> None:
         """Give ``manager`` (operation Update) the leaf fields that ``new`` added or changed."""
-        changed = {
-            p for p in scoped_paths(new, subresource) if old is None or get_path(old, p) != get_path(new, p)
-        }
+        changed = {p for p in scoped_paths(new, subresource) if old is None or get_path(old, p) != get_path(new, p)}
         if changed:
             self._take((manager, "Update", subresource), changed, now)
 
-    def apply(
-        self, current: JSON, applied: JSON, manager: str, force: bool, subresource: str, now: str
-    ) -> JSON:
+    def apply(self, current: JSON, applied: JSON, manager: str, force: bool, subresource: str, now: str) -> JSON:
         """Return ``current`` with ``applied`` merged in; updates ownership or raises 409."""
         key = (manager, "Apply", subresource)
         wanted = scoped_paths(applied, subresource)
@@ -273,7 +271,12 @@ class Ownership:
         for p in sorted(previously - wanted, key=len, reverse=True):
             if not any(_overlaps(p, q) for q in wanted) and p not in others:
                 _delete_path(merged, p, others | wanted)
-        self._take(key, wanted, now)
+        # Ownership is shared: a field applied with the value it already has gains this manager as a co-owner;
+        # only the fields this apply changes (possible only without conflicts, or forced) leave other managers.
+        changed = {q for q in wanted if get_path(current, q) != get_path(applied, q)}
+        self._take(key, changed, now)
+        self.owners[key] = set(wanted)  # an applier owns exactly what it last applied
+        self.times[key] = now
         if not wanted:
             self.owners.setdefault(key, set())
             self.times[key] = now

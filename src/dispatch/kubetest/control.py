@@ -166,9 +166,7 @@ class Cluster:
     def get(self, rt: ResourceType, name: str, namespace: str = "default") -> JSON | None:
         return self.store.try_get(rt, namespace, name)
 
-    def list(
-        self, rt: ResourceType, namespace: str | None = None, labels: str | None = None
-    ) -> builtins.list[JSON]:
+    def list(self, rt: ResourceType, namespace: str | None = None, labels: str | None = None) -> builtins.list[JSON]:
         reqs = parse_label_selector(labels)
         items, _ = self.store.list(rt, namespace if rt.namespaced else None)
         return [o for o in items if labels_match(reqs, o)]
@@ -189,9 +187,7 @@ class Cluster:
 
     # ---- setup helpers --------------------------------------------------------------------
     def add_namespace(self, name: str) -> JSON:
-        return self.create(
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}, with_status=False
-        )
+        return self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}, with_status=False)
 
     def add_node(
         self, name: str, labels: dict[str, str] | None = None, allocatable: dict[str, str] | None = None
@@ -260,9 +256,7 @@ class Cluster:
 
         def spec_change(cur: JSON) -> JSON:
             taints = [
-                t
-                for t in (cur.get("spec") or {}).get("taints") or []
-                if t.get("key") not in (NOT_READY, UNREACHABLE)
+                t for t in (cur.get("spec") or {}).get("taints") or [] if t.get("key") not in (NOT_READY, UNREACHABLE)
             ]
             if taint_key:
                 taints.append({"key": taint_key, "effect": "NoExecute", "timeAdded": now})
@@ -323,9 +317,7 @@ class Cluster:
                     "type": "Active",
                     "status": "True" if active else "False",
                     "reason": "Active" if active else "Inactive",
-                    "message": "The admission check is active"
-                    if active
-                    else "The admission check is inactive",
+                    "message": "The admission check is active" if active else "The admission check is inactive",
                     "lastTransitionTime": self.clock.rfc3339(),
                 }
             ]
@@ -381,9 +373,7 @@ class Cluster:
             with_status=False,
         )
 
-    def add_local_queue(
-        self, name: str = "lq", namespace: str = "default", cluster_queue: str = "cq"
-    ) -> JSON:
+    def add_local_queue(self, name: str = "lq", namespace: str = "default", cluster_queue: str = "cq") -> JSON:
         return self.create(
             {
                 "apiVersion": LOCAL_QUEUE.api_version,
@@ -413,9 +403,7 @@ class Cluster:
         if job is None:
             return None
         for wl in self.list(WORKLOAD, namespace):
-            if any(
-                r.get("uid") == job["metadata"]["uid"] for r in wl["metadata"].get("ownerReferences") or []
-            ):
+            if any(r.get("uid") == job["metadata"]["uid"] for r in wl["metadata"].get("ownerReferences") or []):
                 return wl
         return None
 
@@ -451,9 +439,7 @@ class Cluster:
         self.reconcile()
         return self.store.get(WORKLOAD, namespace, workload)
 
-    def preempt_workload(
-        self, workload: str, namespace: str = "default", reason: str = "InClusterQueue"
-    ) -> JSON:
+    def preempt_workload(self, workload: str, namespace: str = "default", reason: str = "InClusterQueue") -> JSON:
         """Evict an admitted Workload as preempted (Evicted ``Preempted``, Preempted ``reason``)."""
         with self.store.lock, internal():
             self.kueue.preempt(self.store.get(WORKLOAD, namespace, workload), reason)
@@ -502,9 +488,7 @@ class Cluster:
         container: str | None = None,
     ) -> JSON:
         """Leave the pod Pending with its container(s) waiting for ``reason``."""
-        return self._pod_action(
-            name, namespace, lambda p: self.pods_reactor.wait(p, reason, message, container)
-        )
+        return self._pod_action(name, namespace, lambda p: self.pods_reactor.wait(p, reason, message, container))
 
     @property
     def auto_run_pods(self) -> bool:

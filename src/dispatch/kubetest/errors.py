@@ -99,19 +99,14 @@ def invalid(rt: ResourceType, name: str, causes: list[JSON]) -> StatusError:
     details = _details(rt, name)
     details["kind"] = rt.kind
     details["causes"] = causes
-    return StatusError(
-        422, f'{rt.kind}.{rt.group or "core"} "{name}" is invalid: [{summary}]', "Invalid", details
-    )
+    return StatusError(422, f'{rt.kind}.{rt.group or "core"} "{name}" is invalid: [{summary}]', "Invalid", details)
 
 
 def forbidden(user: str, verb: str, rt_key: str, group: str, namespace: str, name: str = "") -> StatusError:
     resource = rt_key.split(".", 1)[0]
     subject = f'{rt_key} "{name}"' if name else rt_key
     where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
-    message = (
-        f'{subject} is forbidden: User "{user}" cannot {verb} resource "{resource}" '
-        f'in API group "{group}"{where}'
-    )
+    message = f'{subject} is forbidden: User "{user}" cannot {verb} resource "{resource}" in API group "{group}"{where}'
     details: JSON = {"kind": resource}
     if name:
         details["name"] = name

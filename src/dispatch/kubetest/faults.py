@@ -87,9 +87,7 @@ class Faults:
     ) -> None:
         """Delay matching requests by ``seconds`` (``count=None``: until ``clear()``)."""
         with self._lock:
-            self._rules.append(
-                _Rule("delay", count, seconds=seconds, method=method, path_contains=path_contains)
-            )
+            self._rules.append(_Rule("delay", count, seconds=seconds, method=method, path_contains=path_contains))
 
     def pending(self) -> int:
         """How many fault rules are still armed."""

@@ -126,9 +126,7 @@ class RequestHandler(BaseHTTPRequestHandler):
     def _send_json(self, code: int, body: JSON, headers: dict[str, str] | None = None) -> None:
         self.send_body(code, json.dumps(body, separators=(",", ":")).encode(), "application/json", headers)
 
-    def send_body(
-        self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None
-    ) -> None:
+    def send_body(self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
         """A complete (non-streamed) answer."""
         self.send_response(code)
         self.send_header("Content-Type", content_type)
@@ -177,7 +175,8 @@ class RequestHandler(BaseHTTPRequestHandler):
                 raise StatusError(401, "Unauthorized", "Unauthorized")
             if fault is not None:
                 raise fault
-            with external_request(self.query.get("fieldValidation", "")):
+            mode = self.query.get("fieldValidation", "") or ("Strict" if self.fake.strict_validation else "")
+            with external_request(mode):
                 self._route(method, parts.path, body, ident)
         except WatchDropped:
             self._record(self.code)
@@ -270,9 +269,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             self._ssar(body, ident)
             return
         base_verb = "get" if t.subresource == "log" else verb
-        if not self.fake.rbac.allowed(
-            ident, base_verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, t.name
-        ):
+        if not self.fake.rbac.allowed(ident, base_verb, t.rt.group, t.rt.plural, t.subresource, t.namespace, t.name):
             key = f"{t.rt.plural}/{t.subresource}" if t.subresource else t.rt.plural
             if t.rt.group:
                 key = f"{key}.{t.rt.group}"
@@ -300,9 +297,7 @@ class RequestHandler(BaseHTTPRequestHandler):
                 self._send_json(201, created)
             elif verb == "update":
                 obj = self._decode(body)
-                updated = self.fake.store.update(
-                    t.rt, t.namespace, t.name, obj, self._manager(), t.subresource
-                )
+                updated = self.fake.store.update(t.rt, t.namespace, t.name, obj, self._manager(), t.subresource)
                 self._after_write()
                 self._send_json(200, updated)
             elif verb == "patch":
@@ -310,8 +305,21 @@ class RequestHandler(BaseHTTPRequestHandler):
             elif verb == "delete":
                 opts = self._decode(body) if body else {}
                 pre = opts.get("preconditions") or {}
+                policy = opts.get("propagationPolicy") or self.query.get("propagationPolicy") or "Background"
+                if opts.get("orphanDependents") is True or parse_bool(self.query.get("orphanDependents")):
+                    policy = "Orphan"
+                if policy == "Foreground":
+                    raise StatusError(
+                        400,
+                        "propagationPolicy Foreground is not modelled by dispatch.kubetest (Background and Orphan are)",
+                        "BadRequest",
+                    )
+                if policy not in ("Background", "Orphan"):
+                    raise StatusError(
+                        400, f'invalid propagationPolicy "{policy}": must be one of Orphan, Foreground, Background'
+                    )
                 gone = self.fake.store.delete(
-                    t.rt, t.namespace, t.name, pre.get("uid"), pre.get("resourceVersion")
+                    t.rt, t.namespace, t.name, pre.get("uid"), pre.get("resourceVersion"), orphan=policy == "Orphan"
                 )
                 self._after_write()
                 self._send_json(200, gone)
@@ -370,7 +378,48 @@ class RequestHandler(BaseHTTPRequestHandler):
         fields = parse_field_selector(self.query.get("fieldSelector"), t.rt)
         return make_filter(labels, fields, None)
 
+    def _invalid_query(self, field: str, value: str, message: str) -> StatusError:
+        cause = {"reason": "FieldValueInvalid", "message": f'Invalid value: "{value}": {message}', "field": field}
+        return StatusError(
+            422,
+            f'ListOptions.meta.k8s.io "" is invalid: {field}: {cause["message"]}',
+            "Invalid",
+            {"group": "meta.k8s.io", "kind": "ListOptions", "causes": [cause]},
+        )
+
+    def _check_list_version(self) -> None:
+        """``resourceVersionMatch`` on a list: NotOlderThan is served from the current state (never older);
+        Exact is served at the current version, 410 below the kept history, and refused in between, because
+        this server keeps no snapshots (a real one reads etcd's history)."""
+        match = self.query.get("resourceVersionMatch", "")
+        rv_text = self.query.get("resourceVersion", "")
+        if not match:
+            return
+        if match not in ("NotOlderThan", "Exact"):
+            raise self._invalid_query("resourceVersionMatch", match, 'supported values: "Exact", "NotOlderThan"')
+        if not rv_text:
+            raise self._invalid_query(
+                "resourceVersionMatch", match, "resourceVersionMatch is forbidden unless resourceVersion is provided"
+            )
+        store = self.fake.store
+        try:
+            rv = int(rv_text)
+        except ValueError:
+            raise self._invalid_query("resourceVersion", rv_text, "must be an integer") from None
+        if rv > store.resource_version:
+            raise StatusError(504, f"Too large resource version: {rv}, current: {store.resource_version}", "Timeout")
+        if match == "Exact" and rv != store.resource_version:
+            if rv < store.oldest_resource_version:
+                raise StatusError(410, f"too old resource version: {rv} ({store.oldest_resource_version})", "Expired")
+            raise StatusError(
+                400,
+                f"resourceVersionMatch=Exact at a past resourceVersion ({rv}, current {store.resource_version}) is "
+                "not modelled by dispatch.kubetest: it keeps no snapshots",
+                "BadRequest",
+            )
+
     def _list(self, t: Target) -> None:
+        self._check_list_version()
         predicate = self._predicate(t)
         limit_text = self.query.get("limit")
         limit = int(limit_text) if limit_text and int(limit_text) > 0 else None
@@ -386,6 +435,20 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     def _watch(self, t: Target) -> None:
         timeout = self.query.get("timeoutSeconds")
+        send_initial = parse_bool(self.query.get("sendInitialEvents"))
+        match = self.query.get("resourceVersionMatch", "")
+        if send_initial and match != "NotOlderThan":
+            raise self._invalid_query(
+                "resourceVersionMatch", match, "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan"
+            )
+        if send_initial and not parse_bool(self.query.get("allowWatchBookmarks")):
+            raise self._invalid_query("allowWatchBookmarks", "false", "sendInitialEvents requires allowWatchBookmarks")
+        if match and not send_initial:
+            raise self._invalid_query(
+                "resourceVersionMatch",
+                match,
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            )
         req = WatchRequest(
             rt=t.rt,
             namespace=t.namespace if t.rt.namespaced and t.namespace else None,
@@ -393,6 +456,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             resource_version=self.query.get("resourceVersion"),
             allow_bookmarks=parse_bool(self.query.get("allowWatchBookmarks")),
             timeout_seconds=float(timeout) if timeout else None,
+            send_initial_events=send_initial,
         )
         self.start_stream("application/json")
         self.fake.watches.opened()
@@ -423,8 +487,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             if not manager:
                 raise StatusError(
                     422,
-                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: '
-                    "is required for apply patch",
+                    'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch',
                     "Invalid",
                 )
             applied = self._decode(body, allow_yaml=True)

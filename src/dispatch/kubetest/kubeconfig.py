@@ -27,9 +27,7 @@ def kubeconfig_dict(
         "kind": "Config",
         "clusters": [{"name": context, "cluster": cluster}],
         "users": [{"name": context, "user": user}],
-        "contexts": [
-            {"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}
-        ],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}],
         "current-context": context,
         "preferences": {},
     }

@@ -43,9 +43,7 @@ class LogBook:
             self._logs.setdefault((namespace, pod, container), ContainerLog()).finished = True
             self._store.changed.notify_all()
 
-    def read(
-        self, namespace: str, pod: str, container: str, start: int = 0
-    ) -> tuple[list[tuple[str, str]], bool]:
+    def read(self, namespace: str, pod: str, container: str, start: int = 0) -> tuple[list[tuple[str, str]], bool]:
         """Lines from index ``start`` and whether the container's log is finished."""
         with self._store.lock:
             log = self._logs.get((namespace, pod, container))

@@ -98,9 +98,7 @@ def json_patch(target: Any, operations: Any) -> Any:
             doc = _remove(doc, tokens)
         elif kind == "replace":
             _resolve(doc, tokens)
-            doc = (
-                _add(_remove(doc, tokens), tokens, copy.deepcopy(op.get("value"))) if tokens else op["value"]
-            )
+            doc = _add(_remove(doc, tokens), tokens, copy.deepcopy(op.get("value"))) if tokens else op["value"]
         elif kind == "test":
             if _resolve(doc, tokens) != op.get("value"):
                 raise StatusError(422, f"jsonpatch: test failed at {op['path']}", "Invalid")

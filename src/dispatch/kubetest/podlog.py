@@ -28,22 +28,17 @@ def serve_pod_log(handler: RequestHandler, t: Target) -> None:
     if not container:
         if len(containers) != 1:
             raise errors.bad_request(
-                f"a container name must be specified for pod {t.name}, "
-                f"choose one of: [{' '.join(containers)}]"
+                f"a container name must be specified for pod {t.name}, choose one of: [{' '.join(containers)}]"
             )
         container = containers[0]
     if container not in containers:
         raise errors.bad_request(f"container {container} is not valid for pod {t.name}")
     if not _container_started(pod, container):
-        raise errors.bad_request(
-            f'container "{container}" in pod "{t.name}" is waiting to start: ContainerCreating'
-        )
+        raise errors.bad_request(f'container "{container}" in pod "{t.name}" is waiting to start: ContainerCreating')
     if parse_bool(handler.query.get("previous")):
         restarts = int((_container_status(pod, container) or {}).get("restartCount", 0))
         if restarts == 0:
-            raise errors.bad_request(
-                f'previous terminated container "{container}" in pod "{t.name}" not found'
-            )
+            raise errors.bad_request(f'previous terminated container "{container}" in pod "{t.name}" not found')
         raise errors.bad_request("previous=true (logs of an earlier container instance) is not modelled")
     follow = parse_bool(handler.query.get("follow"))
     stamps = parse_bool(handler.query.get("timestamps"))

@@ -4,7 +4,9 @@ A request's identity is its bearer token (``Authorization: Bearer <token>``, sch
 case-insensitively). Tokens with a rule table are authorised by it: a request is allowed when
 one rule matches its verb, API group, resource (``pods``, or ``pods/log`` for a subresource) and
 namespace. Tokens without a table are governed by ``default_allow`` (True: the whole cluster, like
-a cluster-admin kubeconfig). ``require_token`` makes a missing or unknown token a 401.
+a cluster-admin kubeconfig). ``require_token`` makes an unknown token a 401. A request without
+credentials is a 401, as on a cluster whose API server runs with ``--anonymous-auth=false``, unless
+``allow_anonymous`` is set (then it is ``system:anonymous``, governed like an unknown token).
 Not modelled: roles/bindings objects, groups, impersonation, resourceNames on list/watch, aggregation.
 """
 
@@ -30,9 +32,7 @@ class Rule:
     namespaces: tuple[str, ...] = ()
     resource_names: tuple[str, ...] = ()
 
-    def allows(
-        self, verb: str, group: str, resource: str, subresource: str, namespace: str, name: str
-    ) -> bool:
+    def allows(self, verb: str, group: str, resource: str, subresource: str, namespace: str, name: str) -> bool:
         full = f"{resource}/{subresource}" if subresource else resource
         return (
             (ANY in self.verbs or verb in self.verbs)
@@ -83,6 +83,7 @@ class Authorizer:
         self._users: dict[str, str] = {}
         self.default_allow = True
         self.require_token = False
+        self.allow_anonymous = False
 
     def set_rules(self, token: str, rules: list[Rule], user: str | None = None) -> None:
         with self._lock:
@@ -107,10 +108,10 @@ class Authorizer:
                 token = value.strip()
         with self._lock:
             known = token is not None and (token in self._tables or token in self._users)
+            if token is None:
+                return Identity(None, "system:anonymous") if self.allow_anonymous and not self.require_token else None
             if self.require_token and not known:
                 return None
-            if token is None:
-                return Identity(None, "system:anonymous")
             return Identity(token, self._users.get(token, f"token:{token}"))
 
     def allowed(

@@ -54,9 +54,7 @@ def _core(kind: str, plural: str, namespaced: bool, sub: frozenset[str] = frozen
 
 
 def _crd(group: str, version: str, kind: str, plural: str, namespaced: bool) -> ResourceType:
-    return ResourceType(
-        group, version, kind, plural, namespaced, kind.lower(), frozenset({"status"}), builtin=False
-    )
+    return ResourceType(group, version, kind, plural, namespaced, kind.lower(), frozenset({"status"}), builtin=False)
 
 
 STATUS = frozenset({"status"})
@@ -130,9 +128,7 @@ class Catalogue:
         return [t for t in self._types if t.group_version not in self._unserved]
 
     def is_served(self, group_version: str) -> bool:
-        return group_version not in self._unserved and any(
-            t.group_version == group_version for t in self._types
-        )
+        return group_version not in self._unserved and any(t.group_version == group_version for t in self._types)
 
     def unserve(self, group_version: str) -> None:
         self._unserved.add(group_version)

@@ -23,11 +23,9 @@ from .handler import RequestRecord, make_handler
 from .kubeconfig import write_kubeconfig
 from .logs import LogBook
 from .rbac import Authorizer
-from .requestctx import field_validation, is_external
 from .resources import Catalogue, ResourceType, default_catalogue
 from .store import Store
 from .tls import make_self_signed_cert, write_service_account
-from .validation import validate_trainjob
 from .watch import WatchHub
 
 if TYPE_CHECKING:
@@ -42,8 +40,9 @@ class FakeAPIServer:
     Parameters:
         clock: the clock every timestamp comes from (a fresh ``FakeClock`` by default).
         history_window: how many change events watches can resume from (older → 410).
-        strict_validation: validate TrainJob create/update against ``kubeflow-trainer-api``
-            models, unknown fields included (per request, ``fieldValidation=Strict`` does the same).
+        strict_validation: handle every client write as ``fieldValidation=Strict`` (unknown fields of a
+            custom resource are a 400 instead of being pruned) unless the request names another mode.
+            Schema validation, pruning and defaulting of custom resources always run (``schema.py``).
         strategic_merge_on_crds: accept strategic merge patch on custom resources as a merge
             patch. A real apiserver answers 415 (the default here).
         bookmark_interval: seconds of silence after which a watch with bookmarks sends one.
@@ -86,7 +85,6 @@ class FakeAPIServer:
         self.ca_cert: Path | None = None
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self.store.admission_hooks.append(self._validate)
         self.control: Cluster = Cluster(self, install_reactors=reactors)
 
     # ---- lifecycle ------------------------------------------------------------------------
@@ -138,16 +136,14 @@ class FakeAPIServer:
         scheme = "https" if self.tls else "http"
         return f"{scheme}://127.0.0.1:{self.port}"
 
-    def write_kubeconfig(
-        self, path: str | Path, token: str | None = None, namespace: str = "default"
-    ) -> Path:
-        """Write a kubeconfig for this server (bearer ``token`` if given) and return its path."""
+    def write_kubeconfig(self, path: str | Path, token: str | None = None, namespace: str = "default") -> Path:
+        """Write a kubeconfig for this server with bearer ``token`` (default ``kubetest-admin``, a token without
+        a rule table: governed by ``rbac.default_allow``) and return its path."""
+        token = token or "kubetest-admin"
         ca = str(self.ca_cert) if self.ca_cert is not None else None
         return write_kubeconfig(path, self.url, token=token, namespace=namespace, certificate_authority=ca)
 
-    def write_service_account(
-        self, directory: str | Path, token: str, namespace: str = "default"
-    ) -> dict[str, str]:
+    def write_service_account(self, directory: str | Path, token: str, namespace: str = "default") -> dict[str, str]:
         """Write an in-cluster service-account directory for a TLS server; returns the
         ``KUBERNETES_SERVICE_HOST``/``KUBERNETES_SERVICE_PORT`` environment a pod would have."""
         if self.ca_cert is None:
@@ -166,15 +162,8 @@ class FakeAPIServer:
             return [
                 r
                 for r in self._requests
-                if (method is None or r.method == method)
-                and (path_contains is None or path_contains in r.path)
+                if (method is None or r.method == method) and (path_contains is None or path_contains in r.path)
             ]
-
-    # ---- admission ------------------------------------------------------------------------
-    def _validate(self, rt: ResourceType, obj: JSON, old: JSON | None) -> None:
-        strict = self.strict_validation or field_validation() == "Strict"
-        if rt.kind == "TrainJob" and strict and is_external():
-            validate_trainjob(rt, obj, reject_unknown=True)
 
 
 class _HTTPServer(ThreadingHTTPServer):

@@ -10,7 +10,8 @@ Contracts:
 - an update carrying a ``resourceVersion`` that is not the stored one is a 409 Conflict;
 - deleting an object with finalizers only sets ``deletionTimestamp``; it goes away when the last
   finalizer is removed; deleting an object deletes its dependents (ownerReferences) whose owners
-  are all gone, immediately (no graceful deletion, no orphan/foreground policies);
+  are all gone, immediately (no graceful deletion; Orphan drops the ownerReferences instead; the
+  handler refuses Foreground);
 - every change is recorded in a bounded history (``history_window`` events) that watches resume
   from; a resume point older than the retained history is 410 Expired.
 """
@@ -34,7 +35,10 @@ from typing import Any
 from . import errors
 from .apply import Ownership
 from .clock import FakeClock
+from .requestctx import field_validation, is_external
 from .resources import NAMESPACE, Catalogue, ResourceType
+from .schema import admit as schema_admit
+from .schema import admit_builtin
 
 JSON = dict[str, Any]
 AdmissionHook = Callable[[ResourceType, JSON, "JSON | None"], None]
@@ -322,8 +326,7 @@ class Store:
                 body_ns = meta.get("namespace")
                 if body_ns and body_ns != namespace:
                     raise errors.bad_request(
-                        "the namespace of the provided object does not match the namespace sent "
-                        "on the request"
+                        "the namespace of the provided object does not match the namespace sent on the request"
                     )
                 meta["namespace"] = namespace
                 if self.try_get(NAMESPACE, "", namespace) is None:
@@ -338,10 +341,17 @@ class Store:
             obj["kind"] = rt.kind
             if rt.has_status and not keep_status:
                 obj.pop("status", None)
+            schema_admit(rt, obj, strict=field_validation() == "Strict")
+            if rt.builtin and is_external():
+                admit_builtin(rt, obj, strict=field_validation() == "Strict")
+            if keep_status and "status" in obj:
+                schema_admit(rt, obj, strict=False, subresource="status")
             for hook in self.admission_hooks:
                 hook(rt, obj, None)
             now = self.clock.rfc3339()
             meta["uid"] = self._new_uid()
+            if rt.group == "batch" and rt.kind == "Job":
+                _default_job_selector(obj)
             meta["creationTimestamp"] = now
             meta["generation"] = 1
             meta.pop("deletionTimestamp", None)
@@ -395,6 +405,10 @@ class Store:
                 meta.pop(fixed, None)
         new["apiVersion"] = rt.api_version
         new["kind"] = rt.kind
+        # custom resources: prune, default, validate against the CRD schema before anything is stored
+        schema_admit(rt, new, strict=field_validation() == "Strict", subresource=subresource)
+        if rt.builtin and is_external():
+            admit_builtin(rt, new, strict=field_validation() == "Strict")
         meta["generation"] = old_meta.get("generation", 1) + (1 if _spec_part(new) != _spec_part(old) else 0)
         if subresource != "status":
             for hook in self.admission_hooks:
@@ -445,6 +459,19 @@ class Store:
             if body_meta.get("name") not in (None, name):
                 raise errors.bad_request("the name of the object does not match the name on the URL")
             rv = body_meta.get("resourceVersion")
+            if rv in (None, "") and not rt.builtin and is_external():
+                # custom resources do not allow unconditional updates (built-in types mostly do)
+                raise errors.invalid(
+                    rt,
+                    name,
+                    [
+                        {
+                            "reason": "FieldValueInvalid",
+                            "field": "metadata.resourceVersion",
+                            "message": "Invalid value: 0x0: must be specified for an update",
+                        }
+                    ],
+                )
             if rv not in (None, "") and rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt, name)
             return self._commit(rt, key, old, obj, manager, subresource)
@@ -519,10 +546,16 @@ class Store:
         name: str,
         expected_uid: str | None = None,
         expected_rv: str | None = None,
+        *,
+        orphan: bool = False,
     ) -> JSON:
-        """Delete (or mark deleting, when finalizers exist). Preconditions mismatch is a 409."""
+        """Delete (or mark deleting, when finalizers exist). Preconditions mismatch is a 409. ``orphan``
+        (propagationPolicy Orphan): dependents lose their ownerReference to it instead of being collected,
+        at once (a real garbage collector does it asynchronously behind an ``orphan`` finalizer)."""
         with self.lock:
             key, old = self._current(rt, namespace, name)
+            if orphan:
+                self._orphan_dependents(old["metadata"]["uid"])
             if expected_uid and expected_uid != old["metadata"]["uid"]:
                 raise errors.StatusError(
                     409,
@@ -560,6 +593,17 @@ class Store:
         self._collect_dependents(old["metadata"]["uid"])
         return gone
 
+    def _orphan_dependents(self, owner_uid: str) -> None:
+        for rt, bucket in list(self._objects.items()):
+            for key, obj in list(bucket.items()):
+                refs = obj["metadata"].get("ownerReferences") or []
+                if any(r.get("uid") == owner_uid for r in refs):
+                    meta = {k: v for k, v in obj["metadata"].items() if k != "ownerReferences"}
+                    kept = [r for r in refs if r.get("uid") != owner_uid]
+                    if kept:
+                        meta["ownerReferences"] = kept
+                    self._commit(rt, key, obj, {**obj, "metadata": meta}, "", "")
+
     def _live_uids(self) -> set[str]:
         return {o["metadata"]["uid"] for bucket in self._objects.values() for o in bucket.values()}
 
@@ -586,3 +630,22 @@ class Store:
     def all_objects(self) -> Iterable[tuple[ResourceType, JSON]]:
         with self.lock:
             return [(rt, copy.deepcopy(o)) for rt, b in self._objects.items() for o in b.values()]
+
+
+def _default_job_selector(job: JSON) -> None:
+    """What the real apiserver's Job strategy does on create unless ``spec.manualSelector``: select the Job's own
+    pods by its uid, and put those labels (and the job name) on the pod template."""
+    spec = job.setdefault("spec", {})
+    if spec.get("manualSelector"):
+        return
+    uid, name = job["metadata"]["uid"], job["metadata"].get("name", "")
+    spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+    labels = spec.setdefault("template", {}).setdefault("metadata", {}).setdefault("labels", {})
+    labels.update(
+        {
+            "batch.kubernetes.io/controller-uid": uid,
+            "batch.kubernetes.io/job-name": name,
+            "controller-uid": uid,
+            "job-name": name,
+        }
+    )

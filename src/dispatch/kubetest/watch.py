@@ -78,6 +78,8 @@ class WatchRequest:
     resource_version: str | None
     allow_bookmarks: bool
     timeout_seconds: float | None
+    send_initial_events: bool = False
+    """Watch-list: the current objects as ADDED, then a BOOKMARK annotated ``k8s.io/initial-events-end``."""
 
 
 class WatchDropped(Exception):
@@ -107,15 +109,18 @@ def translate(event: Event, req: WatchRequest) -> tuple[str, JSON] | None:
     return None
 
 
-def run_watch(
-    store: Store, hub: WatchHub, faults: Faults, req: WatchRequest, write: Callable[[bytes], None]
-) -> None:
+def run_watch(store: Store, hub: WatchHub, faults: Faults, req: WatchRequest, write: Callable[[bytes], None]) -> None:
     """Stream events for ``req`` through ``write`` until timeout, drop, error or disconnect."""
     start_epoch = faults.drop_epoch
     seen_bookmarks = hub.bookmark_seq
     deadline = time.monotonic() + req.timeout_seconds if req.timeout_seconds else None
     rv_text = req.resource_version
-    if rv_text in (None, "", "0"):
+    initial_end = False
+    if req.send_initial_events:  # resourceVersionMatch=NotOlderThan: the current state is never older
+        items, cursor = store.list(req.rt, req.namespace, req.predicate)
+        initial = [("ADDED", o) for o in items]
+        initial_end = True
+    elif rv_text in (None, "", "0"):
         items, cursor = store.list(req.rt, req.namespace, req.predicate)
         initial = [("ADDED", o) for o in items]
     else:
@@ -126,13 +131,18 @@ def run_watch(
             return
         initial = []
         if cursor < store.oldest_resource_version:
-            err = StatusError(
-                410, f"too old resource version: {cursor} ({store.oldest_resource_version})", "Expired"
-            )
+            err = StatusError(410, f"too old resource version: {cursor} ({store.oldest_resource_version})", "Expired")
             write(_line("ERROR", err.status()))
             return
     for type_, obj in initial:
         write(_line(type_, obj))
+    if initial_end:
+        end = {
+            "kind": req.rt.kind,
+            "apiVersion": req.rt.api_version,
+            "metadata": {"resourceVersion": str(cursor), "annotations": {"k8s.io/initial-events-end": "true"}},
+        }
+        write(_line("BOOKMARK", end))
     last_sent = time.monotonic()
     while True:
         out: list[tuple[str, JSON]] = []

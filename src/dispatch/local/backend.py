@@ -26,13 +26,14 @@ from dispatch.capabilities import Capabilities, Capability, no, yes
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import NotFound, ReadOnly, Rejected, Unsupported
-from dispatch.extensions import ExtensionPolicy
+from dispatch.extensions import CessationWarning, ExtensionPolicy, SharedCheckpoint
 from dispatch.local import output
 from dispatch.local.layout import ExecutionFiles, JobFiles, files, job_lock, read_json, write_json
 from dispatch.local.limits import Limits
 from dispatch.local.mapping import job_evidence
 from dispatch.local.plan import build_plan, render_plan
 from dispatch.local.process import kill_groups, signal_pid, spawn_launcher
+from dispatch.spec import JobSpec
 from dispatch.spi import Found, JobEvidence, StartRequest
 
 NAME = "local"
@@ -87,7 +88,8 @@ class LocalBackend:
                     "holds are files in the job's state directory, by instance; a held job is not launched"
                 ),
                 Capability.PRE_TERMINATION_SIGNAL: yes(
-                    f"stop sends SIGTERM to every rank's process group, then SIGKILL after {g}"
+                    f"stop, requeue and the time limit send SIGTERM to every rank's process group, then SIGKILL "
+                    f"after {g}; with dispatch.CessationWarning its signal goes first, its seconds before SIGTERM"
                 ),
                 Capability.ACCOUNTING_HISTORY: yes("state directories are kept until deleted"),
                 Capability.ATTEMPT_INJECTION: yes(
@@ -115,7 +117,7 @@ class LocalBackend:
         )
 
     def extension_policy(self) -> ExtensionPolicy:
-        return ExtensionPolicy(accepted=frozenset({Limits.kind}))
+        return ExtensionPolicy(accepted=frozenset({Limits.kind, SharedCheckpoint.kind, CessationWarning.kind}))
 
     # ----- paths ------------------------------------------------------------------------------------------------
 
@@ -244,7 +246,8 @@ class LocalBackend:
             cur = job.current
             if cur is not None and cur.running:
                 self._end(job_dir, cur, "stop")
-                return self.grace + CALL_BOUND
+                warning = JobSpec.from_json(job.manifest["spec"]).extension(CessationWarning)
+                return self.grace + CALL_BOUND + (warning.seconds if warning else 0.0)
         return 0.0
 
     def _end(self, job_dir: str, e: ExecutionFiles, reason: str) -> None:

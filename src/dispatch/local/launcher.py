@@ -11,7 +11,9 @@ soon as the child has written ``launcher.json``), then:
 3. writes each rank's exit to ``rank-<r>.exit`` and the execution's outcome to ``result.json``;
 4. under the job lock, starts the next execution if a requeue planned one (and the job is not held or stopped).
 
-Ending an execution: SIGTERM to every node's process group, then SIGKILL after the plan's grace period. The
+Ending an execution: SIGTERM to every node's process group, then SIGKILL after the plan's grace period (a job
+with a cessation warning gets its warning signal first: ``seconds`` before the time limit, or ``seconds`` before
+the SIGTERM of a stop or requeue). The
 launcher ends an execution when a rank fails (the others are terminated: a distributed job cannot go on
 without a rank), at the time limit (cause ``timeout``), when a rank's resident memory exceeds the limit (that
 rank is SIGKILLed at once: cause ``out-of-memory``), or when asked with SIGTERM; then ``end-request.json``
@@ -101,10 +103,12 @@ def rank_exit_path(exec_dir: str, rank: int) -> str:
 # ----- the plan ---------------------------------------------------------------------------------------------------
 
 
-def rank_env(plan: dict[str, Any], rank: dict[str, Any], master_port: int | str) -> dict[str, str]:
+def rank_env(
+    plan: dict[str, Any], rank: dict[str, Any], master_port: int | str, deadline: float | None = None
+) -> dict[str, str]:
     """The variables dispatch sets for one rank (on top of the inherited environment and the spec's env)."""
     world = int(plan["nodes"]) * int(plan["procsPerNode"])
-    return {
+    env = {
         "RANK": str(rank["rank"]),
         "WORLD_SIZE": str(world),
         "LOCAL_RANK": str(rank["localRank"]),
@@ -122,6 +126,15 @@ def rank_env(plan: dict[str, Any], rank: dict[str, Any], master_port: int | str)
         "DISPATCH_WORLD_SIZE": str(world),
         "DISPATCH_NODE": f"local-{rank['nodeRank']}",
     }
+    if plan.get("checkpointDir"):
+        env["DISPATCH_CHECKPOINT_DIR"] = str(plan["checkpointDir"])
+    warning = plan.get("warning")
+    if warning:
+        env["DISPATCH_CESSATION_SIGNAL"] = str(warning["signal"])
+        env["DISPATCH_CESSATION_GRACE"] = f"{float(warning['seconds']):g}"
+    if deadline is not None:
+        env["DISPATCH_DEADLINE"] = f"{deadline:.3f}"
+    return env
 
 
 def free_port() -> int:
@@ -177,6 +190,11 @@ class Execution:
         self.ending_detail = ""
         self.first_failure: tuple[int, dict[str, Any]] | None = None
         self.kill_at: float | None = None
+        self.term_at: float | None = None  # SIGTERM due (after the cessation warning)
+        self.warning: dict[str, Any] | None = plan.get("warning") or None
+        self.warned = False
+        limit = plan.get("timeLimit")
+        self.deadline: float | None = self.started_at + float(limit) if limit else None
         self.port = 0
 
     def launcher_info(self) -> dict[str, Any]:
@@ -194,7 +212,7 @@ class Execution:
         env_base.update(plan.get("env") or {})
         for rank in plan["ranks"]:
             env = dict(env_base)
-            env.update(rank_env(plan, rank, self.port))
+            env.update(rank_env(plan, rank, self.port, self.deadline))
             node = int(rank["nodeRank"])
             group = self.pgids[node] if node < len(self.pgids) else 0
             out = open(rank["stdout"], "ab")  # noqa: SIM115 - handed to the child, closed below
@@ -239,10 +257,28 @@ class Execution:
             except (ProcessLookupError, PermissionError):
                 continue
 
+    def warn(self) -> None:
+        """Send the job's cessation warning (``dispatch.CessationWarning``) once."""
+        if self.warning is None or self.warned:
+            return
+        self.warned = True
+        self.signal_all(signal.Signals["SIG" + str(self.warning["signal"])])
+
     def begin_ending(self, why: str, detail: str = "") -> None:
+        """End the execution: SIGTERM, SIGKILL after the grace. A stop or requeue of a job that asked for a
+        cessation warning is warned first and gets SIGTERM the warning's seconds later (at the time limit the
+        warning went out before, see :meth:`run`); a failed rank, memory or launch failure ends at once."""
         if self.ending is not None:
             return
         self.ending, self.ending_detail = why, detail
+        if self.warning is not None and not self.warned and why in ("stop", "requeue", "signal"):
+            self.warn()
+            self.term_at = time.time() + float(self.warning["seconds"])
+            return
+        self.terminate()
+
+    def terminate(self) -> None:
+        self.term_at = None
         self.signal_all(signal.SIGTERM)
         self.kill_at = time.time() + self.grace
 
@@ -302,14 +338,19 @@ class Execution:
             write_json(os.path.join(self.dir, LAUNCHER), self.launcher_info())
             self.start_ranks()
         limit = self.plan.get("timeLimit")
-        deadline = self.started_at + float(limit) if limit else None
+        deadline = self.deadline
+        warn_at = deadline - float(self.warning["seconds"]) if deadline is not None and self.warning else None
         while self.procs:
             self.reap()
             if not self.procs:
                 break
             now = time.time()
+            if warn_at is not None and now >= warn_at and self.ending is None:
+                self.warn()
             if deadline is not None and now >= deadline and self.ending is None:
                 self.begin_ending("timeout", f"the time limit of {float(limit or 0):g}s was reached")
+            if self.term_at is not None and now >= self.term_at:
+                self.terminate()
             if self.kill_at is not None and now >= self.kill_at:
                 self.signal_all(signal.SIGKILL)
                 self.kill_at = now + 1.0
@@ -319,6 +360,10 @@ class Execution:
                 waits.append(MEMORY_SAMPLE)
             if deadline is not None and self.ending is None:
                 waits.append(deadline - now)
+            if warn_at is not None and not self.warned and self.ending is None:
+                waits.append(warn_at - now)
+            if self.term_at is not None:
+                waits.append(self.term_at - now)
             if self.kill_at is not None:
                 waits.append(self.kill_at - now)
             info = signal.sigtimedwait(_WAKE, max(0.005, min(waits)))

@@ -7,6 +7,7 @@ import shlex
 from typing import Any
 
 from dispatch.adapterkit.identity import execution_identity
+from dispatch.extensions import CessationWarning, SharedCheckpoint
 from dispatch.local.launcher import execution_dir, rank_env
 from dispatch.local.limits import Limits
 from dispatch.spec import JobSpec
@@ -19,6 +20,8 @@ def build_plan(manifest: dict[str, Any], job_dir: str, restart: int, grace: floa
     sid = str(manifest["schedulerId"])
     exec_dir = execution_dir(job_dir, restart)
     limits = spec.extension(Limits)
+    ckpt = spec.extension(SharedCheckpoint)
+    warning = spec.extension(CessationWarning)
     ranks = []
     for node in range(spec.nodes):
         for local in range(spec.procs_per_node):
@@ -46,6 +49,8 @@ def build_plan(manifest: dict[str, Any], job_dir: str, restart: int, grace: floa
         "timeLimit": spec.time_limit,
         "memoryMb": limits.memory_mb if limits else None,
         "grace": grace,
+        "checkpointDir": ckpt.path if ckpt else None,
+        "warning": {"signal": warning.signal, "seconds": warning.seconds} if warning else None,
         "ranks": ranks,
     }
 
@@ -62,6 +67,9 @@ def render_plan(plan: dict[str, Any], state_dir: str) -> str:
         lines.append(f"# time limit: {plan['timeLimit']:g}s, then SIGTERM, SIGKILL after {plan['grace']:g}s")
     if plan.get("memoryMb"):
         lines.append(f"# memory limit: {plan['memoryMb']} MiB resident per rank (SIGKILL over it)")
+    if plan.get("warning"):
+        w = plan["warning"]
+        lines.append(f"# cessation warning: SIG{w['signal']} {w['seconds']:g}s before SIGTERM (stop, requeue, limit)")
     lines.append("# MASTER_PORT is chosen free when the execution starts")
     for rank in plan["ranks"]:
         env = dict(plan.get("env") or {})

@@ -1,6 +1,6 @@
 """SlurmBackend: the dispatch Backend over Slurm's commands, one script per operation.
 
-Implements Backend, Holder, Requeuer, MultiFinder, CessationSignal and OutputReader (not Watcher: it is
+Implements Backend, Holder, Requeuer, MultiFinder, BatchStarter, CessationSignal and OutputReader (not Watcher: it is
 polled). Errors follow :mod:`dispatch.slurm.errors`; a transport failure is Unavailable when the script never
 started and, for writes, OutcomeUnknown once it may have run.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import posixpath
+import re
 import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -16,16 +17,17 @@ from dataclasses import dataclass, replace
 from dispatch.capabilities import Capabilities, Capability
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
-from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
-from dispatch.extensions import ExtensionPolicy, Output, SharedCheckpoint
+from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
+from dispatch.extensions import CessationWarning, ExtensionPolicy, Output, SharedCheckpoint
 from dispatch.outcome import Evidence
 from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm import preflight, submit
 from dispatch.slurm.extensions import Placement, Resources
-from dispatch.slurm.holds import decode_hold, encode_hold
-from dispatch.slurm.mapping import outcome_of
+from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
+from dispatch.slurm.mapping import Reading, outcome_of
 from dispatch.slurm.parse import (
     SACCT_TEXT_FIELDS,
+    SQUEUE_TEXT_FIELDS,
     ParseError,
     SlurmJob,
     config_seconds,
@@ -35,6 +37,8 @@ from dispatch.slurm.parse import (
     parse_sacct_text,
     parse_sbatch_id,
     parse_squeue,
+    parse_squeue_text,
+    text_settles,
 )
 from dispatch.slurm.scripts import CallOutput, Script, ScriptOutput, parse_output
 from dispatch.slurm.settings import SlurmSettings
@@ -42,7 +46,48 @@ from dispatch.slurm.transport.base import Executor, TransportFailure
 from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence, StartRequest
 
 NAME = "slurm"
-ACCEPTED = frozenset({Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind})
+BATCH = 100
+"""Submissions (or gates) per script in :meth:`SlurmBackend.start_many` / :meth:`SlurmBackend.open_many`."""
+OPEN_GATES = (
+    'out=$(squeue -h -t all -j "$1" -o "%i %r" 2>&1) || case "$out" in\n'
+    '  *"Invalid job id"*) out="";;\n'
+    '  *) printf "%s\\n" "$out" >&2; exit 1;;\n'
+    "esac\n"
+    'rel=""\n'
+    "while read -r id reason; do\n"
+    '  [ -n "$id" ] || continue\n'
+    '  case "$reason" in\n'
+    '    JobHeldAdmin) echo "$id admin";;\n'
+    '    JobHeldUser) rel="$rel,$id"; echo "$id release";;\n'
+    '    *) echo "$id open";;\n'
+    "  esac\n"
+    'done <<<"$out"\n'
+    'if [ -n "$rel" ]; then scontrol release "${rel#,}" || exit 2; fi'
+)
+"""Opens dispatch's gate on the jobs ``$1`` (comma-separated) with one ``squeue`` and one ``scontrol release``:
+prints ``<id> release|open|admin`` per job squeue knows (admin: an administrator's hold, never lifted); exit 2
+when the release failed for some (its messages name them: "... for job <id>")."""
+_FOR_JOB = re.compile(r"for job (\d+)")
+_READ_HOLD = (
+    'line=$(SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "State:|,EligibleTime:|" 2>&1) '
+    '|| { printf "%s\\n" "$line" >&2; exit 1; }\n'
+    'IFS="|" read -r st elig _ <<<"$line"\n'
+    'case "$elig" in *[!0-9]*|"") elig=0;; esac\n'
+    'theirs=0; if [ "$elig" -ge "$3" ] && [ "$elig" -lt "$4" ] && [ "$elig" != "$2" ]; then theirs=1; fi\n'
+)
+HOLD_SCRIPT = _READ_HOLD + (
+    'case "$st" in PENDING|REQUEUED|REQUEUE_FED|REQUEUE_HOLD|SPECIAL_EXIT) ;; *) echo "$st"; exit 4;; esac\n'
+    'if [ "$theirs" = 1 ]; then echo "$elig"; exit 5; fi\n'
+    'scontrol update JobId="$1" StartTime="uts$2"'
+)
+"""Hold job ``$1`` with begin time ``$2`` (hold codes lie in [``$3``, ``$4``)): exit 4 not waiting (prints the
+state), exit 5 another hold (prints its begin time)."""
+RELEASE_SCRIPT = _READ_HOLD + (
+    'if [ "$theirs" = 1 ]; then echo "$elig"; exit 5; fi\n'
+    'if [ "$elig" = "$2" ]; then scontrol update JobId="$1" StartTime=now; fi'
+)
+"""Lift hold ``$2`` from job ``$1`` if it carries it; exit 5 when it carries another."""
+ACCEPTED = frozenset({Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind, CessationWarning.kind})
 
 
 @dataclass(frozen=True)
@@ -85,14 +130,17 @@ class SlurmBackend:
         s.deadline = self._clock.now() + self._offset + self.settings.timeouts.script
         return s
 
-    def _run(self, script: Script, write: bool) -> ScriptOutput:
+    def _run(self, script: Script, write: bool, *, partial: bool = False) -> ScriptOutput:
         """Run one script. Transport failures: Unavailable if it never started (or it only read), else
-        OutcomeUnknown."""
+        OutcomeUnknown; with ``partial``, a write script cut after it started returns what it reported (each
+        call then answers for itself: those with no status are unknown)."""
         self.scripts_run += 1
         try:
             result = self._executor.run(script.render(), self.settings.timeouts.script + 10)
         except TransportFailure as exc:
             out = parse_output(script.nonce, exc.result.stdout)
+            if write and out.started and partial:
+                return out
             if write and out.started:
                 raise OutcomeUnknown(f"the connection failed after the script started: {exc}") from None
             raise Unavailable(f"the cluster could not be reached: {exc}") from None
@@ -169,34 +217,155 @@ class SlurmBackend:
             raise OutcomeUnknown(str(exc)) from None
 
     def open(self, scheduler_id: str) -> None:
-        self._writable()
-        jid = _job_id(scheduler_id)
-        s = self._script()
-        s.shell(
-            'r=$(squeue -h -t all -j "$1" -o %r 2>&1) || { printf "%s\\n" "$r" >&2; exit 1; }\n'
-            'case "$r" in\n'
-            '  JobHeldAdmin) echo "JobHeldAdmin" >&2; exit 3;;\n'
-            '  JobHeldUser) scontrol release "$1";;\n'
-            '  *) echo "not gated: $r";;\n'
-            "esac",
-            jid,
-        )
-        out = self._run(s, True)
-        call = out.call(0)
-        if call is not None and call.status == 3:
-            raise Rejected(f"job {jid} is held by an administrator (JobHeldAdmin); dispatch never releases it")
-        self._need(out, 0, f"open {jid}", write=True)
+        error = self.open_many([scheduler_id])[0]
+        if error is not None:
+            raise error
 
-    def _observe(self, ids: Sequence[str]) -> dict[str, _Observed]:
+    # ---------------------------------------------------------------- BatchStarter
+    def start_many(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
+        """Every request's ``sbatch`` in one script per :data:`BATCH` requests (and one ``mkdir`` for new
+        output directories), four at a time (:meth:`Script.call_concurrently`); each call answers for its own
+        job (see :meth:`start`)."""
+        self._writable()
+        answers: list[str | DispatchError] = []
+        for first in range(0, len(requests), BATCH):
+            answers.extend(self._start_chunk(requests[first : first + BATCH]))
+        return answers
+
+    def _start_chunk(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
+        answers: list[str | DispatchError | None] = [None] * len(requests)
+        built: list[tuple[int, submit.SbatchJob]] = []
+        for i, request in enumerate(requests):
+            try:
+                built.append((i, self.build(request)))
+            except DispatchError as exc:
+                answers[i] = exc
+        if built:
+            s = self._script()
+            dirs = sorted({job.output_dir for _, job in built} - self._made_dirs)
+            if dirs:
+                s.call(["mkdir", "-p", *dirs])
+            first = 1 if dirs else 0
+            for _, job in built:  # a few at a time: the controller answers several clients at once
+                s.call_concurrently(["sbatch", *job.argv], stdin=job.batch)
+            try:
+                out = self._run(s, True, partial=True)
+            except (Unavailable, OutcomeUnknown) as exc:
+                for i, _ in built:
+                    answers[i] = type(exc)(str(exc))
+                return [a for a in answers if a is not None]
+            made = out.call(0)
+            if dirs and made is not None and made.status == 0:
+                self._made_dirs.update(dirs)
+            for k, (i, _) in enumerate(built):
+                try:
+                    call = self._need(out, first + k, "sbatch", write=True)
+                    answers[i] = parse_sbatch_id(call.stdout)
+                except ParseError as exc:
+                    answers[i] = OutcomeUnknown(str(exc))
+                except DispatchError as exc:
+                    answers[i] = exc
+        return [a for a in answers if a is not None]
+
+    def open_many(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
+        """Open every gate with one ``squeue`` and one ``scontrol release`` per :data:`BATCH` ids
+        (:data:`OPEN_GATES`): release a job held by its user (dispatch's gate), refuse one held by an
+        administrator (Rejected), leave any other alone (already open); a job squeue no longer knows is
+        NotFound."""
+        self._writable()
+        answers: list[DispatchError | None] = []
+        for first in range(0, len(scheduler_ids), BATCH):
+            answers.extend(self._open_chunk(scheduler_ids[first : first + BATCH]))
+        return answers
+
+    def _open_chunk(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
+        jids: list[str | NotFound] = []
+        for sid in scheduler_ids:
+            try:
+                jids.append(_job_id(sid))
+            except NotFound as exc:
+                jids.append(exc)
+        valid = [j for j in jids if isinstance(j, str)]
+        if not valid:
+            return [j if isinstance(j, NotFound) else None for j in jids]
+        s = self._script()
+        s.shell(OPEN_GATES, ",".join(valid))
         try:
-            return self._observe_parsed(ids)
+            out = self._run(s, True, partial=True)
+        except (Unavailable, OutcomeUnknown) as exc:
+            return [j if isinstance(j, NotFound) else type(exc)(str(exc)) for j in jids]
+        call = out.call(0)
+        if call is not None and call.status not in (0, 2, None):
+            err = slurm_errors.error_for("open", call.stderr or call.stdout, write=True, status=call.status)
+            return [j if isinstance(j, NotFound) else type(err)(str(err)) for j in jids]
+        seen: dict[str, str] = {}
+        for line in (call.stdout if call is not None else "").splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                seen[parts[0]] = parts[1]
+        failed: dict[str, str] = {}
+        for line in (call.stderr if call is not None else "").splitlines():
+            m = _FOR_JOB.search(line)
+            if m:
+                failed[m.group(1)] = line
+        answers: list[DispatchError | None] = []
+        for jid in jids:
+            if isinstance(jid, NotFound):
+                answers.append(jid)
+            elif call is None or call.status is None:  # cut: only what was printed is known
+                what = seen.get(jid)
+                answers.append(None if what == "open" else OutcomeUnknown(f"open {jid}: the script was cut"))
+            elif jid not in seen:
+                answers.append(NotFound(f"Slurm job {jid} is not in squeue"))
+            elif seen[jid] == "admin":
+                answers.append(
+                    Rejected(f"job {jid} is held by an administrator (JobHeldAdmin); dispatch never releases it")
+                )
+            elif seen[jid] == "release" and jid in failed:
+                answers.append(slurm_errors.error_for(f"open {jid}", failed[jid], write=True, status=1))
+            else:
+                answers.append(None)
+        return answers
+
+    def _observe(self, ids: Sequence[str], *, full: bool = False) -> dict[str, _Observed]:
+        """squeue's and sacct's view of ``ids``. Cheap first: one text listing (:data:`SQUEUE_TEXT_FIELDS`)
+        answers for every job it settles (:func:`text_settles`: running, or pending for a plain reason, in its
+        first execution); JSON (and sacct) are asked only for the others, and sacct alone for the jobs the
+        listing no longer shows. ``full``: JSON for every job (output paths, flags)."""
+        try:
+            jids = [_job_id(i) for i in ids]
+            if not jids:
+                return {}
+            if full:
+                return self._observe_json(jids)
+            return self._observe_text_first(jids)
         except ParseError as exc:  # unusable output: the read had no effect and tells nothing (never a crash)
             raise Unavailable(f"squeue/sacct: unusable output: {str(exc)[:300]}") from None
 
-    def _observe_parsed(self, ids: Sequence[str]) -> dict[str, _Observed]:
-        jids = [_job_id(i) for i in ids]
-        if not jids:
-            return {}
+    def _observe_text_first(self, jids: list[str]) -> dict[str, _Observed]:
+        s = self._script()
+        s.shell('SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "$2"', ",".join(jids), SQUEUE_TEXT_FIELDS)
+        call = self._run(s, False).call(0)
+        rows: list[SlurmJob] = []
+        if call is not None and call.status == 0:
+            rows = parse_squeue_text(call.stdout, self.slurm_release)
+        elif call is None or "Invalid job id" not in call.stderr:
+            stderr = call.stderr if call else ""
+            raise slurm_errors.error_for("squeue", stderr, write=False, status=call.status if call else None)
+        wanted = set(jids)
+        listed = {j.job_id: j for j in rows if j.job_id in wanted}
+        result = {jid: _Observed(job, ()) for jid, job in listed.items() if text_settles(job)}
+        unsettled = [j for j in jids if j in listed and j not in result]
+        gone = [j for j in jids if j not in listed]
+        if unsettled:
+            result.update(self._observe_json(unsettled))
+        if gone and self._caps[Capability.ACCOUNTING_HISTORY].yes:
+            for jid, history in self._history(gone).items():
+                if jid in wanted and history:
+                    result[jid] = _Observed(None, tuple(history))
+        return {j: result[j] for j in jids if j in result}
+
+    def _observe_json(self, jids: list[str]) -> dict[str, _Observed]:
         s = self._script()
         if self.dialect == "v0.0.38":
             s.call(["squeue", "--json"])  # ignores filters: filtered here
@@ -235,7 +404,11 @@ class SlurmBackend:
             lst.sort(key=lambda j: (j.restart_cnt or 0, j.submit_time or 0))
         return by
 
-    def _evidence_of(self, jid: str, obs: _Observed) -> JobEvidence:
+    def _evidence_of(
+        self, jid: str, obs: _Observed, memo: dict[tuple[object, ...], Reading] | None = None
+    ) -> JobEvidence:
+        """The evidence of one job. ``memo`` shares readings between jobs whose records map alike within one
+        observation (thousands of gated jobs are one reading)."""
         now = self._clock.now()
         marker_job = obs.live or obs.history[-1]
         submission = _submission_of(marker_job.name)
@@ -246,16 +419,16 @@ class SlurmBackend:
             if obs.live is not None and r >= (obs.live.restart_cnt or 0):
                 continue
             seen.add(r)
-            executions.append(self._execution(jid, submission, rec, r, Evidence("sacct", now)))
+            executions.append(self._execution(jid, submission, rec, r, self._reading(rec, "sacct", now, memo)))
         current = obs.live or obs.history[-1]
         r = current.restart_cnt or 0
         same = [h for h in obs.history if (h.restart_cnt or 0) == r]
         if obs.live is not None and same and same[-1].step_states:
             current = replace(current, step_states=same[-1].step_states)
         source = "squeue" if obs.live is not None else "sacct"
-        reading = outcome_of(current, Evidence(source, now))
+        reading = self._reading(current, source, now, memo)
         if r not in seen:
-            executions.append(self._execution(jid, submission, current, r, Evidence(source, now)))
+            executions.append(self._execution(jid, submission, current, r, reading))
         executions.sort(key=lambda e: e.restart)
         return JobEvidence(
             scheduler_id=jid,
@@ -267,19 +440,32 @@ class SlurmBackend:
             executions=tuple(executions),
         )
 
-    def _execution(self, jid: str, n: int, rec: SlurmJob, restart: int, ev: Evidence) -> ExecutionEvidence:
+    @staticmethod
+    def _reading(rec: SlurmJob, source: str, now: float, memo: dict[tuple[object, ...], Reading] | None) -> Reading:
+        if memo is None:
+            return outcome_of(rec, Evidence(source, now))
+        key = (source, rec.state, rec.flags, rec.reason, rec.description, rec.eligible_time, rec.restart_cnt,
+               rec.start_time is None, rec.exit_code, rec.signal, rec.step_states)  # fmt: skip
+        reading = memo.get(key)
+        if reading is None:
+            reading = memo[key] = outcome_of(rec, Evidence(source, now))
+        return reading
+
+    def _execution(self, jid: str, n: int, rec: SlurmJob, restart: int, reading: Reading) -> ExecutionEvidence:
         off = self._offset
+        outcome = reading.outcome
         # Slurm fills start_time with an estimate while pending, and with the cancel time for a job cancelled
-        # before it ran: only a job that left PENDING with nodes allocated has started.
-        ran = rec.state not in ("PENDING", "") and bool(rec.nodes)
+        # before it ran: only an execution that left the waiting states with nodes allocated has started. A
+        # running job's end_time is Slurm's projection from its time limit: only an ended one has an end.
+        ran = not outcome.state.waiting and bool(rec.nodes)
         if not ran:
-            return ExecutionEvidence(f"{n}.{jid}.{restart}", restart, outcome_of(rec, ev).outcome)
+            return ExecutionEvidence(f"{n}.{jid}.{restart}", restart, outcome)
         return ExecutionEvidence(
             identity=f"{n}.{jid}.{restart}",
             restart=restart,
-            outcome=outcome_of(rec, ev).outcome,
+            outcome=outcome,
             started_at=rec.start_time - off if rec.start_time and rec.start_time < 4e9 else None,
-            ended_at=rec.end_time - off if rec.end_time and rec.end_time < 4e9 else None,
+            ended_at=rec.end_time - off if outcome.state.ended and rec.end_time and rec.end_time < 4e9 else None,
             nodes=tuple(x for x in [rec.nodes] if x),
         )
 
@@ -294,7 +480,8 @@ class SlurmBackend:
         return got[jid]
 
     def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
-        return {j: self._evidence_of(j, o) for j, o in self._observe(scheduler_ids).items()}
+        memo: dict[tuple[object, ...], Reading] = {}
+        return {j: self._evidence_of(j, o, memo) for j, o in self._observe(scheduler_ids).items()}
 
     def find(self, marker: str, since: float) -> list[Found]:
         return self.find_many([marker], since).get(marker, [])
@@ -359,30 +546,39 @@ class SlurmBackend:
 
     # ---------------------------------------------------------------- Holder
     def hold(self, scheduler_id: str, instance: str) -> None:
+        """One script reads the job (``squeue``) and, if it is waiting and carries no other hold, sets the
+        hold's start time: the read and the update are one round trip apart no more (Slurm has no
+        compare-and-set; what is left is the gap between two commands on the login node)."""
         self._writable()
-        ev = self.inspect(scheduler_id)
+        jid = _job_id(scheduler_id)
         code = decode_hold(encode_hold(instance))
         assert code is not None
-        if ev.holds and ev.holds[0] not in (instance, code):
-            raise Rejected(f"job {ev.scheduler_id} already carries hold {ev.holds[0]}")
-        self._instances[code] = instance
-        if not ev.outcome.state.waiting:
-            raise Rejected(f"job {ev.scheduler_id} is {ev.outcome.state.value}: the job is no longer pending")
         s = self._script()
-        s.call(["scontrol", "update", f"JobId={ev.scheduler_id}", f"StartTime=uts{encode_hold(instance)}"])
-        self._need(self._run(s, True), 0, f"hold {ev.scheduler_id}", write=True)
+        s.shell(HOLD_SCRIPT, jid, str(encode_hold(instance)), str(HOLD_BASE), str(HOLD_BASE + HOLD_SPAN))
+        self._hold_answer(s, jid, instance, "hold")
+        self._instances[code] = instance
 
     def release(self, scheduler_id: str, instance: str) -> None:
+        """One script: lift the hold if it is ``instance``'s (``StartTime=now``); no hold is a no-op, another
+        instance's hold is Rejected."""
         self._writable()
-        ev = self.inspect(scheduler_id)
-        mine = decode_hold(encode_hold(instance))
-        if not ev.holds:
-            return
-        if ev.holds[0] not in (instance, mine):
-            raise Rejected(f"job {ev.scheduler_id} carries hold {ev.holds[0]}, not {instance}")
+        jid = _job_id(scheduler_id)
         s = self._script()
-        s.call(["scontrol", "update", f"JobId={ev.scheduler_id}", "StartTime=now"])
-        self._need(self._run(s, True), 0, f"release {ev.scheduler_id}", write=True)
+        s.shell(RELEASE_SCRIPT, jid, str(encode_hold(instance)), str(HOLD_BASE), str(HOLD_BASE + HOLD_SPAN))
+        self._hold_answer(s, jid, instance, "release")
+
+    def _hold_answer(self, s: Script, jid: str, instance: str, what: str) -> None:
+        out = self._run(s, True)
+        call = out.call(0)
+        if call is not None and call.status == 4:
+            state = call.stdout.strip().lower() or "not pending"
+            raise Rejected(f"job {jid} is {state}: the job is no longer pending")
+        if call is not None and call.status == 5:
+            other = decode_hold(float(call.stdout.strip())) if call.stdout.strip().isdigit() else None
+            shown = self._instances.get(other, other) if other else "another hold"
+            verb = "already carries" if what == "hold" else "carries"
+            raise Rejected(f"job {jid} {verb} hold {shown}" + ("" if what == "hold" else f", not {instance}"))
+        self._need(out, 0, f"{what} {jid}", write=True)
 
     # ---------------------------------------------------------------- Requeuer
     def requeue(self, scheduler_id: str) -> None:
@@ -424,7 +620,7 @@ class SlurmBackend:
 
     # ---------------------------------------------------------------- OutputReader
     def _output_path(self, scheduler_id: str, execution: int | None, stream: str) -> tuple[str, bool]:
-        ev_obs = self._observe([scheduler_id]).get(_job_id(scheduler_id))
+        ev_obs = self._observe([scheduler_id], full=True).get(_job_id(scheduler_id))
         if ev_obs is None:
             raise NotFound(f"Slurm job {scheduler_id} is gone")
         rec = ev_obs.live or ev_obs.history[-1]

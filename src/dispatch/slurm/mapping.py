@@ -5,7 +5,8 @@
 1. Flags that mean "Slurm itself held it" (``REQUEUE_HOLD``, ``SPECIAL_EXIT``) and a ``JobHeldAdmin`` reason
    on a waiting job: ``held`` / ``admin-held``.
 2. ``PENDING``: by reason. ``JobHeldUser`` is dispatch's closed start gate (``pending`` / ``gated``) unless its
-   description says Slurm requeued and held it after a launch failure (``held`` / ``admin-held``);
+   description says Slurm requeued and held it (after a launch failure, or ``scontrol requeuehold``: "launch
+   failed requeued held", "job requeued in held state"), which is ``held`` / ``admin-held``;
    ``JobHoldMaxRequeue`` is ``failed`` / ``launch-failed``; ``BeginTime`` with a begin time that encodes a hold
    instance is ``held`` / ``held``; reasons in :data:`NO_CAPACITY_REASONS` are ``pending`` / ``no-capacity``;
    anything else (Priority, Resources, Dependency, a requeue's BeginTime, None ...) is ``pending`` / ``queued``.
@@ -13,13 +14,26 @@
    ``RESIZING``, ``STAGE_OUT``): ``running``.
 4. Ended: ``COMPLETED`` ``succeeded`` / ``exit`` 0 (a non-zero exit code read elsewhere makes it ``failed``
    / ``exit``); ``FAILED`` ``failed`` / ``exit`` (code or signal), or ``launch-failed`` for the
-   ``LAUNCH_FAILED`` flag and the reasons JobLaunchFailure, SystemFailure, BadConstraints;
+   ``LAUNCH_FAILED`` flag and the reasons JobLaunchFailure, SystemFailure, BadConstraints without a signal
+   (22.05 gives a batch script killed by a signal the reason JobLaunchFailure);
    ``CANCELLED`` / ``REVOKED`` ``cancelled``; a ``FAILED`` job one of whose steps (sacct) ended
    ``OUT_OF_MEMORY`` is ``out-of-memory`` (the ranks run in an srun step, where the OOM kill lands);
    ``REQUEUED`` (an execution a requeue ended) ``cancelled``;
    ``TIMEOUT`` and ``DEADLINE`` ``timeout``; ``NODE_FAIL`` and ``BOOT_FAIL`` ``node-lost``; ``PREEMPTED``
    ``preempted``; ``OUT_OF_MEMORY`` ``out-of-memory``.
-5. 22.05 flag-only ``REQUEUED``/``REQUEUE_FED``: ``pending`` / ``queued``. Anything else: ``unknown``.
+5. 22.05 flag-only ``REQUEUED``/``REQUEUE_FED``: ``pending`` / ``queued``; so is 22.05's flag-only
+   ``COMPLETING`` of a requeued job with no start time (the old execution still completing, the new one not
+   started). A ``PENDING`` execution one of whose steps (sacct) is ``RUNNING`` is ``running``. Anything else:
+   ``unknown``.
+
+Exit code and signal, one rule for every source (squeue or sacct, JSON or text, live or after the job left
+the queue): they are the program's own answer and are reported only with the cause ``exit`` (and
+``launch-failed``). A signal-killed program has a signal and no exit code; a program that exited has an exit
+code and no signal; a ``FAILED`` job whose records say ``0:0`` has neither. Where Slurm or the machine ended
+the execution (timeout, preempted, node lost, out of memory, cancelled, requeued) both are None: the records
+disagree there (squeue's raw wait status 143 where sacct's job line says ``0:0`` and the batch step ``15:0``;
+a node failure reads signal 1 live and exit 1 in 26.05's accounting, exit 0 in 22.05's), and an execution's
+code must not change when its evidence moves from squeue to sacct.
 
 A job gone from squeue without accounting is not mapped here: the backend raises NotFound (never success).
 """
@@ -94,7 +108,17 @@ class Reading:
 def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
     """Map one job (or execution) to an outcome, following the table in this module's docstring."""
     state, flags, reason = job.state, job.flags, job.reason
-    detail = " ".join(x for x in (state or "/".join(sorted(flags)), reason, job.description) if x)
+    if state == "PENDING" and "RUNNING" in job.step_states:  # sacct: the job line lags its batch step
+        state = "RUNNING"
+    if (
+        not state
+        and flags & RUNNING_FLAGS
+        and job.start_time is None
+        and ((job.restart_cnt or 0) > 0 or "REQUEUED" in flags)
+    ):
+        state = "PENDING"  # 22.05 right after a requeue: the old execution completing, the new one not started
+    shown_reason = "" if reason in ("None", "(null)") else reason
+    detail = " ".join(x for x in (state or "/".join(sorted(flags)), shown_reason, job.description) if x)
 
     def out(s: State, c: Cause | None, code: int | None = None, sig: int | None = None) -> Outcome:
         return Outcome(s, c, evidence, exit_code=code, signal=sig, detail=detail)
@@ -106,7 +130,8 @@ def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
         if reason == "JobHeldAdmin":
             return Reading(out(State.HELD, Cause.ADMIN_HELD), foreign_hold="JobHeldAdmin")
         if reason == "JobHeldUser":
-            if "requeued held" in job.description:
+            desc = job.description.lower()
+            if "requeued" in desc and "held" in desc:  # "launch failed requeued held", "job requeued in held state"
                 return Reading(out(State.HELD, Cause.ADMIN_HELD), foreign_hold=job.description)
             return Reading(out(State.PENDING, Cause.GATED), gate_closed=True)
         if reason == "JobHoldMaxRequeue":
@@ -120,21 +145,31 @@ def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
     if state in ("RUNNING", "SUSPENDED") or (not state and flags & RUNNING_FLAGS):
         return Reading(out(State.RUNNING, None))
     if state == "COMPLETED":
-        if job.exit_code not in (None, 0) or job.signal:
-            return Reading(out(State.FAILED, Cause.EXIT, job.exit_code, job.signal))
+        code, sig = _exit_pair(job)
+        if code or sig:
+            return Reading(out(State.FAILED, Cause.EXIT, code, sig))
         return Reading(out(State.SUCCEEDED, Cause.EXIT, 0))
     if state == "FAILED":
-        if "LAUNCH_FAILED" in flags or reason in LAUNCH_FAILED_REASONS:
-            return Reading(out(State.FAILED, Cause.LAUNCH_FAILED, job.exit_code, job.signal))
+        # 22.05 labels a batch script killed by a signal JobLaunchFailure: with a signal, it ran and was killed
+        if "LAUNCH_FAILED" in flags or (reason in LAUNCH_FAILED_REASONS and not job.signal):
+            return Reading(out(State.FAILED, Cause.LAUNCH_FAILED, *_exit_pair(job)))
         if "OUT_OF_MEMORY" in job.step_states:
-            return Reading(out(State.FAILED, Cause.OUT_OF_MEMORY, job.exit_code, job.signal))
-        code = job.exit_code
-        if code == 0 and not job.signal:
-            code = None  # FAILED with a zero code: the code is not the evidence (22.05 sacct JSON)
-        return Reading(out(State.FAILED, Cause.EXIT, code, job.signal))
+            return Reading(out(State.FAILED, Cause.OUT_OF_MEMORY))
+        code, sig = _exit_pair(job)
+        return Reading(out(State.FAILED, Cause.EXIT, code, sig))
     if state in ENDED:
         s, c = ENDED[state]
-        return Reading(out(s, c, job.exit_code if state != "CANCELLED" else None, job.signal))
+        return Reading(out(s, c))  # Slurm or the machine ended it: no exit code, no signal (module docstring)
     if not state and flags & {"REQUEUED", "REQUEUE_FED"}:
         return Reading(out(State.PENDING, Cause.QUEUED))
     return Reading(out(State.UNKNOWN, Cause.UNKNOWN))
+
+
+def _exit_pair(job: SlurmJob) -> tuple[int | None, int | None]:
+    """(exit code, signal) by the module's rule: a signal excludes an exit code; ``0:0`` on a FAILED job is
+    no evidence (neither)."""
+    if job.signal:
+        return None, job.signal
+    if job.exit_code == 0 and job.state == "FAILED":
+        return None, None
+    return job.exit_code, None

@@ -1,11 +1,16 @@
 """Parsing Slurm's answers into one internal job record, whatever the release.
 
-Three JSON dialects are read (detected from the ``meta`` block):
+The JSON dialect is the one the output declares (``meta.plugin.data_parser``, or ``meta.plugin.type`` for the
+openapi plugins of 22.05); only output that declares nothing falls back to the release's era
+(:func:`dialect_of`). The dialects differ where it matters:
 
 * 22.05: openapi v0.0.38 (``meta.Slurm.release``): ``job_state`` is one string in which a flag replaces the
   base state (``"COMPLETING"``), times are plain integers (0 = unset), ``exit_code`` is a raw wait status.
   Its ``squeue --json`` ignores every filter, so callers filter by id or name here. Its ``sacct --json``
   reports every normal exit as 0, so sacct is read as text on 22.05 (:func:`parse_sacct_text`).
+* 23.02: data_parser v0.0.39: numbers are ``{"set", "infinite", "number"}`` objects, and squeue's
+  ``exit_code`` is such an object holding the raw wait status.
+* 23.11 to 26.05: data_parser v0.0.40 to v0.0.45: ``exit_code`` is ``{"status", "return_code", "signal"}``.
 * 25.11: data_parser v0.0.44 and 26.05: v0.0.45 (``meta.slurm.release``): ``job_state`` is a list (base
   state and flags), numbers are ``{"set", "infinite", "number"}`` objects, ``exit_code`` is
   ``{"status": [...], "return_code": {...}, "signal": {...}}``.
@@ -16,6 +21,7 @@ Also: ``scontrol show config`` (``Key = value`` lines, durations ``N sec``), and
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -44,9 +50,11 @@ class ParseError(ValueError):
     """Slurm's output did not have the expected shape."""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SlurmJob:
-    """One job (squeue) or one execution (sacct), in release-independent form."""
+    """One job (squeue) or one execution (sacct), in release-independent form. Treated as immutable (change
+    one with :func:`dataclasses.replace`); not frozen because an observation builds thousands of them and a
+    frozen dataclass costs three times as much to build."""
 
     job_id: str
     name: str
@@ -87,13 +95,55 @@ def release_of(doc: Mapping[str, Any]) -> str:
 
 
 def dialect_of(release: str) -> str:
-    """``v0.0.38`` for 22.05, ``v0.0.44`` for 25.11, ``v0.0.45`` for 26.05 (others by era)."""
-    major, minor = _version(release)
-    if (major, minor) < (23, 2):
-        return "v0.0.38"
-    if (major, minor) < (26, 5):
-        return "v0.0.44"
+    """The default JSON dialect of a release: ``v0.0.38`` for 22.05, ``v0.0.39`` 23.02, ``v0.0.40`` 23.11,
+    ``v0.0.41`` 24.05, ``v0.0.42`` 24.11, ``v0.0.43`` 25.05, ``v0.0.44`` 25.11, ``v0.0.45`` 26.05 and later.
+    Used only for output that declares no dialect (:func:`declared_dialect`)."""
+    version = _version(release)
+    for upto, dialect in RELEASE_DIALECTS:
+        if version < upto:
+            return dialect
     return "v0.0.45"
+
+
+RELEASE_DIALECTS = (
+    ((23, 2), "v0.0.38"),
+    ((23, 11), "v0.0.39"),
+    ((24, 5), "v0.0.40"),
+    ((24, 11), "v0.0.41"),
+    ((25, 5), "v0.0.42"),
+    ((25, 11), "v0.0.43"),
+    ((26, 5), "v0.0.44"),
+)
+_DIALECT_RE = re.compile(r"v(\d+)\.(\d+)\.(\d+)")
+
+
+def declared_dialect(doc: Mapping[str, Any]) -> str | None:
+    """The dialect a JSON document declares in ``meta.plugin`` (``data_parser``, else the openapi ``type``),
+    as ``"v0.0.NN"``; None when it declares none."""
+    meta = doc.get("meta") or {}
+    for key in ("plugin", "plugins"):
+        block = meta.get(key)
+        if not isinstance(block, Mapping):
+            continue
+        for field_name in ("data_parser", "type"):
+            value = block.get(field_name)
+            m = _DIALECT_RE.search(value) if isinstance(value, str) else None
+            if m:
+                return m.group(0)
+    return None
+
+
+def dialect_of_doc(doc: Mapping[str, Any], release: str) -> str:
+    """The document's declared dialect, or the release's default when it declares none."""
+    return declared_dialect(doc) or dialect_of(release)
+
+
+def raw_exit_status(dialect: str) -> bool:
+    """Whether squeue's ``exit_code`` is a raw wait status in this dialect (v0.0.38 and v0.0.39)."""
+    m = _DIALECT_RE.fullmatch(dialect)
+    if m is None:
+        return False
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3))) <= (0, 0, 39)
 
 
 def _version(release: str) -> tuple[int, int]:
@@ -145,7 +195,10 @@ def _states(value: Any) -> tuple[str, frozenset[str]]:
 
 
 def decode_wait_status(status: int) -> tuple[int | None, int | None]:
-    """(exit code, signal) from a raw wait status (22.05's squeue ``exit_code``)."""
+    """(exit code, signal) from a raw wait status (squeue's ``exit_code`` in v0.0.38 and v0.0.39).
+
+    The rule for every source: a signal-killed execution has a signal and no exit code; one that exited has an
+    exit code and no signal."""
     sig = status & 0x7F
     if sig == 0:
         return (status >> 8) & 0xFF, None
@@ -157,6 +210,11 @@ def _exit(value: Any, raw_status: bool) -> tuple[int | None, int | None]:
         return None, None
     if isinstance(value, int) and not isinstance(value, bool):
         return decode_wait_status(value) if raw_status else (value, None)
+    if isinstance(value, Mapping) and "number" in value and "status" not in value:  # v0.0.39's number object
+        n = _num(value)
+        if n is None:
+            return None, None
+        return decode_wait_status(n) if raw_status else (n, None)
     if isinstance(value, Mapping):
         status = value.get("status")
         statuses = {str(s).upper() for s in ([status] if isinstance(status, str) else (status or []))}
@@ -175,7 +233,7 @@ def parse_squeue(text: str) -> tuple[str, list[SlurmJob]]:
     """Jobs in an ``squeue --json`` document, with the release it names."""
     doc = _load(text, "squeue")
     release = release_of(doc)
-    old = dialect_of(release) == "v0.0.38"
+    old = raw_exit_status(dialect_of_doc(doc, release))
     jobs = []
     for raw in doc.get("jobs") or []:
         base, flags = _states(raw.get("job_state"))
@@ -224,6 +282,8 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
     for raw in doc.get("jobs") or []:
         st = raw.get("state") or {}
         base, flags = _states(st.get("current"))
+        if "REQUEUED" in flags:  # 26.05 gives an execution a requeue ended ["PENDING", "REQUEUED"]
+            base, flags = "REQUEUED", flags - {"REQUEUED"}
         times = raw.get("time") or {}
         code, sig = _exit(raw.get("exit_code"), raw_status=False)
         nodes = raw.get("nodes")
@@ -261,6 +321,8 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
 
 
 SACCT_TEXT_FIELDS = "JobIDRaw,JobName,State,ExitCode,Submit,Eligible,Start,End,NodeList,Reason"
+SQUEUE_TEXT_FIELDS = "JobID:|,State:|,Reason:|,RestartCnt:|,EligibleTime:|,StartTime:|,NodeList:|,Name:"
+"""``squeue -h -t all -O`` fields (with ``SLURM_TIME_FORMAT=%s``): the cheap listing the adapter reads first."""
 
 
 def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:
@@ -288,7 +350,8 @@ def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:
         if ":" in code:
             a, b = code.split(":", 1)
             if a.isdigit() and b.isdigit():
-                exit_code, sig = int(a), (int(b) or None)
+                # the same rule as the JSON: a signal-killed execution has a signal and no exit code
+                exit_code, sig = (None, int(b)) if int(b) else (int(a), None)
         n = counts.get(jid, 0)
         counts[jid] = n + 1
         jobs.append(
@@ -312,6 +375,60 @@ def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:
             )
         )
     return jobs
+
+
+def parse_squeue_text(text: str, release: str = "") -> list[SlurmJob]:
+    """Jobs from ``squeue -h -t all -O`` :data:`SQUEUE_TEXT_FIELDS` with ``SLURM_TIME_FORMAT=%s``.
+
+    The cheap listing: id, base state, reason (squeue prints the state description there when one is set,
+    e.g. "job requeued in held state"), restart count, eligible time, start time, nodes and name (last: it
+    may hold ``|``). No exit code, flags, output paths or end time: :func:`text_settles` says which rows
+    need nothing more. A start time counts only for a running job (a pending one's is an estimate).
+    """
+    jobs = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        parts = line.split("|", 7)
+        if len(parts) < 8:
+            raise ParseError(f"squeue line has {len(parts)} fields, expected 8: {line[:200]!r}")
+        jid, state, reason, restarts, eligible, start, nodes, name = parts
+        state = state.strip().upper()
+        if not jid.strip().isdigit():
+            raise ParseError(f"squeue printed no job id: {line[:200]!r}")
+        base = state if state in BASE_STATES else ""
+        running = base in ("RUNNING", "SUSPENDED")
+        jobs.append(
+            SlurmJob(
+                job_id=jid.strip(),
+                name=name,
+                state=base,
+                flags=frozenset() if base else frozenset({state}),
+                reason=reason.strip(),
+                restart_cnt=int(restarts) if restarts.strip().isdigit() else None,
+                eligible_time=_text_time(eligible),
+                start_time=_text_time(start) if running else None,
+                nodes=nodes.strip() if running else "",
+                source="squeue",
+                release=release,
+            )
+        )
+    return jobs
+
+
+TEXT_SETTLED_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "BeginTime", "Priority", "Resources", "None"})
+
+
+def text_settles(job: SlurmJob) -> bool:
+    """Whether the text listing alone answers for this job: a first execution (restart 0) that is running, or
+    pending for one of the plain reasons (dispatch's gate, an admin hold, a begin time, priority, resources,
+    none). Anything else (ended jobs need their exit code, requeued ones their history, flagged or unusual
+    states their flags and description) is asked again in JSON."""
+    if job.restart_cnt != 0 or job.flags:
+        return False
+    if job.state in ("RUNNING", "SUSPENDED"):
+        return job.start_time is not None and bool(job.nodes)
+    return job.state == "PENDING" and job.reason in TEXT_SETTLED_REASONS
 
 
 def _text_time(value: str) -> float | None:

@@ -276,6 +276,24 @@ def declarations_of(settings: SlurmSettings, facts: ClusterFacts) -> Declaration
     )
 
 
+def pre_termination_reason(config: Mapping[str, str], kill_wait: float) -> str:
+    """What a job on this cluster is sent before SIGKILL, by cause (the figures are the cluster's own)."""
+    preempt_mode = config.get("PreemptMode", "OFF") or "OFF"
+    user_signal = "send_user_signal" in (config.get("PreemptParameters") or "")
+    preempt = (
+        "preemption: not configured (PreemptMode=OFF)"
+        if preempt_mode.upper().startswith("OFF")
+        else f"preemption (PreemptMode={preempt_mode}): "
+        + ("the CessationWarning signal" if user_signal else "SIGTERM")
+        + f" at once, SIGKILL after the partition's GraceTime + KillWait={kill_wait:g}s"
+    )
+    return (
+        f"scancel, requeue, node drain: SIGTERM, SIGKILL after KillWait={kill_wait:g}s; "
+        "time limit: the CessationWarning signal (--signal=<sig>@<seconds>, to every rank; Slurm may send it up "
+        f"to 60 s early), then SIGTERM at the limit and SIGKILL after KillWait={kill_wait:g}s; {preempt}"
+    )
+
+
 def capabilities_of(facts: ClusterFacts) -> Capabilities:
     kill_wait = config_seconds(facts.config, "KillWait", 30.0)
     return Capabilities(
@@ -284,9 +302,7 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
             Capability.NATIVE_REQUEUE: no("jobs are submitted with --no-requeue; requeue is dispatch's own call"),
             Capability.NATIVE_RESTART: no("Slurm does not restart a job in place by itself"),
             Capability.HOLD: facts.hold,
-            Capability.PRE_TERMINATION_SIGNAL: yes(
-                f"scancel sends SIGTERM, then SIGKILL after KillWait={kill_wait:g}s"
-            ),
+            Capability.PRE_TERMINATION_SIGNAL: yes(pre_termination_reason(facts.config, kill_wait)),
             Capability.ACCOUNTING_HISTORY: facts.accounting,
             Capability.ATTEMPT_INJECTION: yes("DISPATCH_EXECUTION=<N>.<job id>.<restart> is exported to every rank"),
             Capability.WORKING_DIRECTORY: yes("sbatch --chdir"),

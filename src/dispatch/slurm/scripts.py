@@ -69,31 +69,58 @@ class Script:
     call_timeout: float = 30.0
     deadline: float | None = None
     env: Mapping[str, str] = field(default_factory=dict)
+    width: int = 4
+    """How many :meth:`call_concurrently` calls run at once."""
     _body: list[str] = field(default_factory=list)
     _calls: int = 0
+    _pending: list[int] = field(default_factory=list)
+    _concurrent: bool = False
 
     def call(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float | None = None) -> int:
         """Add one deadline-wrapped call of ``argv``; ``stdin`` is fed through a nonce-terminated heredoc."""
+        self._flush()
+        return self._add("_dsp_call", argv, stdin, timeout, "")
+
+    def call_concurrently(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float | None = None) -> int:
+        """Like :meth:`call`, but run in the background, :attr:`width` at a time, with the calls added next to
+        it. Their framed outputs are printed together, in order, once the last of them ended (before the next
+        ordinary call, or at the end of the script): a connection cut meanwhile leaves all of them unreported
+        (unknown), never one reported for another."""
+        self._concurrent = True
+        if len(self._pending) % max(1, self.width) == 0 and self._pending:
+            self._body.append("wait")
+        index = self._add("_dsp_bg", argv, stdin, timeout, " &")
+        self._pending.append(index)
+        return index
+
+    def _add(self, fn: str, argv: Sequence[str], stdin: str | None, timeout: float | None, suffix: str) -> int:
         index = self._calls
         self._calls += 1
         limit = self.call_timeout if timeout is None else timeout
         words = " ".join(shlex.quote(a) for a in argv)
-        line = f"_dsp_call {index} {_seconds(limit)} {words}"
+        line = f"{fn} {index} {_seconds(limit)} {words}"
         if stdin is None:
-            self._body.append(line + " </dev/null")
+            self._body.append(line + " </dev/null" + suffix)
         else:
             end = f"END_{self.nonce}"
             if end in stdin:
                 raise ValueError("a heredoc body contains its own terminator")
             body = stdin if stdin.endswith("\n") else stdin + "\n"
-            self._body.append(f"{line} <<'{end}'\n{body}{end}")
+            self._body.append(f"{line} <<'{end}'{suffix}\n{body}{end}")
         return index
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._body.append("wait")
+            self._body.extend(f"_dsp_show {i}" for i in self._pending)
+            self._pending = []
 
     def shell(self, text: str, *args: str, timeout: float | None = None) -> int:
         """A call that runs a fixed bash snippet written by the adapter; values travel as ``$1``, ``$2``..."""
         return self.call(["bash", "-c", text, "_", *args], timeout=timeout)
 
     def render(self) -> str:
+        self._flush()
         n = self.nonce
         dl = "0" if self.deadline is None or math.isinf(self.deadline) else str(math.ceil(self.deadline))
         head = [
@@ -116,6 +143,27 @@ class Script:
             f'  printf \'\\n@@{n}:%s:status:%s\\n\' "$i" "$rc"',
             "}",
         ]
+        if self._concurrent:
+            head += [
+                '_dsp_dir=$(mktemp -d "${TMPDIR:-/tmp}/dsp.XXXXXX") || exit 70',
+                'trap \'rm -rf "$_dsp_err" "$_dsp_dir"\' EXIT',
+                "_dsp_bg() {",
+                "  local i=$1 t=$2; shift 2",
+                "  local now; printf -v now '%(%s)T' -1",
+                '  if [ "$_dsp_deadline" != 0 ] && [ "$now" -ge "$_dsp_deadline" ]; then',
+                '    echo notrun >"$_dsp_dir/$i.rc"; return 0',
+                "  fi",
+                '  timeout -k 2 "$t" "$@" >"$_dsp_dir/$i.out" 2>"$_dsp_dir/$i.err"; echo $? >"$_dsp_dir/$i.rc"',
+                "}",
+                "_dsp_show() {",
+                "  local i=$1 rc",
+                '  rc=$(cat "$_dsp_dir/$i.rc" 2>/dev/null) || rc=""',
+                '  [ -n "$rc" ] || return 0',  # never finished: report nothing (unknown)
+                f'  printf \'\\n@@{n}:%s:out\\n\' "$i"; cat "$_dsp_dir/$i.out" 2>/dev/null',
+                f'  printf \'\\n@@{n}:%s:err\\n\' "$i"; cat "$_dsp_dir/$i.err" 2>/dev/null',
+                f'  printf \'\\n@@{n}:%s:status:%s\\n\' "$i" "$rc"',
+                "}",
+            ]
         return "\n".join([*head, *self._body, f"printf '\\n@@{n}:done\\n'", ""])
 
 

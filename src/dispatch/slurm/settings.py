@@ -1,7 +1,7 @@
 """The Slurm adapter's settings, decoded strictly by :func:`dispatch.settings.decode`.
 
 Keys (camelCase in JSON): ``transport`` (``local``, ``ssh`` or a registered name), ``ssh`` (host, user, port,
-identityFile, options, controlPersist, knownHostsFile, strictHostKeyChecking), ``defaults`` (partition,
+identityFile, options, controlPersist, knownHostsFile, strictHostKeyChecking, controlDir), ``defaults`` (partition,
 account, qos, reservation, constraint), ``environment.pass`` (absent: ``["PATH"]``; an empty list passes
 nothing), ``preflight`` (cacheDir, freshness), ``output.dir`` (absolute; ``%`` and ``\\`` refused),
 ``timeouts`` (call, script, connect) and ``cessation.command`` (argv of the site's cessation command).
@@ -49,6 +49,13 @@ class SSHSettings:
     strict_host_key_checking: bool = field(
         default=True, metadata={"doc": "refuse unknown host keys (false: accept a new key once, never a changed one)"}
     )
+    control_dir: str | None = field(
+        default=None,
+        metadata={
+            "doc": "directory of the shared connection's socket (default: a per-user directory under "
+            "$XDG_RUNTIME_DIR or the temp dir), so two processes in a row, say two CLI calls, reuse one connection"
+        },
+    )
 
     def __post_init__(self) -> None:
         if not self.host or self.host.startswith("-") or not _HOST.fullmatch(self.host):
@@ -57,7 +64,11 @@ class SSHSettings:
             raise ConfigError("ssh.user", f"{self.user!r} is not a user name")
         if self.port is not None and not 1 <= self.port <= 65535:
             raise ConfigError("ssh.port", f"{self.port} is not a TCP port")
-        for key, path in (("ssh.identityFile", self.identity_file), ("ssh.knownHostsFile", self.known_hosts_file)):
+        for key, path in (
+            ("ssh.identityFile", self.identity_file),
+            ("ssh.knownHostsFile", self.known_hosts_file),
+            ("ssh.controlDir", self.control_dir),
+        ):
             if path is not None and (not path.startswith("/") or "\n" in path):
                 raise ConfigError(key, "must be an absolute path")
         for i, opt in enumerate(self.options):

@@ -4,7 +4,8 @@
   (``Find`` searches it in squeue and sacct).
 * The batch script exports the execution identity ``DISPATCH_EXECUTION=<N>.<job id>.<restart>`` (restart from
   ``SLURM_RESTART_COUNT``, unset on the first run), ``DISPATCH_JOB``, ``DISPATCH_SUBMISSION``,
-  ``DISPATCH_MARKER``, ``DISPATCH_CHECKPOINT_DIR`` (SharedCheckpoint) and the spec's env, then starts the ranks
+  ``DISPATCH_MARKER``, ``DISPATCH_CHECKPOINT_DIR`` (SharedCheckpoint), ``DISPATCH_CESSATION_SIGNAL`` and
+  ``_GRACE`` (CessationWarning, rendered as ``--signal=<sig>@<seconds>``) and the spec's env, then starts the ranks
   on every node with ``srun --export=ALL`` (nodes x procs_per_node tasks). The user's argv is shlex-quoted
   word by word inside a heredoc whose terminator carries the script nonce, so it reaches the ranks byte for
   byte.
@@ -21,7 +22,7 @@ import shlex
 from dataclasses import dataclass
 
 from dispatch.errors import SpecError, Unsupported
-from dispatch.extensions import Image, Output, SharedCheckpoint
+from dispatch.extensions import CessationWarning, Image, Output, SharedCheckpoint
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.parse import has_export_nil, has_restart_pattern
 from dispatch.slurm.settings import SlurmSettings, check_output_dir
@@ -92,6 +93,11 @@ def build(request: StartRequest, settings: SlurmSettings, release: str, default_
         argv.append(f"--chdir={spec.working_dir}")
     if spec.time_limit is not None:
         argv.append(f"--time={max(1, math.ceil(spec.time_limit / 60))}")
+    warning = spec.extension(CessationWarning)
+    if warning is not None:
+        # to every rank (the job steps), ``seconds`` before the time limit; the batch shell is srun (exec), which
+        # Slurm leaves alone here so it cannot die of the signal's default action
+        argv.append(f"--signal={warning.signal}@{math.ceil(warning.seconds)}")
     names = settings.environment.names
     if names:
         argv.append("--export=" + ",".join(names))
@@ -116,6 +122,9 @@ def build(request: StartRequest, settings: SlurmSettings, release: str, default_
     ckpt = spec.extension(SharedCheckpoint)
     if ckpt is not None:
         lines.append(f"export DISPATCH_CHECKPOINT_DIR={shlex.quote(ckpt.path)}")
+    if warning is not None:
+        lines.append(f"export DISPATCH_CESSATION_SIGNAL={warning.signal}")
+        lines.append(f"export DISPATCH_CESSATION_GRACE={math.ceil(warning.seconds)}")
     for key, value in sorted(spec.env.items()):
         lines.append(f"export {key}={shlex.quote(value)}")
     words = " ".join(shlex.quote(a) for a in spec.command)

@@ -4,9 +4,12 @@
   raises :class:`UnexpectedScript` on a script that does not contain the next key (or when none is left).
   Keys are matched against the script after :func:`normalize` replaced its random nonce with :data:`NONCE`; a
   result may carry :data:`NONCE` too, and gets the script's real nonce.
-* Renderers of Slurm's job JSON for :data:`RELEASE_2205` (openapi v0.0.38), :data:`RELEASE_2511` (data_parser
-  v0.0.44) and :data:`RELEASE_2605` (v0.0.45): :func:`squeue_json`, :func:`sacct_json`, and :func:`sacct_text`
-  (22.05's text fallback), from a few :class:`Job` fields.
+* Renderers of squeue's text listing (:func:`squeue_text`) and of Slurm's job JSON for :data:`RELEASE_2205`
+  (openapi v0.0.38), :data:`RELEASE_2511` (data_parser v0.0.44) and :data:`RELEASE_2605` (v0.0.45):
+  :func:`squeue_json`, :func:`sacct_json`, and :func:`sacct_text` (22.05's text fallback), from a few
+  :class:`Job` fields.
+* :class:`CapturedExecutor` replays one moment captured from a real cluster (``scripts/slurm/capture.py``);
+  :func:`load_transcript` reads a capture file.
 * Builders of script replies: :func:`wrapped` (one :class:`Call` per deadline-wrapped call), :func:`ok`,
   :func:`fail`, :func:`absent`, :func:`expired`, :func:`not_run`, :func:`call_status`.
 * :func:`ready_preflight`: the exchanges that answer a whole preflight (environment, probe, probe check).
@@ -14,6 +17,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -285,6 +289,17 @@ def sacct_json(release: str, *jobs: Job) -> str:
     return json.dumps({"meta": _meta(release, True), "errors": [], "jobs": out}, indent=1)
 
 
+def squeue_text(*jobs: Job) -> str:
+    """The adapter's cheap listing: ``squeue -h -t all -O`` SQUEUE_TEXT_FIELDS, times as epoch seconds."""
+    lines = []
+    for j in jobs:
+        running = j.state in ("RUNNING", "SUSPENDED")
+        t = [str(x) if x else "N/A" for x in (j.eligible, j.start)]
+        reason = j.description or j.reason
+        lines.append("|".join([str(j.id), j.state, reason, str(j.restarts), *t, j.nodes if running else "", j.name]))
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
 def sacct_text(*jobs: Job) -> str:
     """22.05's text fallback: ``sacct -X -D -P -n -o`` the adapter's fields, times as epoch seconds."""
     lines = []
@@ -352,3 +367,59 @@ def ready_preflight(
 
 def exchanges(pairs: Sequence[tuple[str, Result]]) -> list[Exchange]:
     return [Exchange(k, r) for k, r in pairs]
+
+
+# ------------------------------------------------------------------ captured real bytes
+
+
+TRANSCRIPTS_DIR = "tests/slurm/transcripts"
+"""Where ``scripts/slurm/capture.py`` writes one transcript per release (``slurm-<release>.json``)."""
+
+
+def load_transcript(path: str) -> dict[str, Any]:
+    """A transcript written by ``scripts/slurm/capture.py``: ``release``, ``cluster`` and ``states``, each state
+    a ``job_id`` and its ``captures`` (``phase``, ``squeue_json``, ``squeue_text``, ``sacct_json``,
+    ``sacct_text``: the raw answers)."""
+    import json
+
+    with open(path) as f:
+        doc: dict[str, Any] = json.load(f)
+    for key in ("release", "cluster", "states"):
+        if key not in doc:
+            raise ValueError(f"{path}: not a capture transcript (no {key!r})")
+    return doc
+
+
+class CapturedExecutor(TranscriptExecutor):
+    """Replays its queued exchanges first (a preflight), then answers every read script from one captured
+    moment of a real cluster: each call of the script gets the captured answer of the same command
+    (``squeue --json``, ``squeue ... -O``, ``sacct --json``, text ``sacct``); a job squeue no longer knew
+    answers "Invalid job id". Scripts that write raise :class:`UnexpectedScript`."""
+
+    def __init__(self, capture: Mapping[str, Any], exchanges: Iterable[Exchange] = ()) -> None:
+        super().__init__(exchanges)
+        self.capture = capture
+
+    def _answer(self, call: str) -> Call:
+        cap = self.capture
+        if "squeue" in call and "--json" in call:
+            return ok(cap["squeue_json"]) if cap["squeue_json"] else absent()
+        if "squeue" in call:
+            return ok(cap["squeue_text"]) if cap.get("squeue_rc", 0) == 0 else absent()
+        if "sacct" in call and "--json" in call:
+            return ok(cap["sacct_json"])
+        if "sacct" in call:
+            return ok(cap["sacct_text"])
+        raise UnexpectedScript(f"no captured answer for: {call[:300]}")
+
+    def run(self, script: str, timeout: float) -> Result:
+        if self.remaining:
+            return super().run(script, timeout)
+        self.scripts.append(script)
+        body = normalize(script).split("\n}\n", 1)[-1]
+        calls = re.split(r"^_dsp_call \d+ \S+ ", body, flags=re.M)[1:]
+        if not calls:
+            raise UnexpectedScript(f"no call in script:\n{normalize(script)}")
+        result = wrapped(*(self._answer(c) for c in calls))
+        m = NONCE_RE.search(script)
+        return replace(result, stdout=result.stdout.replace(NONCE, m.group(0) if m else NONCE))

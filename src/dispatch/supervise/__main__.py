@@ -40,6 +40,8 @@ from dispatch.spi import Backend
 
 _BACKEND_CALLS = (
     "start",
+    "start_many",
+    "open_many",
     "open",
     "inspect",
     "inspect_many",

@@ -92,9 +92,7 @@ def _policy_action(job: JSON, pod: JSON) -> str:
                     return str(rule.get("action", "Count"))
         for pattern in rule.get("onPodConditions") or []:
             for cond in (pod.get("status") or {}).get("conditions") or []:
-                if cond.get("type") == pattern.get("type") and cond.get("status") == pattern.get(
-                    "status", "True"
-                ):
+                if cond.get("type") == pattern.get("type") and cond.get("status") == pattern.get("status", "True"):
                     return str(rule.get("action", "Count"))
     return "Count"
 
@@ -107,10 +105,7 @@ def _qos_class(pod_spec: JSON) -> str:
         return "BestEffort"
     guaranteed = all(
         all(k in (r.get("limits") or {}) for k in ("cpu", "memory"))
-        and all(
-            (r.get("requests") or r.get("limits") or {}).get(k) == v
-            for k, v in (r.get("limits") or {}).items()
-        )
+        and all((r.get("requests") or r.get("limits") or {}).get(k) == v for k, v in (r.get("limits") or {}).items())
         for r in resources
     )
     return "Guaranteed" if guaranteed else "Burstable"
@@ -184,9 +179,7 @@ class JobReactor(Reactor):
         if indexed:
             succeeded = len(succeeded_idx)
         active = [
-            p
-            for p in pods
-            if _phase(p) not in ("Succeeded", "Failed") and not p["metadata"].get("deletionTimestamp")
+            p for p in pods if _phase(p) not in ("Succeeded", "Failed") and not p["metadata"].get("deletionTimestamp")
         ]
 
         finished = _finished(job)
@@ -226,15 +219,10 @@ class JobReactor(Reactor):
             set_condition(status, "Suspended", "True", "JobSuspended", "Job suspended", now)
             status.pop("startTime", None)
         elif not finished:
-            if any(
-                c.get("type") == "Suspended" and c.get("status") == "True"
-                for c in status.get("conditions") or []
-            ):
+            if any(c.get("type") == "Suspended" and c.get("status") == "True" for c in status.get("conditions") or []):
                 set_condition(status, "Suspended", "False", "JobResumed", "Job resumed", now)
             status.setdefault("startTime", now)
-            active = self._create_missing(
-                job, active, succeeded_idx, indexed, parallelism, completions, succeeded
-            )
+            active = self._create_missing(job, active, succeeded_idx, indexed, parallelism, completions, succeeded)
 
         status["active"] = len(active)
         status["ready"] = sum(1 for p in active if _ready(p))

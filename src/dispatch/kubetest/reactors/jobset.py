@@ -179,16 +179,13 @@ class JobSetReactor(Reactor):
                 and all(is_true(j, "Complete") for n, j in current.items() if n in wanted)
                 and wanted <= set(current)
             ):
-                set_condition(
-                    status, "Completed", "True", "AllJobsCompleted", "jobset completed successfully", now
-                )
+                set_condition(status, "Completed", "True", "AllJobsCompleted", "jobset completed successfully", now)
                 status["terminalState"] = "Completed"
             elif (
                 is_true(js, "RestartingJobSet")
                 and wanted <= set(current)
                 and all(
-                    int((j.get("status") or {}).get("ready", 0))
-                    + int((j.get("status") or {}).get("succeeded", 0))
+                    int((j.get("status") or {}).get("ready", 0)) + int((j.get("status") or {}).get("succeeded", 0))
                     >= int((j.get("spec") or {}).get("parallelism", 1))
                     for n, j in current.items()
                     if n in wanted
@@ -253,9 +250,7 @@ class JobSetReactor(Reactor):
     def _replicated_status(self, js: JSON, jobs: list[JSON]) -> list[JSON]:
         out = []
         for rj in (js.get("spec") or {}).get("replicatedJobs") or []:
-            mine = [
-                j for j in jobs if (j["metadata"].get("labels") or {}).get(REPLICATED_JOB_NAME) == rj["name"]
-            ]
+            mine = [j for j in jobs if (j["metadata"].get("labels") or {}).get(REPLICATED_JOB_NAME) == rj["name"]]
             entry = {"name": rj["name"], "ready": 0, "succeeded": 0, "failed": 0, "active": 0, "suspended": 0}
             for j in mine:
                 st = j.get("status") or {}

@@ -76,6 +76,18 @@ KUEUE_MANAGER = "kueue.x-k8s.io/manager"
 _GATE_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 
 
+RESOURCE_IN_USE = "kueue.x-k8s.io/resource-in-use"
+"""The finalizer Kueue puts on every Workload it manages; removed once the Workload's quota is released."""
+
+
+def _drop_resource_in_use(cur: JSON) -> None:
+    fins = [f for f in cur["metadata"].get("finalizers") or [] if f != RESOURCE_IN_USE]
+    if fins:
+        cur["metadata"]["finalizers"] = fins
+    else:
+        cur["metadata"].pop("finalizers", None)
+
+
 def gates_of(obj: JSON) -> list[str]:
     value = (obj["metadata"].get("annotations") or {}).get(GATE_ANNOTATION, "")
     return [g.strip() for g in value.split(",") if g.strip()]
@@ -158,9 +170,7 @@ class KueueReactor(Reactor):
         for rj in (shape.get("spec") or {}).get("replicatedJobs") or []:
             jspec = (rj.get("template") or {}).get("spec") or {}
             count = int(rj.get("replicas", 1)) * int(jspec.get("parallelism", 1))
-            out.append(
-                {"name": rj["name"], "count": count, "template": copy.deepcopy(jspec.get("template") or {})}
-            )
+            out.append({"name": rj["name"], "count": count, "template": copy.deepcopy(jspec.get("template") or {})})
         return out
 
     def _priority(self, job: JSON) -> tuple[int, str | None]:
@@ -173,22 +183,21 @@ class KueueReactor(Reactor):
     def _workload_for(self, job: JSON, workloads: list[JSON]) -> JSON | None:
         uid = job["metadata"]["uid"]
         for wl in workloads:
-            if any(
-                r.get("uid") == uid and r.get("controller")
-                for r in wl["metadata"].get("ownerReferences") or []
-            ):
+            if any(r.get("uid") == uid and r.get("controller") for r in wl["metadata"].get("ownerReferences") or []):
                 return wl
         return None
 
     # ---- reconcile ------------------------------------------------------------------------
     def reconcile(self) -> None:
         workloads, _ = self.store.list(WORKLOAD)
+        for gone in [w for w in workloads if w["metadata"].get("deletionTimestamp")]:
+            # a Workload being deleted (its job is gone) releases its quota; then Kueue lets it go
+            self.edit(WORKLOAD, gone, _drop_resource_in_use)
+        workloads, _ = self.store.list(WORKLOAD)
         jobs: list[tuple[ResourceType, JSON]] = []
         for rt in (TRAINJOB, JOBSET):
             items, _ = self.store.list(rt)
-            jobs.extend(
-                (rt, j) for j in items if self._managed(rt, j) and not j["metadata"].get("deletionTimestamp")
-            )
+            jobs.extend((rt, j) for j in items if self._managed(rt, j) and not j["metadata"].get("deletionTimestamp"))
         for rt, job in jobs:
             wl = self._workload_for(job, workloads)
             if wl is None:
@@ -235,6 +244,7 @@ class KueueReactor(Reactor):
                     "labels": {JOB_UID_LABEL: uid},
                     "annotations": annotations,
                     "ownerReferences": [owner_ref(job)],
+                    "finalizers": [RESOURCE_IN_USE],
                 },
                 "spec": spec,
             },
@@ -279,11 +289,7 @@ class KueueReactor(Reactor):
                 self.write_status(WORKLOAD, wl, status)
             self._suspend_job(rt, job)
             return
-        if (
-            requeued
-            and requeued.get("status") == "False"
-            and str(requeued.get("reason", "")).startswith("Deactivated")
-        ):
+        if requeued and requeued.get("status") == "False" and str(requeued.get("reason", "")).startswith("Deactivated"):
             set_condition(status, "Requeued", "True", "Reactivated", "The workload was reactivated", now)
             wl = self.write_status(WORKLOAD, wl, status)
             status = copy.deepcopy(wl.get("status") or {})
@@ -312,8 +318,7 @@ class KueueReactor(Reactor):
                 job,
                 wl,
                 "DeactivatedDueToAdmissionCheck",
-                "The workload is deactivated due to Admission check(s): "
-                f"{', '.join(rejected)}, were rejected",
+                f"The workload is deactivated due to Admission check(s): {', '.join(rejected)}, were rejected",
             )
             return
         if "Retry" in states.values():
@@ -340,9 +345,7 @@ class KueueReactor(Reactor):
         for type_, reason in ((ok, "Succeeded"), (bad, "Failed")):
             cond = find_condition(job, type_)
             if cond is not None and cond.get("status") == "True":
-                msg = cond.get("message") or (
-                    "Job finished successfully" if reason == "Succeeded" else "Job failed"
-                )
+                msg = cond.get("message") or ("Job finished successfully" if reason == "Succeeded" else "Job failed")
                 return reason, str(msg)
         return None
 
@@ -351,9 +354,7 @@ class KueueReactor(Reactor):
         def stop(cur: JSON) -> None:
             cur.setdefault("spec", {})["suspend"] = True
             if rt.kind == "TrainJob":
-                patches = [
-                    p for p in cur["spec"].get("runtimePatches") or [] if p.get("manager") != KUEUE_MANAGER
-                ]
+                patches = [p for p in cur["spec"].get("runtimePatches") or [] if p.get("manager") != KUEUE_MANAGER]
                 if patches:
                     cur["spec"]["runtimePatches"] = patches
                 else:
@@ -395,9 +396,7 @@ class KueueReactor(Reactor):
         def start(cur: JSON) -> None:
             cur.setdefault("spec", {})["suspend"] = False
             if rt.kind == "TrainJob":
-                patches = [
-                    p for p in cur["spec"].get("runtimePatches") or [] if p.get("manager") != KUEUE_MANAGER
-                ]
+                patches = [p for p in cur["spec"].get("runtimePatches") or [] if p.get("manager") != KUEUE_MANAGER]
                 if replicated:
                     patches.append(
                         {
@@ -461,17 +460,13 @@ class KueueReactor(Reactor):
         if job is None or rt is None:
             raise StatusError(409, "the workload has no job", "Conflict")
         if (wl.get("status") or {}).get("admission") is None:
-            raise StatusError(
-                409, f'workload "{wl["metadata"]["name"]}" has no quota reservation', "Conflict"
-            )
+            raise StatusError(409, f'workload "{wl["metadata"]["name"]}" has no quota reservation', "Conflict")
         text = message or "Preempted to accommodate a workload due to prioritization in the ClusterQueue"
         self._evict(rt, job, wl, "Preempted", text, preempted=reason)
 
     def _owner(self, wl: JSON) -> tuple[JSON | None, ResourceType | None]:
         for ref in wl["metadata"].get("ownerReferences") or []:
-            rt = (
-                TRAINJOB if ref.get("kind") == "TrainJob" else JOBSET if ref.get("kind") == "JobSet" else None
-            )
+            rt = TRAINJOB if ref.get("kind") == "TrainJob" else JOBSET if ref.get("kind") == "JobSet" else None
             if rt is not None:
                 job = self.store.try_get(rt, wl["metadata"]["namespace"], ref["name"])
                 if job is not None and job["metadata"]["uid"] == ref.get("uid"):
@@ -517,9 +512,7 @@ class KueueReactor(Reactor):
                     usage[(flavor, res)] = usage.get((flavor, res), 0.0) + amount
         return usage
 
-    def _assign(
-        self, cq: JSON, wl: JSON, usage: dict[tuple[str, str], float]
-    ) -> tuple[list[JSON] | None, str]:
+    def _assign(self, cq: JSON, wl: JSON, usage: dict[tuple[str, str], float]) -> tuple[list[JSON] | None, str]:
         groups = (cq.get("spec") or {}).get("resourceGroups") or []
         assignments: list[JSON] = []
         trial = dict(usage)
@@ -534,8 +527,7 @@ class KueueReactor(Reactor):
                 if group is None:
                     return (
                         None,
-                        f"couldn't assign flavors to pod set {ps['name']}: resource {res} unavailable in "
-                        f"ClusterQueue",
+                        f"couldn't assign flavors to pod set {ps['name']}: resource {res} unavailable in ClusterQueue",
                     )
                 reasons = []
                 for flavor in group.get("flavors") or []:
@@ -565,9 +557,7 @@ class KueueReactor(Reactor):
                         )
                 else:
                     return None, f"couldn't assign flavors to pod set {ps['name']}: {', '.join(reasons)}"
-            assignments.append(
-                {"name": ps["name"], "flavors": flavors, "resourceUsage": usage_out, "count": count}
-            )
+            assignments.append({"name": ps["name"], "flavors": flavors, "resourceUsage": usage_out, "count": count})
         return assignments, ""
 
     def _schedule(self, jobs: list[tuple[ResourceType, JSON]]) -> None:
@@ -579,11 +569,7 @@ class KueueReactor(Reactor):
                 (r.get("uid") for r in wl["metadata"].get("ownerReferences") or [] if r.get("controller")),
                 None,
             )
-            if (
-                owner_uid not in owners
-                or is_true(wl, "Finished")
-                or not (wl.get("spec") or {}).get("active", True)
-            ):
+            if owner_uid not in owners or is_true(wl, "Finished") or not (wl.get("spec") or {}).get("active", True):
                 continue
             if (wl.get("status") or {}).get("admission") is None:
                 pending.append(wl)
@@ -633,18 +619,14 @@ class KueueReactor(Reactor):
                         (self.store.try_get(WORKLOAD, ns, wl["metadata"]["name"]) or wl).get("status") or {}
                     )
                     all_workloads, _ = self.store.list(WORKLOAD)
-                    assignments, why = self._assign(
-                        cq, wl, self._usage(cq["metadata"]["name"], all_workloads)
-                    )
+                    assignments, why = self._assign(cq, wl, self._usage(cq["metadata"]["name"], all_workloads))
                 if assignments is None:
                     set_condition(status, "QuotaReserved", "False", "Pending", why, now)
                     self.write_status(WORKLOAD, wl, status)
                     continue
             self._reserve(rt, job, wl, status, cq, assignments)
 
-    def _reserve(
-        self, rt: ResourceType, job: JSON, wl: JSON, status: JSON, cq: JSON, assignments: list[JSON]
-    ) -> None:
+    def _reserve(self, rt: ResourceType, job: JSON, wl: JSON, status: JSON, cq: JSON, assignments: list[JSON]) -> None:
         now = self.now()
         cq_name = cq["metadata"]["name"]
         status["admission"] = {"clusterQueue": cq_name, "podSetAssignments": assignments}
@@ -654,9 +636,7 @@ class KueueReactor(Reactor):
         for type_ in ("Evicted", "Preempted"):
             cond = find_condition({"status": status}, type_)
             if cond is not None and cond.get("status") == "True":
-                set_condition(
-                    status, type_, "False", "QuotaReserved", f"Previously: {cond.get('message', '')}", now
-                )
+                set_condition(status, type_, "False", "QuotaReserved", f"Previously: {cond.get('message', '')}", now)
         existing = {c.get("name"): c for c in status.get("admissionChecks") or []}
         status["admissionChecks"] = [
             existing.get(name) or {"name": name, "state": "Pending", "message": "", "lastTransitionTime": now}
@@ -756,9 +736,7 @@ class KueueReactor(Reactor):
                     now,
                 )
             else:
-                set_condition(
-                    status, "Active", "True", "Ready", "Can submit new workloads to localQueue", now
-                )
+                set_condition(status, "Active", "True", "Ready", "Can submit new workloads to localQueue", now)
             ns, lq_name = lq["metadata"]["namespace"], lq["metadata"]["name"]
             mine = [
                 w
@@ -767,11 +745,7 @@ class KueueReactor(Reactor):
                 and (w.get("spec") or {}).get("queueName") == lq_name
                 and not is_true(w, "Finished")
             ]
-            status["pendingWorkloads"] = sum(
-                1 for w in mine if (w.get("status") or {}).get("admission") is None
-            )
-            status["reservingWorkloads"] = sum(
-                1 for w in mine if (w.get("status") or {}).get("admission") is not None
-            )
+            status["pendingWorkloads"] = sum(1 for w in mine if (w.get("status") or {}).get("admission") is None)
+            status["reservingWorkloads"] = sum(1 for w in mine if (w.get("status") or {}).get("admission") is not None)
             status["admittedWorkloads"] = sum(1 for w in mine if is_true(w, "Admitted"))
             self.write_status(LOCAL_QUEUE, lq, status)

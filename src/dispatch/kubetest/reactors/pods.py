@@ -43,11 +43,7 @@ def node_is_ready(node: JSON) -> bool:
 
 
 def _blocking_taints(node: JSON) -> list[JSON]:
-    return [
-        t
-        for t in (node.get("spec") or {}).get("taints") or []
-        if t.get("effect") in ("NoSchedule", "NoExecute")
-    ]
+    return [t for t in (node.get("spec") or {}).get("taints") or [] if t.get("effect") in ("NoSchedule", "NoExecute")]
 
 
 def _terminal(pod: JSON) -> bool:
@@ -114,9 +110,7 @@ class PodReactor(Reactor):
                 continue
             status = copy.deepcopy(bound.get("status") or {})
             status.setdefault("phase", "Pending")
-            status["conditions"] = [
-                c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"
-            ]
+            status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
             set_condition(status, "PodScheduled", "True", "", "", self.now())
             status["hostIP"] = _node_ip(chosen)
             status["containerStatuses"] = [
@@ -150,9 +144,7 @@ class PodReactor(Reactor):
                     continue
                 added = parse_time(taint.get("timeAdded") or self.now())
                 if (now - added).total_seconds() >= seconds:
-                    self.disrupt(
-                        pod, "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint"
-                    )
+                    self.disrupt(pod, "DeletionByTaintManager", "Taint manager: deleting due to NoExecute taint")
                     break
 
     def _garbage_collect(self, pods: list[JSON], nodes: dict[str, JSON]) -> None:
@@ -210,9 +202,7 @@ class PodReactor(Reactor):
     def run(self, pod: JSON) -> JSON:
         """Containers started and Ready; phase Running. The pod must be bound to a node."""
         if not (pod.get("spec") or {}).get("nodeName"):
-            raise StatusError(
-                409, f'pod "{pod["metadata"]["name"]}" is not scheduled on a node yet', "Conflict"
-            )
+            raise StatusError(409, f'pod "{pod["metadata"]["name"]}" is not scheduled on a node yet', "Conflict")
         now = self.now()
         status = copy.deepcopy(pod.get("status") or {})
         status["phase"] = "Running"
@@ -281,9 +271,7 @@ class PodReactor(Reactor):
                 cs["ready"] = False
                 cs["started"] = False
         if not restart:
-            all_done = all(
-                "terminated" in (cs.get("state") or {}) for cs in status.get("containerStatuses") or []
-            )
+            all_done = all("terminated" in (cs.get("state") or {}) for cs in status.get("containerStatuses") or [])
             if all_done:
                 codes = [cs["state"]["terminated"]["exitCode"] for cs in status["containerStatuses"]]
                 status["phase"] = "Succeeded" if all(c == 0 for c in codes) else "Failed"

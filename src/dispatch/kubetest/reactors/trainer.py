@@ -109,9 +109,7 @@ def build_jobset(trainjob: JSON, runtime: JSON) -> JSON:
                 c["resources"] = copy.deepcopy(trainer["resourcesPerNode"])
             env = merge_named(c.get("env") or [], copy.deepcopy(trainer.get("env") or []))
             if "torch" in ml:
-                procs = str(
-                    trainer.get("numProcPerNode") or (ml.get("torch") or {}).get("numProcPerNode") or "auto"
-                )
+                procs = str(trainer.get("numProcPerNode") or (ml.get("torch") or {}).get("numProcPerNode") or "auto")
                 env = merge_named(
                     env,
                     [
@@ -119,9 +117,7 @@ def build_jobset(trainjob: JSON, runtime: JSON) -> JSON:
                         {"name": "PET_NPROC_PER_NODE", "value": procs},
                         {
                             "name": "PET_NODE_RANK",
-                            "valueFrom": {
-                                "fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}
-                            },
+                            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}},
                         },
                         {"name": "PET_MASTER_ADDR", "value": f"{name}-{step['name']}-0-0.{name}"},
                         {"name": "PET_MASTER_PORT", "value": "29400"},
@@ -180,9 +176,7 @@ class TrainerReactor(Reactor):
         if ref.get("apiGroup", "trainer.kubeflow.org") != "trainer.kubeflow.org":
             return None
         if ref.get("kind", "ClusterTrainingRuntime") == "TrainingRuntime":
-            return self.store.try_get(
-                TRAINING_RUNTIME, trainjob["metadata"]["namespace"], ref.get("name", "")
-            )
+            return self.store.try_get(TRAINING_RUNTIME, trainjob["metadata"]["namespace"], ref.get("name", ""))
         return self.store.try_get(CLUSTER_TRAINING_RUNTIME, "", ref.get("name", ""))
 
     def snapshot(self, trainjob: JSON) -> JSON | None:
@@ -286,9 +280,9 @@ class TrainerReactor(Reactor):
                     # Trainer copies the JobSet's condition, transition time included
                     copied = dict(cond, type=tj_type)
                     copied.pop("observedGeneration", None)
-                    status["conditions"] = [
-                        c for c in status.get("conditions") or [] if c.get("type") != tj_type
-                    ] + [copied]
+                    status["conditions"] = [c for c in status.get("conditions") or [] if c.get("type") != tj_type] + [
+                        copied
+                    ]
             status["jobsStatus"] = [
                 {k: rj.get(k, 0) for k in ("ready", "succeeded", "failed", "active", "suspended")}
                 | {"name": rj["name"]}

@@ -9,28 +9,30 @@ output received, and the script layer decides from its start marker whether anyt
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
-import shutil
+import stat
 import subprocess
 import tempfile
 from typing import Any
 
+from dispatch.errors import ConfigError
 from dispatch.slurm.settings import SlurmSettings, SSHSettings
 from dispatch.slurm.transport.base import Result, TransportFailure, run_script
 
 
 class SSHExecutor:
-    """Runs scripts over OpenSSH with a shared control connection; :meth:`close` ends the master."""
+    """Runs scripts over OpenSSH with a shared control connection. The master's socket lives in a private
+    per-user directory (:func:`control_dir`) and is named by a hash of the destination and the options, so
+    every process of this user reaching the same account with the same settings shares one connection.
+    :meth:`close` leaves the master to expire after ControlPersist idle seconds (a CLI called twice in a row
+    reuses it); :meth:`exit_master` ends it."""
 
     def __init__(self, ssh: SSHSettings, connect_timeout: float = 10.0) -> None:
         self._ssh = ssh
-        self._dir = tempfile.mkdtemp(prefix="dispatch-ssh-")
-        os.chmod(self._dir, 0o700)
-        self.control_path = os.path.join(self._dir, "cm")
+        self._dir = control_dir(ssh.control_dir)
         opts = [
-            "-o", "ControlMaster=auto",
-            "-o", f"ControlPath={self.control_path}",
-            "-o", f"ControlPersist={int(max(1, ssh.control_persist))}",
             "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={int(max(1, connect_timeout))}",
             "-o", "StrictHostKeyChecking=" + ("yes" if ssh.strict_host_key_checking else "accept-new"),
@@ -45,8 +47,17 @@ class SSHExecutor:
             opts += ["-i", ssh.identity_file, "-o", "IdentitiesOnly=yes"]
         for opt in ssh.options:
             opts += ["-o", opt]
-        self.options = opts
         self.destination = f"{ssh.user}@{ssh.host}" if ssh.user else ssh.host
+        # The socket's name covers the destination and every option that decides whom we trust (known hosts,
+        # checking, identity): a backend configured differently never rides on another's verified connection.
+        key = hashlib.sha256("\0".join([self.destination, *opts]).encode()).hexdigest()[:20]
+        self.control_path = os.path.join(self._dir, f"cm-{key}")
+        self.options = [
+            "-o", "ControlMaster=auto",
+            "-o", f"ControlPath={self.control_path}",
+            "-o", f"ControlPersist={int(max(1, ssh.control_persist))}",
+            *opts,
+        ]  # fmt: skip
 
     def command(self, remote: str = "bash -s") -> list[str]:
         return ["ssh", *self.options, "--", self.destination, remote]
@@ -68,10 +79,28 @@ class SSHExecutor:
         return None
 
     def close(self) -> None:
+        """Nothing to end: the shared master expires by itself after ControlPersist idle seconds."""
+
+    def exit_master(self) -> None:
+        """End the shared master now (every process using it loses its connection)."""
         subprocess.run(
             ["ssh", *self.options, "-O", "exit", self.destination], capture_output=True, timeout=10, check=False
         )
-        shutil.rmtree(self._dir, ignore_errors=True)
+
+
+def control_dir(configured: str | None = None) -> str:
+    """The directory for control sockets: ``configured``, or ``dispatch-ssh-<uid>`` in the temp dir ($TMPDIR).
+    Created mode 700; refused unless it is a real directory owned by this user with no access for others (a
+    socket there is a live login)."""
+    path = configured or os.path.join(tempfile.gettempdir(), f"dispatch-ssh-{os.getuid()}")
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        raise ConfigError(
+            "ssh.controlDir", f"{path} must be a directory owned by uid {os.getuid()} with mode 700 (SSH sockets)"
+        )
+    return path
 
 
 def ssh_transport(settings: Any) -> SSHExecutor:

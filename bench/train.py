@@ -1,0 +1,128 @@
+"""What interruptions cost a real training job: examples/train_ddp.py through dispatch on the real Slurm cluster.
+
+    python bench/train.py --json [--cluster local] [--cases none,preempted,timeout,node-lost,supervisor-killed]
+
+Runs the proof scenarios of tests/training (same job, same faults, same checks) and prints
+``{"runs": [...]}``, one row per (cluster, interruption):
+
+* ``executions``: executions the job needed; ``params_equal``: final parameters bit-identical to the
+  uninterrupted run's;
+* ``steps_redone``: steps an interrupted execution had done past the checkpoint the next one resumed from;
+* ``recovery_s``: from the interruption (the preemptor's submission, the slurmd stop, the TIMEOUT's end in
+  sacct) to the first step of the next execution;
+* ``wall_ratio``: the job's wall time through dispatch (from the submit call to the training's last step, its
+  "done" line) over the same for the same training launched with plain ``sbatch`` + ``srun`` and no
+  interruption, measured in the same run with the same step delay. For ``none`` it is dispatch's pure overhead.
+
+Needs torch==2.13.0 (scripts/training-deps.sh) and the clusters (brought up when down). Faults are short and
+always undone; the clusters may be shared, so a row can show someone else's interruption as an extra execution.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from _slurm_clusters import clusters  # noqa: E402
+
+from training import scenarios  # noqa: E402
+from training.harness import EVERY, EXAMPLE, STEPS, Result, description  # noqa: E402
+
+CASES = {
+    "preempted": (scenarios.preempted, 0.1),
+    "timeout": (scenarios.timed_out, 0.6),
+    "node-lost": (scenarios.node_lost, 0.4),
+    "supervisor-killed": (scenarios.supervisor_killed, 0.1),
+}
+
+
+def plain_wall(cluster: str, delay: float) -> float:
+    """The same training with plain sbatch --wait + srun, uninterrupted: submission to end, seconds."""
+    desc = description(cluster)
+    with tempfile.TemporaryDirectory(prefix="dispatch-train-plain-", dir="/tmp") as d:
+        os.chmod(d, 0o777)
+        argv = [sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--checkpoint-every", str(EVERY),
+                "--step-delay", str(delay), "--out", f"{d}/final.params", "--checkpoint-dir", f"{d}/ckpt"]  # fmt: skip
+        script = f"#!/bin/bash\nexport PYTHONPATH={ROOT / 'src'}\nexec srun -- " + " ".join(argv) + "\n"
+        Path(d, "job.sh").write_text(script)
+        t = time.time()
+        subprocess.run(
+            [*desc["admin"]["command"], "sbatch", "--wait", "-N2", "--ntasks-per-node=1",
+             "-p", desc["partitions"]["default"], "-A", desc["account"], "-o", f"{d}/out", f"{d}/job.sh"],
+            check=True, capture_output=True, timeout=900,
+        )  # fmt: skip
+        done = [json.loads(x)["t"] for x in Path(d, "out").read_text().splitlines() if '"done"' in x]
+        return done[0] - t
+
+
+def row(cluster: str, interruption: str, res: Result, ref: bytes, plain: float) -> dict[str, Any]:
+    return {
+        "cluster": cluster,
+        "interruption": interruption,
+        "executions": len(res.executions),
+        "params_equal": res.params == ref,
+        "steps_redone": res.steps_redone(),
+        "recovery_s": res.recovery_s(),
+        "wall_ratio": round(res.wall / plain, 3),
+        "wall_s": round(res.wall, 1),
+        "plain_wall_s": round(plain, 1),
+        "causes": res.causes,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    p.add_argument(
+        "--cluster",
+        default="local",
+        choices=["local"],
+        help="the host's Slurm 22.05 cluster (the plain baseline runs the host's paths, so no chroot cluster)",
+    )
+    p.add_argument("--cases", default="none," + ",".join(CASES), help="comma-separated interruptions")
+    p.add_argument("--json", action="store_true", help="print JSON (the only output format)")
+    args = p.parse_args(argv)
+    clusters([args.cluster])
+    wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
+    unknown = [c for c in wanted if c != "none" and c not in CASES]
+    if unknown:
+        p.error(f"unknown case(s) {', '.join(unknown)}; known: none, {', '.join(CASES)}")
+    plain: dict[float, float] = {}
+
+    def plain_for(delay: float) -> float:
+        if delay not in plain:
+            plain[delay] = plain_wall(args.cluster, delay)
+        return plain[delay]
+
+    ref = scenarios.reference(args.cluster)
+    rows = []
+    if "none" in wanted:
+        rows.append(row(args.cluster, "none", ref, ref.params, plain_for(0.0)))
+    for name in wanted:
+        if name == "none":
+            continue
+        run, delay = CASES[name]
+        try:
+            res = run(args.cluster, ref.params)
+        except AssertionError as exc:  # a shared cluster: someone else's fault can spoil a case; say so, go on
+            rows.append({"cluster": args.cluster, "interruption": name, "error": str(exc).splitlines()[0]})
+            continue
+        rows.append(row(args.cluster, name, res, ref.params, plain_for(delay)))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(json.dumps({"runs": rows}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

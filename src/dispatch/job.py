@@ -1,0 +1,274 @@
+"""Inside a job: who this process is, where it checkpoints, and whether it is about to be stopped.
+
+A training script imports this module and nothing else of dispatch; it knows no scheduler and reads only the
+environment the adapters set (standard library only, no calls to any scheduler):
+
+* :func:`context` returns the :class:`Context`: rank, world size, local rank, node rank, the job, submission and
+  execution identities, the restart count, the checkpoint directory (``dispatch.SharedCheckpoint``), the deadline
+  where one is known, and the rendezvous address for ``torch.distributed``.
+* :func:`on_cessation` registers a callback, and :func:`ceasing` is a flag to poll, for "this execution is about
+  to be stopped", whatever the cause (preemption, time limit, a hold, a stop, a drained node): the adapter's
+  warning signal (``dispatch.CessationWarning``: ``DISPATCH_CESSATION_SIGNAL``, USR1 by default) or SIGTERM,
+  which every adapter sends before SIGKILL.
+
+Where each value comes from, first match wins:
+
+=================  =====================================================================================
+rank               ``DISPATCH_RANK``, ``RANK`` (local adapter, torchrun), ``SLURM_PROCID`` (srun)
+world size         ``DISPATCH_WORLD_SIZE``, ``WORLD_SIZE``, ``SLURM_NTASKS``
+local rank         ``LOCAL_RANK``, ``SLURM_LOCALID``
+node rank          ``NODE_RANK``, ``GROUP_RANK``, ``SLURM_NODEID``
+node               ``DISPATCH_NODE``, ``SLURMD_NODENAME``, else (reading ``os.environ``) the host name
+job                ``DISPATCH_JOB`` (local, Slurm), ``DISPATCH_JOB_ID`` (Kubeflow)
+execution          ``DISPATCH_EXECUTION`` (``<submission>.<scheduler id>.<restart>``)
+restart            ``DISPATCH_RESTART``, else the last field of the execution, else ``SLURM_RESTART_COUNT``
+checkpoint dir     ``DISPATCH_CHECKPOINT_DIR``
+deadline           ``DISPATCH_DEADLINE`` (epoch seconds), ``SLURM_JOB_END_TIME``
+rendezvous         ``MASTER_ADDR``/``MASTER_PORT``; under srun ``SLURM_LAUNCH_NODE_IPADDR`` (the batch node,
+                   where rank 0 runs) and a port derived from ``SLURM_JOB_ID``
+=================  =====================================================================================
+
+Signal handling contract. The handlers are installed on first use of :func:`on_cessation`, :func:`ceasing` or
+:func:`cessation`, in the main thread. A handled SIGTERM does **not** end the process: the script is expected to
+checkpoint at its next safe point and exit (``sys.exit(notice.exit_code)`` keeps the "killed by SIGTERM" status
+a scheduler would have seen). Further SIGTERMs are ignored: Slurm sends it twice on preemption (slurmstepd, then
+srun), and a process that died of the second would lose its checkpoint; SIGKILL still ends the grace.
+Callbacks run in the main thread between two Python bytecodes, inside the signal handler: keep them short (set a
+flag), never run a collective there.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import threading
+import time
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+__all__ = [
+    "Context",
+    "Notice",
+    "ceasing",
+    "cessation",
+    "context",
+    "on_cessation",
+    "reset_for_tests",
+    "wait",
+]
+
+
+@dataclass(frozen=True)
+class Context:
+    """This process's place in the job. Identities are ``None`` when the job was not started by dispatch."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    node_rank: int
+    node: str | None
+    """The node's name: ``DISPATCH_NODE`` (local), ``SLURMD_NODENAME`` (Slurm), else the host name."""
+    job: str | None
+    submission: int | None
+    execution: str | None
+    restart: int
+    checkpoint_dir: str | None
+    deadline: float | None
+    """Epoch seconds at which the scheduler will stop this execution, where the adapter knows it."""
+    master_addr: str
+    master_port: int
+    warning_signal: str | None
+    """The warning signal's name (``USR1``) when the job asked for one (``dispatch.CessationWarning``)."""
+    warning_grace: float | None
+    """Seconds the job has between the warning and SIGTERM, where the adapter knows it."""
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def seconds_left(self, now: float | None = None) -> float | None:
+        """Seconds until :attr:`deadline`, or ``None`` when no deadline is known."""
+        if self.deadline is None:
+            return None
+        return self.deadline - (time.time() if now is None else now)
+
+
+def _first(env: Mapping[str, str], *names: str) -> str | None:
+    for name in names:
+        value = env.get(name)
+        if value not in (None, ""):
+            return value
+    return None
+
+
+def _int(env: Mapping[str, str], default: int, *names: str) -> int:
+    raw = _first(env, *names)
+    if raw is None:
+        return default
+    try:
+        return int(raw.split("(")[0])
+    except ValueError:
+        raise ValueError(f"{'/'.join(names)}: expected an integer, got {raw!r}") from None
+
+
+def _float(env: Mapping[str, str], *names: str) -> float | None:
+    raw = _first(env, *names)
+    if raw is None:
+        return None
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{'/'.join(names)}: expected a number, got {raw!r}") from None
+
+
+def _slurm_port(job_id: str) -> int:
+    """A rendezvous port for a Slurm job: the same on every rank, spread over 20000-39999 by the job id."""
+    return 20000 + zlib.crc32(job_id.encode()) % 20000
+
+
+def context(environ: Mapping[str, str] | None = None) -> Context:
+    """The context of this process, read from ``environ`` (default: ``os.environ``). Raises ValueError naming the
+    variable when one holds something that is not a number."""
+    env = os.environ if environ is None else environ
+    execution = _first(env, "DISPATCH_EXECUTION")
+    restart_raw = _first(env, "DISPATCH_RESTART")
+    if restart_raw is None and execution is not None and execution.rsplit(".", 1)[-1].isdigit():
+        restart_raw = execution.rsplit(".", 1)[-1]
+    restart = (
+        int(restart_raw) if restart_raw is not None and restart_raw.isdigit() else _int(env, 0, "SLURM_RESTART_COUNT")
+    )
+    submission_raw = _first(env, "DISPATCH_SUBMISSION")
+    master_addr = _first(env, "MASTER_ADDR", "SLURM_LAUNCH_NODE_IPADDR") or "127.0.0.1"
+    port_raw = _first(env, "MASTER_PORT")
+    if port_raw is not None:
+        master_port = _int(env, 0, "MASTER_PORT")
+    elif _first(env, "SLURM_JOB_ID"):
+        master_port = _slurm_port(str(env["SLURM_JOB_ID"]))
+    else:
+        master_port = 29500
+    return Context(
+        rank=_int(env, 0, "DISPATCH_RANK", "RANK", "SLURM_PROCID"),
+        world_size=_int(env, 1, "DISPATCH_WORLD_SIZE", "WORLD_SIZE", "SLURM_NTASKS"),
+        local_rank=_int(env, 0, "LOCAL_RANK", "SLURM_LOCALID"),
+        node_rank=_int(env, 0, "NODE_RANK", "GROUP_RANK", "SLURM_NODEID"),
+        node=_first(env, "DISPATCH_NODE", "SLURMD_NODENAME") or (socket.gethostname() if environ is None else None),
+        job=_first(env, "DISPATCH_JOB", "DISPATCH_JOB_ID"),
+        submission=_int(env, 0, "DISPATCH_SUBMISSION") if submission_raw is not None else None,
+        execution=execution,
+        restart=restart,
+        checkpoint_dir=_first(env, "DISPATCH_CHECKPOINT_DIR"),
+        deadline=_float(env, "DISPATCH_DEADLINE", "SLURM_JOB_END_TIME"),
+        master_addr=master_addr,
+        master_port=master_port,
+        warning_signal=_first(env, "DISPATCH_CESSATION_SIGNAL"),
+        warning_grace=_float(env, "DISPATCH_CESSATION_GRACE"),
+    )
+
+
+# ----- cessation -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Notice:
+    """The first warning this process received: which signal, when, and whether it was SIGTERM (the last one)."""
+
+    signal: int
+    at: float
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signal).name
+
+    @property
+    def terminating(self) -> bool:
+        """SIGTERM: SIGKILL follows after the scheduler's grace; checkpoint and exit now."""
+        return self.signal == signal.SIGTERM
+
+    @property
+    def exit_code(self) -> int:
+        """The code to exit with after a termination: 128 + SIGTERM, as a killed process would report."""
+        return 128 + int(signal.SIGTERM)
+
+
+class _Cessation:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.installed = False
+        self.first: Notice | None = None
+        self.terminated: Notice | None = None
+        self.flag = False  # a plain flag: a signal handler must take no lock (the main thread may hold it)
+        self.callbacks: list[Callable[[Notice], None]] = []
+
+    def install(self, environ: Mapping[str, str] | None = None) -> None:
+        with self.lock:
+            if self.installed:
+                return
+            env = os.environ if environ is None else environ
+            signals = [signal.SIGTERM]
+            name = _first(env, "DISPATCH_CESSATION_SIGNAL")
+            if name is not None:
+                try:
+                    signals.append(signal.Signals["SIG" + name.removeprefix("SIG")])
+                except KeyError:
+                    raise ValueError(f"DISPATCH_CESSATION_SIGNAL: unknown signal {name!r}") from None
+            for sig in signals:
+                signal.signal(sig, self.handle)
+            self.installed = True
+
+    def handle(self, signum: int, frame: object) -> None:
+        notice = Notice(signum, time.time())
+        if signum == signal.SIGTERM:
+            if self.terminated is not None:
+                return  # schedulers repeat SIGTERM (slurmstepd, then srun): SIGKILL ends the grace, not this
+            self.terminated = notice
+        first = self.first is None
+        if first:
+            self.first = notice
+        self.flag = True
+        if first or signum == signal.SIGTERM:
+            for callback in list(self.callbacks):
+                callback(notice)
+
+
+_STATE = _Cessation()
+
+
+def on_cessation(callback: Callable[[Notice], None]) -> None:
+    """Call ``callback(notice)`` when the warning arrives (and again on SIGTERM if that comes later)."""
+    _STATE.install()
+    _STATE.callbacks.append(callback)
+
+
+def ceasing() -> bool:
+    """Whether a warning (or SIGTERM) has arrived. Installs the handlers on first call."""
+    _STATE.install()
+    return _STATE.flag
+
+
+def cessation() -> Notice | None:
+    """The latest notice worth acting on: SIGTERM if it came, else the first warning, else ``None``."""
+    _STATE.install()
+    return _STATE.terminated or _STATE.first
+
+
+def wait(timeout: float | None = None) -> bool:
+    """Block until a warning arrives (or ``timeout`` passes); returns :func:`ceasing`."""
+    _STATE.install()
+    end = None if timeout is None else time.monotonic() + timeout
+    while not _STATE.flag:
+        left = 0.05 if end is None else min(0.05, end - time.monotonic())
+        if left <= 0:
+            break
+        time.sleep(left)  # a signal interrupts the sleep; its handler runs before the flag is read again
+    return _STATE.flag
+
+
+def reset_for_tests() -> None:
+    """Forget notices and callbacks and restore the default handlers (tests only)."""
+    global _STATE
+    if _STATE.installed:
+        for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
+            signal.signal(sig, signal.SIG_DFL)
+    _STATE = _Cessation()

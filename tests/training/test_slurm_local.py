@@ -1,0 +1,41 @@
+"""The training proofs on the real Slurm 22.05 cluster (both nodes, local transport). Fails when it is down."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from . import scenarios
+from .harness import Result
+
+pytestmark = [pytest.mark.slurm_local, pytest.mark.training]
+CLUSTER = "local"
+
+
+@pytest.fixture(scope="module")
+def ref() -> Result:
+    return scenarios.reference(CLUSTER)
+
+
+def test_uninterrupted_reference(ref: Result) -> None:
+    assert ref.causes == [] or set(ref.causes) <= {"preempted", "node-lost"}  # only someone else's fault
+    print(f"reference: {ref.wall:.1f}s")
+
+
+def test_preempted_mid_run_resumes_to_the_same_parameters(ref: Result) -> None:
+    t = time.time()
+    scenarios.preempted(CLUSTER, ref.params)
+    print(f"preempted: {time.time() - t:.1f}s")
+
+
+def test_time_limit_checkpoints_on_the_warning_and_continues(ref: Result) -> None:
+    scenarios.timed_out(CLUSTER, ref.params)
+
+
+def test_node_lost_while_a_rank_runs_on_it(ref: Result) -> None:
+    scenarios.node_lost(CLUSTER, ref.params)
+
+
+def test_supervisor_killed_during_recovery_and_restarted(ref: Result) -> None:
+    scenarios.supervisor_killed(CLUSTER, ref.params)
