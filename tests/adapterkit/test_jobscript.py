@@ -45,3 +45,14 @@ def test_launcher_words_come_first_and_restart_defaults_to_zero(tmp_path: Path) 
     script = render_job_script(request(tmp_path), scheduler_id="7", launcher=["env", "--"])
     assert "export DISPATCH_EXECUTION=2.7.0" in script
     assert "\nexec env -- python3 -c " in script  # the argv holds a newline: the exec line is not the last
+
+
+def test_adapter_exports_come_after_dispatchs_and_before_the_specs(tmp_path: Path) -> None:
+    import pytest
+
+    script = render_job_script(request(tmp_path), scheduler_id="7", exports={"SCHED_SIGNAL": "USR1 x"})
+    lines = script.splitlines()
+    at = lines.index("export SCHED_SIGNAL='USR1 x'")
+    assert lines[at - 1].startswith("export DISPATCH_CHECKPOINT_DIR=") and lines[at + 1].startswith("export GREETING=")
+    with pytest.raises(ValueError, match="not an environment variable name"):
+        render_job_script(request(tmp_path), scheduler_id="7", exports={"A;B": "x"})

@@ -16,11 +16,14 @@ Nothing a user typed reaches the shell unquoted; the only unquoted text is what 
 
 from __future__ import annotations
 
+import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dispatch.extensions import SharedCheckpoint
 from dispatch.spi import StartRequest
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def render_job_script(
@@ -30,11 +33,13 @@ def render_job_script(
     restart: str = "0",
     prelude: Sequence[str] = (),
     launcher: Sequence[str] = (),
+    exports: Mapping[str, str] | None = None,
     interpreter: str = "/bin/bash",
 ) -> str:
     """The script of ``request``. ``scheduler_id`` and ``restart`` are shell expressions the adapter writes
     (trusted text, expanded when the job runs); ``prelude`` lines come right after the ``#!`` line (scheduler
-    directives, output redirects); ``launcher`` words go before the command (quoted like it)."""
+    directives, output redirects); ``launcher`` words go before the command (quoted like it); ``exports`` are
+    the adapter's own variables, exported (quoted, in the given order) after dispatch's and before the spec's."""
     lines = [f"#!{interpreter}", *prelude]
     lines.append(f"export DISPATCH_EXECUTION={request.submission}.{scheduler_id}.{restart}")
     lines.append(f"export DISPATCH_JOB={shlex.quote(request.job_id)}")
@@ -43,6 +48,10 @@ def render_job_script(
     ckpt = request.spec.extension(SharedCheckpoint)
     if ckpt is not None:
         lines.append(f"export DISPATCH_CHECKPOINT_DIR={shlex.quote(ckpt.path)}")
+    for key, value in (exports or {}).items():
+        if not _NAME.fullmatch(key):
+            raise ValueError(f"{key!r} is not an environment variable name")
+        lines.append(f"export {key}={shlex.quote(value)}")
     for key, value in sorted(request.spec.env.items()):
         lines.append(f"export {key}={shlex.quote(value)}")  # names are validated by JobSpec
     words = " ".join(shlex.quote(a) for a in (*launcher, *request.spec.command))
