@@ -7,6 +7,7 @@ that cannot be run or times out is Unavailable for reads; for writes OutcomeUnkn
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -35,7 +36,7 @@ from dispatch.gridengine.parse import (
     parse_qstat,
 )
 from dispatch.gridengine.settings import GridEngineSettings
-from dispatch.outcome import Evidence
+from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.spi import ExecutionEvidence, Found, Gate, JobEvidence, StartRequest
 
 NAME = "gridengine"
@@ -52,7 +53,7 @@ class GridEngineBackend:
         self.clock = clock
         self._read_only = read_only
         env = dict(os.environ)
-        env.update(SGE_ROOT=settings.sge_root, SGE_CELL=settings.sge_cell, LC_ALL="C", TZ=env.get("TZ", "UTC"))
+        env.update(SGE_ROOT=settings.sge_root, SGE_CELL=settings.sge_cell, LC_ALL="C")  # times: local, as parsed
         self.runner = CommandRunner(timeout=settings.call_timeout, env=env)
         base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
         self.state_dir = Path(settings.state_dir or os.path.join(base, "dispatch", "gridengine"))
@@ -207,7 +208,10 @@ class GridEngineBackend:
             return 0.0
         stops = self.state_dir / "stops"
         stops.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (stops / ev.scheduler_id).touch()  # before qdel: Grid Engine does not record who deleted a job
+        # before qdel: Grid Engine records neither who deleted a job nor, for one deleted while waiting, the job
+        (stops / ev.scheduler_id).write_text(
+            json.dumps({"name": ev.marker, "ran": ev.current is not None and ev.current.started_at is not None})
+        )
         r = self.runner.write(["qdel", ev.scheduler_id])
         if not r.ok and "does not exist" not in (r.stderr + r.stdout):
             raise Rejected(f"qdel {ev.scheduler_id}: {(r.stderr or r.stdout).strip()[:300]}")
@@ -215,6 +219,22 @@ class GridEngineBackend:
 
     def _stopped(self, jid: str) -> bool:
         return (self.state_dir / "stops" / jid).exists()
+
+    def _stopped_unrecorded(self, jid: str, now: float) -> JobEvidence | None:
+        """A job this adapter deleted while it waited: qacct keeps no record of it, the stop file does. None
+        for a job that was running when stopped (its qacct record is still to come)."""
+        try:
+            note = json.loads((self.state_dir / "stops" / jid).read_text() or "{}")
+        except (OSError, ValueError):
+            note = {}
+        if not isinstance(note, dict) or note.get("ran"):
+            return None
+        name = note.get("name")
+        detail = "deleted by dispatch while waiting (Grid Engine keeps no record of such a job)"
+        outcome = Outcome(State.CANCELLED, Cause.CANCELLED, Evidence("dispatch stop record", now), detail=detail)
+        n = submission_of(name)
+        execution = ExecutionEvidence(execution_identity(n, jid, 0), 0, outcome)
+        return JobEvidence(jid, name, outcome, Gate.OPEN, (), (), (execution,))
 
     # ----- reads ------------------------------------------------------------------------------------------------
 
@@ -297,6 +317,11 @@ class GridEngineBackend:
                 (reading.foreign_hold,) if reading.foreign_hold else (),
                 (execution,),
             )
+        for jid in missing:
+            if jid not in acct and self._stopped(jid):
+                unrecorded = self._stopped_unrecorded(jid, now)
+                if unrecorded is not None:
+                    out[jid] = unrecorded
         for jid, recs in acct.items():
             rec = recs[-1]
             outcome = ended_outcome(rec, self._stopped(jid), Evidence("qacct", now))
