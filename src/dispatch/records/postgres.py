@@ -19,8 +19,17 @@ from contextlib import contextmanager
 from typing import Any
 
 from dispatch.errors import ConfigError, Conflict, NotFound, Unavailable
-from dispatch.records.base import check_fence
-from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary, row_values
+from dispatch.records.base import check_token
+from dispatch.records.model import (
+    ROW_COLUMNS,
+    SUMMARY_COLUMNS,
+    Event,
+    JobHead,
+    JobRecord,
+    JobSummary,
+    needs_supervision,
+    row_values,
+)
 
 try:
     import psycopg
@@ -28,7 +37,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _LOCK_KEY = 0x64697370  # "disp": the advisory lock migrations take
 
@@ -76,7 +85,34 @@ def _migration_1(cur: Any, schema: sql.Identifier) -> None:
     cur.execute(sql.SQL("CREATE INDEX IF NOT EXISTS jobs_active ON {s}.jobs (closed, created_at)").format(s=schema))
 
 
-MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {1: _migration_1}
+def _migration_2(cur: Any, schema: sql.Identifier) -> None:
+    """The supervision columns (see the SQLite store's migration 3), filled from each existing document."""
+    cur.execute(
+        sql.SQL(
+            "ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS supervised BOOLEAN NOT NULL DEFAULT TRUE,"
+            " ADD COLUMN IF NOT EXISTS lease_owner TEXT, ADD COLUMN IF NOT EXISTS lease_expires DOUBLE PRECISION"
+        ).format(s=schema)
+    )
+    cur.execute(sql.SQL("SELECT id, doc FROM {s}.jobs").format(s=schema))
+    for job_id, doc in cur.fetchall():
+        job = JobRecord.from_json(doc)
+        lease = job.lease
+        cur.execute(
+            sql.SQL("UPDATE {s}.jobs SET supervised = %s, lease_owner = %s, lease_expires = %s WHERE id = %s").format(
+                s=schema
+            ),
+            (needs_supervision(job), lease.owner if lease else None, lease.expires_at if lease else None, job_id),
+        )
+    cur.execute(
+        sql.SQL("CREATE INDEX IF NOT EXISTS jobs_supervised ON {s}.jobs (cluster, created_at) WHERE supervised").format(
+            s=schema
+        )
+    )
+
+
+MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {1: _migration_1, 2: _migration_2}
+_MARKS = ",".join(["%s"] * (len(ROW_COLUMNS.split(",")) + 1))
+_SETS = ", ".join(f"{c.strip()}=%s" for c in ROW_COLUMNS.split(","))
 
 
 class PostgresRecords:
@@ -150,9 +186,7 @@ class PostgresRecords:
         with self._tx() as cur:
             cur.execute(
                 self._q(
-                    "INSERT INTO {s}.jobs (id, version, cluster, name, state, cause, exit_code, execution, closed,"
-                    " created_at, updated_at, observed_at, doc) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-                    " ON CONFLICT (id) DO NOTHING"
+                    "INSERT INTO {s}.jobs (id, " + ROW_COLUMNS + ") VALUES (" + _MARKS + ") ON CONFLICT (id) DO NOTHING"
                 ),
                 (new.id, *row_values(new)),
             )
@@ -165,21 +199,20 @@ class PostgresRecords:
         new = job.copy()
         new.version = job.version + 1
         with self._tx() as cur:
-            cur.execute(self._q("SELECT version, doc FROM {s}.jobs WHERE id = %s FOR UPDATE"), (job.id,))
+            cur.execute(
+                self._q(
+                    "SELECT version, (doc->'lease'->>'token')::bigint, lease_owner"
+                    " FROM {s}.jobs WHERE id = %s FOR UPDATE"
+                ),
+                (job.id,),
+            )
             row = cur.fetchone()
             if row is None:
                 raise NotFound(f"no job {job.id!r} in the records")
             if row[0] != job.version:
                 raise Conflict(f"job {job.id}: written at version {job.version}, the record is at {row[0]}")
-            if fence is not None:
-                check_fence(JobRecord.from_json(row[1]), fence)
-            cur.execute(
-                self._q(
-                    "UPDATE {s}.jobs SET version=%s, cluster=%s, name=%s, state=%s, cause=%s, exit_code=%s,"
-                    " execution=%s, closed=%s, created_at=%s, updated_at=%s, observed_at=%s, doc=%s WHERE id=%s"
-                ),
-                (*row_values(new), job.id),
-            )
+            check_token(job.id, row[1], row[2], fence)
+            cur.execute(self._q("UPDATE {s}.jobs SET " + _SETS + " WHERE id=%s"), (*row_values(new), job.id))
             self._append(cur, events)
         return new
 
@@ -206,6 +239,41 @@ class PostgresRecords:
             cur.execute(self._q(text), args)
             rows = cur.fetchall()
         return [JobRecord.from_json(r[0]) for r in rows]
+
+    def to_supervise(self, *, cluster: str, owner: str, now: float) -> list[JobHead]:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT id, version, lease_owner, lease_expires FROM {s}.jobs"
+                    " WHERE cluster = %s AND supervised"
+                    " AND (lease_owner IS NULL OR lease_owner = %s OR lease_expires <= %s)"
+                    " ORDER BY created_at, id"
+                ),
+                (cluster, owner, now),
+            )
+            rows = cur.fetchall()
+        return [JobHead(*r) for r in rows]
+
+    def get_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(self._q("SELECT doc FROM {s}.jobs WHERE id = ANY(%s)"), (list(job_ids),))
+            rows = cur.fetchall()
+        return [JobRecord.from_json(r[0]) for r in rows]
+
+    def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "UPDATE {s}.jobs SET version = version + 1, lease_expires = %s,"
+                    " doc = jsonb_set(jsonb_set(doc, '{{version}}', to_jsonb(version + 1)),"
+                    " '{{lease,expiresAt}}', to_jsonb(%s::double precision))"
+                    " WHERE cluster = %s AND supervised AND lease_owner = %s AND lease_expires > %s"
+                    " RETURNING id, version"
+                ),
+                (expires_at, expires_at, cluster, owner, now),
+            )
+            rows = cur.fetchall()
+        return {r[0]: r[1] for r in rows}
 
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None

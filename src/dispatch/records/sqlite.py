@@ -18,10 +18,19 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.errors import Conflict, NotFound
-from dispatch.records.base import check_fence
-from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary, row_values
+from dispatch.records.base import check_token
+from dispatch.records.model import (
+    ROW_COLUMNS,
+    SUMMARY_COLUMNS,
+    Event,
+    JobHead,
+    JobRecord,
+    JobSummary,
+    needs_supervision,
+    row_values,
+)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 
 def _run(db: sqlite3.Connection, script: str) -> None:
@@ -72,7 +81,33 @@ def _migration_2(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migration_1, 2: _migration_2}
+def _migration_3(db: sqlite3.Connection) -> None:
+    """The supervision columns: whether a job needs a supervisor, and its lease's owner and expiry (filled from
+    each existing document once, here), with a partial index holding only the jobs that need supervision."""
+    _run(
+        db,
+        """
+        ALTER TABLE jobs ADD COLUMN supervised INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE jobs ADD COLUMN lease_owner TEXT;
+        ALTER TABLE jobs ADD COLUMN lease_expires REAL;
+        """,
+    )
+    rows = db.execute("SELECT id, doc FROM jobs").fetchall()
+    for job_id, doc in rows:
+        job = JobRecord.from_json(json.loads(doc))
+        lease = job.lease
+        db.execute(
+            "UPDATE jobs SET supervised = ?, lease_owner = ?, lease_expires = ? WHERE id = ?",
+            (needs_supervision(job), lease.owner if lease else None, lease.expires_at if lease else None, job_id),
+        )
+    db.execute("CREATE INDEX jobs_supervised ON jobs (cluster, created_at) WHERE supervised = 1")
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migration_1, 2: _migration_2, 3: _migration_3}
+
+
+_MARKS = ",".join("?" * (len(ROW_COLUMNS.split(",")) + 1))
+_SETS = ", ".join(f"{c.strip()}=?" for c in ROW_COLUMNS.split(","))
 
 
 class SQLiteRecords:
@@ -135,7 +170,7 @@ class SQLiteRecords:
         new.version = 1
         with self._tx() as db:
             try:
-                db.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", (new.id, *row_values(new)))
+                db.execute(f"INSERT INTO jobs (id, {ROW_COLUMNS}) VALUES ({_MARKS})", (new.id, *row_values(new)))
             except sqlite3.IntegrityError:
                 raise Conflict(f"job {job.id} already exists") from None
             self._append(db, events)
@@ -145,19 +180,15 @@ class SQLiteRecords:
         new = job.copy()
         new.version = job.version + 1
         with self._tx() as db:
-            row = db.execute("SELECT version, doc FROM jobs WHERE id = ?", (job.id,)).fetchone()
+            row = db.execute(
+                "SELECT version, json_extract(doc, '$.lease.token'), lease_owner FROM jobs WHERE id = ?", (job.id,)
+            ).fetchone()
             if row is None:
                 raise NotFound(f"no job {job.id!r} in the records")
             if row[0] != job.version:
                 raise Conflict(f"job {job.id}: written at version {job.version}, the record is at {row[0]}")
-            if fence is not None:
-                check_fence(JobRecord.from_json(json.loads(row[1])), fence)
-            cols = (new.id, *row_values(new))
-            db.execute(
-                "UPDATE jobs SET version=?, cluster=?, name=?, state=?, cause=?, exit_code=?, execution=?,"
-                " closed=?, created_at=?, updated_at=?, observed_at=?, doc=? WHERE id=?",
-                (*cols[1:], job.id),
-            )
+            check_token(job.id, row[1], row[2], fence)
+            db.execute(f"UPDATE jobs SET {_SETS} WHERE id=?", (*row_values(new), job.id))
             self._append(db, events)
         return new
 
@@ -182,6 +213,38 @@ class SQLiteRecords:
         with self._lock:
             rows = self._db.execute(sql, args).fetchall()
         return [JobRecord.from_json(json.loads(r[0])) for r in rows]
+
+    def to_supervise(self, *, cluster: str, owner: str, now: float) -> list[JobHead]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, version, lease_owner, lease_expires FROM jobs"
+                " WHERE cluster = ? AND supervised = 1"
+                " AND (lease_owner IS NULL OR lease_owner = ? OR lease_expires <= ?)"
+                " ORDER BY created_at, id",
+                (cluster, owner, now),
+            ).fetchall()
+        return [JobHead(*r) for r in rows]
+
+    def get_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        ids = list(job_ids)
+        docs: list[str] = []
+        with self._lock:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                docs += [r[0] for r in self._db.execute(f"SELECT doc FROM jobs WHERE id IN ({marks})", chunk)]
+        return [JobRecord.from_json(json.loads(d)) for d in docs]
+
+    def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
+        with self._tx() as db:
+            rows = db.execute(
+                "UPDATE jobs SET version = version + 1, lease_expires = ?,"
+                " doc = json_set(doc, '$.version', version + 1, '$.lease.expiresAt', ?)"
+                " WHERE cluster = ? AND supervised = 1 AND lease_owner = ? AND lease_expires > ?"
+                " RETURNING id, version",
+                (expires_at, expires_at, cluster, owner, now),
+            ).fetchall()
+        return dict(rows)
 
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None

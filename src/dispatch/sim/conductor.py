@@ -193,6 +193,23 @@ class ParkedRecords:
     def jobs(self, *, active_only: bool = True, cluster: str | None = None) -> list[JobRecord]:
         return self.inner.jobs(active_only=active_only, cluster=cluster)  # type: ignore[no-any-return]
 
+    def to_supervise(self, *, cluster: str, owner: str, now: float) -> Any:
+        return self.inner.to_supervise(cluster=cluster, owner=owner, now=now)
+
+    def get_many(self, job_ids: Any) -> Any:
+        return self.inner.get_many(job_ids)
+
+    def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
+        self.conductor.park("write", f"renew {owner}")
+        before = {j.id: j.lease for j in self.inner.jobs(active_only=False, cluster=cluster)}
+        renewed: dict[str, int] = self.inner.renew(cluster=cluster, owner=owner, now=now, expires_at=expires_at)
+        for job_id in renewed:
+            lease = before.get(job_id)
+            if lease is None or lease.owner != owner:  # its own lease, even expired meanwhile, is as an update
+                held = f"{lease.owner} (until t={lease.expires_at:.1f})" if lease else "nobody"
+                self.violations.append(f"fenced-writes: {owner} renewed job {job_id} while the lease is held by {held}")
+        return renewed
+
     def summaries(self, **kwargs: Any) -> Any:
         return self.inner.summaries(**kwargs)
 

@@ -43,6 +43,8 @@ from dispatch.records.model import (
     IntentStatus,
     JobRecord,
     Submission,
+    final,
+    stray_handled,
 )
 from dispatch.rules import RuleAction, RuleSet, Unmatched, action_availability
 from dispatch.spi import interfaces_of
@@ -118,13 +120,6 @@ def hold_instance(job: JobRecord, n: int) -> str:
     return f"sv-{job.id}-{n}"
 
 
-def stray_handled(job: JobRecord, sid: str) -> bool:
-    return any(
-        i.action is Action.STOP and i.args.get("schedulerId") == sid and i.status is IntentStatus.DONE
-        for i in job.intents
-    )
-
-
 def stop_done(job: JobRecord, sub: Submission) -> float | None:
     """When the last stop of ``sub`` that took effect has certainly ended the object (its answer is the
     bound in seconds), or None if no stop took effect."""
@@ -138,14 +133,6 @@ def stop_done(job: JobRecord, sub: Submission) -> float | None:
                 bound = i.deadline - i.written_at
             return (i.resolved_at or i.written_at) + bound + (i.deadline - i.written_at)
     return None
-
-
-def final(sub: Submission) -> bool:
-    """The submission has ended for good, as far as the evidence says (or its fate is unknown for good)."""
-    out = sub.outcome
-    if out is None:
-        return sub.gate is GateState.ABANDONED
-    return out.ended or out.state is State.UNKNOWN
 
 
 def needs_observation(job: JobRecord, now: float) -> bool:

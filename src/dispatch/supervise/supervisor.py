@@ -36,7 +36,7 @@ from dispatch.cluster import Cluster, default_owner
 from dispatch.declarations import Declarations, check_poll_interval
 from dispatch.errors import ConfigError, Conflict, DispatchError, Unavailable
 from dispatch.records.base import Records
-from dispatch.records.model import Action, Event, Intent, IntentStatus, JobRecord, Lease, Submission
+from dispatch.records.model import Action, Event, Intent, IntentStatus, JobHead, JobRecord, Lease, Submission
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Watcher
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
@@ -146,8 +146,9 @@ class Supervisor:
             raise ConfigError("leaseTtl", f"the lease ({lease_ttl:g}s) must outlast the poll interval ({self.poll:g}s)")
         self.lease_ttl = float(lease_ttl)
         self.cluster = cluster.name if isinstance(cluster, Cluster) else cluster or backend.name
-        self.refresh = self.lease_ttl / 2 if refresh is None else refresh
-        """How stale a record's evidence time may grow while nothing changes (default: half the lease)."""
+        self.refresh = math.inf if refresh is None else refresh
+        """How stale a record's evidence time may grow while nothing changes (default: no limit; the evidence
+        time is when the state last changed, and the batched lease renewal says the job is being watched)."""
         self.mutations = frozenset(Mutation(m) for m in mutations)
         self.actor = Actor(records, backend, clock, self.owner, margin=margin)
         self.facts = Facts.of(backend)
@@ -157,6 +158,7 @@ class Supervisor:
             self.default_rules = RuleSet.from_data(default_rules)
         self.default_rules.check_against(backend, self.facts.capabilities)
         self._rules_cache: dict[str, RuleSet] = {}
+        self._cache: dict[str, JobRecord] = {}
         self._cursor: str | None = None
         self._seen: set[str] = set()
         self._pending: set[str] = set()
@@ -175,14 +177,16 @@ class Supervisor:
         """One pass over every job this supervisor owns or can take (see the module docstring)."""
         now = self.clock.now()
         report = CycleReport(at=now)
-        jobs = [j for j in self.records.jobs(active_only=False, cluster=self.cluster) if _live(j)]
-        report.jobs = len(jobs)
+        heads = self.records.to_supervise(cluster=self.cluster, owner=self.owner, now=now)
+        heads = self._renew(heads, now, report)
+        report.jobs = len(heads)
         owned: list[JobRecord] = []
-        for job in jobs:
+        for job in self._load(heads):
             try:
                 mine = self._own(job, now, report)
             except (Conflict, LostLease):
                 report.conflicts += 1
+                self._cache.pop(job.id, None)
                 continue
             if mine is not None:
                 owned.append(mine)
@@ -190,20 +194,53 @@ class Supervisor:
         obs = self._observe(owned, now, report)
         for job in owned:
             try:
-                self._supervise(job, obs, report)
-            except LostLease:
-                report.lost += 1
-            except Conflict:
-                report.conflicts += 1
+                self._cache[job.id] = self._supervise(job, obs, report)
+            except (LostLease, Conflict) as exc:
+                self._cache.pop(job.id, None)
+                if isinstance(exc, LostLease):
+                    report.lost += 1
+                else:
+                    report.conflicts += 1
         return report
+
+    def _load(self, heads: list[JobHead]) -> list[JobRecord]:
+        """The records of ``heads``: the copy this supervisor wrote or read last when its version is still the
+        stored one, otherwise read (in one batch). So a steady cycle decodes only what others changed."""
+        cache = self._cache
+        stale = [h.id for h in heads if (c := cache.get(h.id)) is None or c.version != h.version]
+        fetched = {j.id: j for j in self.records.get_many(stale)} if stale else {}
+        self._cache = {}
+        out = []
+        for h in heads:
+            job = fetched.get(h.id) or cache.get(h.id)
+            if job is not None:
+                self._cache[h.id] = job
+                out.append(job)
+        return out
 
     # ----- leases ------------------------------------------------------------------------------------------
 
+    def _renew(self, heads: list[JobHead], now: float, report: CycleReport) -> list[JobHead]:
+        """Renew all of this supervisor's leases in ONE write once the earliest has half run out; returns the
+        heads as they are after it."""
+        ours = [h.lease_expires for h in heads if h.lease_owner == self.owner and (h.lease_expires or 0.0) > now]
+        if not ours or min(ours) - now > self.lease_ttl / 2:  # type: ignore[type-var]
+            return heads
+        expires = now + self.lease_ttl
+        renewed = self.records.renew(cluster=self.cluster, owner=self.owner, now=now, expires_at=expires)
+        report.writes += 1
+        for job_id, version in renewed.items():
+            job = self._cache.get(job_id)
+            if job is not None and job.version == version - 1 and job.lease is not None:
+                job.version = version
+                job.lease = Lease(self.owner, job.lease.token, expires)
+        return [JobHead(h.id, renewed[h.id], self.owner, expires) if h.id in renewed else h for h in heads]
+
     def _own(self, job: JobRecord, now: float, report: CycleReport) -> JobRecord | None:
-        """The job under this supervisor's valid lease (taken or renewed as needed), or None if another holds it."""
+        """The job under this supervisor's valid lease (taken as needed), or None if another holds it."""
         lease = job.lease
         if lease is not None and lease.owner == self.owner and now < lease.expires_at:
-            return job  # renewed in this cycle's first write for the job (see _renew)
+            return job  # renewed for all jobs at once (see _renew)
         if lease is not None and now < lease.expires_at:
             return None
         # free, or expired (ours included: an expired lease is never renewed in place, the token moves on)
@@ -364,34 +401,21 @@ class Supervisor:
                     events += ev
         return job, events
 
-    def _renew_due(self, job: JobRecord) -> bool:
-        lease = job.lease
-        return lease is not None and lease.expires_at - self.clock.now() <= self.lease_ttl / 2
-
-    def _fold_and_renew(self, job: JobRecord, obs: _Observation) -> tuple[JobRecord, list[Event]]:
-        """The observation folded in, and the lease renewed when half of it is gone, in one write. A renewal
-        also refreshes the evidence times, so both fall due together afterwards."""
-        renew = self._renew_due(job)
-        new, events = self._fold(job, obs, refresh=0.0 if renew else self.refresh)
-        if renew and job.lease is not None:
-            if new is job:
-                new = job.copy()
-            new.lease = Lease(self.owner, job.lease.token, self.clock.now() + self.lease_ttl)
-        return new, events
-
-    def _supervise(self, job: JobRecord, obs: _Observation, report: CycleReport) -> None:
-        job = self._commit(job, lambda j: self._fold_and_renew(j, obs), report)
+    def _supervise(self, job: JobRecord, obs: _Observation, report: CycleReport) -> JobRecord:
+        """Fold the observation into ``job`` and apply its steps; returns the record as last written."""
+        job = self._commit(job, lambda j: self._fold(j, obs, self.refresh), report)
         self._seen.add(job.id)
         for _ in range(MAX_STEPS_PER_JOB):
             now = self.clock.now()
             step = next_step(job, self.rules_for(job), self.facts, now)
             report.steps[step.kind.value] += 1
             if step.kind in (StepKind.NOTHING, StepKind.WAIT, StepKind.OBSERVE):
-                return
+                return job
             if step.kind is StepKind.ACT:
                 job = self._act(job, step, report)
             else:
                 job = self._commit(job, partial(self._record_step, step=step), report)
+        return job
 
     def _record_step(self, job: JobRecord, step: Step) -> tuple[JobRecord, list[Event]]:
         # re-derived on the record being written, so a retry after a lost race never applies a stale step
@@ -479,25 +503,6 @@ def _answer(
     new, _, events = record_answer(job, intent.seq, status, answer, error, now)
     new.updated_at = now
     return new, events
-
-
-def _live(job: JobRecord) -> bool:
-    """A job still needing supervision: open, or closed with an unresolved intent, stray or stop."""
-    if not job.closed:
-        return True
-    if any(i.open for i in job.intents):
-        return True
-    if any(s.strays for s in job.submissions):
-        from dispatch.supervise.next import stray_handled
-
-        if any(not stray_handled(job, sid) for s in job.submissions for sid in s.strays):
-            return True
-    cur = job.current
-    if job.stop_requested and cur is not None and cur.scheduler_id is not None and not cur.gone:
-        from dispatch.supervise.next import final
-
-        return not final(cur)  # followed until the object is seen to have ended
-    return False
 
 
 def _node_lost(ev: JobEvidence) -> bool:
