@@ -18,6 +18,7 @@ EXPECTED = {
     Mutation.ACT_BEFORE_INTENT: "no-object-without-record",
     Mutation.SKIP_FENCE: "fenced-writes",
     Mutation.RESUBMIT_ON_UNKNOWN: ("no-object-without-record", "no-action-twice"),
+    Mutation.UNKNOWN_IS_AN_ENDING: "unknown-is-not-an-ending",
 }
 
 

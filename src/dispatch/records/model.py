@@ -109,6 +109,9 @@ class Submission:
     """The scheduler no longer shows the object (purged or deleted); evidence stays as last seen."""
     strays: list[str] = field(default_factory=list)
     """Other scheduler ids found carrying this marker (a late duplicate start); they are stopped, never run."""
+    unknown_since: float | None = None
+    """When the evidence of this not-yet-ended submission turned ``unknown`` (None while it is known). An
+    unknown is not an ending until it has lasted the backend's bound (see ``unknown_grace``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -121,6 +124,7 @@ class Submission:
             "outcome": self.outcome.to_json() if self.outcome else None,
             "gone": self.gone,
             "strays": list(self.strays),
+            "unknownSince": self.unknown_since,
         }
 
     @classmethod
@@ -135,6 +139,7 @@ class Submission:
             outcome=Outcome.from_json(d["outcome"]) if d.get("outcome") else None,
             gone=bool(d.get("gone", False)),
             strays=list(d.get("strays", [])),
+            unknown_since=d.get("unknownSince"),
         )
 
 

@@ -37,7 +37,7 @@ from dispatch.sim.conductor import Conductor, ParkedRecords, Worker, parked_back
 from dispatch.sim.invariants import check, settled
 from dispatch.spec import JobSpec
 from dispatch.supervise.mutation import Mutation
-from dispatch.supervise.next import hold_instance
+from dispatch.supervise.next import hold_instance, unknown_grace
 from dispatch.supervise.supervisor import Supervisor
 
 CALL_BOUND = 30.0
@@ -249,6 +249,7 @@ class World:
                 "cease",
                 "end-cessation",
                 "purge",
+                "spurious-unknown",
                 "fault",
                 "fault",
                 "fault",
@@ -295,6 +296,11 @@ class World:
                 t = r.choice(ended)
                 c.purge(t.sid)
                 self.note(f"purge {t.sid}")
+        elif choice == "spurious-unknown" and running:
+            sid = r.choice(running)
+            seconds = r.uniform(1.0, 0.8 * unknown_grace(self.backend.declarations()))
+            c.blank(sid, seconds)
+            self.note(f"spurious-unknown {sid} for {seconds:.1f}s")
         elif choice == "fault":
             method = r.choice(
                 [

@@ -24,3 +24,7 @@ class Mutation(StrEnum):
     RESUBMIT_ON_UNKNOWN = "resubmit-on-unknown"
     """Take an unknown outcome (OutcomeUnknown from a start or requeue) as a failure and act again at once,
     instead of waiting out the CallBound and observing: the call may have landed, so it lands twice."""
+
+    UNKNOWN_IS_AN_ENDING = "unknown-is-an-ending"
+    """Take the first ``unknown`` observation of a live job as its ending (no wait for the backend's bound): a
+    job whose queue entry vanished for a moment is escalated and closed while it still runs."""

@@ -22,6 +22,7 @@ margin), then the fold resolves it from observation (find by marker, gate, holds
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections import Counter
@@ -152,6 +153,8 @@ class Supervisor:
         self.mutations = frozenset(Mutation(m) for m in mutations)
         self.actor = Actor(records, backend, clock, self.owner, margin=margin)
         self.facts = Facts.of(backend)
+        if Mutation.UNKNOWN_IS_AN_ENDING in self.mutations:
+            self.facts = dataclasses.replace(self.facts, unknown_grace=0.0)  # planted bug: no wait on an unknown
         if isinstance(default_rules, RuleSet) or default_rules is None:
             self.default_rules = default_rules or RuleSet()
         else:
