@@ -359,3 +359,19 @@ def test_postgres_errors_never_show_the_password() -> None:
     with pytest.raises(Unavailable) as err:
         PostgresRecords("host=127.0.0.1 port=1 user=u password=hunter2 dbname=x", connect_timeout=2)
     assert "hunter2" not in str(err.value)
+
+
+def test_sqlite_syncs_a_write_carrying_an_intent_to_disk(tmp_path: Path) -> None:
+    s = SQLiteRecords(tmp_path / "d.db")
+    s.create(make_job())
+    statements: list[str] = []
+    s._db.set_trace_callback(statements.append)
+    job = s.get("j1")
+    s.update(job)  # no intent: synchronous=NORMAL
+    assert not any("synchronous" in x for x in statements)
+    s.update(s.get("j1"), [Event("j1", 1.0, "intent", {"seq": 1})])
+    full = statements.index("PRAGMA synchronous=FULL")
+    commit = max(i for i, x in enumerate(statements) if x == "COMMIT")
+    assert full < commit < statements.index("PRAGMA synchronous=NORMAL")
+    assert s._db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL again for the next write
+    s.close()

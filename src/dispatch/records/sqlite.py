@@ -2,7 +2,10 @@
 
 Each job is one row holding its JSON document and the columns a status table needs; events live in an
 append-only table. A write is one ``BEGIN IMMEDIATE`` transaction: compare the version (and the lease token),
-write the row, append the events. The file is created with mode 0600: records hold commands and environments.
+write the row, append the events. WAL with ``synchronous=NORMAL``: a commit survives a crash of the process,
+but the last ones may be lost on power loss or an OS crash, so a write that carries an **intent** (an event of
+kind ``intent``, written before a backend call) commits with ``synchronous=FULL``: the call is made only after
+its intent is on disk. The file is created with mode 0600: records hold commands and environments.
 Several processes may share the file (SQLite serialises writers; ``busy_timeout`` absorbs short waits).
 """
 
@@ -145,16 +148,24 @@ class SQLiteRecords:
                 self._db.execute(f"PRAGMA user_version={version}")
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """One write transaction. ``durable``: its COMMIT syncs the WAL to disk (``synchronous=FULL``), so it
+        survives power loss, and so does every commit before it (the WAL is one sequential file)."""
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            if durable:
+                self._db.execute("PRAGMA synchronous=FULL")
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
-                self._db.execute("COMMIT")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                else:
+                    self._db.execute("COMMIT")
+            finally:
+                if durable:
+                    self._db.execute("PRAGMA synchronous=NORMAL")
 
     # ----- writes ----------------------------------------------------------------------------------------
 
@@ -179,7 +190,7 @@ class SQLiteRecords:
     def update(self, job: JobRecord, events: Sequence[Event] = (), *, fence: int | None = None) -> JobRecord:
         new = job.copy()
         new.version = job.version + 1
-        with self._tx() as db:
+        with self._tx(durable=any(e.kind == "intent" for e in events)) as db:
             row = db.execute(
                 "SELECT version, json_extract(doc, '$.lease.token'), lease_owner FROM jobs WHERE id = ?", (job.id,)
             ).fetchone()
