@@ -126,7 +126,7 @@ def clusters(app: App, as_json: bool) -> None:
         ui.print_json(
             {
                 "config": str(cfg.path) if cfg.path else None,
-                "records": str(cfg.records),
+                "records": app.records_where(),
                 "default": cfg.default,
                 "clusters": [
                     {"name": c.name, "adapter": c.adapter, "settings": redact_secrets(c.settings)}
@@ -140,7 +140,7 @@ def clusters(app: App, as_json: bool) -> None:
         for c in cfg.clusters.values()
     ]
     click.echo(ui.table(["  CLUSTER", "ADAPTER", "SETTINGS"], rows))
-    ui.note(f"config: {cfg.path or 'none (embedded default)'}; records: {cfg.records}")
+    ui.note(f"config: {cfg.path or 'none (embedded default)'}; records: {app.records_where()}")
 
 
 @click.command(context_settings=CTX)

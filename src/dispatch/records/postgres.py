@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from dispatch.errors import ConfigError, Conflict, NotFound, Unavailable
+from dispatch.errors import ConfigError, Conflict, NotFound, ReadOnly, Unavailable
 from dispatch.records.base import check_token
 from dispatch.records.model import (
     ROW_COLUMNS,
@@ -118,20 +118,36 @@ _SETS = ", ".join(f"{c.strip()}=%s" for c in ROW_COLUMNS.split(","))
 class PostgresRecords:
     """Records in PostgreSQL at ``dsn``, in schema ``schema`` (created if missing)."""
 
-    def __init__(self, dsn: str, *, schema: str = "dispatch", connect_timeout: float = 10.0) -> None:
+    def __init__(
+        self, dsn: str, *, schema: str = "dispatch", connect_timeout: float = 10.0, read_only: bool = False
+    ) -> None:
+        """``read_only``: the session is read-only (``default_transaction_read_only``), nothing is migrated, and
+        a write raises :class:`~dispatch.errors.ReadOnly` before it reaches the server; the schema must exist at
+        this dispatch's version."""
         if psycopg is None:
             raise ConfigError("store", "the PostgreSQL store needs psycopg: install dispatch-jobs[postgres]")
         if not _SCHEMA_NAME.fullmatch(schema):
             raise ConfigError("store.schema", f"{schema!r} is not a plain lower-case schema name")
         self.schema = schema
+        self.read_only = read_only
         self._s = sql.Identifier(schema)
         self._lock = threading.RLock()
+        extra = {"options": "-c default_transaction_read_only=on"} if read_only else {}
         try:
-            self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout))
+            self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout), **extra)
         except psycopg.OperationalError as exc:
             raise Unavailable(
                 f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".replace(dsn, redact(dsn))
             ) from None
+        if read_only:
+            found = self._version_or_none()
+            if found != SCHEMA_VERSION:
+                self._db.close()
+                raise RuntimeError(
+                    f"schema {schema} has version {found}, this dispatch reads {SCHEMA_VERSION}: "
+                    "open it writable once to create or migrate it"
+                )
+            return
         self._migrate()
 
     def _q(self, text: str) -> sql.Composed:
@@ -139,8 +155,18 @@ class PostgresRecords:
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
+        if self.read_only:
+            raise ReadOnly(f"the record store (schema {self.schema}) is open read-only")
         with self._lock, self._db.transaction(), self._db.cursor() as cur:
             yield cur
+
+    def _version_or_none(self) -> int | None:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute("SELECT to_regclass(%s)", (f"{self.schema}.meta",))
+            row = cur.fetchone()
+            if row is None or row[0] is None:
+                return None
+        return self.schema_version()
 
     def _migrate(self) -> None:
         with self._tx() as cur:

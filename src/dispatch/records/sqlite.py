@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from dispatch.errors import Conflict, NotFound
+from dispatch.errors import Conflict, NotFound, ReadOnly
 from dispatch.records.base import check_token
 from dispatch.records.model import (
     ROW_COLUMNS,
@@ -114,15 +114,34 @@ _SETS = ", ".join(f"{c.strip()}=?" for c in ROW_COLUMNS.split(","))
 
 
 class SQLiteRecords:
-    """Records in one SQLite file at ``path`` (created, with its parent directory, if missing)."""
+    """Records in one SQLite file at ``path`` (created, with its parent directory, if missing).
 
-    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0) -> None:
+    ``read_only``: the file must exist and is opened read-only (``mode=ro``: nothing is created, migrated or
+    written; a write raises :class:`~dispatch.errors.ReadOnly`), for status tools and dashboards. Its schema
+    must be this dispatch's (an older one is migrated by the next writable open)."""
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.read_only = read_only
+        self._lock = threading.RLock()
+        if read_only:
+            if not self.path.exists():
+                raise NotFound(f"no record store at {self.path}")
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
+            self._db = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
+            self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+            if self.schema_version() != SCHEMA_VERSION:
+                found = self.schema_version()
+                self._db.close()
+                raise RuntimeError(
+                    f"{self.path} has schema version {found}, this dispatch reads {SCHEMA_VERSION}: "
+                    "open it writable once (any dispatch command that writes) to migrate it"
+                )
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not self.path.exists():
             fd = os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600)
             os.close(fd)
-        self._lock = threading.RLock()
         self._db = sqlite3.connect(self.path, timeout=timeout, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -151,6 +170,8 @@ class SQLiteRecords:
     def _tx(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
         """One write transaction. ``durable``: its COMMIT syncs the WAL to disk (``synchronous=FULL``), so it
         survives power loss, and so does every commit before it (the WAL is one sequential file)."""
+        if self.read_only:
+            raise ReadOnly(f"the record store {self.path} is open read-only")
         with self._lock:
             if durable:
                 self._db.execute("PRAGMA synchronous=FULL")
