@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from dispatch.errors import Conflict
-from dispatch.records.model import Event, JobHead, JobRecord, JobSummary
+from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, Peers
 
 
 @runtime_checkable
@@ -63,6 +63,12 @@ class Records(Protocol):
         """Move to ``expires_at`` every lease ``owner`` holds on a job of ``cluster`` needing supervision that
         is unexpired at ``now`` (an expired lease is never renewed in place), in one transaction; returns each
         renewed job's new version."""
+        ...
+
+    def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Peers:
+        """Record that supervisor ``owner`` of ``cluster`` is alive until ``expires_at`` (one write), and return
+        the supervisors alive at ``now`` (``owner`` included) and how many jobs of the cluster need supervision,
+        so supervisors can divide the work."""
         ...
 
     def events(self, job_id: str, after: int = 0) -> list[Event]:

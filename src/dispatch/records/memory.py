@@ -14,7 +14,7 @@ from typing import Any
 
 from dispatch.errors import Conflict, NotFound
 from dispatch.records.base import check_fence
-from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, needs_supervision
+from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, Peers, needs_supervision
 
 
 class MemoryRecords:
@@ -22,6 +22,7 @@ class MemoryRecords:
         self._docs: dict[str, str] = {}
         self._events: list[Event] = []
         self._live: dict[str, tuple[str, float, JobHead]] = {}  # id -> (cluster, created_at, head)
+        self._alive: dict[tuple[str, str], float] = {}  # (cluster, owner) -> until
         self._lock = threading.Lock()
         self.writes = 0
 
@@ -117,6 +118,14 @@ class MemoryRecords:
                 renewed[job_id] = data["version"]
             self.writes += 1
             return renewed
+
+    def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Peers:
+        with self._lock:
+            self._alive[(cluster, owner)] = expires_at
+            self.writes += 1
+            owners = tuple(sorted(o for (c, o), until in self._alive.items() if c == cluster and until > now))
+            jobs = sum(1 for c, _, _ in self._live.values() if c == cluster)
+        return Peers(owners, jobs)
 
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None

@@ -581,6 +581,14 @@ class JobHead:
         return self.lease_owner is None or self.lease_owner == owner or (self.lease_expires or 0.0) <= now
 
 
+@dataclass(frozen=True)
+class Peers:
+    """The supervisors of a cluster alive now (by owner, sorted) and the number of its jobs needing one."""
+
+    owners: tuple[str, ...]
+    jobs: int
+
+
 def stray_handled(job: JobRecord, sid: str) -> bool:
     """A stray object of the job has been stopped (the stop's intent is done)."""
     return any(

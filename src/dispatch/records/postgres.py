@@ -27,6 +27,7 @@ from dispatch.records.model import (
     JobHead,
     JobRecord,
     JobSummary,
+    Peers,
     needs_supervision,
     row_values,
 )
@@ -37,7 +38,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _LOCK_KEY = 0x64697370  # "disp": the advisory lock migrations take
 
@@ -110,7 +111,17 @@ def _migration_2(cur: Any, schema: sql.Identifier) -> None:
     )
 
 
-MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {1: _migration_1, 2: _migration_2}
+def _migration_3(cur: Any, schema: sql.Identifier) -> None:
+    """The supervisors alive per cluster (see the SQLite store's migration 4)."""
+    cur.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {s}.supervisors (cluster TEXT NOT NULL, owner TEXT NOT NULL,"
+            " until DOUBLE PRECISION NOT NULL, PRIMARY KEY (cluster, owner))"
+        ).format(s=schema)
+    )
+
+
+MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {1: _migration_1, 2: _migration_2, 3: _migration_3}
 _MARKS = ",".join(["%s"] * (len(ROW_COLUMNS.split(",")) + 1))
 _SETS = ", ".join(f"{c.strip()}=%s" for c in ROW_COLUMNS.split(","))
 
@@ -300,6 +311,27 @@ class PostgresRecords:
             )
             rows = cur.fetchall()
         return {r[0]: r[1] for r in rows}
+
+    def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Peers:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "INSERT INTO {s}.supervisors (cluster, owner, until) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (cluster, owner) DO UPDATE SET until = EXCLUDED.until"
+                ),
+                (cluster, owner, expires_at),
+            )
+            cur.execute(
+                self._q("DELETE FROM {s}.supervisors WHERE cluster = %s AND until < %s"), (cluster, now - 86400.0)
+            )
+            cur.execute(
+                self._q("SELECT owner FROM {s}.supervisors WHERE cluster = %s AND until > %s ORDER BY owner"),
+                (cluster, now),
+            )
+            owners = [r[0] for r in cur.fetchall()]
+            cur.execute(self._q("SELECT count(*) FROM {s}.jobs WHERE cluster = %s AND supervised"), (cluster,))
+            row = cur.fetchone()
+        return Peers(tuple(owners), int(row[0]) if row else 0)
 
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None

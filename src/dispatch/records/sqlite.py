@@ -29,11 +29,12 @@ from dispatch.records.model import (
     JobHead,
     JobRecord,
     JobSummary,
+    Peers,
     needs_supervision,
     row_values,
 )
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 
 def _run(db: sqlite3.Connection, script: str) -> None:
@@ -106,7 +107,21 @@ def _migration_3(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX jobs_supervised ON jobs (cluster, created_at) WHERE supervised = 1")
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migration_1, 2: _migration_2, 3: _migration_3}
+def _migration_4(db: sqlite3.Connection) -> None:
+    """The supervisors alive per cluster (each renews its row every cycle), so they can divide the jobs."""
+    _run(
+        db,
+        "CREATE TABLE supervisors"
+        " (cluster TEXT NOT NULL, owner TEXT NOT NULL, until REAL NOT NULL, PRIMARY KEY (cluster, owner))",
+    )
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _migration_1,
+    2: _migration_2,
+    3: _migration_3,
+    4: _migration_4,
+}
 
 
 _MARKS = ",".join("?" * (len(ROW_COLUMNS.split(",")) + 1))
@@ -277,6 +292,25 @@ class SQLiteRecords:
                 (expires_at, expires_at, cluster, owner, now),
             ).fetchall()
         return dict(rows)
+
+    def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Peers:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO supervisors (cluster, owner, until) VALUES (?, ?, ?)"
+                " ON CONFLICT (cluster, owner) DO UPDATE SET until = excluded.until",
+                (cluster, owner, expires_at),
+            )
+            db.execute("DELETE FROM supervisors WHERE cluster = ? AND until < ?", (cluster, now - 86400.0))
+            owners = [
+                r[0]
+                for r in db.execute(
+                    "SELECT owner FROM supervisors WHERE cluster = ? AND until > ? ORDER BY owner", (cluster, now)
+                )
+            ]
+            jobs = db.execute("SELECT count(*) FROM jobs WHERE cluster = ? AND supervised = 1", (cluster,)).fetchone()[
+                0
+            ]
+        return Peers(tuple(owners), int(jobs))
 
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None

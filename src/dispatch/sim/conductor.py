@@ -196,6 +196,10 @@ class ParkedRecords:
     def to_supervise(self, *, cluster: str, owner: str, now: float) -> Any:
         return self.inner.to_supervise(cluster=cluster, owner=owner, now=now)
 
+    def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Any:
+        self.conductor.park("write", f"peers {owner}")
+        return self.inner.peers(cluster=cluster, owner=owner, now=now, expires_at=expires_at)
+
     def get_many(self, job_ids: Any) -> Any:
         return self.inner.get_many(job_ids)
 

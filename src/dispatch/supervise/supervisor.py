@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,7 +38,17 @@ from dispatch.cluster import Cluster, default_owner
 from dispatch.declarations import Declarations, check_poll_interval
 from dispatch.errors import ConfigError, Conflict, DispatchError, Unavailable
 from dispatch.records.base import Records
-from dispatch.records.model import Action, Event, Intent, IntentStatus, JobHead, JobRecord, Lease, Submission
+from dispatch.records.model import (
+    Action,
+    Event,
+    Intent,
+    IntentStatus,
+    JobHead,
+    JobRecord,
+    Lease,
+    Peers,
+    Submission,
+)
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Watcher
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
@@ -76,7 +87,19 @@ class CycleReport:
     conflicts: int = 0
     lost: int = 0
     unavailable: bool = False
+    takeovers: int = 0
+    """Leases taken from another supervisor whose lease had expired."""
+    released: int = 0
+    """Leases given up because this supervisor held more than its share."""
+    supervisors: int = 0
+    """The supervisors of the cluster alive in this cycle (this one included)."""
     steps: Counter[str] = field(default_factory=Counter)
+    decisions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Decisions recorded in this cycle, by (action, rule)."""
+    escalations: Counter[str] = field(default_factory=Counter)
+    """Escalations recorded in this cycle, by cause."""
+    states: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """The jobs this supervisor owns after the cycle, by (state, cause)."""
 
     @property
     def backend_calls(self) -> int:
@@ -95,7 +118,12 @@ class CycleReport:
             "conflicts": self.conflicts,
             "lost": self.lost,
             "unavailable": self.unavailable,
+            "takeovers": self.takeovers,
+            "released": self.released,
+            "supervisors": self.supervisors,
             "steps": dict(self.steps),
+            "decisions": [{"action": a, "rule": r, "count": n} for (a, r), n in sorted(self.decisions.items())],
+            "escalations": dict(self.escalations),
         }
 
 
@@ -180,11 +208,18 @@ class Supervisor:
         """One pass over every job this supervisor owns or can take (see the module docstring)."""
         now = self.clock.now()
         report = CycleReport(at=now)
+        peers = self.records.peers(cluster=self.cluster, owner=self.owner, now=now, expires_at=now + self.lease_ttl)
+        report.writes += 1
+        report.supervisors = len(peers.owners)
         heads = self.records.to_supervise(cluster=self.cluster, owner=self.owner, now=now)
         heads = self._renew(heads, now, report)
         report.jobs = len(heads)
+        ours, room, surplus = self._divide(heads, peers, now)
         owned: list[JobRecord] = []
-        for job in self._load(heads):
+        jobs = self._load(ours + room)
+        if surplus:
+            jobs = self._release(jobs, surplus, report)
+        for job in jobs:
             try:
                 mine = self._own(job, now, report)
             except (Conflict, LostLease):
@@ -197,7 +232,9 @@ class Supervisor:
         obs = self._observe(owned, now, report)
         for job in owned:
             try:
-                self._cache[job.id] = self._supervise(job, obs, report)
+                self._cache[job.id] = done = self._supervise(job, obs, report)
+                if not done.closed:
+                    report.states[(done.state.value, done.cause.value if done.cause else "")] += 1
             except (LostLease, Conflict) as exc:
                 self._cache.pop(job.id, None)
                 if isinstance(exc, LostLease):
@@ -220,6 +257,50 @@ class Supervisor:
                 self._cache[h.id] = job
                 out.append(job)
         return out
+
+    # ----- sharing the work -----------------------------------------------------------------------------------
+
+    def share(self, peers: Peers) -> int:
+        """How many jobs this supervisor should hold: the cluster's jobs needing supervision divided by the
+        supervisors alive, rounded up (all of them when it is alone)."""
+        return max(1, math.ceil(peers.jobs / max(1, len(peers.owners))))
+
+    def _divide(self, heads: list[JobHead], peers: Peers, now: float) -> tuple[list[JobHead], list[JobHead], int]:
+        """This supervisor's leased heads, the free or expired ones it may take this cycle (up to its share, in
+        an order of its own so that supervisors starting together do not all race for the same jobs), and how
+        many of its own it holds above its share."""
+        share = self.share(peers)
+        ours = [h for h in heads if h.lease_owner == self.owner and (h.lease_expires or 0.0) > now]
+        mine = {h.id for h in ours}
+        others = sorted(
+            (h for h in heads if h.id not in mine), key=lambda h: zlib.crc32(f"{self.owner}/{h.id}".encode())
+        )
+        return ours, others[: max(0, share - len(ours))], max(0, len(ours) - share)
+
+    def _release(self, jobs: list[JobRecord], surplus: int, report: CycleReport) -> list[JobRecord]:
+        """Give up ``surplus`` of this supervisor's leases (jobs with no open intent, so the next holder has
+        nothing to resolve), so a supervisor that joined takes its share; returns the jobs still to supervise."""
+        now = self.clock.now()
+        released: set[str] = set()
+        for job in sorted(jobs, key=lambda j: zlib.crc32(f"{self.owner}/{j.id}".encode()), reverse=True):
+            if len(released) >= surplus:
+                break
+            lease = job.lease
+            if lease is None or lease.owner != self.owner or job.open_intents():
+                continue
+            new = job.copy()
+            new.lease = Lease(self.owner, lease.token, now)  # expired now: the next taker moves the token on
+            event = Event(job.id, now, "lease", {"owner": None, "token": lease.token, "from": self.owner})
+            try:
+                self._check(job)
+                self.records.update(new, [event], fence=lease.token)
+                report.writes += 1
+            except (Conflict, LostLease):
+                report.conflicts += 1
+            self._cache.pop(job.id, None)
+            released.add(job.id)
+        report.released = len(released)
+        return [j for j in jobs if j.id not in released]
 
     # ----- leases ------------------------------------------------------------------------------------------
 
@@ -255,6 +336,8 @@ class Supervisor:
         event = Event(job.id, now, "lease", {"owner": self.owner, "token": token, "from": previous})
         written = self.records.update(new, [event])  # compare-and-set on the version: one taker wins
         report.writes += 1
+        if previous is not None and previous != self.owner:
+            report.takeovers += 1
         self._seen.discard(job.id)
         return written
 
@@ -417,7 +500,12 @@ class Supervisor:
             if step.kind is StepKind.ACT:
                 job = self._act(job, step, report)
             else:
+                decided, escalated = len(job.decisions), len(job.escalations)
                 job = self._commit(job, partial(self._record_step, step=step), report)
+                for d in job.decisions[decided:]:
+                    report.decisions[(d.action, d.rule)] += 1
+                for e in job.escalations[escalated:]:
+                    report.escalations[e.cause.value] += 1
         return job
 
     def _record_step(self, job: JobRecord, step: Step) -> tuple[JobRecord, list[Event]]:
