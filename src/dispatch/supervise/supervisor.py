@@ -22,6 +22,7 @@ margin), then the fold resolves it from observation (find by marker, gate, holds
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -343,8 +344,8 @@ class Supervisor:
 
     def _check(self, job: JobRecord) -> None:
         """Raise LostLease unless ``job`` shows this supervisor's lease, unexpired on the clock."""
-        if Mutation.SKIP_FENCE in self.mutations:
-            return  # planted bug: the fence (this check, and the token on the write) is skipped
+        if Mutation.SKIP_FENCE in self.mutations or Mutation.STORE_IGNORES_FENCE in self.mutations:
+            return  # planted bug: no lease check before a write
         lease = job.lease
         if lease is None or lease.owner != self.owner or self.clock.now() >= lease.expires_at:
             raise LostLease(f"job {job.id}: {self.owner} no longer holds the lease")
@@ -485,12 +486,49 @@ class Supervisor:
                 if sid in obs.inspected:
                     job, ev = fold_stray(job, sid, obs.evidence.get(sid), now, obs.inspected_at)
                     events += ev
+        if self.mutations & {Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP}:
+            job = self._planted_fold(job)
         return job, events
+
+    def _planted_fold(self, job: JobRecord) -> JobRecord:
+        """Planted bugs (Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP) applied to a folded record."""
+        from dispatch.outcome import Cause, Outcome, State
+
+        cur = job.current
+        if cur is None:
+            return job
+        new = job.copy()
+        sub = new.submission(cur.n)
+        changed = False
+        if Mutation.SUCCESS_ON_VANISH in self.mutations and sub.outcome and sub.outcome.state is State.UNKNOWN:
+            sub.outcome = Outcome(State.SUCCEEDED, Cause.EXIT, sub.outcome.evidence, exit_code=0)
+            changed = True
+        if Mutation.CAUSE_MIXUP in self.mutations:
+            for ex in sub.executions:
+                if ex.outcome.cause is Cause.PREEMPTED:
+                    ex.outcome = dataclasses.replace(ex.outcome, cause=Cause.NODE_LOST)
+                    changed = True
+        return new if changed else job
 
     def _supervise(self, job: JobRecord, obs: _Observation, report: CycleReport) -> JobRecord:
         """Fold the observation into ``job`` and apply its steps; returns the record as last written."""
         job = self._commit(job, lambda j: self._fold(j, obs, self.refresh), report)
         self._seen.add(job.id)
+        if Mutation.RELEASE_OTHERS_HOLDS in self.mutations:
+            for h in job.active_holds():  # planted bug: lifts a hold someone else placed
+                if h.owner != self.owner and job.current is not None and job.current.scheduler_id is not None:
+                    job = self._act(
+                        job,
+                        Step(
+                            StepKind.ACT,
+                            "planted",
+                            action=Action.RELEASE,
+                            submission=h.submission,
+                            args={"instance": h.instance},
+                        ),
+                        report,
+                    )
+                    break
         for _ in range(MAX_STEPS_PER_JOB):
             now = self.clock.now()
             step = next_step(job, self.rules_for(job), self.facts, now)
@@ -546,6 +584,13 @@ class Supervisor:
         self._check(written)
         report.actions += 1
         status, answer, error = self.actor.attempt(written, intent)
+        if (
+            Mutation.OPEN_BEFORE_RECORD in self.mutations
+            and step.action is Action.START
+            and status is IntentStatus.DONE
+        ):
+            with contextlib.suppress(DispatchError):
+                self.backend.open(str(answer))  # planted bug: opened before the scheduler id is recorded
         if (
             Mutation.RESUBMIT_ON_UNKNOWN in self.mutations
             and status is IntentStatus.UNKNOWN
