@@ -222,8 +222,8 @@ def supervise(
 
     if settings_text is not None and adapter is None:
         raise ConfigError("settings", "--settings goes with --adapter (a configured cluster has its own)")
-    for name in plugin:
-        load_plugin(name)
+    for module in plugin:
+        load_plugin(module)
     settings = parse_settings(settings_text)
     rules = RuleSet.load(rules_file) if rules_file else None
     who = owner or default_owner("supervisor")
@@ -246,7 +246,7 @@ def supervise(
 
             clock: Any = SystemClock()
             backend = new_backend(adapter, settings, clock=clock)
-            name = cluster_name
+            name: str | None = cluster_name
         else:
             if cluster_name is not None:
                 app.cluster_name = cluster_name

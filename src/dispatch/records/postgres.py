@@ -143,9 +143,12 @@ class PostgresRecords:
         self.read_only = read_only
         self._s = sql.Identifier(schema)
         self._lock = threading.RLock()
-        extra = {"options": "-c default_transaction_read_only=on"} if read_only else {}
+        options = "-c default_transaction_read_only=on" if read_only else None
         try:
-            self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout), **extra)
+            if options is None:
+                self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout))
+            else:
+                self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout), options=options)
         except psycopg.OperationalError as exc:
             raise Unavailable(
                 f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".replace(dsn, redact(dsn))

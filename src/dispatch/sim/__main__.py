@@ -138,7 +138,7 @@ def _mutations(args: argparse.Namespace) -> int:
     from dispatch.supervise.mutation import TARGETS
 
     seeds = _range(args.seeds or "0-39")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for m in Mutation:
         args.mutation = [m.value]
         configs = [_config(args, s) for s in seeds]

@@ -308,8 +308,8 @@ class Supervisor:
     def _renew(self, heads: list[JobHead], now: float, report: CycleReport) -> list[JobHead]:
         """Renew all of this supervisor's leases in ONE write once the earliest has half run out; returns the
         heads as they are after it."""
-        ours = [h.lease_expires for h in heads if h.lease_owner == self.owner and (h.lease_expires or 0.0) > now]
-        if not ours or min(ours) - now > self.lease_ttl / 2:  # type: ignore[type-var]
+        ours = [h.lease_expires or 0.0 for h in heads if h.lease_owner == self.owner and (h.lease_expires or 0.0) > now]
+        if not ours or min(ours) - now > self.lease_ttl / 2:
             return heads
         expires = now + self.lease_ttl
         renewed = self.records.renew(cluster=self.cluster, owner=self.owner, now=now, expires_at=expires)
