@@ -4,6 +4,10 @@
 The store is a temporary SQLite file filled through the records API (jobs that ended with a mix of states and
 causes, closed, as a long-used store holds). Each command runs as a fresh process, as a user runs it; the
 figures are the median and the spread of ``--repeat`` runs. Usage: ``python bench/cli.py --json``.
+
+``--records sqlite,postgres`` also fills a PostgreSQL schema (``$DISPATCH_TEST_POSTGRES``, dropped after) with
+the same jobs and times the same commands with ``DISPATCH_RECORDS`` naming it: ``stores`` then holds the
+figures of each, side by side (``seconds`` stays the SQLite figures).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -38,8 +43,7 @@ ENDINGS = [
 ]
 
 
-def populate(path: Path, n: int) -> float:
-    records = SQLiteRecords(path)
+def populate(records: Any, n: int) -> float:
     t0 = time.perf_counter()
     base = time.time() - n
     for i in range(n):
@@ -67,7 +71,6 @@ def populate(path: Path, n: int) -> float:
                 closed=True,
             )
         )
-    records.close()
     return time.perf_counter() - t0
 
 
@@ -101,7 +104,11 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print JSON (the only output format)")
     ap.add_argument("--jobs", type=int, default=10_000)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--records", default="sqlite", help="comma-separated: sqlite, postgres")
     args = ap.parse_args()
+    stores = [x for x in args.records.split(",") if x]
+    if not stores or any(x not in ("sqlite", "postgres") for x in stores):
+        ap.error(f"--records takes sqlite and/or postgres, got {args.records!r}")
     with tempfile.TemporaryDirectory() as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("XDG_", "DISPATCH_"))}
         env.update(
@@ -112,17 +119,38 @@ def main() -> int:
                 "PYTHONPATH": str(ROOT / "src"),
             }
         )
-        fill = populate(Path(tmp) / "state" / "dispatch" / "records.db", args.jobs)
+        sqlite = SQLiteRecords(Path(tmp) / "state" / "dispatch" / "records.db")
+        fill = populate(sqlite, args.jobs)
+        sqlite.close()
+        figures: dict[str, Any] = {}
+        for store in stores:
+            run_env = dict(env)
+            pg = None
+            if store == "postgres":
+                from dispatch.records.postgres import PostgresRecords
+
+                dsn = os.environ.get("DISPATCH_TEST_POSTGRES", "host=127.0.0.1 dbname=dispatch_test user=postgres")
+                schema = f"bench_cli_{os.getpid()}"
+                pg = PostgresRecords(dsn, schema=schema)
+                populate(pg, args.jobs)
+                run_env["DISPATCH_RECORDS"] = f"{dsn} schema={schema}"
+            try:
+                figures[store] = {
+                    "dispatch --help": timed(["--help"], run_env, args.repeat),
+                    "dispatch status": timed(["status"], run_env, args.repeat),
+                    "dispatch status --all": timed(["status", "--all"], run_env, args.repeat),
+                    "dispatch status --all --json": timed(["status", "--all", "--json"], run_env, args.repeat),
+                }
+            finally:
+                if pg is not None:
+                    pg.drop()
+                    pg.close()
         result = {
             "jobs": args.jobs,
             "repeat": args.repeat,
             "populateSeconds": round(fill, 2),
-            "seconds": {
-                "dispatch --help": timed(["--help"], env, args.repeat),
-                "dispatch status": timed(["status"], env, args.repeat),
-                "dispatch status --all": timed(["status", "--all"], env, args.repeat),
-                "dispatch status --all --json": timed(["status", "--all", "--json"], env, args.repeat),
-            },
+            "seconds": figures.get("sqlite", next(iter(figures.values()))),
+            "stores": figures,
             "python": sys.version.split()[0],
             "loadAverage": [round(x, 2) for x in os.getloadavg()],
         }

@@ -1,13 +1,16 @@
 """Benchmark: the cost of one supervisor cycle as the number of supervised jobs grows.
 
-    python bench/cycle.py --adapter memory --jobs 1,100,1000,10000 --json
+    python bench/cycle.py --adapter memory --jobs 1000,10000 --closed 0,100000 --store memory,sqlite,postgres --json
 
-prints ``{"results": [{"jobs", "backend_calls_per_cycle", "cycle_cpu_ms", ...}, ...]}``. Each row is the mean
-over one lease-renewal period of steady-state cycles (every job running, nothing to decide), after the cycles
-that take the leases. ``backend_calls_per_cycle`` counts the calls the supervisor makes to the backend (must not
-grow with the number of jobs); ``cycle_cpu_ms`` is the process CPU time of a cycle, of which
-``backend_cpu_ms`` is spent inside the backend (for the memory adapter: the simulated scheduler itself);
-``writes_per_cycle`` counts record writes (lease renewals, spread over the renewal period).
+prints ``{"results": [{"store", "jobs", "closed", "backend_calls_per_cycle", "cycle_cpu_ms", ...}, ...]}``, one
+row per (store, jobs, closed). Each row is the mean over one lease-renewal period of steady-state cycles (every
+job running, nothing to decide), after the cycles that take the leases. ``backend_calls_per_cycle`` counts the
+calls the supervisor makes to the backend (must not grow with the number of jobs); ``cycle_cpu_ms`` is the
+process CPU time of a cycle, of which ``backend_cpu_ms`` is spent inside the backend (for the memory adapter:
+the simulated scheduler itself) and ``supervisor_cpu_ms`` is the rest; ``record_writes_per_cycle`` counts
+record writes (the batched lease renewal: one write per renewal period). ``closed`` closed jobs of the same
+cluster sit in the store beside the running ones (history the supervisor must not pay for). The PostgreSQL
+store uses ``$DISPATCH_TEST_POSTGRES`` (default: the test database on 127.0.0.1), in a schema it drops after.
 
 Adapters add a row source to :data:`ADAPTERS`: a function ``(jobs) -> Setup`` that builds a backend with that
 many running jobs recorded in a store (``--adapter slurm|kubeflow`` are added by those adapters' owners).
@@ -17,10 +20,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from dispatch.actions import marker_for
@@ -41,8 +47,52 @@ class Setup:
     """A backend with ``jobs`` running jobs, the store recording them, and the fake clock."""
 
     backend: Any
-    records: MemoryRecords
+    records: Any
     clock: FakeClock
+
+
+POSTGRES_DSN = os.environ.get("DISPATCH_TEST_POSTGRES", "host=127.0.0.1 dbname=dispatch_test user=postgres")
+
+
+def open_store(kind: str, scratch: str) -> Any:
+    """A fresh, empty store of ``kind`` (memory, sqlite or postgres)."""
+    if kind == "memory":
+        return MemoryRecords()
+    if kind == "sqlite":
+        from dispatch.records import SQLiteRecords
+
+        return SQLiteRecords(Path(scratch) / f"cycle-{time.monotonic_ns()}.db")
+    from dispatch.records.postgres import PostgresRecords
+
+    return PostgresRecords(POSTGRES_DSN, schema=f"bench_cycle_{os.getpid()}_{time.monotonic_ns() % 10**9}")
+
+
+def add_closed(records: Any, count: int, at: float) -> None:
+    """``count`` closed jobs (ended, with their submission and outcome) of the ``memory`` cluster. SQL stores get
+    them in one transaction: the history is the setting here, not what is measured."""
+    from dispatch.outcome import Cause, Evidence, Outcome, State
+
+    spec = JobSpec(command=("python", "train.py", "--epochs", "10"), name="history")
+    jobs = []
+    for i in range(count):
+        job_id = f"h{i:07d}"
+        sub = Submission(1, marker_for(job_id, 1), at, scheduler_id=f"{i + 10**7}", gate=GateState.OPEN)
+        sub.outcome = Outcome(State.SUCCEEDED, Cause.EXIT, Evidence("bench", at), exit_code=0)
+        jobs.append(JobRecord(job_id, "memory", spec, at - 1.0, submissions=[sub], closed=True, version=1))
+    if isinstance(records, MemoryRecords):
+        for j in jobs:
+            records.create(j)
+        return
+    from dispatch.records.model import ROW_COLUMNS, row_values
+
+    rows = [(j.id, *row_values(j)) for j in jobs]
+    with records._tx() as db:  # bench-only bulk load
+        if type(records).__name__ == "SQLiteRecords":
+            marks = ",".join("?" * len(rows[0])) if rows else ""
+            db.executemany(f"INSERT INTO jobs (id, {ROW_COLUMNS}) VALUES ({marks})", rows)
+        else:
+            marks = ",".join(["%s"] * len(rows[0])) if rows else ""
+            db.executemany(records._q("INSERT INTO {s}.jobs (id, " + ROW_COLUMNS + ") VALUES (" + marks + ")"), rows)
 
 
 class Meter:
@@ -56,12 +106,12 @@ class Meter:
         self.calls += 1
 
 
-def memory_setup(jobs: int, shape: str = "slurm") -> Setup:
+def memory_setup(jobs: int, shape: str = "slurm", records: Any = None) -> Setup:
     from dispatch.memory import MemoryScheduler, backend
 
     clock = FakeClock()
     sched = MemoryScheduler(clock, shape, nodes=max(jobs, 1), min_job_age=300.0)
-    records = MemoryRecords()
+    records = MemoryRecords() if records is None else records
     ext = (Image("registry.example/train:1"),) if shape == "kubeflow" else ()
     spec = JobSpec(command=("sleep", "1000000"), extensions=ext)
     now = clock.now()
@@ -83,9 +133,9 @@ def memory_setup(jobs: int, shape: str = "slurm") -> Setup:
     return Setup(backend(sched), records, clock)
 
 
-ADAPTERS: dict[str, Callable[[int], Setup]] = {
+ADAPTERS: dict[str, Callable[..., Setup]] = {
     "memory": memory_setup,
-    "memory-kubeflow": lambda n: memory_setup(n, "kubeflow"),
+    "memory-kubeflow": lambda n, records=None: memory_setup(n, "kubeflow", records),
 }
 
 
@@ -117,8 +167,19 @@ def timed_backend(inner: Any, meter: Meter) -> Any:
     return view
 
 
-def measure(adapter: str, jobs: int) -> dict[str, Any]:
-    setup = ADAPTERS[adapter](jobs)
+def measure(adapter: str, jobs: int, store: str = "memory", closed: int = 0, scratch: str = ".") -> dict[str, Any]:
+    records = open_store(store, scratch)
+    try:
+        if closed:
+            add_closed(records, closed, FakeClock().now())
+        return _measure(adapter, jobs, ADAPTERS[adapter](jobs, records=records)) | {"store": store, "closed": closed}
+    finally:
+        if hasattr(records, "drop"):
+            records.drop()
+        records.close()
+
+
+def _measure(adapter: str, jobs: int, setup: Setup) -> dict[str, Any]:
     meter = Meter()
     b = timed_backend(setup.backend, meter)
     sup = Supervisor(
@@ -147,7 +208,8 @@ def measure(adapter: str, jobs: int) -> dict[str, Any]:
         "backend_calls_per_cycle": calls / period,
         "cycle_cpu_ms": round(cpu / period * 1000, 3),
         "backend_cpu_ms": round(backend_cpu / period * 1000, 3),
-        "writes_per_cycle": round(writes / period, 2),
+        "supervisor_cpu_ms": round((cpu - backend_cpu) / period * 1000, 3),
+        "record_writes_per_cycle": round(writes / period, 2),
         "cycles": period,
     }
 
@@ -182,23 +244,34 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--adapter", default="memory", choices=sorted([*ADAPTERS, *DELEGATES]))
     p.add_argument("--jobs", default="1,100,1000,10000", help="comma-separated job counts")
+    p.add_argument("--closed", default="0", help="comma-separated counts of closed jobs in the store")
+    p.add_argument("--store", default="memory", help="comma-separated stores: memory, sqlite, postgres")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     try:
         counts = [int(x) for x in args.jobs.split(",") if x]
+        closed = [int(x) for x in args.closed.split(",") if x]
     except ValueError:
-        p.error(f"--jobs must be comma-separated whole numbers, got {args.jobs!r}")
+        p.error(f"--jobs and --closed must be comma-separated whole numbers, got {args.jobs!r}, {args.closed!r}")
     if not counts or any(n < 1 for n in counts):
         p.error("--jobs needs at least one count, each >= 1")
-    results = [measure(args.adapter, n) for n in counts]
+    if not closed or any(n < 0 for n in closed):
+        p.error("--closed needs at least one count, each >= 0")
+    stores = [x for x in args.store.split(",") if x]
+    bad = [x for x in stores if x not in ("memory", "sqlite", "postgres")]
+    if bad or not stores:
+        p.error(f"--store takes memory, sqlite, postgres; got {args.store!r}")
+    with tempfile.TemporaryDirectory(prefix="dispatch-bench-") as scratch:
+        results = [measure(args.adapter, n, st, c, scratch) for st in stores for n in counts for c in closed]
     if args.json:
         print(json.dumps({"results": results}, indent=2))
     else:
         for r in results:
             print(
-                f"{r['jobs']:>6} jobs: {r['backend_calls_per_cycle']:.1f} backend calls/cycle, "
+                f"{r['store']:>8} {r['jobs']:>6} jobs {r['closed']:>7} closed: "
+                f"{r['backend_calls_per_cycle']:.1f} backend calls/cycle, "
                 f"{r['cycle_cpu_ms']:.1f} ms CPU/cycle ({r['backend_cpu_ms']:.1f} ms in the backend), "
-                f"{r['writes_per_cycle']} writes/cycle"
+                f"{r['record_writes_per_cycle']} record writes/cycle"
             )
     return 0
 

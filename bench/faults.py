@@ -565,8 +565,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def plant(targets: list[Target], records: PostgresRecords, submitted: list[Submitted]) -> dict[str, str]:
     """Plant known faults after the settle, to prove the checks see them (``--plant``): a rogue Slurm job that
-    carries a recorded marker and runs (a duplicate submission, unknown to the records), and a closed record
-    rewritten to end with cause unknown."""
+    carries a recorded marker and runs (a duplicate submission, unknown to the records), a closed record
+    rewritten to end with cause unknown, and a closed record reopened (a job nobody finishes: lost)."""
     t = targets[0]
     jobs = [records.get(s.job_id) for s in submitted if s.job_id and s.cluster == t.name]
     victim, other = jobs[0], jobs[-1]
@@ -580,13 +580,16 @@ def plant(targets: list[Target], records: PostgresRecords, submitted: list[Submi
 
     other.submissions[-1].outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, Evidence("planted", time.time()))
     records.update(other)
+    lost = jobs[len(jobs) // 2]
+    lost.closed = False
+    records.update(lost)
     deadline = time.time() + 60
     while time.time() < deadline:  # until the rogue job has run and ended
         state = t.run_admin("sacct", "-X", "-n", "-P", "-j", rogue, "-o", "State", check=False).strip()
         if state and state.split()[0] not in ACTIVE_SACCT:
             break
         time.sleep(1)
-    return {"duplicate_of": marker, "rogue": rogue, "uncaused": other.id}
+    return {"duplicate_of": marker, "rogue": rogue, "uncaused": other.id, "lost": lost.id}
 
 
 def wait_settled(records: PostgresRecords, timeout: float) -> bool:
@@ -841,7 +844,8 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(result, indent=None if args.json else 2, sort_keys=True))
     bad = ("jobs_lost", "duplicate_submissions", "ended_without_cause", "disagreements")
     if args.plant:
-        planted_seen = all(result[k] > 0 for k in ("duplicate_submissions", "ended_without_cause", "disagreements"))
+        planted = ("jobs_lost", "duplicate_submissions", "ended_without_cause", "disagreements")
+        planted_seen = all(result[k] > 0 for k in planted)
         return 0 if planted_seen else 1
     return 0 if all(result[k] == 0 for k in bad) and result["settled"] else 1
 

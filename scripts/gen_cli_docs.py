@@ -29,7 +29,8 @@ With no configuration, `dispatch` runs jobs on this machine (the `local` adapter
 
 ```toml
 default = "hpc"                         # the cluster used without --cluster
-records = "/shared/dispatch/records.db" # optional: where the SQLite record store lives
+records = "/shared/dispatch/records.db" # optional: the record store, a SQLite file, or PostgreSQL:
+# records = "postgresql://dispatch@db.example/dispatch?schema=dispatch"
 
 [clusters.hpc]
 adapter = "slurm"
@@ -43,6 +44,11 @@ Output: tables and messages for humans (colour only on a terminal, never with `N
 stderr during long work on a terminal); `--json` on every read command for programs. Errors are one line on
 stderr that says what to do; `--debug` shows the traceback. Shell completion: `eval "$(dispatch completion bash)"`
 (job ids complete from the records).
+
+Every command reads and writes records through one setting: `$DISPATCH_RECORDS` if set, else `records` in
+the file, else the SQLite file above. A PostgreSQL DSN (`postgresql://...`, or `key=value` words with `host=`
+or `dbname=`; `schema=NAME` picks the schema, default `dispatch`) puts several users and supervisors on one
+store.
 """
 
 

@@ -352,11 +352,19 @@ def test_a_supervisor_keeps_running_through_garbage_evidence() -> None:
     job = records.get(first_job)
     assert job.closed and job.state is State.SUCCEEDED and job.cause is Cause.EXIT, job.to_json()
 
-    # a state nobody recognises: the job's fate is unknown (escalated for a human), never success ...
+    # one read of a state nobody recognises is not an ending: the job runs on, and succeeds ...
     garbled = cluster.submit(JobSpec(command=("sleep", "25")))
     flaky.plan = ["unknown"]
-    cycles(4)
+    cycles(5)
     job = records.get(garbled)
+    assert job.closed and job.state is State.SUCCEEDED and not job.escalations, job.to_json()
+    # ... while one that stays unknown past the NodeLossWindow is an ending: unknown (escalated for a human),
+    # never success
+    stuck = cluster.submit(JobSpec(command=("sleep", "100000")))
+    window = inner.declarations().node_loss_window
+    flaky.plan = ["unknown"] * (int(window // 10) + 3)
+    cycles(int(window // 10) + 3)
+    job = records.get(stuck)
     assert job.state is State.UNKNOWN and job.state is not State.SUCCEEDED, job.to_json()
     assert job.escalations and job.escalations[0].cause is Cause.UNKNOWN, job.to_json()
     # ... and the next job is supervised as usual

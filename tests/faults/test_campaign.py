@@ -75,10 +75,12 @@ def test_campaign_on_the_sid_cluster_over_ssh() -> None:
 @pytest.mark.slurm_local
 @pytest.mark.postgres
 def test_the_checks_see_planted_faults() -> None:
-    """A rogue job carrying a recorded marker and a record rewritten to end unknown must show in the figures."""
+    """A rogue job carrying a recorded marker, a record rewritten to end unknown and a reopened (lost) record
+    must show in the figures."""
     result = campaign("local", jobs=4, faults=2, seed=5, extra=("--plant",))
     assert result["planted"], result
     assert result["duplicate_submissions"] >= 1, result["details"]
     assert result["disagreements"] >= 1, result["details"]
     assert result["ended_without_cause"] >= 1, result["details"]
     assert any(result["planted"]["rogue"] in d for d in result["details"]["disagreements"]), result["details"]
+    assert any(result["planted"]["lost"] in d for d in result["details"]["lost"]), result["details"]

@@ -106,7 +106,7 @@ def test_unreachable_postgres_error_hides_the_password() -> None:
 def test_supervisor_process_never_prints_the_dsn_password() -> None:
     secret = planted()
     r = supervise("--adapter", "memory", "--store", f"postgresql://postgres:{secret}@{DSN_HOST}:1/{PG_DB}")
-    assert r.returncode == 3, r.stdout + r.stderr
+    assert r.returncode == 6, r.stdout + r.stderr  # Exit.UNAVAILABLE
     assert secret not in r.stdout + r.stderr
     assert "cannot connect" in r.stderr
 

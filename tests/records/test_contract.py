@@ -23,7 +23,9 @@ from dispatch.records import (
     SQLiteRecords,
     Submission,
 )
+from dispatch.records.postgres import SCHEMA_VERSION as PG_SCHEMA
 from dispatch.records.postgres import PostgresRecords, redact
+from dispatch.records.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA
 
 
 def make_job(job_id: str = "j1", at: float = 100.0) -> JobRecord:
@@ -153,6 +155,47 @@ def test_summaries_and_listing(store: Records) -> None:
     assert len(store.summaries(limit=2)) == 2
 
 
+def test_to_supervise_reads_open_jobs_and_takeable_leases_only(store: Records) -> None:
+    for j in _closed_and_leased():
+        store.create(j)
+    other = make_job("theirs", 80.0)
+    other.lease = Lease("sup-b", 1, 400.0)
+    store.create(other)
+    elsewhere = make_job("elsewhere", 90.0)
+    elsewhere.cluster = "d"
+    store.create(elsewhere)
+    heads = store.to_supervise(cluster="c", owner="sup-a", now=100.0)
+    assert [(h.id, h.version, h.lease_owner) for h in heads] == [("mine", 1, "sup-a"), ("free", 1, None)]
+    assert [h.id for h in store.to_supervise(cluster="c", owner="sup-a", now=400.0)] == ["mine", "free", "theirs"]
+    assert {j.id for j in store.get_many(["mine", "free", "nope"])} == {"mine", "free"}
+    # closing a job takes it out; a closed job with an open stop of a stray keeps it in
+    free = store.get("free")
+    free.closed = True
+    store.update(free)
+    assert [h.id for h in store.to_supervise(cluster="c", owner="sup-a", now=100.0)] == ["mine"]
+
+
+def test_renew_moves_only_the_owners_unexpired_leases_in_one_write(store: Records) -> None:
+    mine = make_job("mine", 60.0)
+    mine.lease = Lease("sup-a", 3, 500.0)
+    late = make_job("late", 61.0)
+    late.lease = Lease("sup-a", 4, 90.0)  # expired at t=100: never renewed in place
+    theirs = make_job("theirs", 62.0)
+    theirs.lease = Lease("sup-b", 1, 500.0)
+    for j in (mine, late, theirs):
+        store.create(j)
+    stale = store.get("mine")
+    assert store.renew(cluster="c", owner="sup-a", now=100.0, expires_at=700.0) == {"mine": 2}
+    got = store.get("mine")
+    assert (got.version, got.lease) == (2, Lease("sup-a", 3, 700.0))
+    assert store.get("late").lease == Lease("sup-a", 4, 90.0) and store.get("theirs").version == 1
+    with pytest.raises(Conflict):
+        store.update(stale)  # a copy read before the renewal cannot write the old expiry back
+    store.update(got, fence=3)
+    heads = {h.id: h for h in store.to_supervise(cluster="c", owner="sup-a", now=100.0)}
+    assert (heads["mine"].version, heads["mine"].lease_expires) == (3, 700.0)
+
+
 def test_sqlite_file_is_private_and_survives_reopen(tmp_path: Path) -> None:
     path = tmp_path / "state" / "records.db"
     s = SQLiteRecords(path)
@@ -161,7 +204,7 @@ def test_sqlite_file_is_private_and_survives_reopen(tmp_path: Path) -> None:
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     s2 = SQLiteRecords(path)
     assert s2.get("j1").spec.command == ("echo", "hi")
-    assert s2.schema_version() == 2
+    assert s2.schema_version() == SQLITE_SCHEMA
     s2.close()
 
 
@@ -176,9 +219,99 @@ def test_sqlite_migrates_an_old_schema(tmp_path: Path) -> None:
     db.execute("PRAGMA user_version=1")
     db.close()
     s = SQLiteRecords(path)
-    assert s.schema_version() == 2
+    assert s.schema_version() == SQLITE_SCHEMA
     s.create(make_job())
     s.close()
+
+
+def _closed_and_leased() -> list[JobRecord]:
+    closed = make_job("old", 50.0)
+    closed.closed = True
+    leased = make_job("mine", 60.0)
+    leased.lease = Lease("sup-a", 3, 500.0)
+    return [closed, leased, make_job("free", 70.0)]
+
+
+def test_sqlite_migration_fills_the_supervision_columns_of_existing_jobs(tmp_path: Path) -> None:
+    import json
+    import sqlite3
+
+    from dispatch.records.sqlite import MIGRATIONS
+
+    path = tmp_path / "v2.db"
+    db = sqlite3.connect(path, isolation_level=None)
+    MIGRATIONS[1](db)
+    MIGRATIONS[2](db)
+    db.execute("PRAGMA user_version=2")
+    for j in _closed_and_leased():
+        j.version = 1
+        db.execute(
+            "INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                j.id,
+                1,
+                j.cluster,
+                None,
+                "pending",
+                None,
+                None,
+                None,
+                j.closed,
+                j.created_at,
+                j.created_at,
+                None,
+                json.dumps(j.to_json()),
+            ),
+        )
+    db.close()
+    s = SQLiteRecords(path)
+    assert [h.id for h in s.to_supervise(cluster="c", owner="sup-b", now=100.0)] == ["free"]
+    assert [h.id for h in s.to_supervise(cluster="c", owner="sup-a", now=100.0)] == ["mine", "free"]
+    assert s.renew(cluster="c", owner="sup-a", now=100.0, expires_at=700.0) == {"mine": 2}
+    s.close()
+
+
+@pytest.mark.postgres
+def test_postgres_migration_fills_the_supervision_columns_of_existing_jobs() -> None:
+    import json
+
+    from dispatch.records import postgres
+
+    s = postgres_store()
+    try:
+        with s._tx() as cur:
+            cur.execute(s._q("DROP TABLE {s}.jobs"))
+            cur.execute(s._q("DROP TABLE {s}.events"))
+            postgres.MIGRATIONS[1](cur, s._s)
+            cur.execute(s._q("UPDATE {s}.meta SET value = '1' WHERE key = 'schema_version'"))
+            for j in _closed_and_leased():
+                j.version = 1
+                cur.execute(
+                    s._q("INSERT INTO {s}.jobs VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"),
+                    (
+                        j.id,
+                        1,
+                        j.cluster,
+                        None,
+                        "pending",
+                        None,
+                        None,
+                        None,
+                        j.closed,
+                        j.created_at,
+                        j.created_at,
+                        None,
+                        json.dumps(j.to_json()),
+                    ),
+                )
+        again = PostgresRecords(POSTGRES_DSN, schema=s.schema)
+        assert again.schema_version() == postgres.SCHEMA_VERSION
+        assert [h.id for h in again.to_supervise(cluster="c", owner="sup-b", now=100.0)] == ["free"]
+        assert [h.id for h in again.to_supervise(cluster="c", owner="sup-a", now=100.0)] == ["mine", "free"]
+        again.close()
+    finally:
+        s.drop()
+        s.close()
 
 
 def test_sqlite_refuses_a_newer_schema(tmp_path: Path) -> None:
@@ -208,7 +341,7 @@ def test_postgres_two_connections_share_one_schema() -> None:
     a = postgres_store()
     b = PostgresRecords(POSTGRES_DSN, schema=a.schema)
     try:
-        assert b.schema_version() == 1
+        assert b.schema_version() == PG_SCHEMA
         a.create(make_job())
         ja, jb = a.get("j1"), b.get("j1")
         a.update(ja)
@@ -226,3 +359,19 @@ def test_postgres_errors_never_show_the_password() -> None:
     with pytest.raises(Unavailable) as err:
         PostgresRecords("host=127.0.0.1 port=1 user=u password=hunter2 dbname=x", connect_timeout=2)
     assert "hunter2" not in str(err.value)
+
+
+def test_sqlite_syncs_a_write_carrying_an_intent_to_disk(tmp_path: Path) -> None:
+    s = SQLiteRecords(tmp_path / "d.db")
+    s.create(make_job())
+    statements: list[str] = []
+    s._db.set_trace_callback(statements.append)
+    job = s.get("j1")
+    s.update(job)  # no intent: synchronous=NORMAL
+    assert not any("synchronous" in x for x in statements)
+    s.update(s.get("j1"), [Event("j1", 1.0, "intent", {"seq": 1})])
+    full = statements.index("PRAGMA synchronous=FULL")
+    commit = max(i for i, x in enumerate(statements) if x == "COMMIT")
+    assert full < commit < statements.index("PRAGMA synchronous=NORMAL")
+    assert s._db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL again for the next write
+    s.close()

@@ -11,12 +11,12 @@ import pytest
 
 from dispatch.sim import Config, run
 from dispatch.supervise import Mutation
+from dispatch.supervise.mutation import TARGETS
 
 BOUND = 40
 
 EXPECTED = {
-    Mutation.ACT_BEFORE_INTENT: "no-object-without-record",
-    Mutation.SKIP_FENCE: "fenced-writes",
+    **{m: t for m, t in TARGETS.items()},
     Mutation.RESUBMIT_ON_UNKNOWN: ("no-object-without-record", "no-action-twice"),
 }
 
@@ -37,6 +37,26 @@ def test_each_planted_bug_is_caught_within_the_bound(mutation: Mutation) -> None
     expected = EXPECTED[mutation]
     names = {v.split(": ", 2)[1].split(":")[0] for v in violations if v.startswith("step ")}
     assert names & ({expected} if isinstance(expected, str) else set(expected)), (seed, violations[:3])
+
+
+def test_every_planted_bug_names_the_invariant_it_breaks() -> None:
+    from dispatch.sim.invariants import INVARIANTS
+
+    assert set(TARGETS) == set(Mutation)
+    assert set(TARGETS.values()) <= set(INVARIANTS)
+
+
+def test_the_mutation_check_prints_each_bug_and_its_catching_seeds(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from dispatch.sim.__main__ import main
+
+    assert main(["--mutations", "--seeds", "0,6,12,15", "--json"]) == 0  # each bug is caught by one of these
+    rows = json.loads(capsys.readouterr().out)["mutations"]
+    assert [r["name"] for r in rows] == [m.value for m in Mutation]
+    for r in rows:
+        assert set(r) == {"name", "invariant", "seeds", "caught_seeds"} and r["seeds"] == 4
+        assert r["caught_seeds"], r
 
 
 def test_the_unmutated_supervisor_passes_the_same_seeds() -> None:

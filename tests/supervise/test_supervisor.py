@@ -270,3 +270,31 @@ def test_stop_is_followed_until_the_object_ended(env: Env) -> None:
     assert truth.ended
     job = env.records.get(job_id)
     assert job.closed and job.state is State.CANCELLED
+
+
+def test_an_unknown_shorter_than_the_bound_is_not_an_ending(env: Env) -> None:
+    job_id = env.cluster.submit(env.spec("sleep", "500"))
+    sup = env.supervisor()
+    env.cycles(sup, 2)
+    sid = env.sid(job_id)
+    env.sched.control.blank(sid, 40)  # the queue loses the job for 40 s; the bound here is 60 s
+    env.cycles(sup, 2)
+    seen = env.records.get(job_id)
+    assert seen.state is State.UNKNOWN and seen.current.unknown_since is not None  # type: ignore[union-attr]
+    assert not seen.closed and not seen.decisions and not seen.escalations
+    env.cycles(sup, 6)
+    back = env.records.get(job_id)
+    assert back.state is State.RUNNING and back.current.unknown_since is None  # type: ignore[union-attr]
+    assert not back.closed and not back.decisions
+
+
+def test_an_unknown_that_outlasts_the_bound_is_decided(env: Env) -> None:
+    job_id = env.cluster.submit(env.spec("sleep", "5000"))
+    sup = env.supervisor()
+    env.cycles(sup, 2)
+    env.sched.control.blank(env.sid(job_id), 1000)
+    env.cycles(sup, 5)  # 50 s of unknown: still within the 60 s bound
+    assert not env.records.get(job_id).decisions
+    env.cycles(sup, 3)
+    job = env.records.get(job_id)
+    assert [d.cause for d in job.decisions] == [Cause.UNKNOWN] and job.closed  # unmatched: escalate

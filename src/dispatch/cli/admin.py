@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import click
 
 from dispatch.cli.app import App
 from dispatch.cli.exitcodes import Exit
+from dispatch.errors import ConfigError
 
 pass_app = click.make_pass_decorator(App)
 CTX = {"help_option_names": ["-h", "--help"]}
@@ -126,7 +128,7 @@ def clusters(app: App, as_json: bool) -> None:
         ui.print_json(
             {
                 "config": str(cfg.path) if cfg.path else None,
-                "records": str(cfg.records),
+                "records": app.records_where(),
                 "default": cfg.default,
                 "clusters": [
                     {"name": c.name, "adapter": c.adapter, "settings": redact_secrets(c.settings)}
@@ -140,44 +142,163 @@ def clusters(app: App, as_json: bool) -> None:
         for c in cfg.clusters.values()
     ]
     click.echo(ui.table(["  CLUSTER", "ADAPTER", "SETTINGS"], rows))
-    ui.note(f"config: {cfg.path or 'none (embedded default)'}; records: {cfg.records}")
+    ui.note(f"config: {cfg.path or 'none (embedded default)'}; records: {app.records_where()}")
 
 
 @click.command(context_settings=CTX)
 @click.option(
-    "--rules", "rules_file", type=click.Path(dir_okay=False), required=True, help="Rules file (TOML/YAML/JSON)."
+    "--rules",
+    "rules_file",
+    type=click.Path(dir_okay=False),
+    help="Default rules (TOML/YAML/JSON) for jobs without rules.",
 )
-@click.option("--poll", type=click.FloatRange(0.1), default=5.0, show_default=True, help="Seconds between cycles.")
+@click.option(
+    "--poll", type=click.FloatRange(0.1), help="Seconds between cycles [default: from the backend's declarations]."
+)
 @click.option("--once", is_flag=True, help="Run one cycle and exit.")
+@click.option("--until", type=click.FloatRange(0), help="Stop after this many seconds.")
+@click.option("--owner", help="This supervisor's unique name [default: supervisor:HOST:PID].")
+@click.option(
+    "--lease-ttl", type=click.FloatRange(0, min_open=True), help="Seconds a lease lasts unrenewed [default: 120]."
+)
+@click.option(
+    "--records",
+    "--store",
+    "records",
+    help="Records setting for this process (a SQLite path or postgresql:// DSN) [default: the configured one].",
+)
+@click.option("--schema", help="PostgreSQL schema [default: the setting's schema=, else dispatch].")
+@click.option("--adapter", help="Supervise an adapter given here instead of a configured cluster.")
+@click.option("--settings", "settings_text", help="With --adapter: its settings, JSON text or @FILE.")
+@click.option(
+    "--cluster", "cluster_name", help="The cluster's name in the records [default: --cluster / the adapter's name]."
+)
+@click.option(
+    "--plugin", multiple=True, help="Import this module (or .py file) first: an adapter that registers itself."
+)
+@click.option(
+    "--metrics-port", type=click.IntRange(0, 65535), help="Serve /metrics and /healthz on this port (0: any)."
+)
+@click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics listen on.")
+@click.option("--log-json", is_flag=True, help="Write log lines (stderr) as JSON.")
+@click.option("--trace-calls", is_flag=True, help="Print one JSON line per backend call.")
+@click.option("--test-pause-before-intent", "pause_action", hidden=True)
 @pass_app
-def supervise(app: App, rules_file: str, poll: float, once: bool) -> None:
-    """Supervise the cluster's jobs with a rules file: observe, decide, act (until Ctrl-C)."""
-    from dispatch.cli import ui
-    from dispatch.declarations import check_poll_interval
-    from dispatch.errors import Unsupported
-    from dispatch.rules import RuleSet
+def supervise(
+    app: App,
+    rules_file: str | None,
+    poll: float | None,
+    once: bool,
+    until: float | None,
+    owner: str | None,
+    lease_ttl: float | None,
+    records: str | None,
+    schema: str | None,
+    adapter: str | None,
+    settings_text: str | None,
+    cluster_name: str | None,
+    plugin: tuple[str, ...],
+    metrics_port: int | None,
+    metrics_host: str,
+    log_json: bool,
+    trace_calls: bool,
+    pause_action: str | None,
+) -> None:
+    """Run the supervisor: observe the cluster's jobs, decide by their rules, act (until SIGTERM or Ctrl-C).
 
-    rules = RuleSet.load(rules_file)
-    cluster = app.cluster()
-    rules.check_against(cluster.backend, cluster.capabilities())
-    check_poll_interval(cluster.declarations(), poll)
+    \b
+    Standard output: one JSON line per cycle ({"owner", "cycle"}), and with --trace-calls one per backend
+    call. Several supervisors may share one PostgreSQL record store: each job is worked on by one of them
+    under a lease, and a stopped one's jobs are taken over after --lease-ttl (docs/supervisor.md).
+    `python -m dispatch.supervise` is the same command.
+    """
+    import sys
+
+    from dispatch.cli.config import is_postgres, open_records
+    from dispatch.cluster import default_owner
+    from dispatch.rules import RuleSet
+    from dispatch.supervise import Supervisor
+    from dispatch.supervise.service import Emitter, PausingRecords, load_plugin, parse_settings, serve, traced
+
+    if settings_text is not None and adapter is None:
+        raise ConfigError("settings", "--settings goes with --adapter (a configured cluster has its own)")
+    for module in plugin:
+        load_plugin(module)
+    settings = parse_settings(settings_text)
+    rules = RuleSet.load(rules_file) if rules_file else None
+    who = owner or default_owner("supervisor")
+    emit = Emitter(sys.stdout, who)
+    log = _logger(who, log_json)
+    setting = records or app.records_setting()
+
+    def redact(text: str) -> str:
+        if is_postgres(setting):
+            from dispatch.records.postgres import redact as hide
+
+            return text.replace(setting, hide(setting))
+        return text
+
+    store = open_records(setting, schema=schema) if (records or schema) else app.records()
     try:
-        from dispatch.supervise import Supervisor  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        raise Unsupported(
-            "the supervisor (dispatch.supervise) is not part of this installation yet; the rules file is valid"
-        ) from None
-    sup: Any = Supervisor(
-        cluster.backend, app.records(), clock=cluster.clock, poll=poll, default_rules=rules, cluster=cluster.name
-    )
-    ui.note(f"supervising cluster {cluster.name} every {poll:g}s with {len(rules.rules)} rule(s); Ctrl-C to stop")
-    if once:
-        sup.cycle()
-        return
-    try:
-        sup.run()
-    except KeyboardInterrupt:
-        ui.note("supervisor stopped")
+        if adapter is not None:
+            from dispatch.clock import SystemClock
+            from dispatch.cluster import new_backend
+
+            clock: Any = SystemClock()
+            backend = new_backend(adapter, settings, clock=clock)
+            name: str | None = cluster_name
+        else:
+            if cluster_name is not None:
+                app.cluster_name = cluster_name
+            app._records = store
+            cluster = app.cluster()
+            backend, clock, name = cluster.backend, cluster.clock, cluster.name
+        if trace_calls:
+            backend = traced(backend, lambda call: emit(call=call, at=clock.now()))
+        metrics = None
+        used: Any = store
+        if metrics_port is not None:
+            from dispatch.supervise.metrics import Metrics
+
+            metrics = Metrics(stale_after=0.0)
+            used = metrics.timed(store)
+        if pause_action:
+            used = PausingRecords(used, pause_action, emit)
+        extra: dict[str, Any] = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
+        sup = Supervisor(backend, used, clock=clock, owner=who, poll=poll, default_rules=rules, cluster=name, **extra)
+        if metrics is not None:
+            metrics.stale_after = 3 * sup.poll + 10.0
+            host, port = metrics.serve(metrics_host, metrics_port or 0)
+            emit(event="metrics", url=f"http://{host}:{port}/metrics")
+            log(f"metrics on http://{host}:{port}/metrics, health on /healthz")
+        emit(event="started", pid=os.getpid(), poll=sup.poll, leaseTtl=sup.lease_ttl, adapter=adapter or "")
+        log(f"supervising cluster {sup.cluster} every {sup.poll:g}s as {who}; SIGTERM or Ctrl-C stops")
+        try:
+            serve(sup, emit, once=once, until=until, metrics=metrics, redact=redact, log=log)
+        finally:
+            if metrics is not None:
+                metrics.close()
+            if adapter is not None:
+                backend.close()
+        log("supervisor stopped")
+    finally:
+        store.close()
+
+
+def _logger(owner: str, as_json: bool) -> Any:
+    """Log lines on stderr: ``dispatch supervise: ...`` text, or one JSON object a line."""
+    import json
+    import sys
+    import time
+
+    def log(message: str) -> None:
+        if as_json:
+            line = json.dumps({"ts": time.time(), "level": "info", "owner": owner, "msg": message})
+        else:
+            line = f"dispatch supervise: {message}"
+        print(line, file=sys.stderr, flush=True)
+
+    return log
 
 
 @click.command(context_settings=CTX)

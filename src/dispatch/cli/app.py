@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from dispatch.cli.config import CliConfig, ClusterConfig
     from dispatch.cluster import Cluster
+    from dispatch.records.base import Records
     from dispatch.records.model import JobRecord
-    from dispatch.records.sqlite import SQLiteRecords
 
 
 @dataclass
@@ -21,8 +21,10 @@ class App:
     config_path: str | None = None
     cluster_name: str | None = None
     debug: bool = False
+    records_override: str | None = None
+    """A records setting given on the command line (``dispatch supervise --records``), over the configured one."""
     _config: CliConfig | None = None
-    _records: SQLiteRecords | None = None
+    _records: Records | None = None
     _clusters: dict[tuple[str, bool], Cluster] = field(default_factory=dict)
 
     def config(self) -> CliConfig:
@@ -35,36 +37,53 @@ class App:
     def cluster_config(self, name: str | None = None) -> ClusterConfig:
         return self.config().cluster(name or self.cluster_name)
 
-    def records(self) -> SQLiteRecords:
-        if self._records is None:
-            from dispatch.errors import ConfigError
-            from dispatch.records.sqlite import SQLiteRecords
+    def records_setting(self) -> str:
+        """The records setting in force (see :mod:`dispatch.cli.config`)."""
+        return self.records_override or self.config().records
 
-            path = self.config().records
-            try:
-                self._records = SQLiteRecords(path)
-            except (OSError, RuntimeError) as exc:
-                raise ConfigError("records", f"cannot open the record store {path}: {exc}") from None
-            except Exception as exc:  # sqlite3.DatabaseError: not a database, locked beyond the timeout
-                raise ConfigError("records", f"cannot open the record store {path}: {exc}") from None
+    def records_where(self) -> str:
+        """The record store, named for messages (a DSN without its password)."""
+        from dispatch.cli.config import is_postgres
+
+        setting = self.records_setting()
+        if is_postgres(setting):
+            from dispatch.records.postgres import redact
+
+            return redact(setting)
+        return setting
+
+    def records(self) -> Records:
+        if self._records is None:
+            from dispatch.cli.config import open_records
+
+            self._records = open_records(self.records_setting())
         return self._records
 
-    def records_read_only(self) -> SQLiteRecords:
-        """The record store opened read-only (a dashboard): it must exist; nothing is created or migrated."""
+    def records_read_only(self) -> Records:
+        """The record store of the one records setting opened read-only (a dashboard): it must exist; nothing is
+        created, migrated or written."""
+        from dispatch.cli.config import is_postgres, open_records
         from dispatch.errors import ConfigError, NotFound
-        from dispatch.records.sqlite import SQLiteRecords
 
-        path = self.config().records
+        setting = self.records_setting()
+        where = self.records_where()
+        if not is_postgres(setting) and not os.path.exists(os.path.expanduser(setting)):
+            raise NotFound(f"no records yet at {where}: run a job first (dispatch run -- ...)")
         try:
-            return SQLiteRecords(path, read_only=True)
+            return open_records(setting, read_only=True)
         except NotFound:
-            raise NotFound(f"no records yet at {path}: run a job first (dispatch run -- ...)") from None
-        except Exception as exc:  # sqlite3.DatabaseError, a newer schema
-            raise ConfigError("records", f"cannot open the record store {path} read-only: {exc}") from None
+            raise NotFound(f"no records yet at {where}: run a job first (dispatch run -- ...)") from None
+        except ConfigError:
+            raise
+        except Exception as exc:  # sqlite3.DatabaseError, psycopg errors, a schema of another version
+            raise ConfigError("records", f"cannot open the record store {where} read-only: {exc}") from None
 
-    def records_if_present(self) -> SQLiteRecords | None:
-        """The record store if its file exists (read commands never create it)."""
-        if self._records is None and not self.config().records.exists():
+    def records_if_present(self) -> Records | None:
+        """The record store if it exists (read commands never create a SQLite file)."""
+        from dispatch.cli.config import is_postgres
+
+        setting = self.records_setting()
+        if self._records is None and not is_postgres(setting) and not os.path.exists(os.path.expanduser(setting)):
             return None
         return self.records()
 
@@ -102,7 +121,7 @@ class App:
 
         records = self.records_if_present()
         if records is None:
-            raise NotFound(f"no job {job!r}: there are no records yet ({self.config().records})")
+            raise NotFound(f"no job {job!r}: there are no records yet ({self.records_where()})")
         try:
             return records.get(job)
         except NotFound:
@@ -112,7 +131,7 @@ class App:
             return records.get(matches[0])
         if len(matches) > 1:
             raise NotFound(f"{job!r} is ambiguous: it starts {len(matches)} job ids ({', '.join(matches[:5])}, ...)")
-        raise NotFound(f"no job {job!r} in the records ({self.config().records})")
+        raise NotFound(f"no job {job!r} in the records ({self.records_where()})")
 
     def cluster_of(self, job: JobRecord, *, read_only: bool = False) -> Cluster:
         """The cluster a job was submitted to (by its recorded cluster name)."""

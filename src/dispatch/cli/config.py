@@ -5,7 +5,8 @@ With no configuration file at all, one cluster exists: ``local`` (the local adap
 A file looks like::
 
     default = "hpc"                          # the cluster used without --cluster
-    records = "/shared/dispatch/records.db"  # optional: the SQLite record store
+    records = "/shared/dispatch/records.db"  # optional: the record store, a SQLite file or PostgreSQL:
+    # records = "postgresql://dispatch@db.example/dispatch?schema=dispatch"
 
     [clusters.hpc]
     adapter = "slurm"
@@ -15,6 +16,12 @@ A file looks like::
     defaults = { partition = "gpu", account = "ml" }
 
 The file is read strictly: an unknown key or a wrong type is a one-line error naming the key.
+
+**The records setting** is one string, read by every command (and by ``dispatch ui``): ``$DISPATCH_RECORDS``
+if set, else ``records`` in the file, else the default SQLite file. It is a PostgreSQL DSN
+(``postgresql://...``, ``postgres://...``, or ``key=value`` words with ``host=`` or ``dbname=``), where
+``schema=NAME`` (a URL query parameter or a word; default ``dispatch``) picks the schema, or the path of a
+SQLite file. :func:`open_records` opens it, writable or read-only.
 """
 
 from __future__ import annotations
@@ -23,9 +30,13 @@ import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from dispatch.errors import ConfigError
+
+if TYPE_CHECKING:
+    from dispatch.records.base import Records
 
 LOCAL = "local"
 _TOP_KEYS = {"default", "records", "clusters"}
@@ -62,7 +73,8 @@ class CliConfig:
     path: Path | None
     clusters: dict[str, ClusterConfig]
     default: str
-    records: Path
+    records: str
+    """The records setting: ``$DISPATCH_RECORDS``, else the file's ``records``, else the default SQLite file."""
 
     def cluster(self, name: str | None) -> ClusterConfig:
         chosen = name or self.default
@@ -79,7 +91,73 @@ class CliConfig:
 
 
 def embedded() -> CliConfig:
-    return CliConfig(None, {LOCAL: ClusterConfig(LOCAL, LOCAL)}, LOCAL, default_records_path())
+    return CliConfig(None, {LOCAL: ClusterConfig(LOCAL, LOCAL)}, LOCAL, records_setting(None))
+
+
+def records_setting(configured: str | None) -> str:
+    """The records setting in force: ``$DISPATCH_RECORDS``, else ``configured`` (the file's), else the default."""
+    return os.environ.get("DISPATCH_RECORDS") or configured or str(default_records_path())
+
+
+def is_postgres(setting: str) -> bool:
+    """Whether a records setting names a PostgreSQL database rather than a SQLite file."""
+    s = setting.strip()
+    if s.startswith(("postgresql://", "postgres://")):
+        return True
+    words = s.split()
+    return bool(words) and all("=" in w for w in words) and any(w.split("=", 1)[0] in ("host", "dbname") for w in words)
+
+
+def postgres_target(setting: str, schema: str | None = None) -> tuple[str, str]:
+    """The DSN to connect with and the schema, from a PostgreSQL records setting (``schema=`` taken out of
+    it; ``schema`` given here wins; default ``dispatch``)."""
+    s = setting.strip()
+    found = None
+    if s.startswith(("postgresql://", "postgres://")):
+        parts = urlsplit(s)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+        found = next((v for k, v in query if k == "schema"), None)
+        s = urlunsplit(parts._replace(query=urlencode([(k, v) for k, v in query if k != "schema"])))
+    else:
+        words = []
+        for w in s.split():
+            key, _, value = w.partition("=")
+            if key.strip() == "schema":
+                found = value
+            else:
+                words.append(w)
+        s = " ".join(words)
+    return s, schema or found or "dispatch"
+
+
+def open_records(setting: str | None = None, *, read_only: bool = False, schema: str | None = None) -> Records:
+    """Open the record store a records setting names (default: the setting in force, see
+    :func:`records_setting` and the configuration file). Every ``dispatch`` command opens records here; so
+    does any tool that must see the same jobs (``dispatch ui``).
+
+    ``read_only``: nothing is created, migrated or written (a write raises ReadOnly); a SQLite file that does
+    not exist raises NotFound. Errors name the store without any password: ConfigError for a setting that
+    cannot be used, Unavailable for a database that cannot be reached."""
+    from dispatch.errors import DispatchError
+
+    if setting is None:
+        setting = load(None).records
+    if is_postgres(setting):
+        from dispatch.records.postgres import PostgresRecords, redact
+
+        dsn, name = postgres_target(setting, schema)
+        try:
+            return PostgresRecords(dsn, schema=name, read_only=read_only)
+        except RuntimeError as exc:
+            raise ConfigError("records", f"{redact(setting)}: {exc}") from None
+    from dispatch.records.sqlite import SQLiteRecords
+
+    try:
+        return SQLiteRecords(setting if setting == ":memory:" else os.path.expanduser(setting), read_only=read_only)
+    except DispatchError:
+        raise
+    except Exception as exc:  # OSError, a newer schema, sqlite3.DatabaseError (not a database, locked too long)
+        raise ConfigError("records", f"cannot open the record store {setting}: {exc}") from None
 
 
 def load(explicit: str | os.PathLike[str] | None = None) -> CliConfig:
@@ -129,6 +207,8 @@ def parse(data: dict[str, Any], path: Path) -> CliConfig:
     if not isinstance(default, str) or default not in clusters:
         raise err("default", f"names no cluster (known: {', '.join(sorted(clusters))})")
     records = data.get("records")
-    if records is not None and (not isinstance(records, str) or not os.path.isabs(os.path.expanduser(records))):
-        raise err("records", "must be an absolute path to the SQLite record store")
-    return CliConfig(path, clusters, default, Path(os.path.expanduser(records)) if records else default_records_path())
+    if records is not None and (
+        not isinstance(records, str) or not (is_postgres(records) or os.path.isabs(os.path.expanduser(records)))
+    ):
+        raise err("records", "must be a PostgreSQL DSN (postgresql://...) or an absolute path to a SQLite file")
+    return CliConfig(path, clusters, default, records_setting(os.path.expanduser(records) if records else None))

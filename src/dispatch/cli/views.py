@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any
@@ -22,13 +23,12 @@ def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str
     from click.shell_completion import CompletionItem
 
     try:
-        from dispatch.cli.config import load
-        from dispatch.records.sqlite import SQLiteRecords
+        from dispatch.cli.config import is_postgres, load, open_records
 
-        path = load(None).records
-        if not path.exists():
+        setting = load(None).records
+        if not is_postgres(setting) and not os.path.exists(setting):
             return []
-        records = SQLiteRecords(path)
+        records = open_records(setting, read_only=True)
         try:
             rows = records.summaries(limit=200)
         finally:

@@ -84,13 +84,14 @@ class _Base(ABC):
         return Outcome(State.PENDING, Cause.QUEUED, ev, detail="Priority")
 
     def _evidence(self, job: TruthJob, now: float) -> JobEvidence:
-        source = "accounting" if job.purged else "queue"
+        blank = now < job.blank_until and not job.ended
+        source = "accounting" if job.purged or blank else "queue"
         ev = Evidence(f"memory:{source}", now)
         executions = []
         for ex in job.executions:
             if ex.started_at is None and ex.ended_at is None:
                 continue
-            if job.purged:
+            if job.purged or blank:
                 out = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail="purged: accounting keeps executions only")
             elif ex.ended_at is not None:
                 assert ex.cause is not None
@@ -101,7 +102,7 @@ class _Base(ABC):
                 ExecutionEvidence(self._identity(job, ex), ex.restart, out, ex.started_at, ex.ended_at, ex.nodes)
             )
         cur = job.current
-        if job.purged:
+        if job.purged or blank:
             outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail="left the queue")
         elif cur.started_at is None and cur.ended_at is None:
             outcome = self._waiting_outcome(job, ev)

@@ -74,6 +74,8 @@ class TruthJob:
     executions: list[TruthExecution] = field(default_factory=list)
     requeue_flag: bool = False
     purged: bool = False
+    blank_until: float = 0.0
+    """Until then the queue does not show the job although it lives (a spurious unknown, see Control.blank)."""
     deleted: bool = False
     ended_at: float | None = None
     stop_requested_at: float | None = None
@@ -170,6 +172,7 @@ class MemoryScheduler:
         self.jobs: dict[str, TruthJob] = {}
         self.lost_nodes: dict[str, float] = {}
         self.ceasing: dict[str, tuple[str, float]] = {}
+        self.blanked: set[str] = set()
         self.faults: deque[Fault] = deque()
         self.calls: list[CallLog] = []
         self.crash_requeue = 0
@@ -190,6 +193,9 @@ class MemoryScheduler:
             self._end_due(now)
             self._start_due(now)
             self._purge_due(now)
+            for sid in [sid for sid in self.blanked if now >= self.jobs[sid].blank_until]:
+                self.blanked.discard(sid)
+                self._changed(sid)  # the queue shows it again: a watch reports the change
             return now
 
     def _changed(self, sid: str) -> None:
@@ -522,6 +528,18 @@ class Control:
             if not job.ended:
                 raise ValueError(f"job {sid} has not ended")
             job.purged = True
+            self._s._changed(sid)
+
+    def blank(self, sid: str, seconds: float) -> None:
+        """For ``seconds``, reads show the live job as having left the queue with no accounting record (state
+        ``unknown``), as a transiently purged queue or an accounting gap would; the job itself runs on."""
+        with self._s._lock:
+            now = self._s.advance()
+            job = self._s.jobs[sid]
+            if job.ended or job.deleted:
+                raise ValueError(f"job {sid} has ended")
+            job.blank_until = now + seconds
+            self._s.blanked.add(sid)
             self._s._changed(sid)
 
     def delete(self, sid: str) -> None:

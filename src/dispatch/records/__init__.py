@@ -15,6 +15,7 @@ from dispatch.records.model import (
     JobRecord,
     JobSummary,
     Lease,
+    Peers,
     Submission,
 )
 from dispatch.records.sqlite import SQLiteRecords
@@ -33,6 +34,7 @@ __all__ = [
     "JobSummary",
     "Lease",
     "MemoryRecords",
+    "Peers",
     "Records",
     "SQLiteRecords",
     "Submission",

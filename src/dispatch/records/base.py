@@ -10,6 +10,11 @@ Contract for every store:
 * Events passed with a write are appended in the same transaction: a write and its events land together or
   not at all. The history is append-only.
 * Reads return copies: mutating a returned record changes nothing until it is written.
+* :meth:`Records.to_supervise` answers "which jobs must this supervisor look at" from columns kept beside the
+  documents (whether the job needs supervision, its lease's owner and expiry): it decodes nothing, and its
+  cost follows the active jobs, never the closed history.
+* :meth:`Records.renew` extends all of one supervisor's unexpired leases in one transaction (each renewed job's
+  version moves on, so a writer holding an older copy gets Conflict as for any other write).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from dispatch.errors import Conflict
-from dispatch.records.model import Event, JobRecord, JobSummary
+from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, Peers
 
 
 @runtime_checkable
@@ -45,6 +50,27 @@ class Records(Protocol):
         """Status-table rows, newest first, without decoding whole records where the store can."""
         ...
 
+    def to_supervise(self, *, cluster: str, owner: str, now: float) -> list[JobHead]:
+        """The jobs of ``cluster`` that need supervision (:func:`~dispatch.records.model.needs_supervision`)
+        and whose lease ``owner`` holds or may take (free, or expired at ``now``), oldest first."""
+        ...
+
+    def get_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        """The jobs with these ids (ids not in the records are left out), in no particular order."""
+        ...
+
+    def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
+        """Move to ``expires_at`` every lease ``owner`` holds on a job of ``cluster`` needing supervision that
+        is unexpired at ``now`` (an expired lease is never renewed in place), in one transaction; returns each
+        renewed job's new version."""
+        ...
+
+    def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Peers:
+        """Record that supervisor ``owner`` of ``cluster`` is alive until ``expires_at`` (one write), and return
+        the supervisors alive at ``now`` (``owner`` included) and how many jobs of the cluster need supervision,
+        so supervisors can divide the work."""
+        ...
+
     def events(self, job_id: str, after: int = 0) -> list[Event]:
         """The job's history after event ``after``, oldest first."""
         ...
@@ -54,8 +80,14 @@ class Records(Protocol):
 
 def check_fence(stored: JobRecord, fence: int | None) -> None:
     """Raise Conflict when ``fence`` is given and the stored lease does not carry that token."""
+    lease = stored.lease
+    check_token(stored.id, lease.token if lease else None, lease.owner if lease else None, fence)
+
+
+def check_token(job_id: str, token: int | None, owner: str | None, fence: int | None) -> None:
+    """:func:`check_fence` on the stored lease's token and owner (read without decoding the document)."""
     if fence is None:
         return
-    if stored.lease is None or stored.lease.token != fence:
-        holder = f"token {stored.lease.token} of {stored.lease.owner}" if stored.lease else "no lease"
-        raise Conflict(f"job {stored.id}: fencing token {fence} is stale (the record holds {holder})")
+    if token is None or token != fence:
+        holder = f"token {token} of {owner}" if token is not None else "no lease"
+        raise Conflict(f"job {job_id}: fencing token {fence} is stale (the record holds {holder})")

@@ -1,7 +1,8 @@
 """An in-memory :class:`~dispatch.records.base.Records` store (tests, the simulator, read-only tools).
 
 Thread-safe. Records are stored as JSON documents, so a record that cannot round-trip fails here as it would
-in a durable store.
+in a durable store. Beside them, like the SQL stores' columns, it keeps the head (version, lease owner and
+expiry) of each job that needs supervision, so :meth:`MemoryRecords.to_supervise` never touches closed jobs.
 """
 
 from __future__ import annotations
@@ -14,15 +15,25 @@ from typing import Any
 from dispatch.errors import Conflict, NotFound
 from dispatch.records.base import check_fence
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, matches
-from dispatch.records.model import Event, JobRecord, JobSummary
+from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, Peers, needs_supervision
 
 
 class MemoryRecords:
     def __init__(self) -> None:
         self._docs: dict[str, str] = {}
         self._events: list[Event] = []
+        self._live: dict[str, tuple[str, float, JobHead]] = {}  # id -> (cluster, created_at, head)
+        self._alive: dict[tuple[str, str], float] = {}  # (cluster, owner) -> until
         self._lock = threading.Lock()
         self.writes = 0
+
+    def _index(self, job: JobRecord) -> None:
+        if needs_supervision(job):
+            lease = job.lease
+            head = JobHead(job.id, job.version, lease.owner if lease else None, lease.expires_at if lease else None)
+            self._live[job.id] = (job.cluster, job.created_at, head)
+        else:
+            self._live.pop(job.id, None)
 
     def _load(self, doc: str) -> JobRecord:
         data: dict[str, Any] = json.loads(doc)
@@ -47,6 +58,7 @@ class MemoryRecords:
             stored = job.copy()
             stored.version = 1
             self._docs[job.id] = json.dumps(stored.to_json())
+            self._index(stored)
             self._append(events)
             self.writes += 1
             return self._load(self._docs[job.id])
@@ -71,6 +83,7 @@ class MemoryRecords:
             new.version = job.version + 1
             text = json.dumps(new.to_json())
             self._docs[job.id] = text
+            self._index(new)
             self._append(events)
             self.writes += 1
             return self._load(text)
@@ -81,6 +94,39 @@ class MemoryRecords:
         out = [self._load(d) for d in docs]
         out = [j for j in out if not (active_only and j.closed) and (cluster is None or j.cluster == cluster)]
         return sorted(out, key=lambda j: (j.created_at, j.id))
+
+    def to_supervise(self, *, cluster: str, owner: str, now: float) -> list[JobHead]:
+        with self._lock:
+            rows = [(c, h) for c, _, h in sorted(self._live.values(), key=lambda v: (v[1], v[2].id)) if c == cluster]
+        return [h for _, h in rows if h.takeable(owner, now)]
+
+    def get_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        with self._lock:
+            docs = [d for d in (self._docs.get(i) for i in job_ids) if d is not None]
+        return [self._load(d) for d in docs]
+
+    def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
+        with self._lock:
+            renewed: dict[str, int] = {}
+            for job_id, (c, created, h) in list(self._live.items()):
+                if c != cluster or h.lease_owner != owner or (h.lease_expires or 0.0) <= now:
+                    continue
+                data = json.loads(self._docs[job_id])
+                data["version"] += 1
+                data["lease"]["expiresAt"] = expires_at
+                self._docs[job_id] = json.dumps(data)
+                self._live[job_id] = (c, created, JobHead(job_id, data["version"], owner, expires_at))
+                renewed[job_id] = data["version"]
+            self.writes += 1
+            return renewed
+
+    def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Peers:
+        with self._lock:
+            self._alive[(cluster, owner)] = expires_at
+            self.writes += 1
+            owners = tuple(sorted(o for (c, o), until in self._alive.items() if c == cluster and until > now))
+            jobs = sum(1 for c, _, _ in self._live.values() if c == cluster)
+        return Peers(owners, jobs)
 
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None

@@ -109,6 +109,9 @@ class Submission:
     """The scheduler no longer shows the object (purged or deleted); evidence stays as last seen."""
     strays: list[str] = field(default_factory=list)
     """Other scheduler ids found carrying this marker (a late duplicate start); they are stopped, never run."""
+    unknown_since: float | None = None
+    """When the evidence of this not-yet-ended submission turned ``unknown`` (None while it is known). An
+    unknown is not an ending until it has lasted the backend's bound (see ``unknown_grace``)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -121,6 +124,7 @@ class Submission:
             "outcome": self.outcome.to_json() if self.outcome else None,
             "gone": self.gone,
             "strays": list(self.strays),
+            "unknownSince": self.unknown_since,
         }
 
     @classmethod
@@ -135,6 +139,7 @@ class Submission:
             outcome=Outcome.from_json(d["outcome"]) if d.get("outcome") else None,
             gone=bool(d.get("gone", False)),
             strays=list(d.get("strays", [])),
+            unknown_since=d.get("unknownSince"),
         )
 
 
@@ -531,9 +536,9 @@ SUMMARY_COLUMNS = (
 
 
 def row_values(job: JobRecord) -> tuple[Any, ...]:
-    """What an SQL store writes for ``job`` after its id: version, the summary columns and the JSON document
-    (version, cluster, name, state, cause, exit_code, execution, closed, created_at, updated_at, observed_at,
-    doc)."""
+    """What an SQL store writes for ``job`` after its id, in :data:`ROW_COLUMNS` order: version, the summary
+    columns, the JSON document, then the supervision columns (whether the job needs a supervisor, and its
+    lease's owner and expiry)."""
     s = JobSummary.of(job)
     return (
         job.version,
@@ -548,4 +553,69 @@ def row_values(job: JobRecord) -> tuple[Any, ...]:
         job.updated_at,
         s.observed_at,
         json.dumps(job.to_json(), separators=(",", ":")),
+        needs_supervision(job),
+        job.lease.owner if job.lease else None,
+        job.lease.expires_at if job.lease else None,
     )
+
+
+ROW_COLUMNS = (
+    "version, cluster, name, state, cause, exit_code, execution, closed, created_at, updated_at, observed_at, doc,"
+    " supervised, lease_owner, lease_expires"
+)
+"""The columns :func:`row_values` fills, in its order (the row's id comes first)."""
+
+
+@dataclass(frozen=True)
+class JobHead:
+    """What a supervisor needs to know of a job before it decodes it: its id and version (to reuse a copy it
+    already holds) and its lease's owner and expiry (to skip jobs another supervisor holds)."""
+
+    id: str
+    version: int
+    lease_owner: str | None
+    lease_expires: float | None
+
+    def takeable(self, owner: str, now: float) -> bool:
+        """Whether ``owner`` holds this job's lease or may take it (free, or expired at ``now``)."""
+        return self.lease_owner is None or self.lease_owner == owner or (self.lease_expires or 0.0) <= now
+
+
+@dataclass(frozen=True)
+class Peers:
+    """The supervisors of a cluster alive now (by owner, sorted) and the number of its jobs needing one."""
+
+    owners: tuple[str, ...]
+    jobs: int
+
+
+def stray_handled(job: JobRecord, sid: str) -> bool:
+    """A stray object of the job has been stopped (the stop's intent is done)."""
+    return any(
+        i.action is Action.STOP and i.args.get("schedulerId") == sid and i.status is IntentStatus.DONE
+        for i in job.intents
+    )
+
+
+def final(sub: Submission) -> bool:
+    """The submission has ended for good, as far as the evidence says (or its fate is unknown for good)."""
+    out = sub.outcome
+    if out is None:
+        return sub.gate is GateState.ABANDONED
+    return out.ended or out.state is State.UNKNOWN
+
+
+def needs_supervision(job: JobRecord) -> bool:
+    """A job a supervisor must still look at: open, or closed with an unresolved intent, a stray not yet
+    stopped, or a stop whose object is not yet seen to have ended. Stores keep this beside the document
+    (column ``supervised``), so the supervisor's query never reads the history of closed jobs."""
+    if not job.closed:
+        return True
+    if any(i.open for i in job.intents):
+        return True
+    if any(not stray_handled(job, sid) for s in job.submissions for sid in s.strays):
+        return True
+    cur = job.current
+    if job.stop_requested and cur is not None and cur.scheduler_id is not None and not cur.gone:
+        return not final(cur)  # followed until the object is seen to have ended
+    return False

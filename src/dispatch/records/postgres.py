@@ -23,9 +23,19 @@ from contextlib import contextmanager
 from typing import Any
 
 from dispatch.errors import ConfigError, Conflict, NotFound, ReadOnly, Unavailable
-from dispatch.records.base import check_fence
+from dispatch.records.base import check_token
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
-from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary, row_values
+from dispatch.records.model import (
+    ROW_COLUMNS,
+    SUMMARY_COLUMNS,
+    Event,
+    JobHead,
+    JobRecord,
+    JobSummary,
+    Peers,
+    needs_supervision,
+    row_values,
+)
 
 try:
     import psycopg
@@ -33,7 +43,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 3
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _LOCK_KEY = 0x64697370  # "disp": the advisory lock migrations take
 
@@ -81,7 +91,44 @@ def _migration_1(cur: Any, schema: sql.Identifier) -> None:
     cur.execute(sql.SQL("CREATE INDEX IF NOT EXISTS jobs_active ON {s}.jobs (closed, created_at)").format(s=schema))
 
 
-MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {1: _migration_1}
+def _migration_2(cur: Any, schema: sql.Identifier) -> None:
+    """The supervision columns (see the SQLite store's migration 3), filled from each existing document."""
+    cur.execute(
+        sql.SQL(
+            "ALTER TABLE {s}.jobs ADD COLUMN IF NOT EXISTS supervised BOOLEAN NOT NULL DEFAULT TRUE,"
+            " ADD COLUMN IF NOT EXISTS lease_owner TEXT, ADD COLUMN IF NOT EXISTS lease_expires DOUBLE PRECISION"
+        ).format(s=schema)
+    )
+    cur.execute(sql.SQL("SELECT id, doc FROM {s}.jobs").format(s=schema))
+    for job_id, doc in cur.fetchall():
+        job = JobRecord.from_json(doc)
+        lease = job.lease
+        cur.execute(
+            sql.SQL("UPDATE {s}.jobs SET supervised = %s, lease_owner = %s, lease_expires = %s WHERE id = %s").format(
+                s=schema
+            ),
+            (needs_supervision(job), lease.owner if lease else None, lease.expires_at if lease else None, job_id),
+        )
+    cur.execute(
+        sql.SQL("CREATE INDEX IF NOT EXISTS jobs_supervised ON {s}.jobs (cluster, created_at) WHERE supervised").format(
+            s=schema
+        )
+    )
+
+
+def _migration_3(cur: Any, schema: sql.Identifier) -> None:
+    """The supervisors alive per cluster (see the SQLite store's migration 4)."""
+    cur.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {s}.supervisors (cluster TEXT NOT NULL, owner TEXT NOT NULL,"
+            " until DOUBLE PRECISION NOT NULL, PRIMARY KEY (cluster, owner))"
+        ).format(s=schema)
+    )
+
+
+MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {1: _migration_1, 2: _migration_2, 3: _migration_3}
+_MARKS = ",".join(["%s"] * (len(ROW_COLUMNS.split(",")) + 1))
+_SETS = ", ".join(f"{c.strip()}=%s" for c in ROW_COLUMNS.split(","))
 
 
 class PostgresRecords:
@@ -90,6 +137,9 @@ class PostgresRecords:
     def __init__(
         self, dsn: str, *, schema: str = "dispatch", connect_timeout: float = 10.0, read_only: bool = False
     ) -> None:
+        """``read_only``: the session is read-only (``default_transaction_read_only``), nothing is migrated, and
+        a write raises :class:`~dispatch.errors.ReadOnly` before it reaches the server; the schema must exist at
+        this dispatch's version."""
         if psycopg is None:
             raise ConfigError("store", "the PostgreSQL store needs psycopg: install dispatch-jobs[postgres]")
         if not _SCHEMA_NAME.fullmatch(schema):
@@ -98,25 +148,44 @@ class PostgresRecords:
         self.read_only = read_only
         self._s = sql.Identifier(schema)
         self._lock = threading.RLock()
+        options = "-c default_transaction_read_only=on" if read_only else None
         try:
-            extra: dict[str, Any] = {"options": "-c default_transaction_read_only=on"} if read_only else {}
-            self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout), **extra)
+            if options is None:
+                self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout))
+            else:
+                self._db = psycopg.connect(dsn, autocommit=True, connect_timeout=int(connect_timeout), options=options)
         except psycopg.OperationalError as exc:
             raise Unavailable(
                 f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".replace(dsn, redact(dsn))
             ) from None
         if read_only:
-            self._check_readable()
-        else:
-            self._migrate()
+            found = self._version_or_none()
+            if found != SCHEMA_VERSION:
+                self._db.close()
+                raise RuntimeError(
+                    f"schema {schema} has version {found}, this dispatch reads {SCHEMA_VERSION}: "
+                    "open it writable once to create or migrate it"
+                )
+            return
+        self._migrate()
 
     def _q(self, text: str) -> sql.Composed:
         return sql.SQL(text).format(s=self._s)
 
     @contextmanager
     def _tx(self) -> Iterator[Any]:
+        if self.read_only:
+            raise ReadOnly(f"the record store (schema {self.schema}) is open read-only")
         with self._lock, self._db.transaction(), self._db.cursor() as cur:
             yield cur
+
+    def _version_or_none(self) -> int | None:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute("SELECT to_regclass(%s)", (f"{self.schema}.meta",))
+            row = cur.fetchone()
+            if row is None or row[0] is None:
+                return None
+        return self.schema_version()
 
     def _migrate(self) -> None:
         with self._tx() as cur:
@@ -179,9 +248,7 @@ class PostgresRecords:
         with self._tx() as cur:
             cur.execute(
                 self._q(
-                    "INSERT INTO {s}.jobs (id, version, cluster, name, state, cause, exit_code, execution, closed,"
-                    " created_at, updated_at, observed_at, doc) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)"
-                    " ON CONFLICT (id) DO NOTHING"
+                    "INSERT INTO {s}.jobs (id, " + ROW_COLUMNS + ") VALUES (" + _MARKS + ") ON CONFLICT (id) DO NOTHING"
                 ),
                 (new.id, *row_values(new)),
             )
@@ -195,21 +262,20 @@ class PostgresRecords:
         new = job.copy()
         new.version = job.version + 1
         with self._tx() as cur:
-            cur.execute(self._q("SELECT version, doc FROM {s}.jobs WHERE id = %s FOR UPDATE"), (job.id,))
+            cur.execute(
+                self._q(
+                    "SELECT version, (doc->'lease'->>'token')::bigint, lease_owner"
+                    " FROM {s}.jobs WHERE id = %s FOR UPDATE"
+                ),
+                (job.id,),
+            )
             row = cur.fetchone()
             if row is None:
                 raise NotFound(f"no job {job.id!r} in the records")
             if row[0] != job.version:
                 raise Conflict(f"job {job.id}: written at version {job.version}, the record is at {row[0]}")
-            if fence is not None:
-                check_fence(JobRecord.from_json(row[1]), fence)
-            cur.execute(
-                self._q(
-                    "UPDATE {s}.jobs SET version=%s, cluster=%s, name=%s, state=%s, cause=%s, exit_code=%s,"
-                    " execution=%s, closed=%s, created_at=%s, updated_at=%s, observed_at=%s, doc=%s WHERE id=%s"
-                ),
-                (*row_values(new), job.id),
-            )
+            check_token(job.id, row[1], row[2], fence)
+            cur.execute(self._q("UPDATE {s}.jobs SET " + _SETS + " WHERE id=%s"), (*row_values(new), job.id))
             self._append(cur, events)
         return new
 
@@ -236,6 +302,62 @@ class PostgresRecords:
             cur.execute(self._q(text), args)
             rows = cur.fetchall()
         return [JobRecord.from_json(r[0]) for r in rows]
+
+    def to_supervise(self, *, cluster: str, owner: str, now: float) -> list[JobHead]:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT id, version, lease_owner, lease_expires FROM {s}.jobs"
+                    " WHERE cluster = %s AND supervised"
+                    " AND (lease_owner IS NULL OR lease_owner = %s OR lease_expires <= %s)"
+                    " ORDER BY created_at, id"
+                ),
+                (cluster, owner, now),
+            )
+            rows = cur.fetchall()
+        return [JobHead(*r) for r in rows]
+
+    def get_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(self._q("SELECT doc FROM {s}.jobs WHERE id = ANY(%s)"), (list(job_ids),))
+            rows = cur.fetchall()
+        return [JobRecord.from_json(r[0]) for r in rows]
+
+    def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "UPDATE {s}.jobs SET version = version + 1, lease_expires = %s,"
+                    " doc = jsonb_set(jsonb_set(doc, '{{version}}', to_jsonb(version + 1)),"
+                    " '{{lease,expiresAt}}', to_jsonb(%s::double precision))"
+                    " WHERE cluster = %s AND supervised AND lease_owner = %s AND lease_expires > %s"
+                    " RETURNING id, version"
+                ),
+                (expires_at, expires_at, cluster, owner, now),
+            )
+            rows = cur.fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Peers:
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "INSERT INTO {s}.supervisors (cluster, owner, until) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (cluster, owner) DO UPDATE SET until = EXCLUDED.until"
+                ),
+                (cluster, owner, expires_at),
+            )
+            cur.execute(
+                self._q("DELETE FROM {s}.supervisors WHERE cluster = %s AND until < %s"), (cluster, now - 86400.0)
+            )
+            cur.execute(
+                self._q("SELECT owner FROM {s}.supervisors WHERE cluster = %s AND until > %s ORDER BY owner"),
+                (cluster, now),
+            )
+            owners = [r[0] for r in cur.fetchall()]
+            cur.execute(self._q("SELECT count(*) FROM {s}.jobs WHERE cluster = %s AND supervised"), (cluster,))
+            row = cur.fetchone()
+        return Peers(tuple(owners), int(row[0]) if row else 0)
 
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None

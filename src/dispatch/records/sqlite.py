@@ -2,7 +2,10 @@
 
 Each job is one row holding its JSON document and the columns a status table needs; events live in an
 append-only table. A write is one ``BEGIN IMMEDIATE`` transaction: compare the version (and the lease token),
-write the row, append the events. The file is created with mode 0600: records hold commands and environments.
+write the row, append the events. WAL with ``synchronous=NORMAL``: a commit survives a crash of the process,
+but the last ones may be lost on power loss or an OS crash, so a write that carries an **intent** (an event of
+kind ``intent``, written before a backend call) commits with ``synchronous=FULL``: the call is made only after
+its intent is on disk. The file is created with mode 0600: records hold commands and environments.
 Several processes may share the file (SQLite serialises writers; ``busy_timeout`` absorbs short waits).
 
 ``read_only=True`` opens an existing file for reading only (dashboards, status tools): the connection is opened
@@ -22,11 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.errors import Conflict, NotFound, ReadOnly
-from dispatch.records.base import check_fence
+from dispatch.records.base import check_token
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
-from dispatch.records.model import SUMMARY_COLUMNS, Event, JobRecord, JobSummary, row_values
+from dispatch.records.model import (
+    ROW_COLUMNS,
+    SUMMARY_COLUMNS,
+    Event,
+    JobHead,
+    JobRecord,
+    JobSummary,
+    Peers,
+    needs_supervision,
+    row_values,
+)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 
 
 def _run(db: sqlite3.Connection, script: str) -> None:
@@ -77,25 +90,74 @@ def _migration_2(db: sqlite3.Connection) -> None:
     )
 
 
-MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _migration_1, 2: _migration_2}
+def _migration_3(db: sqlite3.Connection) -> None:
+    """The supervision columns: whether a job needs a supervisor, and its lease's owner and expiry (filled from
+    each existing document once, here), with a partial index holding only the jobs that need supervision."""
+    _run(
+        db,
+        """
+        ALTER TABLE jobs ADD COLUMN supervised INTEGER NOT NULL DEFAULT 1;
+        ALTER TABLE jobs ADD COLUMN lease_owner TEXT;
+        ALTER TABLE jobs ADD COLUMN lease_expires REAL;
+        """,
+    )
+    rows = db.execute("SELECT id, doc FROM jobs").fetchall()
+    for job_id, doc in rows:
+        job = JobRecord.from_json(json.loads(doc))
+        lease = job.lease
+        db.execute(
+            "UPDATE jobs SET supervised = ?, lease_owner = ?, lease_expires = ? WHERE id = ?",
+            (needs_supervision(job), lease.owner if lease else None, lease.expires_at if lease else None, job_id),
+        )
+    db.execute("CREATE INDEX jobs_supervised ON jobs (cluster, created_at) WHERE supervised = 1")
+
+
+def _migration_4(db: sqlite3.Connection) -> None:
+    """The supervisors alive per cluster (each renews its row every cycle), so they can divide the jobs."""
+    _run(
+        db,
+        "CREATE TABLE supervisors"
+        " (cluster TEXT NOT NULL, owner TEXT NOT NULL, until REAL NOT NULL, PRIMARY KEY (cluster, owner))",
+    )
+
+
+MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
+    1: _migration_1,
+    2: _migration_2,
+    3: _migration_3,
+    4: _migration_4,
+}
+
+
+_MARKS = ",".join("?" * (len(ROW_COLUMNS.split(",")) + 1))
+_SETS = ", ".join(f"{c.strip()}=?" for c in ROW_COLUMNS.split(","))
 
 
 class SQLiteRecords:
-    """Records in one SQLite file at ``path`` (created, with its parent directory, if missing; with
-    ``read_only`` the file must exist and is only read)."""
+    """Records in one SQLite file at ``path`` (created, with its parent directory, if missing).
+
+    ``read_only``: the file must exist and is opened read-only (``mode=ro``: nothing is created, migrated or
+    written; a write raises :class:`~dispatch.errors.ReadOnly`), for status tools and dashboards. Its schema
+    must be this dispatch's (an older one is migrated by the next writable open)."""
 
     def __init__(self, path: str | os.PathLike[str], *, timeout: float = 10.0, read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = read_only
         self._lock = threading.RLock()
         if read_only:
-            if not self.path.is_file():
+            if not self.path.exists():
                 raise NotFound(f"no record store at {self.path}")
-            uri = f"{self.path.absolute().as_uri()}?mode=ro"
+            uri = f"{self.path.resolve().as_uri()}?mode=ro"
             self._db = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA query_only=ON")
             self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-            self._check_readable()
+            if self.schema_version() != SCHEMA_VERSION:
+                found = self.schema_version()
+                self._db.close()
+                raise RuntimeError(
+                    f"{self.path} has schema version {found}, this dispatch reads {SCHEMA_VERSION}: "
+                    "open it writable once (any dispatch command that writes) to migrate it"
+                )
             return
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not self.path.exists():
@@ -140,16 +202,26 @@ class SQLiteRecords:
             raise ReadOnly(f"the record store {self.path} was opened read-only")
 
     @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
+    def _tx(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
+        """One write transaction. ``durable``: its COMMIT syncs the WAL to disk (``synchronous=FULL``), so it
+        survives power loss, and so does every commit before it (the WAL is one sequential file)."""
+        if self.read_only:
+            raise ReadOnly(f"the record store {self.path} is open read-only")
         with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
+            if durable:
+                self._db.execute("PRAGMA synchronous=FULL")
             try:
-                yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            else:
-                self._db.execute("COMMIT")
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                else:
+                    self._db.execute("COMMIT")
+            finally:
+                if durable:
+                    self._db.execute("PRAGMA synchronous=NORMAL")
 
     # ----- writes ----------------------------------------------------------------------------------------
 
@@ -166,7 +238,7 @@ class SQLiteRecords:
         new.version = 1
         with self._tx() as db:
             try:
-                db.execute("INSERT INTO jobs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)", (new.id, *row_values(new)))
+                db.execute(f"INSERT INTO jobs (id, {ROW_COLUMNS}) VALUES ({_MARKS})", (new.id, *row_values(new)))
             except sqlite3.IntegrityError:
                 raise Conflict(f"job {job.id} already exists") from None
             self._append(db, events)
@@ -176,20 +248,16 @@ class SQLiteRecords:
         self._writable()
         new = job.copy()
         new.version = job.version + 1
-        with self._tx() as db:
-            row = db.execute("SELECT version, doc FROM jobs WHERE id = ?", (job.id,)).fetchone()
+        with self._tx(durable=any(e.kind == "intent" for e in events)) as db:
+            row = db.execute(
+                "SELECT version, json_extract(doc, '$.lease.token'), lease_owner FROM jobs WHERE id = ?", (job.id,)
+            ).fetchone()
             if row is None:
                 raise NotFound(f"no job {job.id!r} in the records")
             if row[0] != job.version:
                 raise Conflict(f"job {job.id}: written at version {job.version}, the record is at {row[0]}")
-            if fence is not None:
-                check_fence(JobRecord.from_json(json.loads(row[1])), fence)
-            cols = (new.id, *row_values(new))
-            db.execute(
-                "UPDATE jobs SET version=?, cluster=?, name=?, state=?, cause=?, exit_code=?, execution=?,"
-                " closed=?, created_at=?, updated_at=?, observed_at=?, doc=? WHERE id=?",
-                (*cols[1:], job.id),
-            )
+            check_token(job.id, row[1], row[2], fence)
+            db.execute(f"UPDATE jobs SET {_SETS} WHERE id=?", (*row_values(new), job.id))
             self._append(db, events)
         return new
 
@@ -214,6 +282,57 @@ class SQLiteRecords:
         with self._lock:
             rows = self._db.execute(sql, args).fetchall()
         return [JobRecord.from_json(json.loads(r[0])) for r in rows]
+
+    def to_supervise(self, *, cluster: str, owner: str, now: float) -> list[JobHead]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, version, lease_owner, lease_expires FROM jobs"
+                " WHERE cluster = ? AND supervised = 1"
+                " AND (lease_owner IS NULL OR lease_owner = ? OR lease_expires <= ?)"
+                " ORDER BY created_at, id",
+                (cluster, owner, now),
+            ).fetchall()
+        return [JobHead(*r) for r in rows]
+
+    def get_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
+        ids = list(job_ids)
+        docs: list[str] = []
+        with self._lock:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                docs += [r[0] for r in self._db.execute(f"SELECT doc FROM jobs WHERE id IN ({marks})", chunk)]
+        return [JobRecord.from_json(json.loads(d)) for d in docs]
+
+    def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
+        with self._tx() as db:
+            rows = db.execute(
+                "UPDATE jobs SET version = version + 1, lease_expires = ?,"
+                " doc = json_set(doc, '$.version', version + 1, '$.lease.expiresAt', ?)"
+                " WHERE cluster = ? AND supervised = 1 AND lease_owner = ? AND lease_expires > ?"
+                " RETURNING id, version",
+                (expires_at, expires_at, cluster, owner, now),
+            ).fetchall()
+        return dict(rows)
+
+    def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Peers:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO supervisors (cluster, owner, until) VALUES (?, ?, ?)"
+                " ON CONFLICT (cluster, owner) DO UPDATE SET until = excluded.until",
+                (cluster, owner, expires_at),
+            )
+            db.execute("DELETE FROM supervisors WHERE cluster = ? AND until < ?", (cluster, now - 86400.0))
+            owners = [
+                r[0]
+                for r in db.execute(
+                    "SELECT owner FROM supervisors WHERE cluster = ? AND until > ? ORDER BY owner", (cluster, now)
+                )
+            ]
+            jobs = db.execute("SELECT count(*) FROM jobs WHERE cluster = ? AND supervised = 1", (cluster,)).fetchone()[
+                0
+            ]
+        return Peers(tuple(owners), int(jobs))
 
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None

@@ -62,9 +62,18 @@ def main(argv: list[str] | None = None) -> int:
         choices=[m.value for m in Mutation],
         help="plant a known bug (tests of the simulator itself)",
     )
+    p.add_argument(
+        "--mutations",
+        action="store_true",
+        help="the mutation check: every planted bug over --seeds (default 0-39); fails if one is never caught",
+    )
     p.add_argument("--procs", type=int, default=1, help="worker processes for --seeds (seeds are independent)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if args.mutations:
+        if args.seed is not None or args.mutation:
+            p.error("--mutations runs every planted bug over --seeds; it takes no --seed or --mutation")
+        return _mutations(args)
     if (args.seeds is None) == (args.seed is None):
         p.error("give exactly one of --seeds or --seed")
     if args.supervisors < 1 or args.jobs < 1 or args.steps < 0 or args.quiet < 1:
@@ -117,6 +126,44 @@ def main(argv: list[str] | None = None) -> int:
         for r in bad[:5]:
             print(json.dumps(r.summary(), indent=2))
     return 1 if bad else 0
+
+
+def caught_by(result: Result, invariant: str) -> bool:
+    """Whether ``result`` has a violation of ``invariant`` (violations read ``step N: <invariant>: ...``)."""
+    return any(v.split(": ", 2)[1:2] == [invariant] or f": {invariant}:" in v for v in result.violations)
+
+
+def _mutations(args: argparse.Namespace) -> int:
+    """Run each planted bug over the seeds; a row per bug with the seeds whose run broke its invariant."""
+    from dispatch.supervise.mutation import TARGETS
+
+    seeds = _range(args.seeds or "0-39")
+    rows: list[dict[str, Any]] = []
+    for m in Mutation:
+        args.mutation = [m.value]
+        configs = [_config(args, s) for s in seeds]
+        if args.procs > 1:
+            import multiprocessing
+
+            with multiprocessing.get_context("spawn").Pool(args.procs) as pool:
+                results: list[Result] = pool.map(run_quiet, configs, chunksize=4)
+        else:
+            results = [run_quiet(c) for c in configs]
+        invariant = TARGETS[m]
+        rows.append(
+            {
+                "name": m.value,
+                "invariant": invariant,
+                "seeds": len(seeds),
+                "caught_seeds": [r.seed for r in results if caught_by(r, invariant)],
+            }
+        )
+    if args.json:
+        print(json.dumps({"mutations": rows}, indent=2))
+    else:
+        for r in rows:
+            print(f"{r['name']:<30} {r['invariant']:<32} caught by {len(r['caught_seeds'])} of {r['seeds']} seeds")
+    return 0 if all(r["caught_seeds"] for r in rows) else 1
 
 
 def _sum_counts(results: list[Result]) -> dict[str, int]:

@@ -167,21 +167,21 @@ class ParkedRecords:
     def update(self, job: JobRecord, events: Any = (), *, fence: int | None = None) -> JobRecord:
         self.conductor.park("write", f"update {job.id}@{job.version}")
         w = self.conductor.current()
-        if w is not None:
-            self._check_fencing(w, job, fence)
-        return self.inner.update(job, events, fence=fence)  # type: ignore[no-any-return]
-
-    def _check_fencing(self, w: Worker, job: JobRecord, fence: int | None) -> None:
         try:
-            stored = self.inner.get(job.id)
+            before = self.inner.get(job.id)
         except Exception:
-            return
-        if stored.version != job.version:
-            return  # the compare-and-set refuses it: nothing is written
-        if fence is not None and (stored.lease is None or stored.lease.token != fence):
-            return  # the fence refuses it
+            before = None
+        written = self.inner.update(job, events, fence=fence)
+        if w is not None and before is not None:
+            self._check_fencing(w, job, before)
+        return written  # type: ignore[no-any-return]
+
+    def _check_fencing(self, w: Worker, job: JobRecord, before: JobRecord) -> None:
+        """Checked from outside the store, on a write that LANDED: the lease stored before it was the
+        writer's, or free or expired and taken by this write. (Whether the store compared the token does not
+        matter here: a store that forgets to is caught by what it let through.)"""
         owner = w.info.get("owner")
-        lease = stored.lease
+        lease = before.lease
         if lease is not None and lease.owner == owner:
             return
         taking = job.lease is not None and job.lease.owner == owner
@@ -192,6 +192,27 @@ class ParkedRecords:
 
     def jobs(self, *, active_only: bool = True, cluster: str | None = None) -> list[JobRecord]:
         return self.inner.jobs(active_only=active_only, cluster=cluster)  # type: ignore[no-any-return]
+
+    def to_supervise(self, *, cluster: str, owner: str, now: float) -> Any:
+        return self.inner.to_supervise(cluster=cluster, owner=owner, now=now)
+
+    def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Any:
+        self.conductor.park("write", f"peers {owner}")
+        return self.inner.peers(cluster=cluster, owner=owner, now=now, expires_at=expires_at)
+
+    def get_many(self, job_ids: Any) -> Any:
+        return self.inner.get_many(job_ids)
+
+    def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
+        self.conductor.park("write", f"renew {owner}")
+        before = {j.id: j.lease for j in self.inner.jobs(active_only=False, cluster=cluster)}
+        renewed: dict[str, int] = self.inner.renew(cluster=cluster, owner=owner, now=now, expires_at=expires_at)
+        for job_id in renewed:
+            lease = before.get(job_id)
+            if lease is None or lease.owner != owner:  # its own lease, even expired meanwhile, is as an update
+                held = f"{lease.owner} (until t={lease.expires_at:.1f})" if lease else "nobody"
+                self.violations.append(f"fenced-writes: {owner} renewed job {job_id} while the lease is held by {held}")
+        return renewed
 
     def summaries(self, **kwargs: Any) -> Any:
         return self.inner.summaries(**kwargs)

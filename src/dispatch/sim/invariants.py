@@ -23,6 +23,7 @@ INVARIANTS = (
     "ended-has-cause",
     "no-success-without-evidence",
     "record-matches-truth",
+    "unknown-is-not-an-ending",
     "fenced-writes",
 )
 
@@ -62,6 +63,29 @@ def check(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any) -
     out += _holds(jobs, sched)
     for job in jobs.values():
         out += _outcomes(job, by_job.get(job.id, []), backend)
+        out += _premature(job, by_job.get(job.id, []))
+    return out
+
+
+def _premature(job: JobRecord, objs: Sequence[TruthJob]) -> list[str]:
+    """A decision taken on ``unknown`` evidence while the object was in truth still running: an unknown that
+    did not outlast the backend's bound was taken for an ending."""
+    out: list[str] = []
+    for d in job.decisions:
+        if d.cause is not Cause.UNKNOWN:
+            continue
+        sub = _sub(job, d.submission)
+        for t in objs:
+            if sub is None or t.sid != sub.scheduler_id or t.deleted:
+                continue
+            if any(
+                ex.started_at is not None and ex.started_at <= d.at and (ex.ended_at is None or ex.ended_at > d.at)
+                for ex in t.executions
+            ):
+                out.append(
+                    f"unknown-is-not-an-ending: job {job.id} decided {d.action} on unknown evidence at t={d.at:.1f} "
+                    f"while object {t.sid} was running"
+                )
     return out
 
 

@@ -37,7 +37,7 @@ from dispatch.sim.conductor import Conductor, ParkedRecords, Worker, parked_back
 from dispatch.sim.invariants import check, settled
 from dispatch.spec import JobSpec
 from dispatch.supervise.mutation import Mutation
-from dispatch.supervise.next import hold_instance
+from dispatch.supervise.next import hold_instance, unknown_grace
 from dispatch.supervise.supervisor import Supervisor
 
 CALL_BOUND = 30.0
@@ -110,6 +110,13 @@ def rules_for(shape: Shape, unmatched: str) -> dict[str, Any]:
     }
 
 
+class _UnfencedRecords(MemoryRecords):
+    """Planted bug (Mutation.STORE_IGNORES_FENCE): a record store that never compares the fencing token."""
+
+    def update(self, job: JobRecord, events: Any = (), *, fence: int | None = None) -> JobRecord:
+        return super().update(job, events, fence=None)
+
+
 class World:
     """Everything one seed touches."""
 
@@ -128,7 +135,7 @@ class World:
             kill_wait=10.0,
         )
         self.backend = memory_backend(self.sched, call_bound=CALL_BOUND)
-        self.store = MemoryRecords()
+        self.store = _UnfencedRecords() if Mutation.STORE_IGNORES_FENCE in cfg.mutations else MemoryRecords()
         self.conductor = Conductor(self.clock.now)
         self.records = ParkedRecords(self.store, self.conductor, self.clock.now)
         self.cluster = Cluster("memory", self.backend, self.records, self.clock)  # type: ignore[arg-type]
@@ -249,6 +256,7 @@ class World:
                 "cease",
                 "end-cessation",
                 "purge",
+                "spurious-unknown",
                 "fault",
                 "fault",
                 "fault",
@@ -295,6 +303,11 @@ class World:
                 t = r.choice(ended)
                 c.purge(t.sid)
                 self.note(f"purge {t.sid}")
+        elif choice == "spurious-unknown" and running:
+            sid = r.choice(running)
+            seconds = r.uniform(1.0, 0.8 * unknown_grace(self.backend.declarations()))
+            c.blank(sid, seconds)
+            self.note(f"spurious-unknown {sid} for {seconds:.1f}s")
         elif choice == "fault":
             method = r.choice(
                 [
@@ -461,7 +474,7 @@ class World:
         if self.sched.ceasing:
             c.end_cessation(sorted(self.sched.ceasing))
         for k, w in enumerate(self.workers):
-            if w is None:
+            if w is None or w.state == "done":  # crashed, or ended by an error (reported as supervisor-error)
                 self.spawn(k)
         self.note("liveness: faults stopped")
         for _ in range(self.cfg.quiet):
@@ -475,6 +488,8 @@ class World:
                 if w is None:
                     continue
                 for _ in range(500):  # one full cycle: run until it parks at idle again
+                    if w.state != "parked":
+                        break  # ended by an error: already reported
                     self.step_no += 1
                     self.resume(w)
                     self.check()

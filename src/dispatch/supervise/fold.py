@@ -80,7 +80,18 @@ def fold(
             events += _fold_vanished(new, nsub, now, at)
         elif evidence.scheduler_id == nsub.scheduler_id:
             events += _fold_evidence(new, nsub, evidence, now, cessation)
+    _mark_unknown(sub, nsub, at)
     return new, events
+
+
+def _mark_unknown(old: Submission, new: Submission, at: float) -> None:
+    """Start (or end) the clock on an unknown: a submission not seen to end whose evidence turns ``unknown``
+    gets ``unknown_since``; evidence that is known again clears it."""
+    out = new.outcome
+    if out is None or out.state is not State.UNKNOWN:
+        new.unknown_since = None
+    elif new.unknown_since is None and not (old.outcome is not None and old.outcome.state is State.UNKNOWN):
+        new.unknown_since = at
 
 
 def fold_found(

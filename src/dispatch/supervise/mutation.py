@@ -1,9 +1,10 @@
 """Planted bugs, for proving that the simulator catches them. Never set outside tests.
 
 A :class:`~dispatch.supervise.Supervisor` built with ``mutations={...}`` deliberately breaks one of its own
-rules, so the mutation tests (``tests/sim/test_mutations.py``) can show the simulator's invariants find each bug
-within a bounded number of seeds. The supervisor consults these flags in exactly the places named below, and
-nowhere else; the default is the empty set.
+rules, so the mutation tests (``tests/sim/test_mutations.py``, ``python -m dispatch.sim --mutations``) can show
+the simulator's invariants find each bug within a bounded number of seeds. The supervisor consults these flags
+in exactly the places named below, and nowhere else (``STORE_IGNORES_FENCE`` also makes the simulator's record
+store skip its token check); the default is the empty set. :data:`TARGETS` names the invariant each one breaks.
 """
 
 from __future__ import annotations
@@ -24,3 +25,39 @@ class Mutation(StrEnum):
     RESUBMIT_ON_UNKNOWN = "resubmit-on-unknown"
     """Take an unknown outcome (OutcomeUnknown from a start or requeue) as a failure and act again at once,
     instead of waiting out the CallBound and observing: the call may have landed, so it lands twice."""
+
+    UNKNOWN_IS_AN_ENDING = "unknown-is-an-ending"
+    """Take the first ``unknown`` observation of a live job as its ending (no wait for the backend's bound): a
+    job whose queue entry vanished for a moment is escalated and closed while it still runs."""
+
+    STORE_IGNORES_FENCE = "store-ignores-fence"
+    """The record store forgets to compare the fencing token, and the supervisor trusts it (no lease check of
+    its own before a write): an overtaken supervisor's write lands on a job another one now owns."""
+
+    SUCCESS_ON_VANISH = "success-on-vanish"
+    """Evidence that vanished (or reads unknown) is folded as success, exit 0: a job is recorded succeeded
+    that never was."""
+
+    CAUSE_MIXUP = "cause-mixup"
+    """A preempted execution is recorded with cause node-lost: the record disagrees with the scheduler."""
+
+    OPEN_BEFORE_RECORD = "open-before-record"
+    """The start gate is opened right after the start returns, before the scheduler id is recorded: a crash in
+    between leaves a running object the record does not name."""
+
+    RELEASE_OTHERS_HOLDS = "release-others-holds"
+    """The supervisor lifts holds other people placed through dispatch (a user's hold, by its instance)."""
+
+
+TARGETS: dict[Mutation, str] = {
+    Mutation.ACT_BEFORE_INTENT: "no-object-without-record",
+    Mutation.SKIP_FENCE: "fenced-writes",
+    Mutation.RESUBMIT_ON_UNKNOWN: "no-object-without-record",
+    Mutation.UNKNOWN_IS_AN_ENDING: "unknown-is-not-an-ending",
+    Mutation.STORE_IGNORES_FENCE: "fenced-writes",
+    Mutation.SUCCESS_ON_VANISH: "no-success-without-evidence",
+    Mutation.CAUSE_MIXUP: "record-matches-truth",
+    Mutation.OPEN_BEFORE_RECORD: "gate-opened-only-when-recorded",
+    Mutation.RELEASE_OTHERS_HOLDS: "hold-lifted-by-owner",
+}
+"""The invariant each planted bug breaks (the one the mutation check expects to catch it)."""

@@ -43,6 +43,8 @@ from dispatch.records.model import (
     IntentStatus,
     JobRecord,
     Submission,
+    final,
+    stray_handled,
 )
 from dispatch.rules import RuleAction, RuleSet, Unmatched, action_availability
 from dispatch.spi import interfaces_of
@@ -57,15 +59,19 @@ class Facts:
     interfaces: frozenset[str]
     declarations: Declarations
     availability: Mapping[RuleAction, CapabilityAnswer]
+    unknown_grace: float = 0.0
+    """How long a live submission's evidence must stay unknown before it is an ending (:func:`unknown_grace`)."""
 
     @classmethod
     def of(cls, backend: Any) -> Facts:
         caps = backend.capabilities()
+        decl = backend.declarations()
         return cls(
             caps,
             frozenset(interfaces_of(backend)),
-            backend.declarations(),
+            decl,
             {a: action_availability(a, backend, caps) for a in RuleAction},
+            unknown_grace(decl),
         )
 
 
@@ -118,13 +124,6 @@ def hold_instance(job: JobRecord, n: int) -> str:
     return f"sv-{job.id}-{n}"
 
 
-def stray_handled(job: JobRecord, sid: str) -> bool:
-    return any(
-        i.action is Action.STOP and i.args.get("schedulerId") == sid and i.status is IntentStatus.DONE
-        for i in job.intents
-    )
-
-
 def stop_done(job: JobRecord, sub: Submission) -> float | None:
     """When the last stop of ``sub`` that took effect has certainly ended the object (its answer is the
     bound in seconds), or None if no stop took effect."""
@@ -140,12 +139,13 @@ def stop_done(job: JobRecord, sub: Submission) -> float | None:
     return None
 
 
-def final(sub: Submission) -> bool:
-    """The submission has ended for good, as far as the evidence says (or its fate is unknown for good)."""
-    out = sub.outcome
-    if out is None:
-        return sub.gate is GateState.ABANDONED
-    return out.ended or out.state is State.UNKNOWN
+def unknown_grace(decl: Declarations) -> float:
+    """How long evidence of a live submission must stay ``unknown`` before it counts as an ending: the
+    NodeLossWindow, the longest the scheduler takes to declare a lost node and end its jobs. A job that is
+    only unreachable (its node silent, the queue or accounting briefly without it) shows known evidence again
+    within that window, or is ended by the scheduler with a cause; an unknown that outlasts it is an ending.
+    (PolledLoss bounds the poll interval instead, so the supervisor sees an unknown several times first.)"""
+    return decl.node_loss_window
 
 
 def needs_observation(job: JobRecord, now: float) -> bool:
@@ -154,7 +154,7 @@ def needs_observation(job: JobRecord, now: float) -> bool:
     sub = job.current
     if sub is None or sub.scheduler_id is None:
         return False
-    if not sub.gone or not final(sub):
+    if not sub.gone or not final(sub) or (sub.unknown_since is not None and not job.closed):
         return True
     if any(i.open and now >= i.deadline for i in job.intents):
         return True
@@ -273,6 +273,10 @@ def next_step(job: JobRecord, rules: RuleSet, facts: Facts, now: float) -> Step:
         return NOTHING
     if out.state is State.SUCCEEDED:
         return Step(StepKind.CLOSE, "succeeded (exit 0)")
+    if out.state is State.UNKNOWN and sub.unknown_since is not None:
+        until = sub.unknown_since + facts.unknown_grace
+        if now < until:
+            return Step(StepKind.WAIT, "the evidence is unknown; not an ending before the backend's bound", until=until)
     if not final(sub):
         return NOTHING
 

@@ -22,8 +22,11 @@ margin), then the fold resolves it from observation (find by marker, gate, holds
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import math
+import zlib
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +39,17 @@ from dispatch.cluster import Cluster, default_owner
 from dispatch.declarations import Declarations, check_poll_interval
 from dispatch.errors import ConfigError, Conflict, DispatchError, Unavailable
 from dispatch.records.base import Records
-from dispatch.records.model import Action, Event, Intent, IntentStatus, JobRecord, Lease, Submission
+from dispatch.records.model import (
+    Action,
+    Event,
+    Intent,
+    IntentStatus,
+    JobHead,
+    JobRecord,
+    Lease,
+    Peers,
+    Submission,
+)
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Watcher
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
@@ -75,7 +88,19 @@ class CycleReport:
     conflicts: int = 0
     lost: int = 0
     unavailable: bool = False
+    takeovers: int = 0
+    """Leases taken from another supervisor whose lease had expired."""
+    released: int = 0
+    """Leases given up because this supervisor held more than its share."""
+    supervisors: int = 0
+    """The supervisors of the cluster alive in this cycle (this one included)."""
     steps: Counter[str] = field(default_factory=Counter)
+    decisions: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Decisions recorded in this cycle, by (action, rule)."""
+    escalations: Counter[str] = field(default_factory=Counter)
+    """Escalations recorded in this cycle, by cause."""
+    states: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """The jobs this supervisor owns after the cycle, by (state, cause)."""
 
     @property
     def backend_calls(self) -> int:
@@ -94,7 +119,12 @@ class CycleReport:
             "conflicts": self.conflicts,
             "lost": self.lost,
             "unavailable": self.unavailable,
+            "takeovers": self.takeovers,
+            "released": self.released,
+            "supervisors": self.supervisors,
             "steps": dict(self.steps),
+            "decisions": [{"action": a, "rule": r, "count": n} for (a, r), n in sorted(self.decisions.items())],
+            "escalations": dict(self.escalations),
         }
 
 
@@ -146,17 +176,21 @@ class Supervisor:
             raise ConfigError("leaseTtl", f"the lease ({lease_ttl:g}s) must outlast the poll interval ({self.poll:g}s)")
         self.lease_ttl = float(lease_ttl)
         self.cluster = cluster.name if isinstance(cluster, Cluster) else cluster or backend.name
-        self.refresh = self.lease_ttl / 2 if refresh is None else refresh
-        """How stale a record's evidence time may grow while nothing changes (default: half the lease)."""
+        self.refresh = math.inf if refresh is None else refresh
+        """How stale a record's evidence time may grow while nothing changes (default: no limit; the evidence
+        time is when the state last changed, and the batched lease renewal says the job is being watched)."""
         self.mutations = frozenset(Mutation(m) for m in mutations)
         self.actor = Actor(records, backend, clock, self.owner, margin=margin)
         self.facts = Facts.of(backend)
+        if Mutation.UNKNOWN_IS_AN_ENDING in self.mutations:
+            self.facts = dataclasses.replace(self.facts, unknown_grace=0.0)  # planted bug: no wait on an unknown
         if isinstance(default_rules, RuleSet) or default_rules is None:
             self.default_rules = default_rules or RuleSet()
         else:
             self.default_rules = RuleSet.from_data(default_rules)
         self.default_rules.check_against(backend, self.facts.capabilities)
         self._rules_cache: dict[str, RuleSet] = {}
+        self._cache: dict[str, JobRecord] = {}
         self._cursor: str | None = None
         self._seen: set[str] = set()
         self._pending: set[str] = set()
@@ -175,14 +209,23 @@ class Supervisor:
         """One pass over every job this supervisor owns or can take (see the module docstring)."""
         now = self.clock.now()
         report = CycleReport(at=now)
-        jobs = [j for j in self.records.jobs(active_only=False, cluster=self.cluster) if _live(j)]
-        report.jobs = len(jobs)
+        peers = self.records.peers(cluster=self.cluster, owner=self.owner, now=now, expires_at=now + self.lease_ttl)
+        report.writes += 1
+        report.supervisors = len(peers.owners)
+        heads = self.records.to_supervise(cluster=self.cluster, owner=self.owner, now=now)
+        heads = self._renew(heads, now, report)
+        report.jobs = len(heads)
+        ours, room, surplus = self._divide(heads, peers, now)
         owned: list[JobRecord] = []
+        jobs = self._load(ours + room)
+        if surplus:
+            jobs = self._release(jobs, surplus, report)
         for job in jobs:
             try:
                 mine = self._own(job, now, report)
             except (Conflict, LostLease):
                 report.conflicts += 1
+                self._cache.pop(job.id, None)
                 continue
             if mine is not None:
                 owned.append(mine)
@@ -190,20 +233,99 @@ class Supervisor:
         obs = self._observe(owned, now, report)
         for job in owned:
             try:
-                self._supervise(job, obs, report)
-            except LostLease:
-                report.lost += 1
-            except Conflict:
-                report.conflicts += 1
+                self._cache[job.id] = done = self._supervise(job, obs, report)
+                if not done.closed:
+                    report.states[(done.state.value, done.cause.value if done.cause else "")] += 1
+            except (LostLease, Conflict) as exc:
+                self._cache.pop(job.id, None)
+                if isinstance(exc, LostLease):
+                    report.lost += 1
+                else:
+                    report.conflicts += 1
         return report
+
+    def _load(self, heads: list[JobHead]) -> list[JobRecord]:
+        """The records of ``heads``: the copy this supervisor wrote or read last when its version is still the
+        stored one, otherwise read (in one batch). So a steady cycle decodes only what others changed."""
+        cache = self._cache
+        stale = [h.id for h in heads if (c := cache.get(h.id)) is None or c.version != h.version]
+        fetched = {j.id: j for j in self.records.get_many(stale)} if stale else {}
+        self._cache = {}
+        out = []
+        for h in heads:
+            job = fetched.get(h.id) or cache.get(h.id)
+            if job is not None:
+                self._cache[h.id] = job
+                out.append(job)
+        return out
+
+    # ----- sharing the work -----------------------------------------------------------------------------------
+
+    def share(self, peers: Peers) -> int:
+        """How many jobs this supervisor should hold: the cluster's jobs needing supervision divided by the
+        supervisors alive, rounded up (all of them when it is alone)."""
+        return max(1, math.ceil(peers.jobs / max(1, len(peers.owners))))
+
+    def _divide(self, heads: list[JobHead], peers: Peers, now: float) -> tuple[list[JobHead], list[JobHead], int]:
+        """This supervisor's leased heads, the free or expired ones it may take this cycle (up to its share, in
+        an order of its own so that supervisors starting together do not all race for the same jobs), and how
+        many of its own it holds above its share."""
+        share = self.share(peers)
+        ours = [h for h in heads if h.lease_owner == self.owner and (h.lease_expires or 0.0) > now]
+        mine = {h.id for h in ours}
+        others = sorted(
+            (h for h in heads if h.id not in mine), key=lambda h: zlib.crc32(f"{self.owner}/{h.id}".encode())
+        )
+        return ours, others[: max(0, share - len(ours))], max(0, len(ours) - share)
+
+    def _release(self, jobs: list[JobRecord], surplus: int, report: CycleReport) -> list[JobRecord]:
+        """Give up ``surplus`` of this supervisor's leases (jobs with no open intent, so the next holder has
+        nothing to resolve), so a supervisor that joined takes its share; returns the jobs still to supervise."""
+        now = self.clock.now()
+        released: set[str] = set()
+        for job in sorted(jobs, key=lambda j: zlib.crc32(f"{self.owner}/{j.id}".encode()), reverse=True):
+            if len(released) >= surplus:
+                break
+            lease = job.lease
+            if lease is None or lease.owner != self.owner or job.open_intents():
+                continue
+            new = job.copy()
+            new.lease = Lease(self.owner, lease.token, now)  # expired now: the next taker moves the token on
+            event = Event(job.id, now, "lease", {"owner": None, "token": lease.token, "from": self.owner})
+            try:
+                self._check(job)
+                self.records.update(new, [event], fence=lease.token)
+                report.writes += 1
+            except (Conflict, LostLease):
+                report.conflicts += 1
+            self._cache.pop(job.id, None)
+            released.add(job.id)
+        report.released = len(released)
+        return [j for j in jobs if j.id not in released]
 
     # ----- leases ------------------------------------------------------------------------------------------
 
+    def _renew(self, heads: list[JobHead], now: float, report: CycleReport) -> list[JobHead]:
+        """Renew all of this supervisor's leases in ONE write once the earliest has half run out; returns the
+        heads as they are after it."""
+        ours = [h.lease_expires or 0.0 for h in heads if h.lease_owner == self.owner and (h.lease_expires or 0.0) > now]
+        if not ours or min(ours) - now > self.lease_ttl / 2:
+            return heads
+        expires = now + self.lease_ttl
+        renewed = self.records.renew(cluster=self.cluster, owner=self.owner, now=now, expires_at=expires)
+        report.writes += 1
+        for job_id, version in renewed.items():
+            job = self._cache.get(job_id)
+            if job is not None and job.version == version - 1 and job.lease is not None:
+                job.version = version
+                job.lease = Lease(self.owner, job.lease.token, expires)
+        return [JobHead(h.id, renewed[h.id], self.owner, expires) if h.id in renewed else h for h in heads]
+
     def _own(self, job: JobRecord, now: float, report: CycleReport) -> JobRecord | None:
-        """The job under this supervisor's valid lease (taken or renewed as needed), or None if another holds it."""
+        """The job under this supervisor's valid lease (taken as needed), or None if another holds it."""
         lease = job.lease
         if lease is not None and lease.owner == self.owner and now < lease.expires_at:
-            return job  # renewed in this cycle's first write for the job (see _renew)
+            return job  # renewed for all jobs at once (see _renew)
         if lease is not None and now < lease.expires_at:
             return None
         # free, or expired (ours included: an expired lease is never renewed in place, the token moves on)
@@ -215,13 +337,15 @@ class Supervisor:
         event = Event(job.id, now, "lease", {"owner": self.owner, "token": token, "from": previous})
         written = self.records.update(new, [event])  # compare-and-set on the version: one taker wins
         report.writes += 1
+        if previous is not None and previous != self.owner:
+            report.takeovers += 1
         self._seen.discard(job.id)
         return written
 
     def _check(self, job: JobRecord) -> None:
         """Raise LostLease unless ``job`` shows this supervisor's lease, unexpired on the clock."""
-        if Mutation.SKIP_FENCE in self.mutations:
-            return  # planted bug: the fence (this check, and the token on the write) is skipped
+        if Mutation.SKIP_FENCE in self.mutations or Mutation.STORE_IGNORES_FENCE in self.mutations:
+            return  # planted bug: no lease check before a write
         lease = job.lease
         if lease is None or lease.owner != self.owner or self.clock.now() >= lease.expires_at:
             raise LostLease(f"job {job.id}: {self.owner} no longer holds the lease")
@@ -362,36 +486,65 @@ class Supervisor:
                 if sid in obs.inspected:
                     job, ev = fold_stray(job, sid, obs.evidence.get(sid), now, obs.inspected_at)
                     events += ev
+        if self.mutations & {Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP}:
+            job = self._planted_fold(job)
         return job, events
 
-    def _renew_due(self, job: JobRecord) -> bool:
-        lease = job.lease
-        return lease is not None and lease.expires_at - self.clock.now() <= self.lease_ttl / 2
+    def _planted_fold(self, job: JobRecord) -> JobRecord:
+        """Planted bugs (Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP) applied to a folded record."""
+        from dispatch.outcome import Cause, Outcome, State
 
-    def _fold_and_renew(self, job: JobRecord, obs: _Observation) -> tuple[JobRecord, list[Event]]:
-        """The observation folded in, and the lease renewed when half of it is gone, in one write. A renewal
-        also refreshes the evidence times, so both fall due together afterwards."""
-        renew = self._renew_due(job)
-        new, events = self._fold(job, obs, refresh=0.0 if renew else self.refresh)
-        if renew and job.lease is not None:
-            if new is job:
-                new = job.copy()
-            new.lease = Lease(self.owner, job.lease.token, self.clock.now() + self.lease_ttl)
-        return new, events
+        cur = job.current
+        if cur is None:
+            return job
+        new = job.copy()
+        sub = new.submission(cur.n)
+        changed = False
+        if Mutation.SUCCESS_ON_VANISH in self.mutations and sub.outcome and sub.outcome.state is State.UNKNOWN:
+            sub.outcome = Outcome(State.SUCCEEDED, Cause.EXIT, sub.outcome.evidence, exit_code=0)
+            changed = True
+        if Mutation.CAUSE_MIXUP in self.mutations:
+            for ex in sub.executions:
+                if ex.outcome.cause is Cause.PREEMPTED:
+                    ex.outcome = dataclasses.replace(ex.outcome, cause=Cause.NODE_LOST)
+                    changed = True
+        return new if changed else job
 
-    def _supervise(self, job: JobRecord, obs: _Observation, report: CycleReport) -> None:
-        job = self._commit(job, lambda j: self._fold_and_renew(j, obs), report)
+    def _supervise(self, job: JobRecord, obs: _Observation, report: CycleReport) -> JobRecord:
+        """Fold the observation into ``job`` and apply its steps; returns the record as last written."""
+        job = self._commit(job, lambda j: self._fold(j, obs, self.refresh), report)
         self._seen.add(job.id)
+        if Mutation.RELEASE_OTHERS_HOLDS in self.mutations:
+            for h in job.active_holds():  # planted bug: lifts a hold someone else placed
+                if h.owner != self.owner and job.current is not None and job.current.scheduler_id is not None:
+                    job = self._act(
+                        job,
+                        Step(
+                            StepKind.ACT,
+                            "planted",
+                            action=Action.RELEASE,
+                            submission=h.submission,
+                            args={"instance": h.instance},
+                        ),
+                        report,
+                    )
+                    break
         for _ in range(MAX_STEPS_PER_JOB):
             now = self.clock.now()
             step = next_step(job, self.rules_for(job), self.facts, now)
             report.steps[step.kind.value] += 1
             if step.kind in (StepKind.NOTHING, StepKind.WAIT, StepKind.OBSERVE):
-                return
+                return job
             if step.kind is StepKind.ACT:
                 job = self._act(job, step, report)
             else:
+                decided, escalated = len(job.decisions), len(job.escalations)
                 job = self._commit(job, partial(self._record_step, step=step), report)
+                for d in job.decisions[decided:]:
+                    report.decisions[(d.action, d.rule)] += 1
+                for e in job.escalations[escalated:]:
+                    report.escalations[e.cause.value] += 1
+        return job
 
     def _record_step(self, job: JobRecord, step: Step) -> tuple[JobRecord, list[Event]]:
         # re-derived on the record being written, so a retry after a lost race never applies a stale step
@@ -431,6 +584,13 @@ class Supervisor:
         self._check(written)
         report.actions += 1
         status, answer, error = self.actor.attempt(written, intent)
+        if (
+            Mutation.OPEN_BEFORE_RECORD in self.mutations
+            and step.action is Action.START
+            and status is IntentStatus.DONE
+        ):
+            with contextlib.suppress(DispatchError):
+                self.backend.open(str(answer))  # planted bug: opened before the scheduler id is recorded
         if (
             Mutation.RESUBMIT_ON_UNKNOWN in self.mutations
             and status is IntentStatus.UNKNOWN
@@ -479,25 +639,6 @@ def _answer(
     new, _, events = record_answer(job, intent.seq, status, answer, error, now)
     new.updated_at = now
     return new, events
-
-
-def _live(job: JobRecord) -> bool:
-    """A job still needing supervision: open, or closed with an unresolved intent, stray or stop."""
-    if not job.closed:
-        return True
-    if any(i.open for i in job.intents):
-        return True
-    if any(s.strays for s in job.submissions):
-        from dispatch.supervise.next import stray_handled
-
-        if any(not stray_handled(job, sid) for s in job.submissions for sid in s.strays):
-            return True
-    cur = job.current
-    if job.stop_requested and cur is not None and cur.scheduler_id is not None and not cur.gone:
-        from dispatch.supervise.next import final
-
-        return not final(cur)  # followed until the object is seen to have ended
-    return False
 
 
 def _node_lost(ev: JobEvidence) -> bool:

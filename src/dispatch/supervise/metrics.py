@@ -1,0 +1,180 @@
+"""Prometheus metrics and a health check for a supervisor process (``dispatch supervise --metrics-port N``).
+
+Served over HTTP on ``host:port`` (127.0.0.1 unless told otherwise):
+
+* ``/metrics``: the Prometheus text format, from the ``prometheus-client`` library (install
+  ``dispatch-jobs[supervisor]``), in a registry of this process's own;
+* ``/healthz``: ``200 ok`` while cycles complete, ``503`` once no cycle has completed for
+  ``stale_after`` seconds (default 3 x poll + 10 s): a supervisor whose loop is stuck or keeps failing is
+  restarted by whoever watches it (systemd's watchdog script, a Kubernetes liveness probe).
+
+Metrics (all prefixed ``dispatch_supervisor_``):
+
+=================================  =========  =====================================================
+``jobs{state,cause}``              gauge      open jobs this supervisor owns, after the last cycle
+``decisions_total{action,rule}``   counter    decisions recorded (resubmit, hold, escalate, ...)
+``escalations_total{cause}``       counter    escalations recorded
+``cycle_seconds``                  histogram  wall time of a cycle
+``scheduler_calls_per_cycle``      gauge      backend calls of the last cycle (observation + actions)
+``scheduler_calls_total``          counter    backend calls
+``record_writes_total``            counter    record writes
+``lease_takeovers_total``          counter    leases taken over from another (expired) supervisor
+``owned_jobs``                     gauge      jobs this supervisor held a lease on in the last cycle
+``records_seconds{op}``            histogram  latency of record-store calls, by operation
+``last_cycle_timestamp_seconds``   gauge      when the last cycle completed (Unix time)
+=================================  =========  =====================================================
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from dispatch.errors import ConfigError
+
+_RECORD_OPS = ("create", "get", "get_many", "update", "renew", "to_supervise", "jobs", "summaries", "events")
+
+
+def _client() -> Any:
+    try:
+        import prometheus_client
+    except ImportError:
+        raise ConfigError(
+            "metricsPort", "metrics need the prometheus-client library: install dispatch-jobs[supervisor]"
+        ) from None
+    return prometheus_client
+
+
+class Metrics:
+    """The supervisor's metrics in a registry of their own, and its health."""
+
+    def __init__(self, stale_after: float) -> None:
+        pc = _client()
+        self._pc = pc
+        self.registry = pc.CollectorRegistry()
+        self.stale_after = stale_after
+        self.started = time.monotonic()
+        self.last_cycle: float | None = None
+        p = "dispatch_supervisor_"
+        r = self.registry
+        self.jobs = pc.Gauge(
+            p + "jobs", "Open jobs this supervisor owns, by state and cause", ["state", "cause"], registry=r
+        )
+        self.decisions = pc.Counter(p + "decisions", "Decisions recorded", ["action", "rule"], registry=r)
+        self.escalations = pc.Counter(p + "escalations", "Escalations recorded", ["cause"], registry=r)
+        self.cycle_seconds = pc.Histogram(p + "cycle_seconds", "Wall time of a supervisor cycle", registry=r)
+        self.calls_per_cycle = pc.Gauge(p + "scheduler_calls_per_cycle", "Backend calls of the last cycle", registry=r)
+        self.calls = pc.Counter(p + "scheduler_calls", "Backend calls", registry=r)
+        self.writes = pc.Counter(p + "record_writes", "Record writes", registry=r)
+        self.takeovers = pc.Counter(p + "lease_takeovers", "Leases taken over from another supervisor", registry=r)
+        self.owned = pc.Gauge(p + "owned_jobs", "Jobs leased by this supervisor in the last cycle", registry=r)
+        self.records_seconds = pc.Histogram(
+            p + "records_seconds",
+            "Latency of record-store calls",
+            ["op"],
+            registry=r,
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
+        )
+        self.last_cycle_ts = pc.Gauge(p + "last_cycle_timestamp_seconds", "When the last cycle completed", registry=r)
+        self._server: ThreadingHTTPServer | None = None
+
+    def cycle(self, report: Any, seconds: float) -> None:
+        """Account for one completed cycle (a :class:`~dispatch.supervise.CycleReport`)."""
+        self.cycle_seconds.observe(seconds)
+        self.calls_per_cycle.set(report.backend_calls)
+        self.calls.inc(report.backend_calls)
+        self.writes.inc(report.writes)
+        self.takeovers.inc(report.takeovers)
+        self.owned.set(report.owned)
+        for (action, rule), n in report.decisions.items():
+            self.decisions.labels(action=action, rule=rule).inc(n)
+        for cause, n in report.escalations.items():
+            self.escalations.labels(cause=cause).inc(n)
+        self.jobs.clear()
+        for (state, cause), n in report.states.items():
+            self.jobs.labels(state=state, cause=cause).set(n)
+        self.last_cycle = time.monotonic()
+        self.last_cycle_ts.set(time.time())
+
+    def healthy(self) -> tuple[bool, str]:
+        """Whether a cycle completed within ``stale_after`` seconds (counting from the start for the first)."""
+        since = time.monotonic() - (self.last_cycle if self.last_cycle is not None else self.started)
+        if since <= self.stale_after:
+            return True, "ok"
+        what = "the last cycle completed" if self.last_cycle is not None else "started, and no cycle completed"
+        return False, f"unhealthy: {what} {since:.0f}s ago (limit {self.stale_after:g}s)"
+
+    def timed(self, records: Any) -> Any:
+        """``records`` with the latency of each call observed in ``records_seconds{op}``."""
+        return _TimedRecords(records, self.records_seconds)
+
+    # ----- HTTP ----------------------------------------------------------------------------------------------
+
+    def serve(self, host: str, port: int) -> tuple[str, int]:
+        """Serve ``/metrics`` and ``/healthz`` on ``host:port`` in a daemon thread; returns the bound address
+        (port 0 picks a free one)."""
+        metrics = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                if path == "/metrics":
+                    body = metrics._pc.generate_latest(metrics.registry)
+                    self._send(200, body, metrics._pc.CONTENT_TYPE_LATEST)
+                elif path == "/healthz":
+                    ok, text = metrics.healthy()
+                    self._send(200 if ok else 503, (text + "\n").encode(), "text/plain; charset=utf-8")
+                else:
+                    self._send(404, b"not found: try /metrics or /healthz\n", "text/plain; charset=utf-8")
+
+            def _send(self, code: int, body: bytes, ctype: str) -> None:
+                self.send_response(code)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass  # scrapes every few seconds: not worth a log line each
+
+        try:
+            self._server = ThreadingHTTPServer((host, port), Handler)
+        except OSError as exc:
+            raise ConfigError("metricsPort", f"cannot listen on {host}:{port}: {exc.strerror}") from None
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="metrics", daemon=True).start()
+        bound = self._server.server_address
+        return str(bound[0]), int(bound[1])
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+
+class _TimedRecords:
+    """A record store whose calls are timed; everything else passes through."""
+
+    def __init__(self, inner: Any, histogram: Any) -> None:
+        self._inner = inner
+        self._h = histogram
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._inner, name)
+        if name not in _RECORD_OPS:
+            return attr
+        observe = self._h.labels(op=name).observe
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                observe(time.perf_counter() - t)
+
+        return call
+
+
+__all__ = ["Metrics"]

@@ -1,0 +1,122 @@
+"""Metrics and health of a supervisor process: scraped over HTTP, as Prometheus would."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from dispatch.clock import FakeClock
+from dispatch.cluster import Cluster
+from dispatch.memory import MemoryScheduler, backend
+from dispatch.records import MemoryRecords
+from dispatch.spec import JobSpec
+from dispatch.supervise import Supervisor
+from dispatch.supervise.metrics import Metrics
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def cycles(text: str) -> float:
+    """The cycle count in a Prometheus scrape (0 before the first)."""
+    for line in text.splitlines():
+        if line.startswith("dispatch_supervisor_cycle_seconds_count "):
+            return float(line.split()[1])
+    return 0.0
+
+
+def test_a_supervisor_process_serves_metrics_and_health(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DISPATCH_", "XDG_"))}
+    env.update(PYTHONPATH=SRC, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_STATE_HOME=str(tmp_path / "state"))
+    argv = [sys.executable, "-m", "dispatch.supervise", "--adapter", "memory", "--records", str(tmp_path / "r.db")]
+    proc = subprocess.Popen(
+        [*argv, "--poll", "0.5", "--metrics-port", "0", "--log-json"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = ""
+        while not url:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read() if proc.stderr else ""
+            url = json.loads(line).get("url", "")
+        assert url.startswith("http://127.0.0.1:")  # loopback unless told otherwise
+        base = url.rsplit("/", 1)[0]
+        deadline = time.monotonic() + 20
+        while True:
+            code, text = get(url)
+            if cycles(text) >= 2:
+                break
+            assert time.monotonic() < deadline, text
+            time.sleep(0.2)
+        assert code == 200
+        for name in (
+            "dispatch_supervisor_scheduler_calls_per_cycle",
+            "dispatch_supervisor_scheduler_calls_total",
+            "dispatch_supervisor_record_writes_total",
+            "dispatch_supervisor_lease_takeovers_total",
+            "dispatch_supervisor_records_seconds_bucket",
+            "dispatch_supervisor_last_cycle_timestamp_seconds",
+        ):
+            assert name in text, name
+        assert get(base + "/healthz") == (200, "ok\n")
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+        assert proc.returncode == 0
+        assert proc.stderr is not None
+        logs = [json.loads(x) for x in proc.stderr.read().splitlines()]
+        assert logs and all({"ts", "level", "owner", "msg"} <= set(x) for x in logs)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_jobs_decisions_and_health_as_cycles_go_and_stop() -> None:
+    clock = FakeClock()
+    sched = MemoryScheduler(clock, "slurm", nodes=4, min_job_age=300, node_loss_window=60)
+    b = backend(sched)
+    records = MemoryRecords()
+    cluster = Cluster("memory", b, records, clock)
+    rules = {"rules": [{"name": "evicted", "cause": ["preempted"], "action": "resubmit", "limit": 1}]}
+    job = cluster.submit(JobSpec(command=("sleep", "500")), rules)
+    cluster.submit(JobSpec(command=("sleep", "500")))
+    metrics = Metrics(stale_after=0.5)
+    sup = Supervisor(b, metrics.timed(records), clock=clock, owner="sup-m", poll=10)
+    host, port = metrics.serve("127.0.0.1", 0)
+    try:
+        for _ in range(2):
+            metrics.cycle(sup.cycle(), 0.01)
+            clock.advance(10)
+        sched.control.preempt(records.get(job).current.scheduler_id)  # type: ignore[union-attr]
+        for _ in range(2):
+            metrics.cycle(sup.cycle(), 0.01)
+            clock.advance(10)
+        code, text = get(f"http://{host}:{port}/metrics")
+        assert code == 200
+        assert 'dispatch_supervisor_jobs{cause="",state="running"} 2.0' in text
+        assert 'dispatch_supervisor_decisions_total{action="resubmit",rule="evicted"} 1.0' in text
+        assert 'dispatch_supervisor_records_seconds_count{op="to_supervise"} 4.0' in text
+        assert get(f"http://{host}:{port}/healthz")[0] == 200
+        time.sleep(0.7)  # no cycle for longer than stale_after
+        code, text = get(f"http://{host}:{port}/healthz")
+        assert code == 503 and "unhealthy" in text
+    finally:
+        metrics.close()
