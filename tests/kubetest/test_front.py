@@ -13,14 +13,16 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import yaml
 
 from dispatch.errors import DispatchError
+from dispatch.kubeflow import preflight
 from dispatch.kubeflow.client import Kube, Pod, TrainJob
-from dispatch.kubeflow.settings import Kubeconfig, KubeflowSettings
+from dispatch.kubeflow.settings import Kubeconfig, KubeflowSettings, Mode, Preflight
 from dispatch.kubetest import FakeAPIServer
 from dispatch.kubetest.crdserver import CRDAPIServer
 from dispatch.kubetest.rbac import rule
@@ -186,3 +188,98 @@ def test_kubectl_through_the_front(kubectl, tls_front: FakeAPIServer) -> None:
     assert "n1" in kubectl("get", "nodes", "-o", "name")
     kubectl("delete", "trainjob", "tj-k")
     assert kubectl("get", "trainjobs", "-o", "name").strip() == ""
+
+
+# ---- the adapter's preflight through the front: reads and access reviews at the front, its probe TrainJob and
+# the Kueue objects of the gate proof in the real server ----
+KUEUE = "/apis/kueue.x-k8s.io/v1beta2"
+
+
+def settings_for(front: FakeAPIServer, ns: str, tmp_path: Path, token: str, **kw: Any) -> KubeflowSettings:
+    cfg = front.write_kubeconfig(tmp_path / f"kubeconfig-{token}", token=token, namespace=ns)
+    return KubeflowSettings(
+        kubeconfig=Kubeconfig(path=str(cfg)), namespace=ns, preflight=Preflight(probe_watch=0.2), **kw
+    )
+
+
+def test_adapter_preflight_probe_passes_through_the_front(front: FakeAPIServer, ns: str, tmp_path: Path) -> None:
+    settings = settings_for(front, ns, tmp_path, "front-admin")
+    kube = Kube(settings)
+    try:
+        res = preflight.run(kube, settings, read_only=False, sleep=time.sleep)
+        assert res.probed, res.probe_reason
+        assert not res.observe_only, res.reason
+        # the probe TrainJob was created in the real server and deleted again
+        assert kube.list(TrainJob)[0] == []
+    finally:
+        kube.close()
+    created = [r for r in front.requests("POST", "/trainjobs") if r.code == 201]
+    assert len(created) == 1
+
+
+def test_adapter_preflight_is_observe_only_when_the_front_refuses_writes(
+    front: FakeAPIServer, ns: str, tmp_path: Path
+) -> None:
+    reads = [rule("get,list,watch", "trainer.kubeflow.org,jobset.x-k8s.io,batch,", "*")]
+    front.rbac.set_rules("reader", reads, user="reader")
+    settings = settings_for(front, ns, tmp_path, "reader")
+    kube = Kube(settings)
+    try:
+        res = preflight.run(kube, settings, read_only=False, sleep=time.sleep)
+    finally:
+        kube.close()
+    assert res.observe_only and "may read but not write" in res.reason
+    assert not front.requests("POST", "/trainjobs")  # no probe was attempted
+
+
+def test_adapter_proves_the_kueue_gate_from_real_kueue_objects(
+    http: httpx.Client, front: FakeAPIServer, ns: str, tmp_path: Path
+) -> None:
+    suffix = ns[2:]
+    cq, ac = f"cq-{suffix}", f"ac-{suffix}"
+    objects = [
+        (
+            f"{KUEUE}/admissionchecks",
+            {"kind": "AdmissionCheck", "metadata": {"name": ac}, "spec": {"controllerName": "dispatch.io/admission"}},
+        ),
+        (
+            f"{KUEUE}/clusterqueues",
+            {
+                "kind": "ClusterQueue",
+                "metadata": {"name": cq},
+                "spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": ac}]}},
+            },
+        ),
+        (
+            f"{KUEUE}/namespaces/{ns}/localqueues",
+            {"kind": "LocalQueue", "metadata": {"name": "lq"}, "spec": {"clusterQueue": cq}},
+        ),
+    ]
+    for path, body in objects:
+        r = http.post(path, json={"apiVersion": "kueue.x-k8s.io/v1beta2", **body})
+        assert r.status_code == 201, r.text
+    settings = settings_for(front, ns, tmp_path, "front-admin", mode=Mode.KUEUE, local_queue="lq")
+    kube = Kube(settings)
+    try:
+        res = preflight.run(kube, settings, read_only=False, sleep=time.sleep)
+        assert not res.gate_proven and "not Active" in res.gate_reason
+        active = {
+            "type": "Active",
+            "status": "True",
+            "reason": "Active",
+            "message": "",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+        r = http.patch(
+            f"{KUEUE}/admissionchecks/{ac}/status",
+            json={"status": {"conditions": [active]}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        assert r.status_code == 200, r.text
+        res = preflight.run(kube, settings, read_only=False, sleep=time.sleep)
+        assert res.gate_proven, res.gate_reason
+        assert res.probed and not res.observe_only, res.reason
+    finally:
+        kube.close()
+        http.delete(f"{KUEUE}/clusterqueues/{cq}")
+        http.delete(f"{KUEUE}/admissionchecks/{ac}")
