@@ -21,8 +21,9 @@ import yaml
 
 from dispatch.errors import DispatchError
 from dispatch.kubeflow import preflight
-from dispatch.kubeflow.client import Kube, Pod, TrainJob
+from dispatch.kubeflow.client import Kube, Pod, TrainJob, make_client
 from dispatch.kubeflow.settings import Kubeconfig, KubeflowSettings, Mode, Preflight
+from dispatch.kubeflow.watch import Informer
 from dispatch.kubetest import FakeAPIServer
 from dispatch.kubetest.crdserver import CRDAPIServer
 from dispatch.kubetest.rbac import rule
@@ -283,3 +284,51 @@ def test_adapter_proves_the_kueue_gate_from_real_kueue_objects(
         kube.close()
         http.delete(f"{KUEUE}/clusterqueues/{cq}")
         http.delete(f"{KUEUE}/admissionchecks/{ac}")
+
+
+@pytest.mark.parametrize("abrupt", [False, True], ids=["clean", "abrupt"])
+def test_adapter_informer_resumes_a_dropped_watch_of_the_real_server(
+    http: httpx.Client, front: FakeAPIServer, ns: str, tmp_path: Path, abrupt: bool
+) -> None:
+    settings = settings_for(front, ns, tmp_path, "front-admin")
+    seen: list[tuple[str, str]] = []
+    lock = threading.Lock()
+
+    def sink(kind: str, type_: str, obj: dict) -> None:
+        with lock:
+            seen.append((type_, obj["metadata"]["name"]))
+
+    inf = Informer(
+        "trainjobs", lambda: make_client(settings, stream=True), TrainJob, sink, lambda k, i: None, namespace=ns
+    )
+    inf.start()
+    try:
+        assert inf.synced.wait(10)
+        time.sleep(0.3)  # the watch is open
+
+        def wait_for(event: tuple[str, str]) -> None:
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                with lock:
+                    if event in seen:
+                        return
+                time.sleep(0.05)
+            raise AssertionError(f"{event} not seen; saw {seen}")
+
+        assert http.post(TRAINJOBS.format(ns=ns), json=trainjob("tj-1")).status_code == 201
+        wait_for(("ADDED", "tj-1"))
+        front.faults.drop_watches(abrupt=abrupt)
+        # written while no watch is open: the resumed watch (from the last resourceVersion) must deliver it
+        assert http.post(TRAINJOBS.format(ns=ns), json=trainjob("tj-2")).status_code == 201
+        wait_for(("ADDED", "tj-2"))
+        # the front logs a stream when it ends: the first watch ended with the drop (tj-2 then came on another)
+        watches = [r for r in front.requests("GET", f"/namespaces/{ns}/trainjobs") if "watch=" in r.query]
+        assert len(watches) >= 1
+        assert inf.relists == 0  # resumed from etcd's resourceVersion, never re-listed
+        with lock:
+            assert seen.count(("ADDED", "tj-1")) == 1  # nothing replayed
+    finally:
+        inf.stop()
+        inf.join()
+        for name in ("tj-1", "tj-2"):
+            http.delete(TRAINJOBS.format(ns=ns) + f"/{name}")

@@ -23,6 +23,7 @@ custom-resource groups (``trainer.kubeflow.org``, ``jobset.x-k8s.io``, ``kueue.x
 from __future__ import annotations
 
 import contextlib
+import functools
 import http.client
 import json
 import socket
@@ -43,6 +44,12 @@ PASSED_HEADERS = ("Content-Type", "Warning", "Retry-After", "Audit-Id", "Locatio
 EXTENSIONS_GROUP = "apiextensions.k8s.io"
 
 
+@functools.cache
+def _crd_groups() -> frozenset[str]:
+    """The groups of the project's CRDs (parsing the CRD files takes seconds: once per process)."""
+    return frozenset(crd["spec"]["group"] for crd in crd_manifests())
+
+
 class ProxyTarget:
     """What a proxied resource path names, for the front's authorisation (the real server does the rest)."""
 
@@ -61,8 +68,7 @@ class ExtensionBackend:
 
     def __init__(self, server: CRDAPIServer) -> None:
         self.server = server
-        groups = {crd["spec"]["group"] for crd in crd_manifests()}
-        self.groups: frozenset[str] = frozenset(groups | {EXTENSIONS_GROUP})
+        self.groups: frozenset[str] = _crd_groups() | {EXTENSIONS_GROUP}
         self._streams: set[http.client.HTTPSConnection] = set()
         self._lock = threading.Lock()
 
