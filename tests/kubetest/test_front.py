@@ -19,6 +19,7 @@ import httpx
 import pytest
 import yaml
 
+from dispatch.admission import Controller, ControllerSettings
 from dispatch.errors import DispatchError
 from dispatch.kubeflow import preflight
 from dispatch.kubeflow.client import Kube, Pod, TrainJob, make_client
@@ -332,3 +333,116 @@ def test_adapter_informer_resumes_a_dropped_watch_of_the_real_server(
         inf.join()
         for name in ("tj-1", "tj-2"):
             http.delete(TRAINJOBS.format(ns=ns) + f"/{name}")
+
+
+# ---- dispatch-admission against the front: its Lease at the front, its AdmissionCheck, the TrainJob and the
+# Workload in the real server; the test plays Kueue (quota reservation, eviction) by status writes ----
+def _wait(what: str, probe: Any, timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def test_dispatch_admission_readmits_only_what_the_supervisor_authorised(
+    http: httpx.Client, front: FakeAPIServer, ns: str, tmp_path: Path
+) -> None:
+    suffix = ns[2:]
+    ac, controller_name = f"ac-{suffix}", f"dispatch.io/adm-{suffix}"
+    cfg = front.write_kubeconfig(tmp_path / "kubeconfig-admission", token="front-admin", namespace=ns)
+    ctl = Controller(
+        ControllerSettings(
+            kubeconfig=str(cfg),
+            controller_name=controller_name,
+            lease_name=f"adm-{suffix}",
+            lease_namespace="default",  # the front's namespace (Leases are served by it)
+            renew_every=0.5,
+            request_timeout=10,
+        )
+    )
+    ctl.start()
+    wl_path = f"{KUEUE}/namespaces/{ns}/workloads/wl"
+    tj_path = TRAINJOBS.format(ns=ns) + "/dj"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    try:
+        r = http.post(
+            f"{KUEUE}/admissionchecks",
+            json={
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "AdmissionCheck",
+                "metadata": {"name": ac},
+                "spec": {"controllerName": controller_name},
+            },
+        )
+        assert r.status_code == 201, r.text
+
+        def active() -> bool:
+            conds = (http.get(f"{KUEUE}/admissionchecks/{ac}").json().get("status") or {}).get("conditions") or []
+            return any(c["type"] == "Active" and c["status"] == "True" for c in conds)
+
+        _wait("the AdmissionCheck to become Active", active)
+        body = trainjob("dj")
+        body["metadata"].update(labels={"dispatch.io/managed": "true"}, annotations={"dispatch.io/admit": "1"})
+        r = http.post(TRAINJOBS.format(ns=ns), json=body)
+        assert r.status_code == 201, r.text
+        uid = r.json()["metadata"]["uid"]
+        pod_set = {"name": "node", "count": 1, "template": {"spec": {"containers": [{"name": "node", "image": "x:1"}]}}}
+        r = http.post(
+            f"{KUEUE}/namespaces/{ns}/workloads",
+            json={
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Workload",
+                "metadata": {
+                    "name": "wl",
+                    "ownerReferences": [
+                        {
+                            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                            "kind": "TrainJob",
+                            "name": "dj",
+                            "uid": uid,
+                            "controller": True,
+                        }
+                    ],
+                },
+                "spec": {"podSets": [pod_set]},
+            },
+        )
+        assert r.status_code == 201, r.text
+
+        def reserve(evictions: int) -> None:
+            status: dict[str, Any] = {
+                "admission": {"clusterQueue": "cq"},
+                "admissionChecks": [
+                    {"name": ac, "state": "Pending", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                ],
+            }
+            if evictions:
+                status["schedulingStats"] = {
+                    "evictions": [{"reason": "Preempted", "underlyingCause": "", "count": evictions}]
+                }
+            r = http.patch(wl_path + "/status", json={"status": status}, headers=merge)
+            assert r.status_code == 200, r.text
+
+        def entry() -> dict:
+            entries = (http.get(wl_path).json().get("status") or {}).get("admissionChecks") or []
+            return next(e for e in entries if e["name"] == ac)
+
+        reserve(0)
+        first = _wait("attempt 1 admitted", lambda: (e := entry())["state"] == "Ready" and e)
+        assert first["podSetUpdates"] == [{"name": "node", "annotations": {"dispatch.io/attempt": "1"}}]
+        managers = {m["manager"] for m in http.get(wl_path).json()["metadata"]["managedFields"]}
+        assert "dispatch-admission" in managers  # its own entry, by server-side apply on the status
+        reserve(1)  # Kueue evicted it and reset every check to Pending
+        held = _wait("attempt 2 pending", lambda: "attempt 2 not authorised" in (e := entry())["message"] and e)
+        assert held["state"] == "Pending"
+        r = http.patch(tj_path, json={"metadata": {"annotations": {"dispatch.io/admit": "2"}}}, headers=merge)
+        assert r.status_code == 200, r.text
+        second = _wait("attempt 2 admitted", lambda: (e := entry())["state"] == "Ready" and e)
+        assert second["podSetUpdates"][0]["annotations"]["dispatch.io/attempt"] == "2"
+    finally:
+        ctl.stop()
+        http.delete(f"{KUEUE}/admissionchecks/{ac}")
