@@ -167,12 +167,13 @@ def kubectl(tls_front: FakeAPIServer, ns: str, tmp_path: Path):
     cfg = front.write_kubeconfig(tmp_path / "kubeconfig", token="front-admin", namespace=ns)
     env = {**os.environ, "KUBECONFIG": str(cfg), "HOME": str(tmp_path)}
 
-    def run(*args: str, input: str | None = None) -> str:
+    def run(*args: str, input: str | None = None, check: bool = True) -> str:
         r = subprocess.run([KUBECTL, *args], input=input, capture_output=True, text=True, env=env, timeout=60)
-        if r.returncode != 0:
+        if check and r.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} -> {r.returncode}: {r.stderr}")
-        return r.stdout
+        return r.stdout if check else r.stdout + r.stderr
 
+    run.env = env  # type: ignore[attr-defined]
     return run
 
 
@@ -446,3 +447,53 @@ def test_dispatch_admission_readmits_only_what_the_supervisor_authorised(
     finally:
         ctl.stop()
         http.delete(f"{KUEUE}/admissionchecks/{ac}")
+
+
+def test_kubectl_wait_and_rbac_through_the_front(kubectl, tls_front: FakeAPIServer, ns: str) -> None:
+    """``kubectl wait`` watches a TrainJob in the real server through the front while the test plays Trainer
+    (a status write); the front's rule tables decide what kubectl's token may do to the real server's objects.
+    (``kubectl auth can-i`` is not used: it sends protobuf, which dispatch.kubetest answers with 415, a known
+    difference asserted in test_kubectl_fake.py.)"""
+    front = tls_front
+    kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(trainjob("tj-wait")))
+    env = kubectl.env  # type: ignore[attr-defined]
+    waiter = subprocess.Popen(
+        [KUBECTL, "wait", "--for=condition=Complete", "trainjob/tj-wait", "--timeout=30s"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.0)
+        assert waiter.poll() is None  # waiting: nothing is Complete yet
+        done = {
+            "type": "Complete",
+            "status": "True",
+            "reason": "JobCompleted",
+            "message": "done",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+        kubectl(
+            "patch",
+            "trainjob",
+            "tj-wait",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps({"status": {"conditions": [done]}}),
+        )
+        out, err = waiter.communicate(timeout=30)
+        assert waiter.returncode == 0, err
+        assert "condition met" in out
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+    front.rbac.default_allow = False
+    front.rbac.set_rules("front-admin", [rule("get,list", "trainer.kubeflow.org", "trainjobs")])
+    assert kubectl("get", "trainjob", "tj-wait", "-o", "name").strip() == "trainjob.trainer.kubeflow.org/tj-wait"
+    denied = kubectl("delete", "trainjob", "tj-wait", check=False)
+    assert "forbidden" in denied.lower()
+    front.rbac.clear("front-admin")
+    front.rbac.default_allow = True
+    kubectl("delete", "trainjob", "tj-wait")
