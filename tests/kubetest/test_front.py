@@ -332,6 +332,8 @@ def test_adapter_informer_resumes_a_dropped_watch_of_the_real_server(
     finally:
         inf.stop()
         inf.join()
+        # stopped although the real server's watch is silent (it sends a bookmark about once a minute)
+        assert not inf.alive
         for name in ("tj-1", "tj-2"):
             http.delete(TRAINJOBS.format(ns=ns) + f"/{name}")
 
