@@ -18,6 +18,8 @@ custom-resource groups (``trainer.kubeflow.org``, ``jobset.x-k8s.io``, ``kueue.x
   they describe the custom resources only (the front publishes no schemas of core types).
 - the front's faults (faults.py) apply to proxied requests too: an injected failure is answered by the front, and
   ``drop_watches()`` ends proxied watch streams (cleanly, or by dropping the connection when abrupt).
+- a relaying thread notices that its client went away only when it next writes (the real server's next event
+  or bookmark, about once a minute) or when the front stops; until then it holds its upstream connection.
 """
 
 from __future__ import annotations
