@@ -499,3 +499,52 @@ def test_kubectl_wait_and_rbac_through_the_front(kubectl, tls_front: FakeAPIServ
     front.rbac.clear("front-admin")
     front.rbac.default_allow = True
     kubectl("delete", "trainjob", "tj-wait")
+
+
+def test_kubectl_get_watch_and_logs_follow_through_the_front(kubectl, tls_front: FakeAPIServer, ns: str) -> None:
+    """``kubectl get -w`` of TrainJobs is the real server's watch relayed live by the front; ``kubectl logs -f`` of a
+    pod is the front's own (the core half). The pod is made by the test (no kubelet runs behind the front)."""
+    front = tls_front
+    env = kubectl.env  # type: ignore[attr-defined]
+    watcher = subprocess.Popen(
+        [KUBECTL, "get", "trainjobs", "-w", "-o", "name"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.0)
+        kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(trainjob("tj-watched")))
+        assert watcher.stdout is not None
+        line = watcher.stdout.readline()  # arrives while the watch stays open
+        assert line.strip() == "trainjob.trainer.kubeflow.org/tj-watched"
+        assert watcher.poll() is None
+    finally:
+        watcher.kill()
+        watcher.communicate()
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p0", "namespace": ns},
+        "spec": {"nodeName": "n1", "containers": [{"name": "node", "image": "x:1"}]},
+    }
+    front.control.add_node("n1")
+    front.control.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    front.control.create(pod)
+    front.control.run_pod("p0", namespace=ns)
+    front.control.append_log("p0", "hello", namespace=ns)
+
+    def finish() -> None:
+        time.sleep(1.0)
+        front.control.append_log("p0", "bye", namespace=ns)
+        front.control.finish_log("p0", namespace=ns)
+
+    t = threading.Thread(target=finish)
+    t.start()
+    try:
+        logs = kubectl("logs", "-f", "p0")
+    finally:
+        t.join()
+    assert logs.splitlines() == ["hello", "bye"]
+    kubectl("delete", "trainjob", "tj-watched")
