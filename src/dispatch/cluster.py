@@ -189,11 +189,31 @@ class Operator:
         compare-and-set, and the supervisor carries the submission on.
         """
         records, actor = self._writable()
+        ruleset = self._checked([spec], rules)
+        job = self._record(records, spec, ruleset)
+        job_id = job.id
+        try:
+            start_submission(actor, job, 1)
+        except Conflict as exc:
+            # a supervisor wrote the new record meanwhile (it took the job's lease): the job is recorded and the
+            # supervisor carries the submission on (resolving a start whose answer this write lost by its marker)
+            handed = OutcomeUnknown(f"job {job_id}: {exc}; the job is recorded and a supervisor carries it on")
+            handed.job_id = job_id
+            raise handed from exc
+        return job_id
+
+    def _checked(self, specs: Sequence[JobSpec], rules: RuleSet | Mapping[str, Any] | None) -> RuleSet | None:
+        """Every spec checked against the backend, and the rules against its capabilities (nothing recorded)."""
         backend = self._c.backend
-        check_spec(backend, spec)
+        for spec in specs:
+            check_spec(backend, spec)
         ruleset = rules if isinstance(rules, RuleSet) else RuleSet.from_data(rules) if rules is not None else None
         if ruleset is not None:
             ruleset.check_against(backend, backend.capabilities())
+        return ruleset
+
+    def _record(self, records: Records, spec: JobSpec, ruleset: RuleSet | None) -> JobRecord:
+        """A new job's record with its first submission (not yet started), created in ``records``."""
         now = self._c.clock.now()
         job_id = self.new_id(now)
         job = JobRecord(
@@ -205,16 +225,7 @@ class Operator:
             rules=ruleset.to_json() if ruleset is not None else None,
             submissions=[Submission(1, marker_for(job_id, 1), now)],
         )
-        job = records.create(job, [Event(job_id, now, "submitted", {"spec": spec.to_json(), "by": self.owner})])
-        try:
-            start_submission(actor, job, 1)
-        except Conflict as exc:
-            # a supervisor wrote the new record meanwhile (it took the job's lease): the job is recorded and the
-            # supervisor carries the submission on (resolving a start whose answer this write lost by its marker)
-            handed = OutcomeUnknown(f"job {job_id}: {exc}; the job is recorded and a supervisor carries it on")
-            handed.job_id = job_id
-            raise handed from exc
-        return job_id
+        return records.create(job, [Event(job_id, now, "submitted", {"spec": spec.to_json(), "by": self.owner})])
 
     def submit_many(
         self, specs: Sequence[JobSpec], rules: RuleSet | Mapping[str, Any] | None = None
@@ -231,28 +242,12 @@ class Operator:
         """
         records, actor = self._writable()
         backend = self._c.backend
-        for spec in specs:
-            check_spec(backend, spec)
-        ruleset = rules if isinstance(rules, RuleSet) else RuleSet.from_data(rules) if rules is not None else None
-        if ruleset is not None:
-            ruleset.check_against(backend, backend.capabilities())
+        ruleset = self._checked(specs, rules)
         # phase 1: records and start intents
         jobs: list[JobRecord] = []
         intents: list[Intent] = []
         for spec in specs:
-            now = self._c.clock.now()
-            job_id = self.new_id(now)
-            job = JobRecord(
-                id=job_id,
-                cluster=self._c.name,
-                spec=spec,
-                created_at=now,
-                updated_at=now,
-                rules=ruleset.to_json() if ruleset is not None else None,
-                submissions=[Submission(1, marker_for(job_id, 1), now)],
-            )
-            job = records.create(job, [Event(job_id, now, "submitted", {"spec": spec.to_json(), "by": self.owner})])
-            job, intent = actor.write_intent(job, Action.START, 1)
+            job, intent = actor.write_intent(self._record(records, spec, ruleset), Action.START, 1)
             jobs.append(job)
             intents.append(intent)
         results: list[Submitted] = [Submitted(j.id) for j in jobs]

@@ -79,3 +79,21 @@ def test_supervisors_share_take_over_and_never_overlap(store: Records) -> None:
     for job in store.jobs(cluster="memory"):
         tokens = [e.data["token"] for e in store.events(job.id) if e.kind == "lease" and e.data["owner"]]
         assert len(tokens) == len(set(tokens)), (job.id, tokens)
+
+
+def test_a_supervisor_of_one_job_takes_no_share_and_registers_no_peer(store: Records) -> None:
+    """``dispatch run``'s in-process supervisor (``only=``) looks after its own job: the service keeps every
+    other job, and the service's share is not cut by a peer that leaves when the run ends."""
+    clock = FakeClock()
+    sched = MemoryScheduler(clock, "slurm", nodes=40, min_job_age=300, node_loss_window=60)
+    cluster = Cluster("memory", backend(sched), store, clock)
+    ids = [cluster.submit(JobSpec(command=("sleep", "100000"))) for _ in range(10)]
+    service = Supervisor(backend(sched), store, clock=clock, owner="service", poll=POLL, lease_ttl=TTL)
+    run = Supervisor(backend(sched), store, clock=clock, owner="run", poll=POLL, lease_ttl=TTL, only={ids[0]})
+    for _ in range(3):
+        run.cycle()
+        service.cycle()
+        clock.advance(POLL)
+    assert holders(store, clock.now()) == {"run": 1, "service": 9}
+    peers = store.peers(cluster="memory", owner="service", now=clock.now(), expires_at=clock.now() + TTL)
+    assert list(peers.owners) == ["service"], peers

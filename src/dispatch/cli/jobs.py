@@ -460,7 +460,8 @@ def _supervisor(cluster: Cluster, records: Any, job: JobRecord) -> Any:
         from dispatch.supervise import Supervisor  # type: ignore[import-not-found, unused-ignore]
     except ImportError:
         return None
-    return Supervisor(cluster.backend, records, clock=cluster.clock, cluster=cluster.name)
+    # only this job: a run's supervisor takes no share of the jobs that the cluster's services supervise
+    return Supervisor(cluster.backend, records, clock=cluster.clock, cluster=cluster.name, only={job.id})
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -16,6 +16,7 @@ executions built from what the watches showed.
 from __future__ import annotations
 
 import contextlib
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -79,13 +80,18 @@ class Informer:
         self.resumes = 0
         self.resource_version: str | None = None
         self._client: Client | None = None
+        self._response: Any = None
         self._thread = threading.Thread(target=self._run, name=f"dispatch-kubeflow-watch-{name}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop now, even while the watch is silent: closing the client does not wake a thread blocked reading
+        the stream (a real apiserver may send nothing but a bookmark a minute), shutting its socket down does."""
         self.stopping.set()
+        if self._response is not None:
+            _shut(self._response)
         client = self._client
         if client is not None:
             with contextlib.suppress(Exception):
@@ -94,6 +100,16 @@ class Informer:
     def join(self, timeout: float = 5.0) -> None:
         if self._thread.is_alive():
             self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        """The informer's thread is still running."""
+        return self._thread.is_alive()
+
+    def _track(self, response: Any) -> None:
+        self._response = response
+        if self.stopping.is_set():  # stop() ran before this stream's answer arrived
+            _shut(response)
 
     def _list(self, client: Client) -> tuple[list[JSON], str]:
         self.on_request("list")
@@ -109,6 +125,8 @@ class Informer:
         while not self.stopping.is_set():
             try:
                 self._client = self._make_client()
+                # lightkube wraps an httpx client: its response hook hands over each stream, for stop()
+                self._client._client._client.event_hooks["response"].append(self._track)
                 items, rv = self._list(self._client)
                 self.resource_version = rv
                 self.reset(self.name, items)
@@ -385,6 +403,12 @@ class Cache:
     def wait_change(self, cursor: int, timeout: float) -> None:
         with self.lock:
             self.lock.wait_for(lambda: self.seq > cursor, timeout)
+
+
+def _shut(response: Any) -> None:
+    """Shut down the socket under an httpx response (wakes a thread blocked reading it)."""
+    with contextlib.suppress(Exception):
+        response.extensions["network_stream"].get_extra_info("socket").shutdown(socket.SHUT_RDWR)
 
 
 def _rv(obj: JSON) -> int:

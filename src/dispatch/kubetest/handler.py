@@ -141,14 +141,16 @@ class RequestHandler(BaseHTTPRequestHandler):
     def _send_error(self, err: StatusError) -> None:
         self._send_json(err.code, err.status(), err.headers)
 
-    def start_stream(self, content_type: str) -> None:
-        self.send_response(200)
+    def start_stream(self, content_type: str, code: int = 200, headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("Cache-Control", "no-cache, private")
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
         self.end_headers()
         self.wfile.flush()
-        self.code = 200
+        self.code = code
 
     def chunk(self, data: bytes) -> None:
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
@@ -175,6 +177,11 @@ class RequestHandler(BaseHTTPRequestHandler):
                 raise StatusError(401, "Unauthorized", "Unauthorized")
             if fault is not None:
                 raise fault
+            backend = self.fake.crd_backend
+            segs = [s for s in parts.path.split("/") if s]
+            if backend is not None and backend.owns(segs):
+                self._proxy(method, segs, body, ident)
+                return
             mode = self.query.get("fieldValidation", "") or ("Strict" if self.fake.strict_validation else "")
             with external_request(mode):
                 self._route(method, parts.path, body, ident)
@@ -204,7 +211,10 @@ class RequestHandler(BaseHTTPRequestHandler):
             self._send_json(200, api_versions(cat))
             return
         if method == "GET" and segs == ["apis"]:
-            self._send_json(200, group_list(self.fake.catalogue))
+            doc = group_list(self.fake.catalogue)
+            if self.fake.crd_backend is not None:
+                doc["groups"].extend(self.fake.crd_backend.groups_document())
+            self._send_json(200, doc)
             return
         if segs[:1] == ["api"] and len(segs) >= 2:
             group, version, rest = "", segs[1], segs[2:]
@@ -239,10 +249,25 @@ class RequestHandler(BaseHTTPRequestHandler):
             raise StatusError(404, "the server could not find the requested resource", "NotFound")
         self._dispatch(method, target, body, ident)
 
+    def _proxy(self, method: str, segs: list[str], body: bytes, ident: Identity) -> None:
+        """A request for the real server (front.py): authorised here, then forwarded as its administrator."""
+        backend = self.fake.crd_backend
+        assert backend is not None
+        t = backend.target(segs)
+        if t is not None:
+            verb = self._verb_for(method, bool(t.name))
+            if not self.fake.rbac.allowed(ident, verb, t.group, t.plural, t.subresource, t.namespace, t.name):
+                key = f"{t.plural}/{t.subresource}" if t.subresource else t.plural
+                raise errors.forbidden(ident.user, verb, f"{key}.{t.group}", t.group, t.namespace, t.name)
+        backend.forward(self, method, self.path, body)
+
     # ---- verbs ----------------------------------------------------------------------------
     def _verb(self, method: str, target: Target) -> str:
+        return self._verb_for(method, bool(target.name))
+
+    def _verb_for(self, method: str, named: bool) -> str:
         if method == "GET":
-            if target.name:
+            if named:
                 return "get"
             return "watch" if parse_bool(self.query.get("watch")) else "list"
         if method == "POST":
@@ -251,7 +276,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             return "update"
         if method == "PATCH":
             return "patch"
-        return "delete" if target.name else "deletecollection"
+        return "delete" if named else "deletecollection"
 
     def _dispatch(self, method: str, t: Target, body: bytes, ident: Identity) -> None:
         verb = self._verb(method, t)

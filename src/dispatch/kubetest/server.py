@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .clock import FakeClock
+from .crdserver import CRDAPIServer
 from .faults import Faults
+from .front import ExtensionBackend
 from .handler import RequestRecord, make_handler
 from .kubeconfig import write_kubeconfig
 from .logs import LogBook
@@ -50,6 +52,10 @@ class FakeAPIServer:
         reactors: install the Trainer/JobSet/Job/Kueue/Pod reactors (False: a bare apiserver).
         tls: serve HTTPS with a throwaway self-signed certificate (``ca_cert`` is its path), for
             in-cluster service-account clients (see ``write_service_account``).
+        crd_backend: the real apiextensions-apiserver (``CRDAPIServer.from_state()``): this server becomes the
+            front of front.py, serving the core resources and proxying the custom-resource groups to it; the
+            store then holds no custom resources. The reactors read the store, so they cannot run in front of
+            it: ``reactors=True`` with a backend is refused.
     """
 
     def __init__(
@@ -64,16 +70,26 @@ class FakeAPIServer:
         reactors: bool = True,
         catalogue: list[ResourceType] | None = None,
         tls: bool = False,
+        crd_backend: CRDAPIServer | None = None,
     ) -> None:
         from .control import Cluster
 
+        self.crd_backend: ExtensionBackend | None = None
+        if crd_backend is not None:
+            if reactors:
+                raise ValueError(
+                    "the reactors read the store, which holds no custom resources in front of the real "
+                    "apiextensions-apiserver: pass reactors=False with crd_backend"
+                )
+            self.crd_backend = ExtensionBackend(crd_backend)
+            catalogue = [t for t in (catalogue or default_catalogue()) if t.group not in self.crd_backend.groups]
         self.clock = clock or FakeClock()
         self.catalogue = Catalogue(catalogue or default_catalogue())
         self.store = Store(self.clock, self.catalogue, history_window)
         self.logs = LogBook(self.store)
         self.rbac = Authorizer()
         self.faults = Faults()
-        self.faults.on_drop = self.store.notify
+        self.faults.on_drop = self._on_drop
         self.watches = WatchHub(bookmark_interval)
         self.strict_validation = strict_validation
         self.strategic_merge_on_crds = strategic_merge_on_crds
@@ -86,6 +102,11 @@ class FakeAPIServer:
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.control: Cluster = Cluster(self, install_reactors=reactors)
+
+    def _on_drop(self) -> None:
+        self.store.notify()
+        if self.crd_backend is not None:
+            self.crd_backend.drop_streams()
 
     # ---- lifecycle ------------------------------------------------------------------------
     def start(self) -> FakeAPIServer:

@@ -159,13 +159,11 @@ class PostgresRecords:
                 f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".replace(dsn, redact(dsn))
             ) from None
         if read_only:
-            found = self._version_or_none()
-            if found != SCHEMA_VERSION:
+            try:
+                self._check_readable()
+            except RuntimeError:
                 self._db.close()
-                raise RuntimeError(
-                    f"schema {schema} has version {found}, this dispatch reads {SCHEMA_VERSION}: "
-                    "open it writable once to create or migrate it"
-                )
+                raise
             return
         self._migrate()
 
@@ -211,20 +209,19 @@ class PostgresRecords:
                 )
 
     def _check_readable(self) -> None:
-        with self._lock, self._db.cursor() as cur:
-            cur.execute("SELECT to_regclass(%s)", (f"{self.schema}.meta",))
-            row = cur.fetchone()
-        current = self.schema_version() if row and row[0] else 0
+        """A read-only open reads only a schema at this dispatch's version (it may not migrate)."""
+        current = self._version_or_none() or 0
         if current == 0:
-            raise RuntimeError(f"schema {self.schema} holds no dispatch records")
+            raise RuntimeError(f"schema {self.schema} holds no dispatch records: open it writable once to create it")
         if current > SCHEMA_VERSION:
             raise RuntimeError(
                 f"schema {self.schema} has version {current}, newer than this dispatch ({SCHEMA_VERSION})"
             )
-
-    def _writable(self) -> None:
-        if self.read_only:
-            raise ReadOnly(f"the PostgreSQL record store (schema {self.schema}) was opened read-only")
+        if current < SCHEMA_VERSION:
+            raise RuntimeError(
+                f"schema {self.schema} has version {current}, this dispatch reads {SCHEMA_VERSION}: "
+                "open it writable once to migrate it"
+            )
 
     def schema_version(self) -> int:
         with self._lock, self._db.cursor() as cur:
@@ -242,7 +239,6 @@ class PostgresRecords:
             )
 
     def create(self, job: JobRecord, events: Sequence[Event] = ()) -> JobRecord:
-        self._writable()
         new = job.copy()
         new.version = 1
         with self._tx() as cur:
@@ -258,7 +254,6 @@ class PostgresRecords:
         return new
 
     def update(self, job: JobRecord, events: Sequence[Event] = (), *, fence: int | None = None) -> JobRecord:
-        self._writable()
         new = job.copy()
         new.version = job.version + 1
         with self._tx() as cur:
@@ -440,7 +435,6 @@ class PostgresRecords:
 
     def drop(self) -> None:
         """Drop this store's schema and everything in it (tests and benchmarks)."""
-        self._writable()
         with self._tx() as cur:
             cur.execute(self._q("DROP SCHEMA IF EXISTS {s} CASCADE"))
 

@@ -151,13 +151,11 @@ class SQLiteRecords:
             self._db = sqlite3.connect(uri, uri=True, timeout=timeout, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA query_only=ON")
             self._db.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
-            if self.schema_version() != SCHEMA_VERSION:
-                found = self.schema_version()
+            try:
+                self._check_readable()
+            except RuntimeError:
                 self._db.close()
-                raise RuntimeError(
-                    f"{self.path} has schema version {found}, this dispatch reads {SCHEMA_VERSION}: "
-                    "open it writable once (any dispatch command that writes) to migrate it"
-                )
+                raise
             return
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not self.path.exists():
@@ -188,18 +186,22 @@ class SQLiteRecords:
                 self._db.execute(f"PRAGMA user_version={version}")
 
     def _check_readable(self) -> None:
+        """A read-only open reads only a store at this dispatch's schema version (it may not migrate)."""
         current = self.schema_version()
         if current == 0:
-            raise RuntimeError(f"{self.path} holds no dispatch records (schema version 0)")
+            raise RuntimeError(
+                f"{self.path} holds no dispatch records (schema version 0): open it writable once to create it"
+            )
         if current > SCHEMA_VERSION:
             raise RuntimeError(
                 f"{self.path} has schema version {current}, newer than this dispatch ({SCHEMA_VERSION}); "
                 "upgrade dispatch"
             )
-
-    def _writable(self) -> None:
-        if self.read_only:
-            raise ReadOnly(f"the record store {self.path} was opened read-only")
+        if current < SCHEMA_VERSION:
+            raise RuntimeError(
+                f"{self.path} has schema version {current}, this dispatch reads {SCHEMA_VERSION}: "
+                "open it writable once (any dispatch command that writes) to migrate it"
+            )
 
     @contextmanager
     def _tx(self, *, durable: bool = False) -> Iterator[sqlite3.Connection]:
@@ -233,7 +235,6 @@ class SQLiteRecords:
         )
 
     def create(self, job: JobRecord, events: Sequence[Event] = ()) -> JobRecord:
-        self._writable()
         new = job.copy()
         new.version = 1
         with self._tx() as db:
@@ -245,7 +246,6 @@ class SQLiteRecords:
         return new
 
     def update(self, job: JobRecord, events: Sequence[Event] = (), *, fence: int | None = None) -> JobRecord:
-        self._writable()
         new = job.copy()
         new.version = job.version + 1
         with self._tx(durable=any(e.kind == "intent" for e in events)) as db:

@@ -163,6 +163,7 @@ class Supervisor:
         margin: float = DEFAULT_MARGIN,
         refresh: float | None = None,
         mutations: Collection[Mutation] = (),
+        only: Collection[str] | None = None,
     ) -> None:
         decl = backend.declarations()
         self.backend = backend
@@ -180,6 +181,9 @@ class Supervisor:
         """How stale a record's evidence time may grow while nothing changes (default: no limit; the evidence
         time is when the state last changed, and the batched lease renewal says the job is being watched)."""
         self.mutations = frozenset(Mutation(m) for m in mutations)
+        self.only = None if only is None else frozenset(only)
+        """When set, the supervisor looks after these jobs only (``dispatch run``'s in-process supervisor): it
+        registers no peer and takes no share, so the services sharing the cluster keep theirs."""
         self.actor = Actor(records, backend, clock, self.owner, margin=margin)
         self.facts = Facts.of(backend)
         if Mutation.UNKNOWN_IS_AN_ENDING in self.mutations:
@@ -209,10 +213,14 @@ class Supervisor:
         """One pass over every job this supervisor owns or can take (see the module docstring)."""
         now = self.clock.now()
         report = CycleReport(at=now)
-        peers = self.records.peers(cluster=self.cluster, owner=self.owner, now=now, expires_at=now + self.lease_ttl)
-        report.writes += 1
-        report.supervisors = len(peers.owners)
+        peers: Peers | None = None
+        if self.only is None:
+            peers = self.records.peers(cluster=self.cluster, owner=self.owner, now=now, expires_at=now + self.lease_ttl)
+            report.writes += 1
+            report.supervisors = len(peers.owners)
         heads = self.records.to_supervise(cluster=self.cluster, owner=self.owner, now=now)
+        if self.only is not None:
+            heads = [h for h in heads if h.id in self.only]
         heads = self._renew(heads, now, report)
         report.jobs = len(heads)
         ours, room, surplus = self._divide(heads, peers, now)
@@ -266,11 +274,14 @@ class Supervisor:
         supervisors alive, rounded up (all of them when it is alone)."""
         return max(1, math.ceil(peers.jobs / max(1, len(peers.owners))))
 
-    def _divide(self, heads: list[JobHead], peers: Peers, now: float) -> tuple[list[JobHead], list[JobHead], int]:
+    def _divide(
+        self, heads: list[JobHead], peers: Peers | None, now: float
+    ) -> tuple[list[JobHead], list[JobHead], int]:
         """This supervisor's leased heads, the free or expired ones it may take this cycle (up to its share, in
         an order of its own so that supervisors starting together do not all race for the same jobs), and how
-        many of its own it holds above its share."""
-        share = self.share(peers)
+        many of its own it holds above its share. Without ``peers`` (a supervisor of ``only`` some jobs) its
+        share is every head it was given."""
+        share = len(heads) if peers is None else self.share(peers)
         ours = [h for h in heads if h.lease_owner == self.owner and (h.lease_expires or 0.0) > now]
         mine = {h.id for h in ours}
         others = sorted(
