@@ -3,7 +3,9 @@
 * ``node_loss_window``: the longest the scheduler takes to declare a lost node (and end its jobs). It may be
   ``UNBOUNDED`` for a scheduler that never ends a lost node's jobs by itself (Grid Engine with
   ``reschedule_unknown 0``): then a job on a lost node keeps reading as it last did (running) and is never
-  concluded node-lost; an operator must stop it, and the core conformance check of node loss does not apply.
+  concluded node-lost, and an ``unknown`` reading never counts as an ending (the supervisor's unknown grace is
+  the NodeLossWindow); an operator must stop such a job, and the core conformance check of node loss does not
+  apply.
 * ``call_bound``: the landing bound. A call issued at t has taken effect by t + call_bound, or never will.
   Zero means the backend knows no such bound; then it may not offer Holder or Requeuer, because a late hold
   or requeue could land after the supervisor decided it had failed.
