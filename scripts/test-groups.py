@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # Markers that bind a test to one real cluster. A test carrying two of them runs in the group listed first.
-CLUSTER_MARKERS = ("slurm_local", "slurm_sid", "slurm_trixie")
+CLUSTER_MARKERS = ("slurm_local", "slurm_sid", "slurm_trixie", "gridengine")
 
 
 @dataclass

@@ -215,6 +215,22 @@ def test_entry_point_discovery(monkeypatch: pytest.MonkeyPatch) -> None:
     forget("t-ep")
 
 
+def test_registered_lists_builtins_and_entry_point_adapters_without_importing_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from importlib.metadata import EntryPoint
+
+    from dispatch import registry
+
+    ep = EntryPoint(name="pbs", value="no_such_pbs_adapter:register", group=registry.ENTRY_POINT_GROUP)
+    monkeypatch.setattr(registry, "entry_points", lambda group: [ep] if group == registry.ENTRY_POINT_GROUP else [])
+    names = registry.registered()
+    assert {"pbs", "gridengine", "slurm", "kubeflow", "local", "memory"} <= set(names)
+    with pytest.raises(ConfigError, match="known: .*pbs"):
+        registry.adapter("nope")
+
+
+
 def test_submit_many_without_a_batch_starter_goes_one_by_one(cluster: dispatch.Cluster) -> None:
     from dispatch.spi import BatchStarter
 

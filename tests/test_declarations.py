@@ -80,3 +80,10 @@ def test_capabilities_need_every_answer_and_a_reason() -> None:
     assert probed.lowered_for_read_only()[Capability.HOLD].answer.value == "unknown"
     assert unknown("x").answer.value == "unknown"
     assert set(full.to_json()) == {c.value for c in Capability}
+
+
+def test_an_unbounded_node_loss_window_is_allowed_and_shown() -> None:
+    d = Declarations(UNBOUNDED, 5, PolledLoss(60, 60, 60, 60))
+    assert d.to_json()["nodeLossWindow"] == "unbounded"
+    with pytest.raises(ValueError):
+        Declarations(math.nan, 5, None)

@@ -27,7 +27,8 @@ class Capability(StrEnum):
     HOLD = "Hold"
     """Holds can be placed and lifted by instance."""
     PRE_TERMINATION_SIGNAL = "PreTerminationSignal"
-    """A stopped job gets a signal (SIGTERM) and a grace period before it is killed."""
+    """A stopped job first gets a catchable signal and a grace period before it is killed. The answer's Reason
+    names the signal and the grace (SIGTERM on Slurm and local; Grid Engine's ``-notify`` sends SIGUSR2)."""
     ACCOUNTING_HISTORY = "AccountingHistory"
     """A job's history survives after it leaves the live queue."""
     ATTEMPT_INJECTION = "AttemptInjection"

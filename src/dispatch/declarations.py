@@ -1,6 +1,11 @@
 """Declarations: the time bounds a backend promises, and the rules that tie them to its interfaces.
 
-* ``node_loss_window``: the longest the scheduler takes to declare a lost node (and end its jobs).
+* ``node_loss_window``: the longest the scheduler takes to declare a lost node (and end its jobs). It may be
+  ``UNBOUNDED`` for a scheduler that never ends a lost node's jobs by itself (Grid Engine with
+  ``reschedule_unknown 0``): then a job on a lost node keeps reading as it last did (running) and is never
+  concluded node-lost, and an ``unknown`` reading never counts as an ending (the supervisor's unknown grace is
+  the NodeLossWindow); an operator must stop such a job, and the core conformance check of node loss does not
+  apply.
 * ``call_bound``: the landing bound. A call issued at t has taken effect by t + call_bound, or never will.
   Zero means the backend knows no such bound; then it may not offer Holder or Requeuer, because a late hold
   or requeue could land after the supervisor decided it had failed.
@@ -65,10 +70,10 @@ class Declarations:
     polled_loss: PolledLoss | None
 
     def __post_init__(self) -> None:
-        for name in ("node_loss_window", "call_bound"):
-            value = getattr(self, name)
-            if not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number of seconds >= 0")
+        if math.isnan(self.node_loss_window) or self.node_loss_window < 0:
+            raise ValueError("node_loss_window must be a number of seconds >= 0, or UNBOUNDED")
+        if not math.isfinite(self.call_bound) or self.call_bound < 0:
+            raise ValueError("call_bound must be a finite number of seconds >= 0")
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -24,6 +24,7 @@ BUILTIN = {
     "local": "dispatch.local",
     "slurm": "dispatch.slurm",
     "kubeflow": "dispatch.kubeflow",
+    "gridengine": "dispatch.gridengine",
 }
 
 
@@ -99,11 +100,13 @@ def adapter(name: str) -> Adapter:
         _load_entry_points(name)
     found = _ADAPTERS.get(name)
     if found is None:
-        known = ", ".join(sorted(set(_ADAPTERS) | set(BUILTIN)))
+        known = ", ".join(registered())
         raise ConfigError("adapter", f"no adapter named {name!r} (known: {known})")
     return found
 
 
 def registered() -> list[str]:
-    """Names registered so far (built-ins are registered when first used)."""
-    return sorted(_ADAPTERS)
+    """Every adapter name that can be opened: those registered so far, the built-ins, and the names of the
+    ``dispatch.adapters`` entry points installed (listed without importing them)."""
+    names = set(_ADAPTERS) | set(BUILTIN) | {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    return sorted(names)

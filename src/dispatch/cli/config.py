@@ -196,7 +196,9 @@ def parse(data: dict[str, Any], path: Path) -> CliConfig:
                 raise err(f"{where}.{key}", f"unknown key (known: {', '.join(sorted(_CLUSTER_KEYS))})")
         adapter = raw.get("adapter")
         if not isinstance(adapter, str) or not adapter:
-            raise err(f"{where}.adapter", "is required: the adapter's name (local, slurm, kubeflow, memory)")
+            from dispatch.registry import registered
+
+            raise err(f"{where}.adapter", f"is required: the adapter's name ({', '.join(registered())})")
         settings = raw.get("settings", {})
         if not isinstance(settings, dict):
             raise err(f"{where}.settings", "must be a table of the adapter's settings")

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from dispatch.cli import admin, dashboard, jobs, views
+from dispatch.cli import admin, conformance, dashboard, jobs, views
 from dispatch.cli.app import App, debug_requested
 from dispatch.cli.exitcodes import HINTS, Exit, exit_for
 
@@ -79,6 +79,7 @@ for command in (
     admin.preflight,
     admin.schema,
     admin.clusters,
+    conformance.conformance,
     admin.completion,
 ):
     cli.add_command(command)
@@ -98,6 +99,7 @@ SHORT_HELP = {
     "preflight": "Check the cluster can be used from here.",
     "schema": "JSON Schema of an adapter's settings.",
     "clusters": "The configured clusters.",
+    "conformance": "Run the conformance suites against a cluster.",
     "completion": "Shell completion script (bash, zsh, fish).",
 }
 for _name, _text in SHORT_HELP.items():

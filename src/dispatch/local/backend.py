@@ -21,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dispatch.adapterkit.guards import check_hold, check_release
 from dispatch.capabilities import Capabilities, Capability, no, yes
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
@@ -177,15 +178,25 @@ class LocalBackend:
         self._read(scheduler_id)
         with job_lock(job_dir):
             job = self._read(scheduler_id)
-            if instance in job.holds:
-                return
             cur = job.current
             if cur is not None and cur.running:
-                raise Rejected(f"local job {scheduler_id} is running; a hold only keeps a waiting job from launching")
-            if job.stopped is not None:
-                raise Rejected(f"local job {scheduler_id} was stopped")
-            if cur is not None and job.queued is None:
-                raise Rejected(f"local job {scheduler_id} has ended; there is nothing to hold")
+                state = "running (a hold only keeps a waiting job from launching)"
+            elif job.stopped is not None:
+                state = "stopped"
+            elif cur is not None and job.queued is None:
+                state = "ended"
+            else:
+                state = "waiting"
+            # several instances may hold one local job: each is a key in holds.json
+            if not check_hold(
+                f"local job {scheduler_id}",
+                tuple(job.holds),
+                instance,
+                waiting=state == "waiting",
+                state=state,
+                single=False,
+            ):
+                return
             write_json(os.path.join(job_dir, files.HOLDS), {**job.holds, instance: self.clock.now()})
 
     def release(self, scheduler_id: str, instance: str) -> None:
@@ -194,12 +205,8 @@ class LocalBackend:
         self._read(scheduler_id)
         with job_lock(job_dir):
             job = self._read(scheduler_id)
-            if not job.holds:
+            if not check_release(f"local job {scheduler_id}", tuple(job.holds), instance):
                 return
-            if instance not in job.holds:
-                raise Rejected(
-                    f"local job {scheduler_id} carries hold(s) {', '.join(sorted(job.holds))}, not {instance!r}"
-                )
             rest = {k: v for k, v in job.holds.items() if k != instance}
             write_json(os.path.join(job_dir, files.HOLDS), rest)
             self._launch_ready(job_dir)

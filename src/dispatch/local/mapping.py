@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dispatch.identity import RestartId
+from dispatch.adapterkit.identity import execution_identity
 from dispatch.local.layout import ExecutionFiles, JobFiles
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.spi import ExecutionEvidence, Gate, JobEvidence
@@ -59,7 +59,7 @@ def job_evidence(job: JobFiles, now: float) -> JobEvidence:
         ended = (e.result or {}).get("endedAt")
         executions.append(
             ExecutionEvidence(
-                identity=str(RestartId(submission, job.scheduler_id, e.restart)),
+                identity=execution_identity(submission, job.scheduler_id, e.restart),
                 restart=e.restart,
                 outcome=out,
                 started_at=float(started) if started is not None else None,

@@ -6,8 +6,8 @@ import os
 import shlex
 from typing import Any
 
+from dispatch.adapterkit.identity import execution_identity
 from dispatch.extensions import CessationWarning, SharedCheckpoint
-from dispatch.identity import RestartId
 from dispatch.local.launcher import execution_dir, rank_env
 from dispatch.local.limits import Limits
 from dispatch.spec import JobSpec
@@ -40,7 +40,7 @@ def build_plan(manifest: dict[str, Any], job_dir: str, restart: int, grace: floa
         "submission": manifest["submission"],
         "schedulerId": sid,
         "restart": restart,
-        "execution": str(RestartId(int(manifest["submission"]), sid, restart)),
+        "execution": execution_identity(int(manifest["submission"]), sid, restart),
         "argv": list(spec.command),
         "cwd": spec.working_dir or manifest["cwd"],
         "env": dict(spec.env),

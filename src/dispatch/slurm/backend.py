@@ -14,6 +14,8 @@ import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from dispatch.adapterkit.holds import InstanceBook, encode_instance
+from dispatch.adapterkit.identity import execution_identity, submission_of
 from dispatch.capabilities import Capabilities, Capability
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
@@ -111,7 +113,7 @@ class SlurmBackend:
         self._offset = 0.0
         self._uncertainty = 0.0
         self.scripts_run = 0
-        self._instances: dict[str, str] = {}
+        self._book = InstanceBook()  # the names of holds this backend placed (for non-canonical instances)
         self._made_dirs: set[str] = (
             set()
         )  # output directories this backend already created  # hold code -> the instance string this backend placed
@@ -411,7 +413,7 @@ class SlurmBackend:
         observation (thousands of gated jobs are one reading)."""
         now = self._clock.now()
         marker_job = obs.live or obs.history[-1]
-        submission = _submission_of(marker_job.name)
+        submission = submission_of(marker_job.name)
         executions: list[ExecutionEvidence] = []
         seen: set[int] = set()
         for rec in obs.history:
@@ -435,7 +437,7 @@ class SlurmBackend:
             marker=marker_job.name or None,
             outcome=reading.outcome,
             gate=Gate.CLOSED if reading.gate_closed else Gate.OPEN,
-            holds=(self._instances.get(reading.hold, reading.hold),) if reading.hold else (),
+            holds=(self._hold_name(reading.hold),) if reading.hold else (),
             foreign_holds=(reading.foreign_hold,) if reading.foreign_hold else (),
             executions=tuple(executions),
         )
@@ -459,9 +461,9 @@ class SlurmBackend:
         # running job's end_time is Slurm's projection from its time limit: only an ended one has an end.
         ran = not outcome.state.waiting and bool(rec.nodes)
         if not ran:
-            return ExecutionEvidence(f"{n}.{jid}.{restart}", restart, outcome)
+            return ExecutionEvidence(execution_identity(n, jid, restart), restart, outcome)
         return ExecutionEvidence(
-            identity=f"{n}.{jid}.{restart}",
+            identity=execution_identity(n, jid, restart),
             restart=restart,
             outcome=outcome,
             started_at=rec.start_time - off if rec.start_time and rec.start_time < 4e9 else None,
@@ -506,7 +508,7 @@ class SlurmBackend:
             s.shell(
                 "SLURM_TIME_FORMAT=%s sacct -X -D -P -n -o JobIDRaw,JobName,Submit "
                 '-S "$(date -d @"$1" +%Y-%m-%dT%H:%M:%S)" -E now --name="$2"',
-                str(int(since + self._offset) - 1),
+                str(max(0, int(since + self._offset) - 1)),  # sacct refuses a start before the epoch (find(m, 0))
                 ",".join(wanted),
             )
         out = self._run(s, False)
@@ -551,12 +553,10 @@ class SlurmBackend:
         compare-and-set; what is left is the gap between two commands on the login node)."""
         self._writable()
         jid = _job_id(scheduler_id)
-        code = decode_hold(encode_hold(instance))
-        assert code is not None
         s = self._script()
         s.shell(HOLD_SCRIPT, jid, str(encode_hold(instance)), str(HOLD_BASE), str(HOLD_BASE + HOLD_SPAN))
         self._hold_answer(s, jid, instance, "hold")
-        self._instances[code] = instance
+        self._book.remember(instance)
 
     def release(self, scheduler_id: str, instance: str) -> None:
         """One script: lift the hold if it is ``instance``'s (``StartTime=now``); no hold is a no-op, another
@@ -575,10 +575,13 @@ class SlurmBackend:
             raise Rejected(f"job {jid} is {state}: the job is no longer pending")
         if call is not None and call.status == 5:
             other = decode_hold(float(call.stdout.strip())) if call.stdout.strip().isdigit() else None
-            shown = self._instances.get(other, other) if other else "another hold"
+            shown = self._hold_name(other) if other else "another hold"
             verb = "already carries" if what == "hold" else "carries"
             raise Rejected(f"job {jid} {verb} hold {shown}" + ("" if what == "hold" else f", not {instance}"))
         self._need(out, 0, f"{what} {jid}", write=True)
+
+    def _hold_name(self, canonical: str) -> str:
+        return self._book.name(encode_instance(canonical)) or canonical
 
     # ---------------------------------------------------------------- Requeuer
     def requeue(self, scheduler_id: str) -> None:
@@ -672,8 +675,3 @@ def _job_id(scheduler_id: str) -> str:
     if not jid.isdigit():
         raise NotFound(f"{scheduler_id!r} is not a Slurm job id")
     return jid
-
-
-def _submission_of(marker: str) -> int:
-    tail = marker.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() and int(tail) >= 1 else 1

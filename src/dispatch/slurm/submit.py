@@ -21,8 +21,9 @@ import re
 import shlex
 from dataclasses import dataclass
 
+from dispatch.adapterkit import render_job_script
 from dispatch.errors import SpecError, Unsupported
-from dispatch.extensions import CessationWarning, Image, Output, SharedCheckpoint
+from dispatch.extensions import CessationWarning, Image, Output
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.parse import has_export_nil, has_restart_pattern
 from dispatch.slurm.settings import SlurmSettings, check_output_dir
@@ -110,23 +111,21 @@ def build(request: StartRequest, settings: SlurmSettings, release: str, default_
     else:
         argv += [f"--output={base}.%j.slurm.out", f"--error={base}.%j.slurm.out"]
 
-    lines = ["#!/bin/bash"]
+    prelude = []
     if not per_exec:
         q = shlex.quote(base)
         suffix = '."$SLURM_JOB_ID"."${SLURM_RESTART_COUNT:-0}"'
-        lines.append(f"exec >{q}{suffix}.out 2>{q}{suffix}.err")
-    lines.append(f'export DISPATCH_EXECUTION={request.submission}."$SLURM_JOB_ID"."${{SLURM_RESTART_COUNT:-0}}"')
-    lines.append(f"export DISPATCH_JOB={shlex.quote(request.job_id)}")
-    lines.append(f"export DISPATCH_SUBMISSION={request.submission}")
-    lines.append(f"export DISPATCH_MARKER={shlex.quote(request.marker)}")
-    ckpt = spec.extension(SharedCheckpoint)
-    if ckpt is not None:
-        lines.append(f"export DISPATCH_CHECKPOINT_DIR={shlex.quote(ckpt.path)}")
+        prelude.append(f"exec >{q}{suffix}.out 2>{q}{suffix}.err")
+    exports = {}
     if warning is not None:
-        lines.append(f"export DISPATCH_CESSATION_SIGNAL={warning.signal}")
-        lines.append(f"export DISPATCH_CESSATION_GRACE={math.ceil(warning.seconds)}")
-    for key, value in sorted(spec.env.items()):
-        lines.append(f"export {key}={shlex.quote(value)}")
-    words = " ".join(shlex.quote(a) for a in spec.command)
-    lines.append(f"exec srun --export=ALL --kill-on-bad-exit=1 -- {words}")
-    return SbatchJob(tuple(argv), "\n".join(lines) + "\n", out_dir)
+        exports["DISPATCH_CESSATION_SIGNAL"] = str(warning.signal)
+        exports["DISPATCH_CESSATION_GRACE"] = str(math.ceil(warning.seconds))
+    batch = render_job_script(
+        request,
+        scheduler_id='"$SLURM_JOB_ID"',
+        restart='"${SLURM_RESTART_COUNT:-0}"',
+        prelude=prelude,
+        launcher=("srun", "--export=ALL", "--kill-on-bad-exit=1", "--"),
+        exports=exports,
+    )
+    return SbatchJob(tuple(argv), batch, out_dir)

@@ -1,0 +1,42 @@
+"""The adapter kit: contract logic every scheduler adapter needs, written once.
+
+An adapter maps one scheduler onto :mod:`dispatch.spi`. Most of that mapping is the scheduler's own (its
+commands, its states, its causes); some of it is the same for every scheduler, and lives here:
+
+* :mod:`~dispatch.adapterkit.identity`: the submission number a marker carries, and ``N.<id>.R`` execution
+  identities.
+* :mod:`~dispatch.adapterkit.guards`: the pre-checks of ``open``, ``hold`` and ``release`` (a foreign hold is
+  never lifted, another instance's hold is Rejected, only a waiting object is held, releasing nothing is a
+  no-op).
+* :mod:`~dispatch.adapterkit.holds`: hold instances encoded as 32-bit numbers (for schedulers that can store a
+  number, not a name), and an :class:`~dispatch.adapterkit.holds.InstanceBook` that remembers, across processes,
+  which instance a number stood for.
+* :mod:`~dispatch.adapterkit.commands`: a command runner whose timeouts and transport failures map to
+  Unavailable for reads and OutcomeUnknown for writes.
+* :mod:`~dispatch.adapterkit.jobscript`: a job script that exports ``DISPATCH_EXECUTION`` and the other
+  ``DISPATCH_*`` variables, then execs the user's argv quoted word by word.
+"""
+
+from __future__ import annotations
+
+from dispatch.adapterkit.commands import CommandResult, CommandRunner
+from dispatch.adapterkit.guards import check_hold, check_open, check_release
+from dispatch.adapterkit.holds import HOLD_SPAN, InstanceBook, decode_instance, encode_instance, matches
+from dispatch.adapterkit.identity import execution_identity, submission_of
+from dispatch.adapterkit.jobscript import render_job_script
+
+__all__ = [
+    "HOLD_SPAN",
+    "CommandResult",
+    "CommandRunner",
+    "InstanceBook",
+    "check_hold",
+    "check_open",
+    "check_release",
+    "decode_instance",
+    "encode_instance",
+    "execution_identity",
+    "matches",
+    "render_job_script",
+    "submission_of",
+]

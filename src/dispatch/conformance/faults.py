@@ -1,0 +1,115 @@
+"""Fault injection for any backend: fail the next call of a method, as a broken transport would.
+
+The core conformance checks need to see the supervisor survive a status read that could not be made and a
+start whose outcome is unknown. The memory adapter injects those inside its simulator; a real scheduler
+cannot be asked to, so :class:`Faults` wraps the real backend instead and fails a call on its way in or out:
+
+* ``unavailable``: the call is not made; :class:`~dispatch.errors.Unavailable` is raised (nothing was done).
+* ``unknown`` with ``landed=False``: the call is not made; :class:`~dispatch.errors.OutcomeUnknown` is raised
+  (the caller cannot tell it was not made, exactly like a connection cut before the request arrived).
+* ``unknown`` with ``landed=True``: the call is made on the real scheduler, then OutcomeUnknown is raised
+  instead of its answer (a connection cut after the request was carried out).
+
+Each injection fails one call. The wrapper implements exactly the optional interfaces the wrapped backend
+does, and forwards every other attribute to it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from dispatch.errors import OutcomeUnknown, Unavailable
+from dispatch.spi import CORE_METHODS, OPTIONAL_INTERFACES, Backend
+
+if TYPE_CHECKING:
+    from dispatch.conformance.core import CoreHarness
+
+KINDS = ("unknown", "unavailable")
+
+
+def _interface_methods() -> tuple[str, ...]:
+    names: list[str] = []
+    for iface in OPTIONAL_INTERFACES:
+        names += [n for n in vars(iface) if not n.startswith("_") and callable(vars(iface)[n])]
+    return tuple(dict.fromkeys(names))
+
+
+class Faults:
+    """A plan of failures shared by every backend it wraps."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pending: dict[str, list[tuple[str, bool]]] = {}
+        self.injected: list[tuple[str, str, bool]] = []
+
+    def inject(self, method: str, kind: str, landed: bool = False) -> None:
+        """Fail the next call of ``method`` with ``kind`` (``unknown`` or ``unavailable``)."""
+        if kind not in KINDS:
+            raise ValueError(f"fault kind {kind!r}: expected one of {', '.join(KINDS)}")
+        if kind == "unavailable" and landed:
+            raise ValueError("an unavailable call never landed: landed must be False")
+        if method not in (*CORE_METHODS, *_interface_methods()):
+            raise ValueError(f"{method!r} is not a backend method")
+        with self._lock:
+            self._pending.setdefault(method, []).append((kind, landed))
+
+    def _take(self, method: str) -> tuple[str, bool] | None:
+        with self._lock:
+            queue = self._pending.get(method)
+            if not queue:
+                return None
+            fault = queue.pop(0)
+            self.injected.append((method, *fault))
+            return fault
+
+    def wrap(self, backend: Backend) -> Backend:
+        """A view of ``backend`` whose calls fail as injected."""
+        names = [n for n in (*CORE_METHODS, *_interface_methods()) if callable(getattr(backend, n, None))]
+        plan = self
+
+        def forward(name: str) -> Callable[..., Any]:
+            def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+                fault = plan._take(name)
+                if fault is None:
+                    return getattr(self._inner, name)(*args, **kwargs)
+                kind, landed = fault
+                if kind == "unavailable":
+                    raise Unavailable(f"injected: {name} could not reach the cluster")
+                if landed:
+                    getattr(self._inner, name)(*args, **kwargs)
+                    raise OutcomeUnknown(f"injected: {name} was carried out but its answer was lost")
+                raise OutcomeUnknown(f"injected: {name} may or may not have been carried out")
+
+            method.__name__ = name
+            return method
+
+        attrs: dict[str, Any] = {n: forward(n) for n in names}
+        attrs["name"] = property(lambda self: self._inner.name)
+        attrs["read_only"] = property(lambda self: self._inner.read_only)
+        attrs["__init__"] = lambda self, inner: setattr(self, "_inner", inner)
+        attrs["__getattr__"] = lambda self, attr: _forward_attr(self, attr, names)
+        attrs["__repr__"] = lambda self: f"faulty({self._inner!r})"
+        cls = type(type(backend).__name__, (), attrs)  # checks name the backend, not the wrapper
+        view: Backend = cls(backend)
+        return view
+
+
+def _forward_attr(view: Any, attr: str, names: list[str]) -> Any:
+    if attr == "_inner":
+        raise AttributeError(attr)
+    if attr in CORE_METHODS or attr in _interface_methods():
+        # an interface the wrapped backend lacks: absent here too, so isinstance() answers the same
+        raise AttributeError(attr)
+    return getattr(view._inner, attr)
+
+
+def with_faults(core: CoreHarness) -> CoreHarness:
+    """A copy of a :class:`~dispatch.conformance.core.CoreHarness` whose backends are wrapped by one
+    :class:`Faults` plan, with ``inject`` set to it (any ``inject`` it had is replaced)."""
+    faults = Faults()
+    inner = core.base.backend
+    base = dataclasses.replace(core.base, backend=lambda: faults.wrap(inner()))
+    return dataclasses.replace(core, base=base, inject=faults.inject)

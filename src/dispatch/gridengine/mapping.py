@@ -1,0 +1,95 @@
+"""From Grid Engine's records to outcomes (pure functions).
+
+Live jobs (qstat state letters): ``r``/``t`` running; ``s``/``S``/``T`` suspended (still running, detail
+says so); ``d*`` being deleted (still running until it leaves qstat); ``qw`` pending (queued, or held by
+dispatch when its earliest start time carries dispatch's hold); ``hqw`` held: a user hold that dispatch's
+gate has not opened is the gate; an operator or system hold, or a user hold after the gate was opened, is
+someone else's (admin-held); ``E`` an error state Grid Engine will not leave by itself (failed, launch-failed).
+
+Ended jobs (qacct): ``failed 0`` and ``exit_status < 128`` is the job's own exit; a signal death is a stop when
+dispatch stopped the job (recorded by the backend, because Grid Engine 8.1.9 does not record who deleted a
+job), a timeout when it ran for its ``h_rt``, out-of-memory when it reached its ``h_vmem``, and otherwise a
+failure of unknown cause (a ``qdel`` by someone else cannot be told from any other kill; never ``cancelled``).
+``failed 37`` (qmaster enforced a limit) and ``failed 100`` (ended by a signal) are judged as above; any other
+non-zero ``failed`` means the job could not be set up or started (launch-failed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dispatch.gridengine.parse import AccountingRecord, LiveJob, parse_duration, requested, size_bytes
+from dispatch.outcome import Cause, Evidence, Outcome, State
+
+GATE_CONTEXT = "dispatch_gate"
+HOLD_CONTEXT = "dispatch_hold"
+LIMIT_ENFORCED = 37
+"""qacct ``failed 37``: qmaster enforced h_rt, h_cpu or h_vmem."""
+AFTER_JOB = 100
+"""qacct ``failed 100``: the job ended by a signal ("assumedly after job")."""
+HOLD_AFTER = 2114380800.0
+"""2037-01-01: a dispatch hold sets the earliest start time to 2037-12-31; any start time after this is one.
+(Grid Engine keeps times in 32 bits, so the instance cannot be encoded in the time as on Slurm: it travels in
+the job's context instead.)"""
+
+
+@dataclass(frozen=True)
+class Reading:
+    outcome: Outcome
+    gate_closed: bool
+    hold: str | None
+    foreign_hold: str | None
+
+
+def live_reading(
+    job: LiveJob,
+    user_hold: bool,
+    other_holds: tuple[str, ...],
+    context: dict[str, str],
+    execution_time: float | None,
+    ev: Evidence,
+) -> Reading:
+    state = job.state
+    gate_open = context.get(GATE_CONTEXT) == "open"
+    hold = context.get(HOLD_CONTEXT) if execution_time is not None and execution_time >= HOLD_AFTER else None
+    foreign = list(other_holds)
+    if user_hold and gate_open:
+        foreign.append("user hold")
+    gate_closed = user_hold and not gate_open
+    foreign_hold = ", ".join(foreign) if foreign else None
+    if "E" in state:
+        out = Outcome(State.FAILED, Cause.LAUNCH_FAILED, ev, detail=f"qstat state {state}: Grid Engine error state")
+    elif "d" in state or state[:1] in ("r", "t", "R") or any(c in state for c in "sST"):
+        detail = f"qstat state {state}" + (" (suspended)" if any(c in state for c in "sST") else "")
+        out = Outcome(State.RUNNING, None, ev, detail=detail)
+    elif foreign_hold:
+        out = Outcome(State.HELD, Cause.ADMIN_HELD, ev, detail=f"held by someone else: {foreign_hold}")
+    elif hold is not None:
+        out = Outcome(State.HELD, Cause.HELD, ev, detail=f"held by dispatch: {hold}")
+    elif gate_closed:
+        out = Outcome(State.PENDING, Cause.GATED, ev, detail=f"qstat state {state}")
+    else:
+        out = Outcome(State.PENDING, Cause.QUEUED, ev, detail=f"qstat state {state}")
+    return Reading(out, gate_closed, hold, foreign_hold)
+
+
+def ended_outcome(rec: AccountingRecord, stopped: bool, ev: Evidence) -> Outcome:
+    detail = f"qacct failed {rec.failed_text}, exit_status {rec.exit_status}"
+    if rec.failed not in (0, LIMIT_ENFORCED, AFTER_JOB):
+        return Outcome(State.FAILED, Cause.LAUNCH_FAILED, ev, detail=detail)
+    if rec.exit_status < 128 and rec.failed == 0:
+        if rec.exit_status == 0:
+            return Outcome(State.SUCCEEDED, Cause.EXIT, ev, exit_code=0, detail=detail)
+        return Outcome(State.FAILED, Cause.EXIT, ev, exit_code=rec.exit_status, detail=detail)
+    sig = rec.exit_status - 128 if rec.exit_status > 128 else None
+    if stopped:
+        return Outcome(State.CANCELLED, Cause.CANCELLED, ev, signal=sig, detail=detail + " (stopped by dispatch)")
+    h_rt = parse_duration(requested(rec.category, "h_rt") or "")
+    if h_rt is not None and rec.wallclock is not None and rec.wallclock >= h_rt - 1:
+        return Outcome(State.FAILED, Cause.TIMEOUT, ev, signal=sig, detail=detail + f" (ran its h_rt of {h_rt:g}s)")
+    vmem = size_bytes(requested(rec.category, "h_vmem") or "")
+    if vmem is not None and rec.maxvmem is not None and rec.maxvmem >= 0.9 * vmem:
+        return Outcome(State.FAILED, Cause.OUT_OF_MEMORY, ev, signal=sig, detail=detail + " (reached its h_vmem)")
+    return Outcome(
+        State.FAILED, Cause.UNKNOWN, ev, signal=sig, detail=detail + " (killed; Grid Engine does not say by whom)"
+    )

@@ -1,0 +1,33 @@
+"""The Grid Engine adapter's settings (camelCase in config files, durations in seconds)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GridEngineSettings:
+    """Settings of the gridengine adapter: which cell, which queue, where output and adapter state go."""
+
+    sge_root: str = field(default="/var/lib/gridengine", metadata={"doc": "SGE_ROOT of the cell"})
+    sge_cell: str = field(default="default", metadata={"doc": "SGE_CELL of the cell"})
+    queue: str | None = field(default=None, metadata={"doc": "queue to submit to (qsub -q; default: any)"})
+    output_dir: str | None = field(
+        default=None, metadata={"doc": "directory of the jobs' stdout and stderr (default ~/dispatch-output)"}
+    )
+    state_dir: str | None = field(
+        default=None,
+        metadata={"doc": "adapter state: its stops and hold names (default $XDG_STATE_HOME/dispatch/gridengine)"},
+    )
+    call_timeout: float = field(
+        default=30.0, metadata={"duration": True, "doc": "deadline of each Grid Engine command"}
+    )
+
+    def __post_init__(self) -> None:
+        for name in ("sge_root", "output_dir", "state_dir"):
+            value = getattr(self, name)
+            if value is not None and not os.path.isabs(value):
+                raise ValueError(f"{name} must be an absolute path")
+        if not self.call_timeout > 0:
+            raise ValueError("callTimeout must be positive")

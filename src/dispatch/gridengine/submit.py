@@ -1,0 +1,65 @@
+"""One submission to one ``qsub`` job: its options and its job script (built with the adapter kit).
+
+* The start gate is a user hold (``-h``); the job name is the submission's marker (``-N``), which ``find``
+  searches in qstat and qacct.
+* Output: ``<dir>/<marker>.<job id>.out`` and ``.err`` (``$JOB_ID`` expanded by Grid Engine).
+* A time limit is ``-l h_rt``; the working directory ``-wd``; the job runs under ``/bin/bash`` (``-S``).
+* One slot per job: several nodes or several processes per node need a parallel environment, which this
+  adapter does not use (Unsupported, with that reason).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from dataclasses import dataclass
+
+from dispatch.adapterkit import render_job_script
+from dispatch.errors import SpecError, Unsupported
+from dispatch.gridengine.settings import GridEngineSettings
+from dispatch.spi import StartRequest
+
+_MARKER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
+
+
+@dataclass(frozen=True)
+class QsubJob:
+    argv: tuple[str, ...]
+    script: str
+    output_dir: str
+
+
+def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) -> QsubJob:
+    spec = request.spec
+    if spec.nodes != 1 or spec.procs_per_node != 1:
+        raise Unsupported(
+            f"{spec.nodes} node(s) x {spec.procs_per_node} process(es): the gridengine adapter runs one-slot jobs "
+            "(several need a parallel environment, which it does not use)"
+        )
+    if not _MARKER.fullmatch(request.marker):
+        raise SpecError("marker", f"{request.marker!r} cannot be a Grid Engine job name")
+    base = f"{output_dir.rstrip('/')}/{request.marker}.$JOB_ID"
+    argv = [
+        "qsub",
+        "-terse",
+        "-h",
+        "-r",
+        "n",
+        "-N",
+        request.marker,
+        "-S",
+        "/bin/bash",
+        "-o",
+        base + ".out",
+        "-e",
+        base + ".err",
+        "-wd",
+        spec.working_dir or os.getcwd(),
+    ]
+    if settings.queue:
+        argv += ["-q", settings.queue]
+    if spec.time_limit is not None:
+        argv += ["-l", f"h_rt={max(1, math.ceil(spec.time_limit))}"]
+    script = render_job_script(request, scheduler_id='"$JOB_ID"', restart="0")
+    return QsubJob(tuple(argv), script, output_dir)

@@ -1,0 +1,58 @@
+import sys
+
+import pytest
+
+from dispatch.adapterkit import CommandRunner
+from dispatch.errors import OutcomeUnknown, Unavailable
+
+PY = sys.executable
+
+
+def test_an_answer_is_returned_whatever_its_status() -> None:
+    r = CommandRunner(timeout=10).read(
+        [PY, "-c", "import sys; print('out'); print('err', file=sys.stderr); sys.exit(3)"]
+    )
+    assert (r.returncode, r.stdout, r.stderr, r.ok) == (3, "out\n", "err\n", False)
+
+
+def test_stdin_and_arguments_travel_verbatim() -> None:
+    odd = "a b; $(rm -rf /) 'q' \"d\" \n"
+    r = CommandRunner(timeout=10).write(
+        [PY, "-c", "import sys; print(repr(sys.argv[1])); print(sys.stdin.read(), end='')", odd], stdin="line\n"
+    )
+    assert r.stdout == f"{odd!r}\nline\n"
+
+
+def test_a_read_that_times_out_is_unavailable() -> None:
+    with pytest.raises(Unavailable, match="did not answer"):
+        CommandRunner(timeout=0.3).read([PY, "-c", "import time; time.sleep(5)"])
+
+
+def test_a_write_that_times_out_is_outcome_unknown() -> None:
+    with pytest.raises(OutcomeUnknown, match="may have acted"):
+        CommandRunner(timeout=0.3).write([PY, "-c", "import time; time.sleep(5)"])
+
+
+@pytest.mark.parametrize("write", [False, True])
+def test_a_command_that_cannot_start_is_unavailable_even_for_a_write(write: bool) -> None:
+    runner = CommandRunner(timeout=5)
+    with pytest.raises(Unavailable, match="could not be run"):
+        (runner.write if write else runner.read)(["/nonexistent/qsub"])
+
+
+def test_a_prefix_gets_one_quoted_word() -> None:
+    runner = CommandRunner(prefix=("ssh", "login1"))
+    assert runner.argv_for(["qstat", "-u", "a b;c"]) == ["ssh", "login1", "qstat -u 'a b;c'"]
+
+
+def test_through_a_shell_prefix_the_words_arrive_intact() -> None:
+    odd = "x; echo pwned $HOME"
+    r = CommandRunner(timeout=10, prefix=("bash", "-c")).read([PY, "-c", "import sys; print(sys.argv[1])", odd])
+    assert r.stdout == odd + "\n"
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError):
+        CommandRunner(timeout=0)
+    with pytest.raises(ValueError):
+        CommandRunner().argv_for([])

@@ -1,0 +1,67 @@
+"""The gridengine adapter on the real cell: what only a real Grid Engine shows."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from dispatch.actions import marker_for
+from dispatch.clock import SystemClock
+from dispatch.gridengine import GridEngineBackend, GridEngineSettings
+from dispatch.outcome import Cause, State
+from dispatch.spec import JobSpec
+from dispatch.spi import JobEvidence, StartRequest
+
+from .cell import description
+
+pytestmark = pytest.mark.gridengine
+
+
+def backend(tmp_path: Path) -> GridEngineBackend:
+    d = description()
+    settings = GridEngineSettings(
+        sge_root=d["sge_root"], sge_cell=d["sge_cell"], state_dir=str(tmp_path / "s"), output_dir=str(tmp_path / "o")
+    )
+    return GridEngineBackend(settings, SystemClock())
+
+
+def start(b: GridEngineBackend, argv: tuple[str, ...]) -> str:
+    job = secrets.token_hex(6)
+    return b.start(StartRequest(job, 1, marker_for(job, 1), JobSpec(argv)))
+
+
+def until(b: GridEngineBackend, sid: str, pred: object, wait: float = 60.0) -> JobEvidence:
+    deadline = time.monotonic() + wait
+    while True:
+        ev = b.inspect(sid)
+        if pred(ev) or time.monotonic() > deadline:  # type: ignore[operator]
+            return ev
+        time.sleep(0.5)
+
+
+def test_a_job_stopped_while_waiting_reads_cancelled_though_grid_engine_forgets_it(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    sid = start(b, ("sleep", "60"))
+    b.stop_job(sid)
+    ev = until(b, sid, lambda e: e.outcome.state.ended, 20)
+    assert (ev.outcome.state, ev.outcome.cause) == (State.CANCELLED, Cause.CANCELLED)
+    assert ev.outcome.evidence.source == "dispatch stop record" and ev.current is not None
+    assert ev.current.started_at is None
+
+
+def test_a_qdel_by_someone_else_is_never_cancelled(tmp_path: Path) -> None:
+    b = backend(tmp_path)
+    sid = start(b, ("sleep", "60"))
+    b.open(sid)
+    until(b, sid, lambda e: e.outcome.state is State.RUNNING)
+    d = description()
+    env = dict(os.environ, SGE_ROOT=d["sge_root"], SGE_CELL=d["sge_cell"])
+    subprocess.run(["qdel", sid], env=env, check=True, capture_output=True, timeout=30)
+    ev = until(b, sid, lambda e: e.outcome.state.ended, 30)
+    assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.UNKNOWN), ev.outcome
+    assert "does not say by whom" in ev.outcome.detail

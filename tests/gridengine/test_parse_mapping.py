@@ -1,0 +1,98 @@
+"""Parsing and mapping of Grid Engine 8.1.9's answers. The files under outputs/ were printed by the test cell
+(qstat-j-context.xml is an excerpt: the elements the adapter does not read were removed)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dispatch.gridengine.mapping import ended_outcome, live_reading
+from dispatch.gridengine.parse import (
+    AccountingRecord,
+    ParseError,
+    parse_detail,
+    parse_duration,
+    parse_qacct,
+    parse_qstat,
+    requested,
+    size_bytes,
+)
+from dispatch.outcome import Cause, Evidence, State
+
+OUT = Path(__file__).parent / "outputs"
+EV = Evidence("test", 0.0)
+
+
+def test_qstat_lists_running_and_pending_jobs() -> None:
+    jobs = {j.job_id: j for j in parse_qstat((OUT / "qstat.xml").read_text())}
+    assert jobs["23"].name == "dsp-6b0eed6bdce628-1" and jobs["23"].state == "t" and jobs["23"].host == "localhost"
+    assert jobs["23"].start is not None
+    assert jobs["3"].state == "hqw" and jobs["3"].host == "" and jobs["3"].submitted is not None
+
+
+def test_unusable_output_is_a_parse_error() -> None:
+    with pytest.raises(ParseError):
+        parse_qstat("error: commlib error: access denied")
+
+
+def test_detail_reads_the_context_and_the_start_time() -> None:
+    d = parse_detail((OUT / "qstat-j-context.xml").read_text())["3"]
+    assert d.context == {"dispatch_hold": "h0000002a"} and d.execution_time == 2145916740
+
+
+def test_qacct_records() -> None:
+    (rec,) = parse_qacct((OUT / "qacct-h_rt.txt").read_text())
+    assert (rec.job_id, rec.failed, rec.exit_status, rec.wallclock) == ("8", 37, 137, 6.0)
+    assert requested(rec.category, "h_rt") == "5" and rec.maxvmem == pytest.approx(1.789 * 1024**2)
+    (ok,) = parse_qacct((OUT / "qacct-success.txt").read_text())
+    assert (ok.failed, ok.exit_status) == (0, 0) and ok.start is not None and ok.end is not None
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("60", 60), ("0:1:0", 60), ("01:00:05", 3605), ("x", None)])
+def test_durations(text: str, seconds: float | None) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_sizes() -> None:
+    assert size_bytes("100M") == 100 * 1024**2 and size_bytes("4.477KB") == pytest.approx(4.477 * 1024)
+    assert size_bytes("lots") is None
+
+
+def test_the_h_rt_kill_is_a_timeout_and_success_needs_exit_zero() -> None:
+    (rec,) = parse_qacct((OUT / "qacct-h_rt.txt").read_text())
+    out = ended_outcome(rec, stopped=False, ev=EV)
+    assert (out.state, out.cause, out.signal) == (State.FAILED, Cause.TIMEOUT, 9)
+    (ok,) = parse_qacct((OUT / "qacct-success.txt").read_text())
+    assert ended_outcome(ok, False, EV).state is State.SUCCEEDED
+
+
+def record(failed: int, exit_status: int, category: str = "", wallclock: float = 3.0) -> AccountingRecord:
+    return AccountingRecord("9", "dsp-j-1", failed, str(failed), exit_status, 0, 1, 4, wallclock, 1e6, category, "h")
+
+
+def test_a_kill_is_cancelled_only_when_dispatch_stopped_the_job() -> None:
+    assert ended_outcome(record(100, 137), stopped=True, ev=EV).cause is Cause.CANCELLED
+    other = ended_outcome(record(100, 137), stopped=False, ev=EV)
+    assert (other.state, other.cause) == (State.FAILED, Cause.UNKNOWN)
+    assert "does not say by whom" in other.detail
+
+
+def test_exit_codes_memory_and_launch_failures() -> None:
+    assert ended_outcome(record(0, 3), False, EV).exit_code == 3
+    assert ended_outcome(record(37, 137, "-l h_vmem=1M"), False, EV).cause is Cause.OUT_OF_MEMORY
+    assert ended_outcome(record(26, 0), False, EV).cause is Cause.LAUNCH_FAILED
+
+
+def test_live_holds_gate_and_foreign_holds() -> None:
+    (job,) = [j for j in parse_qstat((OUT / "qstat.xml").read_text()) if j.job_id == "3"]
+    gated = live_reading(job, True, (), {}, None, EV)
+    assert gated.gate_closed and gated.outcome.cause is Cause.GATED
+    opened_then_held = live_reading(job, True, (), {"dispatch_gate": "open"}, None, EV)
+    assert not opened_then_held.gate_closed and opened_then_held.outcome.cause is Cause.ADMIN_HELD
+    operator = live_reading(job, False, ("operator hold",), {"dispatch_gate": "open"}, None, EV)
+    assert operator.foreign_hold == "operator hold"
+    held = live_reading(job, False, (), {"dispatch_gate": "open", "dispatch_hold": "h0000002a"}, 2145916740, EV)
+    assert held.hold == "h0000002a" and held.outcome.cause is Cause.HELD
+    stale = live_reading(job, False, (), {"dispatch_hold": "h0000002a"}, 1796140216, EV)
+    assert stale.hold is None  # the start time was reset by a release: no hold, whatever the context says
