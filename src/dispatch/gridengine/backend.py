@@ -292,7 +292,7 @@ class GridEngineBackend:
     def inspect(self, scheduler_id: str) -> JobEvidence:
         jid = _job_id(scheduler_id)
         ev = self.inspect_many([jid]).get(jid)
-        if not isinstance(ev, JobEvidence):  # one job: worth a second's wait for qacct to record it
+        if isinstance(ev, Unanswered):  # one job: worth a second's wait for qacct to record it
             self.clock.sleep(1.0)
             ev = self.inspect_many([jid]).get(jid)
         if isinstance(ev, Unanswered):
