@@ -92,6 +92,24 @@ class JobEvidence:
 
 
 @dataclass(frozen=True)
+class Unanswered:
+    """:meth:`Backend.inspect_many`'s answer for an object the scheduler has not answered for *yet*.
+
+    For a scheduler whose reads lag (Grid Engine's accounting shows a job about 15 s after it leaves ``qstat``):
+    the object exists, or existed a moment ago, but neither the queue nor the accounting shows it now. It is not
+    "gone" (leave the id out for that) and not a failed batch (raise Unavailable for that). The supervisor keeps
+    the submission's last evidence and starts the same clock as for an ``unknown`` reading
+    (``Submission.unknown_since``): an object still unanswered after the backend's NodeLossWindow is folded as
+    unknown evidence is. ``reason`` says why (it goes into the record's detail); ``observed_at`` is when the
+    question was asked.
+    """
+
+    scheduler_id: str
+    reason: str
+    observed_at: float
+
+
+@dataclass(frozen=True)
 class Found:
     """A scheduler object found by its marker."""
 
@@ -135,11 +153,14 @@ class Backend(Protocol):
         ...
 
     def inspect(self, scheduler_id: str) -> JobEvidence:
-        """Read one object. NotFound when the scheduler has no trace of it (never a guessed outcome)."""
+        """Read one object. NotFound when the scheduler has no trace of it (never a guessed outcome);
+        Unavailable when it has not answered for it yet (where :meth:`inspect_many` says :class:`Unanswered`)."""
         ...
 
-    def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
-        """Read many objects in one batched call. Ids with no trace are absent from the result."""
+    def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence | Unanswered]:
+        """Read many objects in one batched call. Ids with no trace are absent from the result; an id the
+        scheduler has not answered for yet maps to :class:`Unanswered` (never block the batch waiting for it,
+        and never fail the whole batch for it)."""
         ...
 
     def find(self, marker: str, since: float) -> list[Found]:

@@ -9,7 +9,7 @@ from dispatch.conformance.faults import Faults
 from dispatch.conformance.memory import memory_harness
 from dispatch.errors import NotFound, OutcomeUnknown, Unavailable
 from dispatch.spec import JobSpec
-from dispatch.spi import Holder, StartRequest, Watcher, interfaces_of
+from dispatch.spi import Holder, JobEvidence, StartRequest, Unanswered, Watcher, interfaces_of
 
 
 def request(n: int = 1) -> StartRequest:
@@ -53,8 +53,26 @@ def test_the_view_implements_what_the_backend_does_and_forwards_the_rest() -> No
 
 @pytest.mark.parametrize(
     ("method", "kind", "landed"),
-    [("start", "boom", False), ("nonsense", "unknown", False), ("open", "unavailable", True)],
+    [
+        ("start", "boom", False),
+        ("nonsense", "unknown", False),
+        ("open", "unavailable", True),
+        ("inspect", "unanswered", False),
+        ("inspect_many", "unanswered", True),
+    ],
 )
 def test_bad_injections_are_refused(method: str, kind: str, landed: bool) -> None:
     with pytest.raises(ValueError):
         Faults().inject(method, kind, landed)
+
+
+def test_unanswered_is_made_and_answers_every_object_shown_as_not_yet_once() -> None:
+    faults = Faults()
+    b = faults.wrap(memory_harness("slurm").backend())
+    sid = b.start(request())
+    faults.inject("inspect_many", "unanswered")
+    got = b.inspect_many([sid, "999999"])
+    assert set(got) == {sid}  # an id with no trace stays absent
+    answer = got[sid]
+    assert isinstance(answer, Unanswered) and answer.scheduler_id == sid and "injected" in answer.reason
+    assert isinstance(b.inspect_many([sid])[sid], JobEvidence)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.gridengine.mapping import ended_outcome, live_reading
+from dispatch.gridengine.mapping import ACCOUNTING_LAG, awaiting_accounting, ended_outcome, live_reading
 from dispatch.gridengine.parse import (
     AccountingRecord,
     ParseError,
@@ -96,3 +96,14 @@ def test_live_holds_gate_and_foreign_holds() -> None:
     assert held.hold == "h0000002a" and held.outcome.cause is Cause.HELD
     stale = live_reading(job, False, (), {"dispatch_hold": "h0000002a"}, 1796140216, EV)
     assert stale.hold is None  # the start time was reset by a release: no hold, whatever the context says
+
+
+def test_a_job_just_gone_from_qstat_and_not_yet_in_qacct_is_awaited_for_a_bounded_time() -> None:
+    now = 1_800_000_000.0
+    reason = awaiting_accounting(now - 15, None, now)
+    assert reason is not None and "left qstat 15s ago" in reason
+    assert awaiting_accounting(now - ACCOUNTING_LAG - 1, None, now) is None  # no record is coming: gone
+    assert awaiting_accounting(None, None, now) is None  # never seen here: nothing to wait for
+    stopped = awaiting_accounting(None, now - 5, now)
+    assert stopped is not None and "deleted by dispatch while it ran" in stopped
+    assert awaiting_accounting(None, now - ACCOUNTING_LAG - 1, now) is None

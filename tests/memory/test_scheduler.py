@@ -211,3 +211,22 @@ def test_truth_keeps_everything() -> None:
     clock.advance(10)
     (t,) = s.truth()
     assert t.purged and t.current.state is State.SUCCEEDED and t.marker == "dsp-j1-1"
+
+
+def test_an_accounting_lag_leaves_an_ended_job_unanswered_for_that_long() -> None:
+    from dispatch.memory import MemorySettings
+    from dispatch.spi import JobEvidence, Unanswered
+
+    clock = FakeClock()
+    b = backend(MemoryScheduler(clock, "slurm", accounting_lag=15))
+    sid = start(b, JobSpec(command=("sleep", "10")))
+    b.open(sid)
+    clock.advance(12)  # ended at t=10: no answer until t=25
+    assert isinstance(b.inspect_many([sid])[sid], Unanswered)
+    with pytest.raises(Unavailable):
+        b.inspect(sid)
+    clock.advance(14)
+    ev = b.inspect_many([sid])[sid]
+    assert isinstance(ev, JobEvidence) and ev.outcome.state is State.SUCCEEDED
+    with pytest.raises(ValueError, match="accountingLag"):
+        MemorySettings(accounting_lag=-1)

@@ -42,7 +42,7 @@ def test_the_runs_exercise_faults_crashes_and_recovery() -> None:
     for seed in range(10):
         for k, v in run(Config(seed=seed, shape="slurm" if seed % 2 else "kubeflow")).counts.items():
             counts[k] = counts.get(k, 0) + v
-    for kind in ("crash", "restart", "fault", "preempt", "admin-hold", "run", "tick"):
+    for kind in ("crash", "restart", "fault", "preempt", "admin-hold", "run", "tick", "spurious-unknown", "no-answer"):
         assert counts.get(kind, 0) > 0, kind
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.records.model import Action, GateState, Intent, IntentStatus, JobRecord, Submission
 from dispatch.spec import JobSpec
-from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence
+from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence, Unanswered
 from dispatch.supervise import fold, fold_found
 
 T0 = 1_800_000_000.0
@@ -183,3 +183,59 @@ def test_a_find_made_before_the_deadline_resolves_nothing() -> None:
     j = _with_start(job(GateState.PLANNED, None), T0 + 35)
     new, _ = fold_found(j, [], T0 + 60, observed_at=T0 + 30)
     assert new is j and new.intents[0].status is IntentStatus.UNKNOWN
+
+
+def unanswered(at: float, sid: str = "101") -> Unanswered:
+    return Unanswered(sid, "accounting lag", at)
+
+
+def test_unanswered_keeps_the_last_evidence_and_starts_the_unknown_clock() -> None:
+    seen, _ = fold(job(), running(T0 + 5), T0 + 5)
+    new, events = fold(seen, unanswered(T0 + 10), T0 + 10, unanswered_grace=120)
+    sub = new.current
+    assert sub is not None and sub.outcome is not None
+    assert sub.outcome.state is State.RUNNING and sub.outcome.evidence.observed_at == T0 + 5
+    assert sub.unknown_since == T0 + 10 and not sub.gone
+    assert [e.kind for e in events] == ["unanswered"]
+    # asked again within the bound: nothing to write, the clock is not restarted
+    again, events = fold(new, unanswered(T0 + 60), T0 + 60, unanswered_grace=120)
+    assert again is new and events == []
+
+
+def test_unanswered_past_the_bound_is_folded_as_unknown_evidence() -> None:
+    seen, _ = fold(job(), running(T0 + 5), T0 + 5)
+    first, _ = fold(seen, unanswered(T0 + 10), T0 + 10, unanswered_grace=120)
+    late, events = fold(first, unanswered(T0 + 130), T0 + 130, unanswered_grace=120)
+    sub = late.current
+    assert sub is not None and sub.outcome is not None
+    assert (sub.outcome.state, sub.outcome.cause) == (State.UNKNOWN, Cause.UNKNOWN)
+    assert sub.outcome.evidence == Evidence("unanswered", T0 + 130) and "accounting lag" in sub.outcome.detail
+    assert sub.unknown_since == T0 + 10  # the same clock: the decision waits no longer than the bound
+    assert [e.outcome.state for e in sub.executions] == [State.UNKNOWN]
+    assert [e.kind for e in events] == ["observed"]
+
+
+def test_an_answer_within_the_bound_clears_the_clock() -> None:
+    seen, _ = fold(job(), running(T0 + 5), T0 + 5)
+    first, _ = fold(seen, unanswered(T0 + 10), T0 + 10, unanswered_grace=120)
+    done, _ = fold(first, ended(T0 + 30, State.SUCCEEDED, Cause.EXIT, 0), T0 + 30, unanswered_grace=120)
+    sub = done.current
+    assert sub is not None and sub.outcome is not None
+    assert sub.outcome.state is State.SUCCEEDED and sub.unknown_since is None
+
+
+def test_unanswered_never_replaces_an_end_seen_nor_resolves_an_intent() -> None:
+    base = job()
+    base.intents.append(Intent(1, Action.STOP, 1, "sv", T0, T0 + 5, status=IntentStatus.UNKNOWN))
+    seen, _ = fold(base, ended(T0 + 2, State.FAILED, Cause.PREEMPTED), T0 + 2)
+    new, events = fold(seen, unanswered(T0 + 500), T0 + 500, unanswered_grace=120)
+    assert new is seen and events == []
+    assert new.current.outcome.state is State.FAILED  # type: ignore[union-attr]
+    assert new.intents[0].open
+
+
+def test_the_same_answer_after_unanswered_clears_the_clock() -> None:
+    seen, _ = fold(job(), running(T0 + 5), T0 + 5)
+    first, _ = fold(seen, unanswered(T0 + 10), T0 + 10, unanswered_grace=120)
+    back, _ = fold(first, running(T0 + 20), T0 + 20, refresh=60)
+    assert back is not first and back.current.unknown_since is None  # type: ignore[union-attr]

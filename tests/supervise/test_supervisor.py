@@ -298,3 +298,56 @@ def test_an_unknown_that_outlasts_the_bound_is_decided(env: Env) -> None:
     env.cycles(sup, 3)
     job = env.records.get(job_id)
     assert [d.cause for d in job.decisions] == [Cause.UNKNOWN] and job.closed  # unmatched: escalate
+
+
+def test_an_unanswered_job_keeps_its_last_state_until_the_answer(env: Env) -> None:
+    job_id = env.cluster.submit(env.spec("sleep", "500"))
+    sup = env.supervisor()
+    env.cycles(sup, 2)
+    sid = env.sid(job_id)
+    env.sched.control.lag(sid, 40)  # no answer for the job for 40 s; the bound here is 60 s
+    env.cycles(sup, 2)
+    seen = env.records.get(job_id)
+    assert seen.state is State.RUNNING and seen.current.unknown_since is not None  # type: ignore[union-attr]
+    assert not seen.closed and not seen.decisions and not seen.escalations
+    assert any(e.kind == "unanswered" for e in env.records.events(job_id))
+    env.cycles(sup, 6)
+    back = env.records.get(job_id)
+    assert back.state is State.RUNNING and back.current.unknown_since is None  # type: ignore[union-attr]
+    assert not back.closed and not back.decisions
+
+
+def test_an_unanswered_job_that_outlasts_the_bound_is_decided_as_unknown(env: Env) -> None:
+    job_id = env.cluster.submit(env.spec("sleep", "5000"))
+    sup = env.supervisor()
+    env.cycles(sup, 2)
+    env.sched.control.lag(env.sid(job_id), 1000)
+    env.cycles(sup, 5)  # 50 s without an answer: still within the 60 s bound
+    job = env.records.get(job_id)
+    assert job.state is State.RUNNING and not job.decisions
+    env.cycles(sup, 3)
+    job = env.records.get(job_id)
+    assert [d.cause for d in job.decisions] == [Cause.UNKNOWN] and job.closed  # unmatched: escalate
+
+
+@pytest.mark.parametrize("shape", ["slurm", "kubeflow"])
+def test_an_accounting_lag_delays_the_end_but_records_it_exactly(shape: str) -> None:
+    clock = FakeClock()
+    sched = MemoryScheduler(clock, shape, nodes=4, node_loss_window=60, accounting_lag=15)
+    b = backend(sched)
+    records = MemoryRecords()
+    cluster = Cluster("memory", b, records, clock)
+    ext = (Image("registry.example/x:1"),) if sched.shape is Shape.KUBEFLOW else ()
+    job_id = cluster.submit(JobSpec(command=("sleep", "30", "exit", "3"), extensions=ext))
+    sup = Supervisor(b, records, clock=clock, owner="sup-a", poll=5)
+    seen_unanswered = False
+    for _ in range(20):
+        sup.cycle()
+        clock.advance(5)
+        job = records.get(job_id)
+        assert job.state is not State.UNKNOWN
+        seen_unanswered = seen_unanswered or (job.current is not None and job.current.unknown_since is not None)
+    job = records.get(job_id)
+    assert seen_unanswered
+    assert job.outcome is not None and (job.state, job.cause, job.outcome.exit_code) == (State.FAILED, Cause.EXIT, 3)
+    assert job.current.unknown_since is None  # type: ignore[union-attr]

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from dispatch.cli.adapternames import AdapterOption, ListsAdapters
 from dispatch.cli.app import App
 from dispatch.cli.exitcodes import Exit
 from dispatch.errors import ConfigError
@@ -93,10 +94,13 @@ def preflight(app: App, as_json: bool) -> None:
         raise click.exceptions.Exit(int(Exit.UNAVAILABLE))
 
 
-@click.command(context_settings=CTX)
+@click.command(cls=ListsAdapters, context_settings=CTX)
 @click.argument("adapter")
 def schema(adapter: str) -> None:
-    """Print the JSON Schema of ADAPTER's settings (what goes under [clusters.NAME.settings])."""
+    """Print the JSON Schema of ADAPTER's settings (what goes under [clusters.NAME.settings]).
+
+    ADAPTER is one of those installed here: {adapters}.
+    """
     from dispatch.cli import ui
     from dispatch.registry import adapter as find_adapter
     from dispatch.settings import schema as settings_schema
@@ -168,7 +172,11 @@ def clusters(app: App, as_json: bool) -> None:
     help="Records setting for this process (a SQLite path or postgresql:// DSN) [default: the configured one].",
 )
 @click.option("--schema", help="PostgreSQL schema [default: the setting's schema=, else dispatch].")
-@click.option("--adapter", help="Supervise an adapter given here instead of a configured cluster.")
+@click.option(
+    "--adapter",
+    cls=AdapterOption,
+    help="Supervise an adapter given here instead of a configured cluster (installed: {adapters}).",
+)
 @click.option("--settings", "settings_text", help="With --adapter: its settings, JSON text or @FILE.")
 @click.option(
     "--cluster", "cluster_name", help="The cluster's name in the records [default: --cluster / the adapter's name]."

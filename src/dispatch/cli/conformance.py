@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from dispatch.cli.adapternames import ListsAdapters
 from dispatch.cli.exitcodes import Exit
 
 CTX = {"help_option_names": ["-h", "--help"]}
@@ -33,7 +34,7 @@ def _read_config(path: str | None) -> dict[str, Any]:
     return parsed
 
 
-@click.command(context_settings=CTX)
+@click.command(cls=ListsAdapters, context_settings=CTX)
 @click.option(
     "--harness",
     "factory",
@@ -72,6 +73,10 @@ def conformance(
     dispatch.conformance Harness or CoreHarness (docs/spi.md). Each check
     prints one line: passed, failed, skipped (with why) or not-applicable.
     Exit 0 when no check failed, 1 otherwise.
+
+    Adapters installed here: {adapters}. Each brings its own harness factory;
+    dispatch ships dispatch.slurm.harness:harness,
+    dispatch.gridengine.harness:harness and dispatch.local.harness:harness.
     """
     from dispatch.conformance.runner import Result, load_factory, run_suites, summary
 

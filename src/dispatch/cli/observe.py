@@ -15,7 +15,7 @@ from dispatch.errors import Conflict, NotFound
 from dispatch.outcome import Evidence, unknown
 from dispatch.records.base import Records
 from dispatch.records.model import Event, ExecutionRecord, JobRecord
-from dispatch.spi import Backend, JobEvidence
+from dispatch.spi import Backend, JobEvidence, Unanswered
 
 
 def owned_by_supervisor(job: JobRecord, now: float) -> bool:
@@ -29,13 +29,15 @@ def needs_observation(job: JobRecord) -> bool:
     return not (job.closed and out is not None and out.state.ended)
 
 
-def fold(job: JobRecord, ev: JobEvidence | None, now: float) -> list[Event]:
+def fold(job: JobRecord, ev: JobEvidence | Unanswered | None, now: float) -> list[Event]:
     """Apply evidence of the job's current submission to ``job`` (in place); returns the events to append.
 
     ``ev`` None means the scheduler has no trace of the object: it is marked gone, its last evidence kept.
+    :class:`Unanswered` (no answer for it yet) changes nothing: the last evidence stands, the next read asks again
+    (bounding how long that may last is the supervisor's business, see ``dispatch.supervise.fold``).
     """
     sub = job.current
-    if sub is None or sub.scheduler_id is None:
+    if sub is None or sub.scheduler_id is None or isinstance(ev, Unanswered):
         return []
     events: list[Event] = []
     if ev is None:

@@ -278,9 +278,12 @@ def check_inspect_many_is_one_view(h: Harness) -> None:
         many = s.backend.inspect_many([a, b, "999999999"])
         expect(set(many) == {a, b}, f"inspect_many returned ids {sorted(many)}")
         for sid in (a, b):
+            got = many[sid]
+            expect(isinstance(got, JobEvidence), f"inspect_many has no answer yet for a waiting object: {got}")
+            assert isinstance(got, JobEvidence)
             one = s.backend.inspect(sid)
-            expect(many[sid].outcome.state is one.outcome.state, "inspect_many disagrees with inspect")
-            expect(many[sid].gate is one.gate, "inspect_many disagrees with inspect on the gate")
+            expect(got.outcome.state is one.outcome.state, "inspect_many disagrees with inspect")
+            expect(got.gate is one.gate, "inspect_many disagrees with inspect on the gate")
 
 
 @check()

@@ -37,7 +37,7 @@ from dispatch.outcome import Cause, State
 from dispatch.records.memory import MemoryRecords
 from dispatch.records.model import Action, IntentStatus, JobRecord
 from dispatch.spec import JobSpec
-from dispatch.spi import Holder, Requeuer, restrict
+from dispatch.spi import Holder, Requeuer, Watcher, restrict
 from dispatch.supervise import Supervisor
 
 
@@ -362,6 +362,30 @@ def check_failed_poll_keeps_the_last_state(h: CoreHarness) -> None:
         w.cycles(1)
         job = w.get(job_id)
         expect(job.state is State.RUNNING and not job.closed and job.outcome == before, f"recorded {job.state}")
+
+
+@core_check
+def check_unanswered_read_keeps_the_last_state(h: CoreHarness) -> None:
+    """A status read with no answer yet for a job (Unanswered) is not an ending: the record keeps its last
+    state, nothing is decided, and the next answer is folded as usual."""
+    if h.inject is None:
+        raise Skip("the harness cannot inject faults")
+    with world(h) as w:
+        if isinstance(w.backend, Watcher):
+            raise Skip("a Watcher's supervisor reads a job only when the watch reports it changed")
+        job_id = w.cluster.submit(w.spec("sleep"))
+        w.until("the job running", lambda: w.get(job_id).state is State.RUNNING)
+        before = w.get(job_id).outcome
+        for _ in range(2):
+            h.inject("inspect_many", "unanswered", False)
+            w.cycles(1)
+            job = w.get(job_id)
+            expect(job.state is State.RUNNING and not job.closed, f"an unanswered read recorded {job.state}")
+            expect(job.outcome == before, "an unanswered read replaced the last evidence")
+            expect(len(job.submissions) == 1 and not job.decisions, "an unanswered read led to a decision")
+            expect(job.current is not None and job.current.unknown_since is not None, "no unknown clock started")
+        w.until("the answer folded", lambda: (c := w.get(job_id).current) is not None and c.unknown_since is None)
+        expect(w.get(job_id).state is State.RUNNING, f"after the answer: {w.get(job_id).state}")
 
 
 @core_check

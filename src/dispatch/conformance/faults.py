@@ -9,6 +9,8 @@ cannot be asked to, so :class:`Faults` wraps the real backend instead and fails 
   (the caller cannot tell it was not made, exactly like a connection cut before the request arrived).
 * ``unknown`` with ``landed=True``: the call is made on the real scheduler, then OutcomeUnknown is raised
   instead of its answer (a connection cut after the request was carried out).
+* ``unanswered`` (``inspect_many`` only): the call is made, and every object it shows is answered
+  :class:`~dispatch.spi.Unanswered` instead (a scheduler whose accounting lags behind its queue).
 
 Each injection fails one call. The wrapper implements exactly the optional interfaces the wrapped backend
 does, and forwards every other attribute to it.
@@ -22,12 +24,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dispatch.errors import OutcomeUnknown, Unavailable
-from dispatch.spi import CORE_METHODS, OPTIONAL_INTERFACES, Backend
+from dispatch.spi import CORE_METHODS, OPTIONAL_INTERFACES, Backend, JobEvidence, Unanswered
 
 if TYPE_CHECKING:
     from dispatch.conformance.core import CoreHarness
 
-KINDS = ("unknown", "unavailable")
+KINDS = ("unknown", "unavailable", "unanswered")
 
 
 def _interface_methods() -> tuple[str, ...]:
@@ -46,11 +48,14 @@ class Faults:
         self.injected: list[tuple[str, str, bool]] = []
 
     def inject(self, method: str, kind: str, landed: bool = False) -> None:
-        """Fail the next call of ``method`` with ``kind`` (``unknown`` or ``unavailable``)."""
+        """Fail the next call of ``method`` with ``kind`` (``unknown``, ``unavailable``, or for
+        ``inspect_many`` ``unanswered``)."""
         if kind not in KINDS:
             raise ValueError(f"fault kind {kind!r}: expected one of {', '.join(KINDS)}")
         if kind == "unavailable" and landed:
             raise ValueError("an unavailable call never landed: landed must be False")
+        if kind == "unanswered" and (method != "inspect_many" or landed):
+            raise ValueError("an unanswered fault is for inspect_many only, and landed must be False")
         if method not in (*CORE_METHODS, *_interface_methods()):
             raise ValueError(f"{method!r} is not a backend method")
         with self._lock:
@@ -76,6 +81,8 @@ class Faults:
                 if fault is None:
                     return getattr(self._inner, name)(*args, **kwargs)
                 kind, landed = fault
+                if kind == "unanswered":
+                    return _unanswered(getattr(self._inner, name)(*args, **kwargs))
                 if kind == "unavailable":
                     raise Unavailable(f"injected: {name} could not reach the cluster")
                 if landed:
@@ -95,6 +102,15 @@ class Faults:
         cls = type(type(backend).__name__, (), attrs)  # checks name the backend, not the wrapper
         view: Backend = cls(backend)
         return view
+
+
+def _unanswered(answer: Any) -> dict[str, Any]:
+    """An ``inspect_many`` answer with every object shown turned into Unanswered, read at the same time."""
+    out: dict[str, Any] = {}
+    for sid, ev in answer.items():
+        at = ev.outcome.evidence.observed_at if isinstance(ev, JobEvidence) else ev.observed_at
+        out[sid] = Unanswered(sid, "injected: no answer for it yet", at)
+    return out
 
 
 def _forward_attr(view: Any, attr: str, names: list[str]) -> Any:

@@ -24,7 +24,14 @@ from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
 from dispatch.extensions import ExtensionPolicy, SharedCheckpoint
 from dispatch.gridengine import submit
-from dispatch.gridengine.mapping import GATE_CONTEXT, HOLD_CONTEXT, ended_outcome, live_reading
+from dispatch.gridengine.mapping import (
+    ACCOUNTING_LAG,
+    GATE_CONTEXT,
+    HOLD_CONTEXT,
+    awaiting_accounting,
+    ended_outcome,
+    live_reading,
+)
 from dispatch.gridengine.parse import (
     AccountingRecord,
     JobDetail,
@@ -37,7 +44,7 @@ from dispatch.gridengine.parse import (
 )
 from dispatch.gridengine.settings import GridEngineSettings
 from dispatch.outcome import Cause, Evidence, Outcome, State
-from dispatch.spi import ExecutionEvidence, Found, Gate, JobEvidence, StartRequest
+from dispatch.spi import ExecutionEvidence, Found, Gate, JobEvidence, StartRequest, Unanswered
 
 NAME = "gridengine"
 HOLD_DATE = "203712312359"
@@ -61,6 +68,8 @@ class GridEngineBackend:
         self.output_dir = settings.output_dir or os.path.join(os.path.expanduser("~"), "dispatch-output")
         self.config = self._global_config()
         self.version = self._version()
+        self._in_qstat: dict[str, float] = {}
+        """When this backend last saw each job in qstat: one missing from qstat and qacct since is Unanswered."""
 
     # ----- plumbing ---------------------------------------------------------------------------------------------
 
@@ -220,6 +229,12 @@ class GridEngineBackend:
     def _stopped(self, jid: str) -> bool:
         return (self.state_dir / "stops" / jid).exists()
 
+    def _stopped_at(self, jid: str) -> float | None:
+        try:
+            return (self.state_dir / "stops" / jid).stat().st_mtime
+        except OSError:
+            return None
+
     def _stopped_unrecorded(self, jid: str, now: float) -> JobEvidence | None:
         """A job this adapter deleted while it waited: qacct keeps no record of it, the stop file does. None
         for a job that was running when stopped (its qacct record is still to come)."""
@@ -276,12 +291,17 @@ class GridEngineBackend:
 
     def inspect(self, scheduler_id: str) -> JobEvidence:
         jid = _job_id(scheduler_id)
-        got = self.inspect_many([jid])
-        if jid not in got:
+        ev = self.inspect_many([jid]).get(jid)
+        if isinstance(ev, Unanswered):  # one job: worth a second's wait for qacct to record it
+            self.clock.sleep(1.0)
+            ev = self.inspect_many([jid]).get(jid)
+        if isinstance(ev, Unanswered):
+            raise Unavailable(f"Grid Engine job {jid}: {ev.reason}")
+        if ev is None:
             raise NotFound(f"Grid Engine job {jid} is neither in qstat nor in qacct")
-        return got[jid]
+        return ev
 
-    def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
+    def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence | Unanswered]:
         jids = [_job_id(i) for i in scheduler_ids]
         if not jids:
             return {}
@@ -291,13 +311,17 @@ class GridEngineBackend:
         user = self._held("hu") if held else set()
         other = {k: self._held(k) for k in ("ho", "hs")} if held else {"ho": set(), "hs": set()}
         details = self._details(sorted(live))
+        self._in_qstat = {j: t for j, t in self._in_qstat.items() if now - t <= ACCOUNTING_LAG}
+        self._in_qstat.update(dict.fromkeys(live, now))
         gone = [j for j in jids if j not in live]
         acct = self._accounting(gone)
         missing = [j for j in gone if j not in acct]
-        if missing:  # a job that just left qstat may reach qacct a moment later
+        unseen = [j for j in missing if j not in self._in_qstat and not self._stopped(j)]
+        if unseen:  # never seen in qstat by this process: it may have left it a moment ago, ask qacct once more
             self.clock.sleep(1.0)
-            acct.update(self._accounting(missing))
-        out: dict[str, JobEvidence] = {}
+            acct.update(self._accounting(unseen))
+            missing = [j for j in missing if j not in acct]
+        out: dict[str, JobEvidence | Unanswered] = {}
         for jid, job in live.items():
             d = details.get(jid, JobDetail(jid))
             names = tuple(n for k, n in (("ho", "operator hold"), ("hs", "system hold")) if jid in other[k])
@@ -318,11 +342,16 @@ class GridEngineBackend:
                 (execution,),
             )
         for jid in missing:
-            if jid not in acct and self._stopped(jid):
-                unrecorded = self._stopped_unrecorded(jid, now)
-                if unrecorded is not None:
-                    out[jid] = unrecorded
+            stopped = self._stopped(jid)
+            unrecorded = self._stopped_unrecorded(jid, now) if stopped else None
+            if unrecorded is not None:
+                out[jid] = unrecorded
+                continue
+            reason = awaiting_accounting(self._in_qstat.get(jid), self._stopped_at(jid) if stopped else None, now)
+            if reason is not None:  # answered as not yet, without holding up the other jobs of the batch
+                out[jid] = Unanswered(jid, reason, now)
         for jid, recs in acct.items():
+            self._in_qstat.pop(jid, None)
             rec = recs[-1]
             outcome = ended_outcome(rec, self._stopped(jid), Evidence("qacct", now))
             n = submission_of(rec.name)

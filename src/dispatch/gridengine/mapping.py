@@ -33,6 +33,25 @@ HOLD_AFTER = 2114380800.0
 the job's context instead.)"""
 
 
+ACCOUNTING_LAG = 300.0
+"""How long after a job left qstat a missing qacct record still means "not written yet" (Grid Engine flushes
+accounting every ``accounting_flush_time``, 15 s by default; a job not in qacct this long after is gone)."""
+
+
+def awaiting_accounting(left_qstat_at: float | None, stopped_at: float | None, now: float) -> str | None:
+    """Why a job that neither qstat nor qacct shows is one Grid Engine has not answered for *yet* (the
+    backend answers it :class:`~dispatch.spi.Unanswered`), or None when it is gone (no answer is coming).
+
+    ``left_qstat_at``: when this backend last saw the job in qstat (None: never). ``stopped_at``: when dispatch
+    deleted it while it ran (None: it did not), so qacct is due to record it. Either counts for
+    :data:`ACCOUNTING_LAG` seconds."""
+    if stopped_at is not None and now - stopped_at <= ACCOUNTING_LAG:
+        return "deleted by dispatch while it ran; qacct has no record of it yet"
+    if left_qstat_at is not None and now - left_qstat_at <= ACCOUNTING_LAG:
+        return f"left qstat {max(0.0, now - left_qstat_at):.0f}s ago; qacct has no record of it yet"
+    return None
+
+
 @dataclass(frozen=True)
 class Reading:
     outcome: Outcome

@@ -49,10 +49,16 @@ class MemorySettings:
     )
     accounting: bool = field(default=True, metadata={"doc": "keep ended jobs' history (slurm shape only)"})
     native_restart: bool = field(default=False, metadata={"doc": "the scheduler restarts a run in place"})
+    accounting_lag: float = field(
+        default=0.0,
+        metadata={"duration": True, "doc": "how long after a job ends reads have no answer for it (Unanswered)"},
+    )
 
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 100_000:
             raise ValueError("nodes must be between 1 and 100000")
+        if self.accounting_lag < 0:
+            raise ValueError("accountingLag must not be negative")
 
 
 def backend(scheduler: MemoryScheduler, *, read_only: bool = False, call_bound: float = 30.0) -> Backend:
@@ -80,6 +86,7 @@ def scheduler_for(cluster: str, clock: Clock | None = None, settings: MemorySett
                 default_runtime=s.default_runtime,
                 kill_wait=s.kill_wait,
                 native_restart=s.native_restart,
+                accounting_lag=s.accounting_lag,
             )
             _SCHEDULERS[cluster] = sched
         return sched

@@ -24,7 +24,17 @@ from dispatch.extensions import Extension, ExtensionPolicy, register_extension
 from dispatch.identity import AttemptId, RestartId
 from dispatch.memory.scheduler import MemoryScheduler, Shape, TruthExecution, TruthJob
 from dispatch.outcome import Cause, Evidence, Outcome, State
-from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence, NativePolicy, StartRequest, WatchBatch
+from dispatch.spi import (
+    Cessation,
+    ExecutionEvidence,
+    Found,
+    Gate,
+    JobEvidence,
+    NativePolicy,
+    StartRequest,
+    Unanswered,
+    WatchBatch,
+)
 
 NAME = "memory"
 
@@ -150,23 +160,34 @@ class _Base(ABC):
         s = self.scheduler
         with s._lock:
             now = s.advance()
-            return self._evidence(s.job(scheduler_id), now)
+            job = s.job(scheduler_id)
+            if s.unanswered(job, now):
+                from dispatch.errors import Unavailable
 
-    def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
+                raise Unavailable(f"memory: no answer for job {scheduler_id} yet (accounting lag)")
+            return self._evidence(job, now)
+
+    def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence | Unanswered]:
         s = self.scheduler
-        out: dict[str, JobEvidence] = {}
+        out: dict[str, JobEvidence | Unanswered] = {}
         with s._lock:
             now = s.advance()
             fault = s._fault("inspect_many")
-            if fault is not None:
+            if fault is not None and fault.kind != "unanswered":
                 from dispatch.errors import Unavailable
 
                 raise Unavailable("memory: injected: the status query failed")
             for sid in scheduler_ids:
                 try:
-                    out[sid] = self._evidence(s.job(sid), now)
+                    job = s.job(sid)
                 except NotFound:
                     continue
+                if fault is not None:
+                    out[sid] = Unanswered(sid, "memory: injected: no answer for it yet", now)
+                elif s.unanswered(job, now):
+                    out[sid] = Unanswered(sid, "accounting lag: neither the queue nor accounting shows it yet", now)
+                else:
+                    out[sid] = self._evidence(job, now)
         return out
 
     def find(self, marker: str, since: float) -> list[Found]:

@@ -76,6 +76,8 @@ class TruthJob:
     purged: bool = False
     blank_until: float = 0.0
     """Until then the queue does not show the job although it lives (a spurious unknown, see Control.blank)."""
+    unanswered_until: float = 0.0
+    """Until then reads have no answer for the job yet (an accounting lag, see Control.lag)."""
     deleted: bool = False
     ended_at: float | None = None
     stop_requested_at: float | None = None
@@ -125,7 +127,8 @@ def read_program(spec: JobSpec, default_runtime: float) -> Program:
 
 @dataclass
 class Fault:
-    """A fault for the next call of ``method``: ``kind`` is ``unknown`` or ``unavailable``; ``landed`` says
+    """A fault for the next call of ``method``: ``kind`` is ``unknown``, ``unavailable`` or ``unanswered``
+    (``inspect_many`` answers Unanswered for every object); ``landed`` says
     whether an ``unknown`` call took effect before the error."""
 
     method: str
@@ -159,6 +162,7 @@ class MemoryScheduler:
         kill_wait: float = 30.0,
         native_restart: bool = False,
         watch_window: int = 10_000,
+        accounting_lag: float = 0.0,
     ) -> None:
         self.clock = clock
         self.shape = Shape(shape)
@@ -169,6 +173,10 @@ class MemoryScheduler:
         self.default_runtime = default_runtime
         self.kill_wait = kill_wait
         self.native_restart = native_restart
+        self.accounting_lag = accounting_lag
+        """Seconds after a job ends during which reads have no answer for it (Grid Engine: between leaving
+        qstat and reaching qacct): ``inspect_many`` says Unanswered, ``inspect`` raises Unavailable."""
+        self.lagging: set[str] = set()
         self.jobs: dict[str, TruthJob] = {}
         self.lost_nodes: dict[str, float] = {}
         self.ceasing: dict[str, tuple[str, float]] = {}
@@ -196,7 +204,14 @@ class MemoryScheduler:
             for sid in [sid for sid in self.blanked if now >= self.jobs[sid].blank_until]:
                 self.blanked.discard(sid)
                 self._changed(sid)  # the queue shows it again: a watch reports the change
+            for sid in [sid for sid in self.lagging if now >= self.jobs[sid].unanswered_until]:
+                self.lagging.discard(sid)
+                self._changed(sid)  # the answer arrives: a watch reports the change
             return now
+
+    def unanswered(self, job: TruthJob, now: float) -> bool:
+        """Whether reads have no answer for ``job`` at ``now`` (see ``accounting_lag`` and Control.lag)."""
+        return now < job.unanswered_until
 
     def _changed(self, sid: str) -> None:
         self._change_seq += 1
@@ -213,6 +228,9 @@ class MemoryScheduler:
         ex.ended_at = at
         ex.state, ex.cause, ex.exit_code, ex.detail = state, cause, code, detail
         job.ended_at = at
+        if self.accounting_lag > 0:
+            job.unanswered_until = max(job.unanswered_until, at + self.accounting_lag)
+            self.lagging.add(job.sid)
         self._changed(job.sid)
 
     def _end_due(self, now: float) -> None:
@@ -542,6 +560,16 @@ class Control:
             self._s.blanked.add(sid)
             self._s._changed(sid)
 
+    def lag(self, sid: str, seconds: float) -> None:
+        """For ``seconds``, reads have no answer for the job (``inspect_many`` says Unanswered, ``inspect``
+        raises Unavailable), as a scheduler whose accounting lags behind its queue; the job itself goes on."""
+        with self._s._lock:
+            now = self._s.advance()
+            job = self._s.jobs[sid]
+            job.unanswered_until = max(job.unanswered_until, now + seconds)
+            self._s.lagging.add(sid)
+            self._s._changed(sid)
+
     def delete(self, sid: str) -> None:
         """Someone deleted the object: its evidence is gone."""
         with self._s._lock:
@@ -567,9 +595,12 @@ class Control:
 
     def inject(self, method: str, kind: str = "unknown", *, landed: bool = False) -> None:
         """Fail the next call of backend ``method``: ``unknown`` (OutcomeUnknown, after the effect if
-        ``landed``) or ``unavailable`` (nothing done)."""
-        if kind not in ("unknown", "unavailable"):
-            raise ValueError("kind is unknown or unavailable")
+        ``landed``), ``unavailable`` (nothing done), or for ``inspect_many`` only ``unanswered`` (every object
+        it would show is answered :class:`~dispatch.spi.Unanswered`)."""
+        if kind not in ("unknown", "unavailable", "unanswered"):
+            raise ValueError("kind is unknown, unavailable or unanswered")
+        if kind == "unanswered" and (method != "inspect_many" or landed):
+            raise ValueError("an unanswered fault is for inspect_many only, and never landed")
         self._s.faults.append(Fault(method, kind, landed))
 
     def crash_next_requeue(self) -> None:

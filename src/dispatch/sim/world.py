@@ -306,8 +306,12 @@ class World:
         elif choice == "spurious-unknown" and running:
             sid = r.choice(running)
             seconds = r.uniform(1.0, 0.8 * unknown_grace(self.backend.declarations()))
-            c.blank(sid, seconds)
-            self.note(f"spurious-unknown {sid} for {seconds:.1f}s")
+            if r.random() < 0.5:
+                c.blank(sid, seconds)
+                self.note(f"spurious-unknown {sid} for {seconds:.1f}s")
+            else:
+                c.lag(sid, seconds)
+                self.note(f"no-answer {sid} for {seconds:.1f}s")
         elif choice == "fault":
             method = r.choice(
                 [

@@ -8,6 +8,10 @@ What :func:`fold` guarantees:
 * ``evidence=None`` means the backend has no trace of the object (NotFound). The submission is marked ``gone``;
   an execution that had already ended with evidence keeps that evidence; anything else becomes
   ``unknown`` / cause ``unknown``. Nothing becomes ``succeeded`` without the scheduler saying so.
+* An :class:`~dispatch.spi.Unanswered` reading (the scheduler has not answered for the object yet) keeps the
+  last evidence and starts the clock an ``unknown`` reading starts (``Submission.unknown_since``); once it has
+  lasted ``unanswered_grace`` (the supervisor passes the backend's NodeLossWindow) the submission is folded as
+  unknown evidence is: ``unknown`` / cause ``unknown``, an end already seen kept. It resolves no intent.
 * A foreign hold (someone else's gate or hold) on a waiting object makes it ``held`` / ``admin-held``.
 * A :class:`~dispatch.spi.Cessation` covering an execution that ended node-lost turns its cause into
   ``cessation`` (planned, not a failure of the job).
@@ -36,7 +40,7 @@ from dispatch.records.model import (
     JobRecord,
     Submission,
 )
-from dispatch.spi import Cessation, Found, Gate, JobEvidence
+from dispatch.spi import Cessation, Found, Gate, JobEvidence, Unanswered
 
 DEFAULT_REFRESH = 60.0
 """How stale a record's evidence time may get before an unchanged observation is written anyway."""
@@ -44,7 +48,7 @@ DEFAULT_REFRESH = 60.0
 
 def fold(
     job: JobRecord,
-    evidence: JobEvidence | None,
+    evidence: JobEvidence | Unanswered | None,
     now: float,
     *,
     submission: int | None = None,
@@ -52,6 +56,7 @@ def fold(
     cessation: Cessation | None = None,
     refresh: float = DEFAULT_REFRESH,
     observed_at: float | None = None,
+    unanswered_grace: float = 0.0,
 ) -> tuple[JobRecord, list[Event]]:
     """Fold one observation of a submission (default: the current one) into ``job``.
 
@@ -61,13 +66,18 @@ def fold(
 
     ``evidence`` is what ``inspect`` showed (None: the scheduler has no trace of the object; pass nothing for
     a submission that was not observed, see :func:`fold_found`). ``found`` is what finding the submission's
-    marker showed (only used to resolve an open ``start`` past its deadline). Returns the new record (``job``
-    itself, unchanged, when the observation changes nothing worth writing) and the events to append.
+    marker showed (only used to resolve an open ``start`` past its deadline). ``unanswered_grace`` is how long
+    an :class:`~dispatch.spi.Unanswered` reading keeps the last evidence (see the module's docstring). Returns
+    the new record (``job`` itself, unchanged, when the observation changes nothing worth writing) and the
+    events to append.
     """
     sub = _target(job, submission)
     if sub is None:
         return job, []
-    if found is None and not _worth_folding(job, sub, evidence, now, cessation, refresh):
+    if isinstance(evidence, Unanswered):
+        if found is None and not _unanswered_changes(sub, evidence, unanswered_grace):
+            return job, []
+    elif found is None and not _worth_folding(job, sub, evidence, now, cessation, refresh):
         return job, []
     new = job.copy()
     nsub = new.submission(sub.n)
@@ -75,6 +85,10 @@ def fold(
     at = now if observed_at is None else observed_at
     if found is not None:
         events += _fold_found(new, nsub, found, now, at)
+    if isinstance(evidence, Unanswered):
+        if nsub.scheduler_id is not None and _unanswered_changes(nsub, evidence, unanswered_grace):
+            events += _fold_unanswered(new, nsub, evidence, now, unanswered_grace)
+        return new, events
     if nsub.scheduler_id is not None:
         if evidence is None:
             events += _fold_vanished(new, nsub, now, at)
@@ -153,6 +167,8 @@ def _worth_folding(
         return False
     if sub.gone or cessation is not None:
         return True
+    if sub.unknown_since is not None and evidence.outcome.state is not State.UNKNOWN:
+        return True  # known again (after an unknown or unanswered reading): stop the clock
     if any(i.open and i.submission == sub.n and now >= i.deadline for i in job.intents):
         return True
     out = sub.outcome
@@ -169,6 +185,42 @@ def _worth_folding(
         if er.identity != ee.identity or er.outcome.state != ee.outcome.state or er.ended_at != ee.ended_at:
             return True
     return ev.evidence.observed_at - out.evidence.observed_at >= refresh
+
+
+def _unanswered_changes(sub: Submission, unanswered: Unanswered, grace: float) -> bool:
+    """Whether an Unanswered reading changes ``sub``: it starts the unknown clock, or outlasts the grace."""
+    if sub.scheduler_id is None or unanswered.scheduler_id != sub.scheduler_id:
+        return False
+    out = sub.outcome
+    if out is not None and (out.ended or out.state is State.UNKNOWN):
+        return False  # an end seen stays; an unknown already runs its clock
+    since = sub.unknown_since
+    return since is None or unanswered.observed_at - since >= grace
+
+
+def _fold_unanswered(job: JobRecord, sub: Submission, unanswered: Unanswered, now: float, grace: float) -> list[Event]:
+    at = unanswered.observed_at
+    events: list[Event] = []
+    if sub.unknown_since is None:
+        sub.unknown_since = at
+        events.append(Event(job.id, now, "unanswered", {"submission": sub.n, "reason": unanswered.reason}))
+    out = sub.outcome
+    if (out is None or not (out.ended or out.state is State.UNKNOWN)) and at - sub.unknown_since >= grace:
+        ev = Evidence("unanswered", at)
+        detail = f"the scheduler has not answered for it for {at - sub.unknown_since:.0f}s: {unanswered.reason}"
+        for ex in sub.executions:
+            if not ex.outcome.ended:
+                ex.outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail=detail)
+        sub.outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail=detail)
+        events.append(
+            Event(
+                job.id,
+                now,
+                "observed",
+                {"submission": sub.n, "state": "unknown", "cause": "unknown", "exitCode": None, "source": ev.source},
+            )
+        )
+    return events
 
 
 def _resolve(job: JobRecord, it: Intent, status: IntentStatus, result: str, now: float) -> Event:
@@ -354,10 +406,16 @@ def _resolve_by_evidence(job: JobRecord, sub: Submission, evidence: JobEvidence,
 
 
 def fold_stray(
-    job: JobRecord, scheduler_id: str, evidence: JobEvidence | None, now: float, observed_at: float | None = None
+    job: JobRecord,
+    scheduler_id: str,
+    evidence: JobEvidence | Unanswered | None,
+    now: float,
+    observed_at: float | None = None,
 ) -> tuple[JobRecord, list[Event]]:
     """Resolve open ``stop`` intents aimed at the stray object ``scheduler_id`` from its evidence (None: gone),
-    if it was observed at or after their deadline."""
+    if it was observed at or after their deadline. An Unanswered reading resolves nothing."""
+    if isinstance(evidence, Unanswered):
+        return job, []
     at = evidence.outcome.evidence.observed_at if evidence is not None else observed_at
     at = now if at is None else at
     todo = {

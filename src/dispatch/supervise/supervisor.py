@@ -51,7 +51,7 @@ from dispatch.records.model import (
     Submission,
 )
 from dispatch.rules import RuleSet
-from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Watcher
+from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Unanswered, Watcher
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, needs_observation, next_step
@@ -130,7 +130,7 @@ class CycleReport:
 
 @dataclass
 class _Observation:
-    evidence: dict[str, JobEvidence] = field(default_factory=dict)
+    evidence: dict[str, JobEvidence | Unanswered] = field(default_factory=dict)
     inspected: set[str] = field(default_factory=set)
     found: dict[str, list[Found]] = field(default_factory=dict)
     cessation: dict[str, Cessation] = field(default_factory=dict)
@@ -431,6 +431,8 @@ class Supervisor:
                 obs.inspected = set(ids)
                 obs.inspected_at = self.clock.now()
                 self._pending.clear()
+                # an object with no answer yet is asked about again next cycle, whatever a watch reports
+                self._pending.update(sid for sid, ev in obs.evidence.items() if isinstance(ev, Unanswered))
             except Unavailable:
                 report.unavailable = True
                 # changes the watch reported but we could not read are read next cycle
@@ -452,7 +454,7 @@ class Supervisor:
                 report.unavailable = True
                 obs.found = {}
         if isinstance(self.backend, CessationSignal):
-            lost = [sid for sid, ev in obs.evidence.items() if _node_lost(ev)]
+            lost = [sid for sid, ev in obs.evidence.items() if isinstance(ev, JobEvidence) and _node_lost(ev)]
             if lost:
                 report.observation_calls += 1
                 try:
@@ -490,6 +492,7 @@ class Supervisor:
                     cessation=obs.cessation.get(sid),
                     refresh=refresh,
                     observed_at=obs.inspected_at,
+                    unanswered_grace=self.facts.unknown_grace,
                 )
                 events += ev
         for s in list(job.submissions):
