@@ -371,7 +371,7 @@ def test_status_watch_refreshes_until_interrupted(cli: Env) -> None:
         line = proc.stdout.readline()
         headers += line.startswith("JOB ")
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=10)
+    proc.communicate(timeout=30)  # generous: the fresh-venv run is niced under the whole suite's load
     assert proc.returncode == 0
 
 
