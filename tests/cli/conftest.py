@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -56,9 +57,20 @@ class Env:
         assert p.returncode == 0, p.stderr
         return json.loads(p.stdout)
 
-    def popen(self, *args: str | bytes) -> subprocess.Popen[str]:
+    def popen(self, *args: str | bytes, sigint_ignored: bool = False) -> subprocess.Popen[str]:
+        """``sigint_ignored``: start the command with SIGINT ignored, as a script's background job is."""
+
+        def ignore_sigint() -> None:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
         return subprocess.Popen(
-            self.argv(*args), env=self.env, cwd=self.home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            self.argv(*args),
+            env=self.env,
+            cwd=self.home,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=ignore_sigint if sigint_ignored else None,
         )
 
 

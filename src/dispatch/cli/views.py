@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -163,16 +165,28 @@ def status(
         once()
         return
     tty = sys.stdout.isatty()
+    # Ctrl-C ends the watch between refreshes: a KeyboardInterrupt raised inside a refresh (a record store's
+    # query, a scheduler call) could leave it half-done. A second Ctrl-C interrupts at once.
+    stop = threading.Event()
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
-        while True:
+        while not stop.is_set():
             if tty:
                 click.echo("\x1b[H\x1b[2J", nl=False)
             once()
             if not tty:
                 click.echo("")
-            time.sleep(interval)
+            stop.wait(interval)
     except KeyboardInterrupt:
         return
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _summary(job: JobRecord) -> JobSummary:
