@@ -18,9 +18,9 @@ import builtins
 import os
 import secrets
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from dispatch.actions import Actor, marker_for
 from dispatch.capabilities import Answer, Capabilities, Capability
@@ -52,6 +52,9 @@ from dispatch.rules import RuleSet
 from dispatch.settings import decode
 from dispatch.spec import JobSpec
 from dispatch.spi import Backend, BatchStarter, Holder, JobEvidence, Requeuer, StartRequest, check_backend, restrict
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 @dataclass
@@ -405,34 +408,33 @@ class Submitted:
         return self.error is None
 
 
+def _each(items: Sequence[_T], call: Callable[[_T], _R]) -> list[_R | DispatchError]:
+    """``call`` on every item in turn, a DispatchError taken as that item's answer rather than raised."""
+    out: list[_R | DispatchError] = []
+    for item in items:
+        try:
+            out.append(call(item))
+        except DispatchError as exc:
+            out.append(exc)
+    return out
+
+
 def _start_all(backend: Backend, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
     """One batched call when the backend is a BatchStarter; otherwise ``start`` per request."""
     if not requests:
         return []
     if isinstance(backend, BatchStarter):
         return backend.start_many(requests)
-    out: list[str | DispatchError] = []
-    for req in requests:
-        try:
-            out.append(backend.start(req))
-        except DispatchError as exc:
-            out.append(exc)
-    return out
+    return _each(requests, backend.start)
 
 
 def _open_all(backend: Backend, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
+    """One batched call when the backend is a BatchStarter; otherwise ``open`` per object (None: opened)."""
     if not scheduler_ids:
         return []
     if isinstance(backend, BatchStarter):
         return backend.open_many(scheduler_ids)
-    out: list[DispatchError | None] = []
-    for sid in scheduler_ids:
-        try:
-            backend.open(sid)
-            out.append(None)
-        except DispatchError as exc:
-            out.append(exc)
-    return out
+    return _each(scheduler_ids, backend.open)
 
 
 def _handed(job_id: str, exc: Exception) -> OutcomeUnknown:
