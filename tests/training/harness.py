@@ -30,6 +30,7 @@ from dispatch.extensions import CessationWarning, Output, SharedCheckpoint
 from dispatch.records import SQLiteRecords
 from dispatch.records.model import JobRecord
 from dispatch.rules import RuleSet
+from dispatch.slurm.harness import settings_for
 from dispatch.spec import JobSpec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,25 +53,6 @@ def description(name: str) -> dict[str, Any]:
     if name not in data:
         pytest.fail(f"cluster {name!r} is not in {path}: {HOW}", pytrace=False)
     return dict(data[name])
-
-
-def slurm_settings(desc: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "transport": desc["transport"],
-        "defaults": {"partition": desc["partitions"]["default"], "account": desc["account"]},
-        "env": dict(desc.get("env") or {}),
-        "preflight": {"cacheDir": "/tmp/dispatch-slurm-test-cache"},
-        "timeouts": {"call": 30, "script": 60},
-    }
-    if desc["transport"] == "ssh":
-        out["ssh"] = {
-            "host": desc["host"],
-            "user": desc["user"],
-            "port": desc["port"],
-            "identityFile": desc["identity_file"],
-            "knownHostsFile": desc["known_hosts"],
-        }
-    return out
 
 
 def admin(name: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -149,7 +131,7 @@ class Case:
     ) -> None:
         self.cluster = cluster
         self.desc = description(cluster)
-        self.settings = slurm_settings(self.desc)
+        self.settings = settings_for(self.desc)
         # in a chroot cluster (sid) the job sees <chroot>/tmp as /tmp, and runs the host's Python and torch
         # mounted by scripts/training-sid.sh
         self.root = str(self.desc.get("chroot") or "")
