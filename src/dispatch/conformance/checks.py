@@ -109,16 +109,19 @@ class Session:
         self.backend.open(sid)
         return sid
 
-    def wait(self, sid: str, what: str, pred: Callable[[JobEvidence], bool]) -> JobEvidence:
+    def wait(self, sid: str, what: str, pred: Callable[[JobEvidence], bool], extra: float = 0.0) -> JobEvidence:
+        """Read the job every poll until ``pred`` holds; fail after the harness's wait plus ``extra`` (a time
+        limit the job must first run out)."""
         clock, t = self.h.clock, self.h.timings
-        deadline = clock.now() + t.wait
+        wait = t.wait + extra
+        deadline = clock.now() + wait
         last: JobEvidence | None = None
         while True:
             last = self.backend.inspect(sid)
             if pred(last):
                 return last
             if clock.now() >= deadline:
-                raise ConformanceError(f"{what}: not seen within {t.wait:g}s; last evidence: {last.outcome}")
+                raise ConformanceError(f"{what}: not seen within {wait:g}s; last evidence: {last.outcome}")
             clock.sleep(t.poll)
 
     def quiet(self, sid: str, what: str, pred: Callable[[JobEvidence], bool]) -> JobEvidence:
@@ -243,8 +246,9 @@ def check_failure_keeps_exit_code(h: Harness) -> None:
 def check_timeout_cause(h: Harness) -> None:
     """A job past its time limit ends with cause timeout."""
     with session(h) as s:
+        limit = s.spec("timeout").time_limit or 0.0
         sid = s.run("timeout")
-        ev = s.wait(sid, "the job times out", ended)
+        ev = s.wait(sid, "the job times out", ended, limit)
         expect(ev.outcome.cause is Cause.TIMEOUT, f"a timed-out job reads cause {ev.outcome.cause}")
 
 

@@ -137,6 +137,11 @@ class World:
         assert cur is not None and cur.scheduler_id is not None
         return cur.scheduler_id
 
+    def limited(self, spec: JobSpec) -> float:
+        """The wait for a job that ends by its time limit: the usual wait plus the limit itself (the job's own
+        duration, not the scheduler's latency)."""
+        return self.h.base.timings.wait + (spec.time_limit or 0.0)
+
     def until(self, what: str, pred: Callable[[], bool], wait: float | None = None) -> None:
         """Run supervisor cycles, one poll interval apart, until ``pred`` holds or ``wait`` passes."""
         limit = self.clock.now() + (wait if wait is not None else self.h.base.timings.wait)
@@ -257,8 +262,9 @@ def check_unmatched_close_policy(h: CoreHarness) -> None:
 def check_timeout_cause(h: CoreHarness) -> None:
     """A job past its time limit is recorded with cause timeout."""
     with world(h) as w:
-        job_id = w.cluster.submit(w.spec("timeout"))
-        w.until("the timeout", lambda: w.get(job_id).cause is Cause.TIMEOUT)
+        spec = w.spec("timeout")
+        job_id = w.cluster.submit(spec)
+        w.until("the timeout", lambda: w.get(job_id).cause is Cause.TIMEOUT, w.limited(spec))
 
 
 @core_check
@@ -429,10 +435,12 @@ def check_hold_rule_belongs_to_the_supervisor(h: CoreHarness) -> None:
     with world(h, {"rules": [{"cause": "timeout", "action": "hold"}]}) as w:
         if not isinstance(w.backend, Holder) or not w.cluster.capabilities()[Capability.HOLD].yes:
             raise Skip("this cluster cannot hold")
-        job_id = w.cluster.submit(w.spec("timeout"))
+        spec = w.spec("timeout")
+        job_id = w.cluster.submit(spec)
         w.until(
             "the held submission 2",
             lambda: w.get(job_id).cause is Cause.HELD and len(w.get(job_id).submissions) == 2,
+            w.limited(spec),
         )
         job = w.get(job_id)
         hold = job.active_holds()[0]
