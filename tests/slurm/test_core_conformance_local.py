@@ -1,4 +1,4 @@
-"""The core conformance suite against the real Slurm 22.05 cluster over the local transport (allowed skips: core_suite.CANNOT)."""
+"""The core conformance suite against the real Slurm 22.05 cluster, local transport (core_suite: skips, selection)."""
 
 import pytest
 
@@ -9,6 +9,6 @@ from . import core_suite
 pytestmark = pytest.mark.slurm_local
 
 
-@pytest.mark.parametrize("check", core_suite.checks(), ids=str)
+@pytest.mark.parametrize("check", core_suite.checks("local"), ids=str)
 def test_core_conformance_local(check: CoreCheck) -> None:
     core_suite.run("local", check)

@@ -1,4 +1,4 @@
-"""The core conformance suite against the real Slurm 26.05 cluster over SSH (allowed skips: core_suite.CANNOT)."""
+"""The core conformance suite against the real Slurm 26.05 cluster over SSH (core_suite: skips, selection)."""
 
 import pytest
 
@@ -9,6 +9,6 @@ from . import core_suite
 pytestmark = pytest.mark.slurm_sid
 
 
-@pytest.mark.parametrize("check", core_suite.checks(), ids=str)
+@pytest.mark.parametrize("check", core_suite.checks("sid"), ids=str)
 def test_core_conformance_sid(check: CoreCheck) -> None:
     core_suite.run("sid", check)
