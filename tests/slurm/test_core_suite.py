@@ -1,6 +1,6 @@
 """The allowed skips and the 22.05 selection of the core suite on the Slurm test clusters name real checks."""
 
-from dispatch.conformance.checks import backend_checks
+from dispatch.conformance import backend_checks
 from dispatch.conformance.core import core_checks
 
 from .core_suite import CANNOT, LONG_CHECKS, checks
