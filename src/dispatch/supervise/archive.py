@@ -204,7 +204,7 @@ class Archiver:
             archived_at=self.clock.now(),
         )
         if not done:
-            return _with(base, reason=f"rank 0's log was not read within {timeout:g}s"), True
+            return _with(base, reason=f"rank 0's log was not read within {round(timeout, 1):g}s"), True
         error = result if isinstance(result, BaseException) else None
         if isinstance(error, NotFound):
             return _with(base, status=ArchiveStatus.GONE, reason=str(error)), False
