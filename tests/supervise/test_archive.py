@@ -17,7 +17,7 @@ from dispatch.records.archive import ArchivedOutput, ArchiveStatus
 from dispatch.records.model import Event, JobRecord
 from dispatch.spec import JobSpec
 from dispatch.supervise import Supervisor
-from dispatch.supervise.archive import ArchiveSettings, Archiver, keep_tail
+from dispatch.supervise.archive import Archiver, ArchiveSettings, keep_tail
 
 RESUBMIT = {"rules": [{"name": "evicted", "cause": ["preempted"], "action": "resubmit", "limit": 2}]}
 
