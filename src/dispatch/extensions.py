@@ -62,7 +62,7 @@ def extension_from_json(data: object, path: str = "extension") -> Extension:
     kind = data.get("kind")
     if not isinstance(kind, str):
         raise SpecError(f"{path}.kind", "is required and must be a string")
-    cls = _REGISTRY.get(kind)
+    cls = _REGISTRY.get(kind) or _adapter_kind(kind)
     if cls is None:
         raise SpecError(f"{path}.kind", f"unknown extension kind {kind!r} (is its adapter installed?)")
     fields = {k: v for k, v in data.items() if k != "kind"}
@@ -70,6 +70,23 @@ def extension_from_json(data: object, path: str = "extension") -> Extension:
         return decode(cls, fields, path=path)
     except ConfigError as exc:
         raise SpecError(exc.path, exc.message) from None
+
+
+def _adapter_kind(kind: str) -> type[Extension] | None:
+    """The class of an adapter's extension kind (``kubeflow.RuntimeRef``), importing the adapter named by its
+    prefix: a record read in a fresh process (``dispatch logs`` of a Kubeflow job) names kinds whose adapter
+    nothing has imported yet."""
+    prefix = kind.split(".", 1)[0]
+    if prefix == kind or prefix == "dispatch":
+        return None
+    from dispatch.errors import DispatchError
+    from dispatch.registry import adapter
+
+    try:
+        adapter(prefix)
+    except DispatchError:
+        return None
+    return _REGISTRY.get(kind)
 
 
 def _require(cond: bool, path: str, message: str) -> None:

@@ -79,6 +79,8 @@ class _Item:
     scheduler_id: str
     identity: str
     restart: int
+    running: bool = False
+    """Read while it still runs, just before the supervisor's own stop or hold ends it."""
 
 
 def ended(job: JobRecord) -> list[_Item]:
@@ -160,6 +162,17 @@ class Archiver:
             if item.identity not in done:
                 self._pending.setdefault(after.id, {})[item.identity] = item
 
+    def before_stopping(self, job: JobRecord, submission: int) -> list[ArchivedOutput]:
+        """Archive the running execution of ``submission`` now, before the supervisor's stop or hold ends it
+        (on Kubernetes the pods go with it): the log as it is at this moment. Returns the entries written."""
+        sub = next((s for s in job.submissions if s.n == submission), None)
+        if sub is None or sub.scheduler_id is None or not sub.executions or sub.executions[-1].outcome.ended:
+            return []
+        last = sub.executions[-1]
+        item = _Item(job.id, sub.n, sub.scheduler_id, last.identity, last.restart, running=True)
+        self._pending.setdefault(job.id, {})[item.identity] = item
+        return self.run(job.id)
+
     def pending(self, job_id: str) -> list[str]:
         """The identities queued for ``job_id``."""
         return list(self._pending.get(job_id, {}))
@@ -212,7 +225,10 @@ class Archiver:
             return _with(base, reason=f"{type(error).__name__}: {error}"), isinstance(error, Unavailable)
         data, size = result
         truncated = size > len(data)
-        reason = f"the last {len(data)} of {size} bytes (cap {cap})" if truncated else ""
+        notes = [f"the last {len(data)} of {size} bytes (cap {cap})"] if truncated else []
+        if item.running:
+            notes.append("read just before the supervisor stopped it: what it wrote after is not kept")
+        reason = "; ".join(notes)
         return _with(base, status=ArchiveStatus.KEPT, data=data, size=size, truncated=truncated, reason=reason), False
 
 

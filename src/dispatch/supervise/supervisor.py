@@ -567,6 +567,10 @@ class Supervisor:
             if step.kind in (StepKind.NOTHING, StepKind.WAIT, StepKind.OBSERVE):
                 return job
             if step.kind is StepKind.ACT:
+                stops = step.action in (Action.STOP, Action.HOLD) and "schedulerId" not in step.args
+                if self.archiver is not None and stops:
+                    for entry in self.archiver.before_stopping(job, step.submission or 0):
+                        report.archive[entry.status.value] += 1
                 job = self._act(job, step, report)
             else:
                 decided, escalated = len(job.decisions), len(job.escalations)
