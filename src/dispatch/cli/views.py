@@ -347,8 +347,10 @@ def _event_text(e: Any) -> str:
     help="Execution: its restart number R in the submission, or its identity as `dispatch show` lists it"
     " (default: the current one).",
 )
-@click.option("--submission", type=click.IntRange(1), help="Submission N (default: the current one).")
-@click.option("-r", "--rank", "ranks", type=click.IntRange(0), multiple=True, help="Only this rank (repeatable).")
+@click.option("--submission", type=click.IntRange(1), metavar="N", help="Submission N (default: the current one).")
+@click.option(
+    "-r", "--rank", "ranks", type=click.IntRange(0), multiple=True, metavar="RANK", help="Only this rank (repeatable)."
+)
 @click.option("--stderr", "stderr_", is_flag=True, help="Show stderr instead of stdout.")
 @click.option("-f", "--follow", is_flag=True, help="Keep showing output until the execution ends.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per chunk: rank, stream, text, archived.")
