@@ -373,7 +373,7 @@ def logs(
     import json
 
     from dispatch.cli import logsource, ui
-    from dispatch.errors import NotFound, Unsupported
+    from dispatch.errors import NotFound, Unavailable, Unsupported
     from dispatch.records.archive import ArchiveStatus
 
     record = app.resolve_job(job)
@@ -388,9 +388,11 @@ def logs(
             raise NotFound(f"job {record.id} has not been created on its cluster yet")
         try:
             chunks = logsource.primed(_live(app, record, t, stream, ranks, follow))
-        except (NotFound, Unsupported) as exc:
+        except (NotFound, Unsupported, Unavailable) as exc:
             if entry is None and t.execution is None:
                 raise  # no execution to look up in the archive
+            if isinstance(exc, Unavailable) and (entry is None or entry.status is not ArchiveStatus.KEPT):
+                raise  # the cluster did not answer: say so, unless the archive has the output anyway
             logsource.from_archive(entry, f"{what} (the cluster: {exc})", stderr_, ranks)
             archived = True
     if archived:
