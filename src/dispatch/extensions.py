@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -72,20 +72,22 @@ def extension_from_json(data: object, path: str = "extension") -> Extension:
         raise SpecError(exc.path, exc.message) from None
 
 
-def _adapter_kind(kind: str) -> type[Extension] | None:
-    """The class of an adapter's extension kind (``kubeflow.RuntimeRef``), importing the adapter named by its
-    prefix: a record read in a fresh process (``dispatch logs`` of a Kubeflow job) names kinds whose adapter
-    nothing has imported yet."""
-    prefix = kind.split(".", 1)[0]
-    if prefix == kind or prefix == "dispatch":
-        return None
-    from dispatch.errors import DispatchError
-    from dispatch.registry import adapter
+_KIND_LOADER: list[Callable[[str], None]] = []
+"""Set by :mod:`dispatch.registry` (:func:`set_kind_loader`): imports the adapter an unknown kind's prefix names."""
 
-    try:
-        adapter(prefix)
-    except DispatchError:
+
+def set_kind_loader(load: Callable[[str], None]) -> None:
+    """Install the function that imports adapter ``name`` (the registry's), so an adapter's extension kind
+    (``kubeflow.RuntimeRef``) decodes in a process that has not imported that adapter yet (``dispatch logs`` of a
+    Kubeflow job reads its record before it opens the cluster)."""
+    _KIND_LOADER[:] = [load]
+
+
+def _adapter_kind(kind: str) -> type[Extension] | None:
+    prefix = kind.split(".", 1)[0]
+    if prefix == kind or prefix == "dispatch" or not _KIND_LOADER:
         return None
+    _KIND_LOADER[0](prefix)
     return _REGISTRY.get(kind)
 
 
