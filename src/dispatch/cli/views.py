@@ -14,6 +14,7 @@ import click
 from dispatch.cli.app import App
 
 if TYPE_CHECKING:
+    from dispatch.cli.logsource import Target
     from dispatch.records.model import JobRecord, JobSummary
 
 pass_app = click.make_pass_decorator(App)
@@ -417,7 +418,7 @@ def logs(
         return
 
 
-def _live(app: App, record: JobRecord, t: Any, stream: str, ranks: tuple[int, ...], follow: bool) -> Any:
+def _live(app: App, record: JobRecord, t: Target, stream: str, ranks: tuple[int, ...], follow: bool) -> Any:
     """The (rank, chunk) pairs of the target execution as the cluster has them."""
     from dispatch.errors import Unsupported
     from dispatch.spi import OutputReader
@@ -425,6 +426,7 @@ def _live(app: App, record: JobRecord, t: Any, stream: str, ranks: tuple[int, ..
     cluster = app.cluster_of(record, read_only=True)
     backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
     sid = t.submission.scheduler_id
+    assert sid is not None  # the caller checked
     lines = getattr(backend, "lines", None)
     if callable(lines):
         return lines(sid, stream, execution=t.restart, ranks=list(ranks) or None, follow=follow)
