@@ -10,8 +10,9 @@ is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-on
 :class:`~dispatch.errors.Unavailable` when the cluster could not be reached and nothing was done.
 
 Optional interfaces (``Holder``, ``Requeuer``, ``NativePolicyCompiler``, ``Watcher``, ``CessationSignal``,
-``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``) are ``runtime_checkable``
-protocols: code asks ``isinstance(backend, Holder)``. :func:`restrict` hands out a backend without some of them.
+``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``, ``ExecutionOutput``) are
+``runtime_checkable`` protocols: code asks ``isinstance(backend, Holder)``. :func:`restrict` hands out a backend
+without some of them.
 """
 
 from __future__ import annotations
@@ -298,6 +299,19 @@ class OutputReader(Protocol):
     def stderr(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]: ...
 
 
+@runtime_checkable
+class ExecutionOutput(Protocol):
+    """Reads rank 0's stdout of one execution named by its identity, for a backend whose output goes with the
+    execution (Kubernetes: a pod's log goes with the pod). The supervisor archives it into the records when it
+    sees the execution end (:mod:`dispatch.supervise.archive`); a backend whose scheduler keeps output files
+    does not implement it."""
+
+    def execution_output(self, scheduler_id: str, identity: str) -> Iterator[bytes]:
+        """The whole log as it is now (never followed). NotFound when that execution's output is gone (or was
+        never there); Unsupported when this cluster does not let the adapter read it."""
+        ...
+
+
 CORE_METHODS: tuple[str, ...] = (
     "capabilities",
     "declarations",
@@ -322,6 +336,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     MultiFinder,
     BatchStarter,
     OutputReader,
+    ExecutionOutput,
 )
 
 _OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
@@ -334,6 +349,7 @@ _OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     MultiFinder: ("find_many",),
     BatchStarter: ("start_many", "open_many"),
     OutputReader: ("stdout", "stderr"),
+    ExecutionOutput: ("execution_output",),
 }
 
 

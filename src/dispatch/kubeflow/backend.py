@@ -1,6 +1,6 @@
 """KubeflowBackend: the SPI over Kubeflow Trainer v2 (TrainJob -> JobSet -> Jobs -> Pods), with or without Kueue.
 
-Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener and OutputReader (no Requeuer,
+Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener, OutputReader and ExecutionOutput (no Requeuer,
 MultiFinder or NativePolicyCompiler: Kubeflow has no requeue). Reads (inspect, inspect_many, find, watch,
 cessation, weakened) come from the watch cache: no request in steady state. Writes go to the apiserver.
 
@@ -39,6 +39,7 @@ from dispatch.kubeflow import names as n
 from dispatch.kubeflow import render as rd
 from dispatch.kubeflow.extensions import RuntimeRef
 from dispatch.kubeflow.mapping import (
+    ExecKey,
     annotations_of,
     condition,
     eviction_outcome,
@@ -214,9 +215,25 @@ class KubeflowBackend:
                 Capability.OUTPUT_PATH: no("Kubernetes keeps container logs, not output files"),
                 Capability.OUTPUT_READ: logs,
                 Capability.OUTPUT_FOLLOW: follow,
-                Capability.OUTPUT_RETAINED: no("logs go with the pods"),
+                Capability.OUTPUT_RETAINED: self._retained(),
                 Capability.READMISSION_GATE: readmission,
             }
+        )
+
+    def _retained(self) -> CapabilityAnswer:
+        """OutputRetained: the cluster keeps no log after its pod goes; the supervisor's archive keeps rank 0's
+        log of each execution, and whether a supervisor runs for this cluster is a deployment fact the
+        ``supervised`` setting declares."""
+        if not self.preflight.can_log:
+            return no("logs go with the pods, and the adapter may not read pods/log here", Provenance.PROBED)
+        if self.settings.supervised:
+            return yes(
+                "the supervisor archives rank 0's log of each execution into the job's records when it sees it end "
+                "(declared: supervised is set; a log the cluster deleted before then is recorded as gone)"
+            )
+        return no(
+            "logs go with the pods; a dispatch supervisor archives rank 0's log of each execution "
+            "(set supervised: true where one runs for this cluster)"
         )
 
     # ---- start -------------------------------------------------------------------------------------------
@@ -597,6 +614,24 @@ class KubeflowBackend:
         finally:
             if client is not None:
                 client.close()
+
+    def execution_output(self, scheduler_id: str, identity: str) -> Iterator[bytes]:
+        """Rank 0's log of execution ``identity`` (its attempt, A and J), from its pod while the pod is there.
+        NotFound once the pod is gone: its log went with it."""
+        if not self.preflight.can_log:
+            raise Unsupported("the adapter may not read pods/log on this cluster (OutputRead is no)")
+        got = self.cache.reading(scheduler_id)
+        if got is None:
+            raise NotFound(f"no TrainJob {scheduler_id}")
+        o, _, _ = got
+        parts = identity.rsplit(".", 3)[-3:]
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise NotFound(f"{identity!r} is not an execution identity of the Kubeflow adapter")
+        key = ExecKey(int(parts[0]), int(parts[1]), int(parts[2]))
+        rank0 = [p for p in sorted(of_key(o.pods, key), key=rank) if rank(p)[:2] == (0, 0)]
+        if not rank0:
+            raise NotFound(f"TrainJob {scheduler_id}: rank 0 of execution {identity} has no pod (its log is gone)")
+        return self._lines(str(meta(rank0[0]).get("name")), False)
 
     def stderr(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]:
         raise Unsupported("Kubernetes keeps one log per container: stdout holds it, stderr is not separate")

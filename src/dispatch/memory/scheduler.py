@@ -190,6 +190,8 @@ class MemoryScheduler:
         self._change_seq = 0
         self._watch_window = watch_window
         self._watch_dropped = False
+        self.outputs: dict[tuple[str, int], list[str]] = {}
+        """Lines rank 0 wrote, by (object, execution index): see :meth:`Control.write`."""
         self.control = Control(self)
 
     # ----- time ------------------------------------------------------------------------------------------
@@ -474,6 +476,15 @@ class Control:
         if not job.current.live:
             raise ValueError(f"job {sid} is not running")
         return job
+
+    def write(self, sid: str, text: str) -> None:
+        """Rank 0 of the running execution writes a line to its log (what the Kubeflow shape's
+        ``execution_output`` reads back)."""
+        with self._s._lock:
+            self._s.advance()
+            job = self._running(sid)
+            line = text if text.endswith("\n") else text + "\n"
+            self._s.outputs.setdefault((sid, len(job.executions) - 1), []).append(line)
 
     def preempt(self, sid: str) -> None:
         """End the running execution with cause preempted."""

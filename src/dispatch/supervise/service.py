@@ -42,6 +42,7 @@ _BACKEND_CALLS = (
     "requeue",
     "cessation",
     "watch",
+    "execution_output",
 )
 WRITE_CALLS = frozenset({"start", "start_many", "open", "open_many", "stop_job", "hold", "release", "requeue"})
 """The backend calls that change the scheduler (the others only read)."""
