@@ -40,10 +40,13 @@ _BACKEND_CALLS = (
     "hold",
     "release",
     "requeue",
+    "readmit",
     "cessation",
     "watch",
 )
-WRITE_CALLS = frozenset({"start", "start_many", "open", "open_many", "stop_job", "hold", "release", "requeue"})
+WRITE_CALLS = frozenset(
+    {"start", "start_many", "open", "open_many", "stop_job", "hold", "release", "requeue", "readmit"}
+)
 """The backend calls that change the scheduler (the others only read)."""
 
 
