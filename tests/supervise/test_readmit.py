@@ -283,3 +283,13 @@ def test_a_decision_record_round_trips_the_readmit_action() -> None:
     assert Decision.from_json(d.to_json()) == d
     i = intent(IntentStatus.DONE)
     assert Intent.from_json(i.to_json()) == i and i.action is Action.READMIT
+
+
+def test_a_readmission_resolved_with_other_open_intents_leaves_them_to_their_own_evidence() -> None:
+    """Found by the simulator's sweep (seed 831): resolving a readmit intent must not disturb the resolution of
+    the intents after it in the same fold."""
+    j = record(preempted())
+    j.intents.append(intent(IntentStatus.PENDING, resolved=None))
+    j.intents.append(Intent(2, Action.STOP, 1, "op", T0 + 12, T0 + 47, IntentStatus.UNKNOWN))
+    out, _ = fold(j, evidence(T0 + 50, State.PENDING), T0 + 50)
+    assert [i.status for i in out.intents] == [IntentStatus.DONE, IntentStatus.FAILED]

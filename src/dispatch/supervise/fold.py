@@ -404,8 +404,8 @@ def _resolve_by_evidence(job: JobRecord, sub: Submission, evidence: JobEvidence,
                 )
             )
         elif it.action is Action.READMIT:
-            ok, seen = readmitted(evidence, str(it.args.get("execution", "")))
-            events.append(_resolve(job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, seen, now))
+            ok, shown = readmitted(evidence, str(it.args.get("execution", "")))
+            events.append(_resolve(job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, shown, now))
     return events
 
 
