@@ -293,3 +293,22 @@ def test_a_readmission_resolved_with_other_open_intents_leaves_them_to_their_own
     j.intents.append(Intent(2, Action.STOP, 1, "op", T0 + 12, T0 + 47, IntentStatus.UNKNOWN))
     out, _ = fold(j, evidence(T0 + 50, State.PENDING), T0 + 50)
     assert [i.status for i in out.intents] == [IntentStatus.DONE, IntentStatus.FAILED]
+
+
+def test_a_readmission_shows_in_dispatch_show_and_the_timeline_like_any_decision(env: Env) -> None:
+    from dispatch import timeline
+    from dispatch.cli.views import render_show
+
+    job_id = env.submit()
+    sup = env.supervisor()
+    env.cycles(sup, 1)
+    env.sched.control.preempt(env.sid(job_id))
+    env.cycles(sup, 3)
+    job = env.records.get(job_id)
+    text = render_show(job, env.records.events(job_id), env.clock.now())
+    assert "ended preempted -> readmit  (rule back: rule 'back' matches preempted" in text
+    assert "intent         seq=3, action=readmit, submission=1" in text
+    assert "call           seq=3, action=readmit, status=done" in text
+    lane = timeline.build(job, env.clock.now()).lanes
+    markers = timeline.build(job, env.clock.now()).markers
+    assert len(lane) == 1 and [(m.kind, m.label) for m in markers] == [("decision", "readmit")]
