@@ -238,3 +238,14 @@ def test_a_readmit_rule_is_refused_where_the_readmission_gate_is_not_yes() -> No
     with pytest.raises(Unsupported, match=r"ReadmissionGate is no: not proven"):
         rs.check_against(kube, Capabilities(caps))
     assert rs.rules[0].action is RuleAction.READMIT and rs.to_json()["rules"][0]["action"] == "readmit"
+
+
+def test_the_kueue_example_rules_readmit_where_a_readmitter_is_and_are_refused_elsewhere() -> None:
+    rules = RuleSet.load(Path(__file__).resolve().parents[1] / "examples" / "rules" / "kueue-preemption.yaml")
+    assert [r.action for r in rules.rules][:2] == [RuleAction.READMIT, RuleAction.RESUBMIT]
+    clock = FakeClock()
+    kube = backend(MemoryScheduler(clock, "kubeflow"))
+    rules.check_against(kube, kube.capabilities())
+    slurm = backend(MemoryScheduler(clock, "slurm"))
+    with pytest.raises(Unsupported, match="rule 'readmit-preempted'"):
+        rules.check_against(slurm, slurm.capabilities())

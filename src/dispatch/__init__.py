@@ -51,6 +51,7 @@ from dispatch.spi import (
     MultiFinder,
     NativePolicyCompiler,
     OutputReader,
+    Readmitter,
     Requeuer,
     Watcher,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "PolledLoss",
     "Provenance",
     "ReadOnly",
+    "Readmitter",
     "Rejected",
     "Requeuer",
     "RestartId",
