@@ -312,3 +312,24 @@ def test_a_readmission_shows_in_dispatch_show_and_the_timeline_like_any_decision
     lane = timeline.build(job, env.clock.now()).lanes
     markers = timeline.build(job, env.clock.now()).markers
     assert len(lane) == 1 and [(m.kind, m.label) for m in markers] == [("decision", "readmit")]
+
+
+def test_a_readmission_is_counted_in_the_decisions_metric_by_action_and_rule(env: Env) -> None:
+    import urllib.request
+
+    from dispatch.supervise.metrics import Metrics
+
+    job_id = env.submit()
+    metrics = Metrics(stale_after=60)
+    sup = env.supervisor()
+    host, port = metrics.serve("127.0.0.1", 0)
+    try:
+        metrics.cycle(sup.cycle(), 0.01)
+        env.clock.advance(10)
+        env.sched.control.preempt(env.sid(job_id))
+        metrics.cycle(sup.cycle(), 0.01)
+        with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as r:
+            text = r.read().decode()
+        assert 'dispatch_supervisor_decisions_total{action="readmit",rule="back"} 1.0' in text
+    finally:
+        metrics.close()
