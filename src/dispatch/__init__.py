@@ -52,6 +52,7 @@ from dispatch.spi import (
     MultiFinder,
     NativePolicyCompiler,
     OutputReader,
+    Readmitter,
     Requeuer,
     Watcher,
 )
@@ -100,6 +101,7 @@ __all__ = [
     "PolledLoss",
     "Provenance",
     "ReadOnly",
+    "Readmitter",
     "Rejected",
     "Requeuer",
     "RestartId",

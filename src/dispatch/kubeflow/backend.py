@@ -1,7 +1,8 @@
 """KubeflowBackend: the SPI over Kubeflow Trainer v2 (TrainJob -> JobSet -> Jobs -> Pods), with or without Kueue.
 
-Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener, OutputReader and ExecutionOutput (no Requeuer,
-MultiFinder or NativePolicyCompiler: Kubeflow has no requeue). Reads (inspect, inspect_many, find, watch,
+Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener, OutputReader and ExecutionOutput (no
+Requeuer, MultiFinder or NativePolicyCompiler: Kubeflow has no requeue); in Kueue mode also Readmitter
+(:class:`KueueBackend`). Reads (inspect, inspect_many, find, watch,
 cessation, weakened) come from the watch cache: no request in steady state. Writes go to the apiserver.
 
 Gates and holds (names in :mod:`dispatch.kubeflow.names`):
@@ -379,17 +380,6 @@ class KubeflowBackend:
             return  # suspended by someone else after we opened: a foreign hold, never lifted by us
         self._unsuspend_plain(scheduler_id, tj, {n.GATE: "open"})
 
-    def readmit(self, scheduler_id: str) -> None:
-        """Kueue mode: authorise the next admission of a Workload evicted (preempted, ...) while it waits at
-        the readmission gate. Plain mode has no readmission (a failed JobSet ends the TrainJob): Unsupported."""
-        self._write("readmit")
-        if not self.kueue:
-            raise Unsupported("plain mode has no readmission: resubmit instead")
-        tj = self._fresh(scheduler_id)
-        if n.STOP in annotations_of(tj):
-            raise Rejected(f"TrainJob {scheduler_id} was stopped")
-        self._patch(scheduler_id, {"metadata": {"annotations": {n.ADMIT: self._authorise_kueue(tj)}}})
-
     def hold(self, scheduler_id: str, instance: str) -> None:
         self._write("hold")
         if not instance or "," in instance:
@@ -651,6 +641,29 @@ class KubeflowBackend:
     def __repr__(self) -> str:
         mode = "observe-only" if self.observe_only else "read-only" if self._read_only else "writable"
         return f"KubeflowBackend(namespace={self.settings.namespace!r}, mode={self.settings.mode.value}, {mode})"
+
+
+class KueueBackend(KubeflowBackend):
+    """The Kubeflow adapter in Kueue mode: KubeflowBackend plus Readmitter. :func:`dispatch.kubeflow.open_backend`
+    hands it out for ``mode: kueue``; plain mode has no readmission gate (a failed JobSet ends the TrainJob, and
+    nothing evicts one to wait for dispatch), so its backend does not implement Readmitter."""
+
+    def readmit(self, scheduler_id: str) -> None:
+        """Authorise the next admission of a Workload evicted (preempted, ...) while it waits at the readmission
+        gate: ``dispatch.io/admit`` = 1 + the Workload's evictions, which dispatch-admission compares with the
+        attempt it would admit. Kueue then admits the same Workload again and the TrainJob is unsuspended: its
+        pods are created anew, a new execution (the next attempt) of the same submission.
+
+        Idempotent per eviction (the annotation only grows to 1 + evictions, never past it). Rejected when the
+        TrainJob was stopped or has ended for good (Complete, Failed): nothing waits to be readmitted."""
+        self._write("readmit")
+        tj = self._fresh(scheduler_id)
+        if n.STOP in annotations_of(tj):
+            raise Rejected(f"TrainJob {scheduler_id} was stopped; nothing to readmit")
+        complete = condition(tj, "Complete")
+        if (complete is not None and complete.get("status") == "True") or _failed(tj):
+            raise Rejected(f"TrainJob {scheduler_id} has ended; only a Workload Kueue evicted waits for readmission")
+        self._patch(scheduler_id, {"metadata": {"annotations": {n.ADMIT: self._authorise_kueue(tj)}}})
 
 
 def _identity(job_id: str, submission: int, attempt: int, a: int, j: int) -> str:

@@ -3,10 +3,10 @@
 * :class:`SlurmShapedBackend`: Holder (waiting jobs only), Requeuer (two steps), MultiFinder, CessationSignal,
   NativePolicyCompiler; polled, with PolledLoss = MinJobAge for state, cause and exit code, and execution
   history UNBOUNDED with accounting (0 without).
-* :class:`KubeflowShapedBackend`: Holder (a hold ends a running execution with cause held), Watcher,
-  CessationSignal, IdentityWeakener, NativePolicyCompiler, ExecutionOutput (rank 0's log of an execution, which
-  lasts, as pods do, until a later execution of the object starts or the object is deleted); no PolledLoss;
-  requires ``dispatch.Image``.
+* :class:`KubeflowShapedBackend`: Holder (a hold ends a running execution with cause held), Readmitter (a
+  preempted object runs again only when readmitted), Watcher, CessationSignal, IdentityWeakener,
+  NativePolicyCompiler, ExecutionOutput (rank 0's log of an execution, which lasts, as pods do, until a later
+  execution of the object starts or the object is deleted); no PolledLoss; requires ``dispatch.Image``.
 
 Together they implement every optional interface but OutputReader. Every call advances the scheduler to the
 clock's time first; nothing runs in the background.
@@ -366,6 +366,11 @@ class KubeflowShapedBackend(_Base):
         return Declarations(
             node_loss_window=self.scheduler.node_loss_window, call_bound=self._call_bound, polled_loss=None
         )
+
+    def readmit(self, scheduler_id: str) -> None:
+        self._write("readmit")
+        s = self.scheduler
+        s.call("readmit", scheduler_id, {}, lambda: s.readmit(scheduler_id))
 
     def watch(self, cursor: str | None, timeout: float) -> WatchBatch:
         s = self.scheduler
