@@ -20,6 +20,10 @@ CANNOT = {
         "Slurm refuses to requeue an ended --no-requeue job and the supervisor decides on ended executions "
         "only: the check sees the refusal escalated, then skips"
     ),
+    "readmit_rule": (
+        "the adapter offers no Readmitter: Slurm ends an evicted --no-requeue job (PREEMPTED) instead of holding "
+        "it for readmission; a resubmit rule starts it again"
+    ),
 }
 """Core checks Slurm legitimately cannot pass as written, with why."""
 
