@@ -253,6 +253,10 @@ def action_availability(
     (``rule``, or a catch-all restart rule) into its native policy: the scheduler then restarts in place by
     itself and the supervisor waits for it. Nothing else carries a restart out.
 
+    ``requeue`` is yes only when the backend is a Requeuer that can requeue an ended execution (rules act on
+    ended executions; a Requeuer that cannot says so through ``requeue_after_end``, see
+    :class:`dispatch.spi.Requeuer`).
+
     ``readmit`` is yes only when the backend is a Readmitter and ReadmissionGate is yes (an evicted object
     waits until dispatch authorises it); otherwise the answer says which is missing.
     """
@@ -266,9 +270,14 @@ def action_availability(
             return no("the backend offers no Holder (a zero CallBound, or the scheduler cannot hold)")
         return cap
     if action is RuleAction.REQUEUE:
-        if isinstance(backend, Requeuer):
-            return yes("the backend offers a Requeuer with a non-zero CallBound")
-        return no("the backend offers no Requeuer")
+        if not isinstance(backend, Requeuer):
+            return no("the backend offers no Requeuer")
+        after_end = getattr(backend, "requeue_after_end", None)
+        if after_end is not None:
+            answer: CapabilityAnswer = after_end()
+            if not answer.yes:
+                return answer
+        return yes("the backend offers a Requeuer with a non-zero CallBound")
     if action is RuleAction.READMIT:
         if not isinstance(backend, Readmitter):
             return no(

@@ -197,7 +197,14 @@ class Requeuer(Protocol):
     """Puts an object back in its queue as a new execution (restart + 1) of the same submission.
 
     May be several scheduler steps; a crash between them raises OutcomeUnknown, which a later observation
-    resolves (the restart count moved or it did not). Allowed only with a non-zero CallBound."""
+    resolves (the restart count moved or it did not). Allowed only with a non-zero CallBound.
+
+    A Requeuer whose scheduler cannot requeue an execution that has already ended (Slurm, for the
+    ``--no-requeue`` jobs dispatch submits) also defines ``requeue_after_end() -> CapabilityAnswer`` saying so,
+    with the Reason: the supervisor decides on ended executions only, so a requeue rule is then refused at load
+    (:func:`dispatch.rules.action_availability`) instead of failing every time it matches. Without the method,
+    an ended execution is taken to be requeueable; the core conformance check ``requeue_rule`` holds the
+    backend to it."""
 
     def requeue(self, scheduler_id: str) -> None: ...
 
@@ -357,7 +364,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
 
 _OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     Holder: ("hold", "release"),
-    Requeuer: ("requeue",),
+    Requeuer: ("requeue", "requeue_after_end"),
     Readmitter: ("readmit",),
     NativePolicyCompiler: ("compile_policy",),
     Watcher: ("watch",),

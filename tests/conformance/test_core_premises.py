@@ -1,6 +1,6 @@
 """The core checks hold every backend to the contract, not to one scheduler's way of meeting it: shown on the
 memory adapter made to behave as real Slurm does (a lost node reported at once, an ended job's requeue
-refused), and made to break the contract (a node-lost recorded before the scheduler says so)."""
+refused and declared so), and made to break the contract (a node-lost recorded before the scheduler says so)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from dispatch.capabilities import CapabilityAnswer, no
 from dispatch.conformance.checks import ConformanceError, Skip
 from dispatch.conformance.core import CORE_CHECKS, CoreCheck, CoreHarness
 from dispatch.conformance.memory import memory_core_harness
@@ -28,12 +29,22 @@ def scheduler_of(h: CoreHarness) -> MemoryScheduler:
 
 
 class RefusesEndedRequeue(SlurmShapedBackend):
-    """As Slurm with ``--no-requeue`` jobs: a running job can be requeued, an ended one cannot."""
+    """As Slurm with ``--no-requeue`` jobs: a running job can be requeued, an ended one cannot, and the backend
+    says so (``requeue_after_end``)."""
 
     def requeue(self, scheduler_id: str) -> None:
         if self.scheduler.jobs[scheduler_id].ended:
             raise Rejected(f"job {scheduler_id}: Job has already finished")
         super().requeue(scheduler_id)
+
+    def requeue_after_end(self) -> CapabilityAnswer:
+        return no("an ended --no-requeue job cannot be requeued")
+
+
+class HidesRefusedRequeue(RefusesEndedRequeue):
+    """The same scheduler, but the backend does not declare it: the rule is accepted and fails at run time."""
+
+    requeue_after_end = None  # type: ignore[assignment]
 
 
 class ConcludesEarly(SlurmShapedBackend):
@@ -61,18 +72,24 @@ def with_backend(h: CoreHarness, cls: type[SlurmShapedBackend]) -> CoreHarness:
     return replace(h, base=replace(h.base, backend=backend))
 
 
-def test_a_refused_requeue_of_an_ended_job_is_escalated_then_skipped_by_name() -> None:
+def test_a_declared_refusal_refuses_the_rule_at_load_and_skips_by_name() -> None:
     h = with_backend(memory_core_harness("slurm"), RefusesEndedRequeue)
-    with pytest.raises(Skip, match="refuses to requeue an ended execution.*Job has already finished"):
+    with pytest.raises(Skip, match="refused at load on this cluster: an ended --no-requeue job cannot be requeued"):
         check("requeue_rule").fn(h)
 
 
-def test_a_refused_requeue_fails_a_strict_run() -> None:
+def test_a_declared_refusal_fails_a_strict_run() -> None:
     from dispatch.conformance.core import run_core_check
 
     h = with_backend(memory_core_harness("slurm"), RefusesEndedRequeue)
     with pytest.raises(ConformanceError, match="skipped under a strict run"):
         run_core_check(check("requeue_rule"), h, strict=True)
+
+
+def test_an_undeclared_refusal_fails_the_check() -> None:
+    h = with_backend(memory_core_harness("slurm"), HidesRefusedRequeue)
+    with pytest.raises(ConformanceError, match="must say so through requeue_after_end"):
+        check("requeue_rule").fn(h)
 
 
 def test_a_requeuing_backend_must_show_the_second_execution() -> None:

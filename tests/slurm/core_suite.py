@@ -18,7 +18,7 @@ from .clusters import core_harness
 CANNOT = {
     "requeue_rule": (
         "Slurm refuses to requeue an ended --no-requeue job and the supervisor decides on ended executions "
-        "only: the check sees the refusal escalated, then skips"
+        "only: the adapter declares it (requeue_after_end), the check sees the rule refused at load, then skips"
     ),
     "readmit_rule": (
         "the adapter offers no Readmitter: Slurm ends an evicted --no-requeue job (PREEMPTED) instead of holding "

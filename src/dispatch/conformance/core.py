@@ -36,6 +36,7 @@ from dispatch.errors import ConfigError, OutcomeUnknown, ReadOnly
 from dispatch.outcome import Cause, State
 from dispatch.records.memory import MemoryRecords
 from dispatch.records.model import Action, IntentStatus, JobRecord
+from dispatch.rules import RuleAction, action_availability
 from dispatch.spec import JobSpec
 from dispatch.spi import Holder, Readmitter, Requeuer, Watcher, restrict
 from dispatch.supervise import Supervisor
@@ -454,15 +455,23 @@ def check_hold_rule_belongs_to_the_supervisor(h: CoreHarness) -> None:
 def check_requeue_rule(h: CoreHarness) -> None:
     """A requeue rule runs the same submission again as a new execution (restart + 1).
 
-    The supervisor decides on ended executions only, and a Requeuer may refuse to requeue an ended one
-    (``Rejected``: Slurm cannot requeue an ended ``--no-requeue`` job). On such a backend the rule cannot be
-    carried out: the refusal must be escalated and the job closed, with no new submission and no second try;
-    once that is seen, the check skips, naming the refusal."""
+    The supervisor decides on ended executions only. A Requeuer that cannot requeue an ended execution says so
+    (``requeue_after_end``, as Slurm does for its ``--no-requeue`` jobs): the rule must then be refused at
+    load, naming it, and the check skips with the Reason. A backend that accepts the rule must carry it out."""
     if h.exit_spec is None or h.exit_spec(75) is None:
         raise Skip("the harness has no exit-code spec")
     if not isinstance(h.base.backend(), Requeuer):
         raise Skip("the backend offers no Requeuer")
     rules = {"rules": [{"name": "again", "cause": "exit", "exitCodes": [75], "action": "requeue", "limit": 1}]}
+    with world(h) as w:
+        answer = action_availability(RuleAction.REQUEUE, w.backend, w.backend.capabilities())
+        if not answer.yes:
+            try:
+                Supervisor(w.backend, w.records, clock=w.clock, poll=w.poll, default_rules=rules)
+            except ConfigError as exc:
+                expect(exc.path == "rules[0]" and "again" in str(exc), f"the error names {exc.path}: {exc}")
+                raise Skip(f"requeue rules are refused at load on this cluster: {answer.reason}") from None
+            raise ConformanceError(f"a requeue rule was accepted although requeue is {answer.answer.value}")
     with world(h, rules) as w:
         spec = h.exit_spec(75)
         assert spec is not None
@@ -474,17 +483,12 @@ def check_requeue_rule(h: CoreHarness) -> None:
         expect((d.rule, d.action, d.cause) == ("again", "requeue", Cause.EXIT), f"decision {d}")
         tries = [i for i in job.intents if i.action is Action.REQUEUE]
         expect(bool(tries), "the requeue rule made no requeue")
+        expect(
+            tries[0].status is not IntentStatus.FAILED,
+            f"the requeue of an ended execution failed ({tries[0].result}): a Requeuer that cannot requeue an "
+            "ended execution must say so through requeue_after_end, so the rule is refused at load",
+        )
         restarts = [e.restart for e in job.submissions[0].executions]
-        if tries[0].status is IntentStatus.FAILED and tries[0].result.startswith("Rejected"):
-            expect(len(tries) == 1, f"a refused requeue was tried {len(tries)} times")
-            expect(restarts == [0], f"executions {restarts} after a refused requeue")
-            expect(
-                [(e.cause, "refused" in e.reason) for e in job.escalations] == [(Cause.EXIT, True)],
-                f"escalations {job.escalations}",
-            )
-            raise Skip(
-                f"the backend refuses to requeue an ended execution ({tries[0].result}); the refusal was escalated"
-            )
         expect(restarts == [0, 1], f"executions {restarts}: no second execution")
 
 

@@ -129,6 +129,7 @@ def traced(backend: Backend, report: Callable[[str], None]) -> Backend:
         "close",
         "compile_policy",
         "weakened",
+        "requeue_after_end",
         "stdout",
         "stderr",
     ):
