@@ -190,6 +190,8 @@ class MemoryScheduler:
         self._change_seq = 0
         self._watch_window = watch_window
         self._watch_dropped = False
+        self._programs: dict[str, Program] = {}
+        """Each job's program, read once from its (immutable) spec."""
         self.control = Control(self)
 
     # ----- time ------------------------------------------------------------------------------------------
@@ -234,31 +236,39 @@ class MemoryScheduler:
         self._changed(job.sid)
 
     def _end_due(self, now: float) -> None:
+        lost_nodes = self.lost_nodes
         for job in self.jobs.values():
-            if job.ended or job.deleted:
+            if job.ended_at is not None or job.deleted:
                 continue
-            ex = job.current
-            if ex.started_at is None:
+            ex = job.executions[-1]
+            started = ex.started_at
+            if started is None:
                 continue
-            prog = read_program(job.spec, self.default_runtime)
-            candidates: list[tuple[float, State, Cause, int | None, str]] = []
+            prog = self._programs.get(job.sid)
+            if prog is None:
+                prog = self._programs[job.sid] = read_program(job.spec, self.default_runtime)
+            # the earliest of the ways it can end; on a tie the first in this order wins
+            end: tuple[float, State, Cause, int | None, str]
             if job.stop_requested_at is not None:
-                candidates.append((job.stop_requested_at, State.CANCELLED, Cause.CANCELLED, None, "CANCELLED"))
-            if prog.oom:
-                candidates.append(
-                    (ex.started_at + prog.runtime, State.FAILED, Cause.OUT_OF_MEMORY, None, "OUT_OF_MEMORY")
-                )
+                end = (job.stop_requested_at, State.CANCELLED, Cause.CANCELLED, None, "CANCELLED")
             else:
-                state = State.SUCCEEDED if prog.exit_code == 0 else State.FAILED
-                candidates.append((ex.started_at + prog.runtime, state, Cause.EXIT, prog.exit_code, "COMPLETED"))
-            if job.spec.time_limit is not None:
-                candidates.append((ex.started_at + job.spec.time_limit, State.FAILED, Cause.TIMEOUT, None, "TIMEOUT"))
-            for node in ex.nodes:
-                lost = self.lost_nodes.get(node)
-                if lost is not None:
-                    at = max(lost, ex.started_at) + self.node_loss_window
-                    candidates.append((at, State.FAILED, Cause.NODE_LOST, None, "NODE_FAIL"))
-            at, state, cause, code, detail = min(candidates, key=lambda c: c[0])
+                end = (float("inf"), State.CANCELLED, Cause.CANCELLED, None, "")
+            if started + prog.runtime < end[0]:
+                if prog.oom:
+                    end = (started + prog.runtime, State.FAILED, Cause.OUT_OF_MEMORY, None, "OUT_OF_MEMORY")
+                else:
+                    state = State.SUCCEEDED if prog.exit_code == 0 else State.FAILED
+                    end = (started + prog.runtime, state, Cause.EXIT, prog.exit_code, "COMPLETED")
+            limit = job.spec.time_limit
+            if limit is not None and started + limit < end[0]:
+                end = (started + limit, State.FAILED, Cause.TIMEOUT, None, "TIMEOUT")
+            if lost_nodes:
+                for node in ex.nodes:
+                    lost = lost_nodes.get(node)
+                    at = max(lost, started) + self.node_loss_window if lost is not None else end[0]
+                    if at < end[0]:
+                        end = (at, State.FAILED, Cause.NODE_LOST, None, "NODE_FAIL")
+            at, state, cause, code, detail = end
             if at <= now:
                 self._end(job, at, state, cause, code=code, detail=detail)
 
