@@ -4,13 +4,20 @@
 
 prints ``{"results": [{"store", "jobs", "closed", "backend_calls_per_cycle", "cycle_cpu_ms", ...}, ...]}``, one
 row per (store, jobs, closed). Each row is the mean over one lease-renewal period of steady-state cycles (every
-job running, nothing to decide), after the cycles that take the leases. ``backend_calls_per_cycle`` counts the
+job running, nothing to decide), after the cycles that take the leases. The cycles run as ``dispatch
+supervise`` runs them: the service's garbage-collector policy (:class:`dispatch.supervise.collector.Collector`)
+runs after each one, and its time counts in the cycle's. ``backend_calls_per_cycle`` counts the
 calls the supervisor makes to the backend (must not grow with the number of jobs); ``cycle_cpu_ms`` is the
 process CPU time of a cycle, of which ``backend_cpu_ms`` is spent inside the backend (for the memory adapter:
 the simulated scheduler itself) and ``supervisor_cpu_ms`` is the rest; ``record_writes_per_cycle`` counts
 record writes (the batched lease renewal: one write per renewal period). ``closed`` closed jobs of the same
 cluster sit in the store beside the running ones (history the supervisor must not pay for). The PostgreSQL
 store uses ``$DISPATCH_TEST_POSTGRES`` (default: the test database on 127.0.0.1), in a schema it drops after.
+
+``--instructions`` also measures each row under ``valgrind --tool=callgrind`` (a child process per row, the
+count switched on only around the measured cycles) and adds ``cycle_instructions``: the instructions a cycle
+executes, a figure that does not move with the load of a shared machine (CPU time does: cache misses and the
+neighbours' work are in it). It needs valgrind and is slow (about 50x).
 
 Adapters add a row source to :data:`ADAPTERS`: a function ``(jobs) -> Setup`` that builds a backend with that
 many running jobs recorded in a store (``--adapter slurm|kubeflow`` are added by those adapters' owners).
@@ -37,6 +44,7 @@ from dispatch.records.model import GateState, JobRecord, Submission
 from dispatch.sim.conductor import parked_backend
 from dispatch.spec import JobSpec
 from dispatch.supervise import Supervisor
+from dispatch.supervise.collector import Collector
 
 POLL = 10.0
 LEASE_TTL = 120.0
@@ -167,34 +175,68 @@ def timed_backend(inner: Any, meter: Meter) -> Any:
     return view
 
 
-def measure(adapter: str, jobs: int, store: str = "memory", closed: int = 0, scratch: str = ".") -> dict[str, Any]:
+def measure(
+    adapter: str, jobs: int, store: str = "memory", closed: int = 0, scratch: str = ".", count: bool = False
+) -> dict[str, Any]:
+    """One row. ``count``: this process runs under callgrind, whose count is switched on around the measured
+    cycles only (see :func:`instructions`)."""
     records = open_store(store, scratch)
     try:
         if closed:
             add_closed(records, closed, FakeClock().now())
-        return _measure(adapter, jobs, ADAPTERS[adapter](jobs, records=records)) | {"store": store, "closed": closed}
+        row = _measure(adapter, jobs, ADAPTERS[adapter](jobs, records=records), count)
+        return row | {"store": store, "closed": closed}
     finally:
         if hasattr(records, "drop"):
             records.drop()
         records.close()
 
 
-def _measure(adapter: str, jobs: int, setup: Setup) -> dict[str, Any]:
+def _callgrind(switch: str) -> None:
+    import subprocess
+
+    subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())], check=True, capture_output=True)
+
+
+def instructions(adapter: str, jobs: int, store: str, closed: int) -> float:
+    """The instructions one steady cycle executes (with the collector's work after it), counted by callgrind in
+    a child process that runs this row with ``--count-child``."""
+    import re
+    import subprocess
+
+    argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null"]
+    argv += [sys.executable, __file__, "--adapter", adapter, "--jobs", str(jobs), "--store", store]
+    argv += ["--closed", str(closed), "--json", "--count-child"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    found = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or found is None:
+        raise SystemExit(f"callgrind run failed ({done.returncode}): {done.stderr[-2000:]}")
+    cycles = json.loads(done.stdout)["results"][0]["cycles"]
+    return int(found.group(1)) / cycles
+
+
+def _measure(adapter: str, jobs: int, setup: Setup, count: bool = False) -> dict[str, Any]:
     meter = Meter()
     b = timed_backend(setup.backend, meter)
     sup = Supervisor(
         b, setup.records, clock=setup.clock, owner="bench", poll=POLL, cluster="memory", lease_ttl=LEASE_TTL
     )
+    collector = Collector()  # as dispatch supervise runs it (see dispatch.supervise.service.serve)
+    collector.start()
     for _ in range(2):  # take the leases, fold the first evidence
         sup.cycle()
+        collector.after_cycle()
         setup.clock.advance(POLL)
     period = int(LEASE_TTL / 2 / POLL)  # one lease-renewal period of cycles
     calls = writes = 0
     cpu = backend_cpu = 0.0
+    if count:
+        _callgrind("on")
     for _ in range(period):
         meter.calls, meter.seconds = 0, 0.0
         t = time.process_time()
         report = sup.cycle()
+        collector.after_cycle()
         cpu += time.process_time() - t
         backend_cpu += meter.seconds
         calls += meter.calls
@@ -202,6 +244,11 @@ def _measure(adapter: str, jobs: int, setup: Setup) -> dict[str, Any]:
         if report.owned != jobs:
             raise SystemExit(f"the supervisor owned {report.owned} of {jobs} jobs")
         setup.clock.advance(POLL)
+    if count:
+        _callgrind("off")
+    import gc
+
+    gc.unfreeze()  # the next row starts from a process as it was
     return {
         "adapter": adapter,
         "jobs": jobs,
@@ -247,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--closed", default="0", help="comma-separated counts of closed jobs in the store")
     p.add_argument("--store", default="memory", help="comma-separated stores: memory, sqlite, postgres")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--instructions", action="store_true", help="also count each row's instructions (valgrind)")
+    p.add_argument("--count-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:
         counts = [int(x) for x in args.jobs.split(",") if x]
@@ -262,7 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     if bad or not stores:
         p.error(f"--store takes memory, sqlite, postgres; got {args.store!r}")
     with tempfile.TemporaryDirectory(prefix="dispatch-bench-") as scratch:
-        results = [measure(args.adapter, n, st, c, scratch) for st in stores for n in counts for c in closed]
+        results = [
+            measure(args.adapter, n, st, c, scratch, args.count_child) for st in stores for n in counts for c in closed
+        ]
+        if args.instructions:
+            for r in results:
+                r["cycle_instructions"] = round(instructions(args.adapter, r["jobs"], r["store"], r["closed"]))
     if args.json:
         print(json.dumps({"results": results}, indent=2))
     else:
@@ -272,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['backend_calls_per_cycle']:.1f} backend calls/cycle, "
                 f"{r['cycle_cpu_ms']:.1f} ms CPU/cycle ({r['backend_cpu_ms']:.1f} ms in the backend), "
                 f"{r['record_writes_per_cycle']} record writes/cycle"
+                + (f", {r['cycle_instructions']:,} instructions/cycle" if "cycle_instructions" in r else "")
             )
     return 0
 
