@@ -125,6 +125,10 @@ def read_program(spec: JobSpec, default_runtime: float) -> Program:
     return Program(max(runtime, 0.0), code, oom)
 
 
+_End = tuple[float, State, Cause, int | None, str]
+"""When an execution ends, its state, cause, exit code and the scheduler's word for it."""
+
+
 @dataclass
 class Fault:
     """A fault for the next call of ``method``: ``kind`` is ``unknown``, ``unavailable`` or ``unanswered``
@@ -190,8 +194,8 @@ class MemoryScheduler:
         self._change_seq = 0
         self._watch_window = watch_window
         self._watch_dropped = False
-        self._programs: dict[str, Program] = {}
-        """Each job's program, read once from its (immutable) spec."""
+        self._program_ends: dict[tuple[str, int, float], _End] = {}
+        """When and how each started execution's program ends by itself (see :meth:`_program_end`)."""
         self.control = Control(self)
 
     # ----- time ------------------------------------------------------------------------------------------
@@ -244,33 +248,42 @@ class MemoryScheduler:
             started = ex.started_at
             if started is None:
                 continue
-            prog = self._programs.get(job.sid)
-            if prog is None:
-                prog = self._programs[job.sid] = read_program(job.spec, self.default_runtime)
-            # the earliest of the ways it can end; on a tie the first in this order wins
-            end: tuple[float, State, Cause, int | None, str]
-            if job.stop_requested_at is not None:
-                end = (job.stop_requested_at, State.CANCELLED, Cause.CANCELLED, None, "CANCELLED")
+            end = self._program_end(job, ex, started)
+            if job.stop_requested_at is not None or job.spec.time_limit is not None or lost_nodes:
+                end = self._earliest_end(job, ex, started, end)
+            if end[0] <= now:
+                self._end(job, end[0], end[1], end[2], code=end[3], detail=end[4])
+
+    def _program_end(self, job: TruthJob, ex: TruthExecution, started: float) -> _End:
+        """When and how the execution's program ends by itself (made once per execution: its start is fixed)."""
+        key = (job.sid, ex.restart, started)
+        end = self._program_ends.get(key)
+        if end is None:
+            prog = read_program(job.spec, self.default_runtime)
+            if prog.oom:
+                end = (started + prog.runtime, State.FAILED, Cause.OUT_OF_MEMORY, None, "OUT_OF_MEMORY")
             else:
-                end = (float("inf"), State.CANCELLED, Cause.CANCELLED, None, "")
-            if started + prog.runtime < end[0]:
-                if prog.oom:
-                    end = (started + prog.runtime, State.FAILED, Cause.OUT_OF_MEMORY, None, "OUT_OF_MEMORY")
-                else:
-                    state = State.SUCCEEDED if prog.exit_code == 0 else State.FAILED
-                    end = (started + prog.runtime, state, Cause.EXIT, prog.exit_code, "COMPLETED")
-            limit = job.spec.time_limit
-            if limit is not None and started + limit < end[0]:
-                end = (started + limit, State.FAILED, Cause.TIMEOUT, None, "TIMEOUT")
-            if lost_nodes:
-                for node in ex.nodes:
-                    lost = lost_nodes.get(node)
-                    at = max(lost, started) + self.node_loss_window if lost is not None else end[0]
-                    if at < end[0]:
-                        end = (at, State.FAILED, Cause.NODE_LOST, None, "NODE_FAIL")
-            at, state, cause, code, detail = end
-            if at <= now:
-                self._end(job, at, state, cause, code=code, detail=detail)
+                state = State.SUCCEEDED if prog.exit_code == 0 else State.FAILED
+                end = (started + prog.runtime, state, Cause.EXIT, prog.exit_code, "COMPLETED")
+            self._program_ends[key] = end
+        return end
+
+    def _earliest_end(self, job: TruthJob, ex: TruthExecution, started: float, program: _End) -> _End:
+        """The earliest of the ways the execution can end: a stop, its program, its time limit, a lost node (on
+        a tie, the first in that order)."""
+        ends: list[_End] = []
+        if job.stop_requested_at is not None:
+            ends.append((job.stop_requested_at, State.CANCELLED, Cause.CANCELLED, None, "CANCELLED"))
+        ends.append(program)
+        if job.spec.time_limit is not None:
+            ends.append((started + job.spec.time_limit, State.FAILED, Cause.TIMEOUT, None, "TIMEOUT"))
+        for node in ex.nodes:
+            lost = self.lost_nodes.get(node)
+            if lost is not None:
+                ends.append(
+                    (max(lost, started) + self.node_loss_window, State.FAILED, Cause.NODE_LOST, None, "NODE_FAIL")
+                )
+        return min(ends, key=lambda e: e[0])
 
     def _free_nodes(self) -> list[str]:
         busy = {

@@ -38,7 +38,7 @@ from dispatch.clock import Clock
 from dispatch.cluster import Cluster, default_owner
 from dispatch.declarations import Declarations, check_poll_interval
 from dispatch.errors import ConfigError, Conflict, DispatchError, Unavailable
-from dispatch.outcome import Cause
+from dispatch.outcome import Cause, State
 from dispatch.records.base import Records
 from dispatch.records.model import (
     Action,
@@ -248,17 +248,20 @@ class Supervisor:
         report.owned = len(owned)
         obs = self._observe(owned, now, report)
         self._quiet_next = {}
+        states: Counter[tuple[State, Cause | None]] = Counter()  # by enum: made text once per kind, below
         for job in owned:
             try:
                 self._cache[job.id] = done = self._supervise(job, obs, report)
                 if not done.closed:
-                    report.states[(done.state.value, done.cause.value if done.cause else "")] += 1
+                    states[(done.state, done.cause)] += 1
             except (LostLease, Conflict) as exc:
                 self._cache.pop(job.id, None)
                 if isinstance(exc, LostLease):
                     report.lost += 1
                 else:
                     report.conflicts += 1
+        for (state, cause), n in states.items():
+            report.states[(state.value, cause.value if cause else "")] += n
         self._quiet = self._quiet_next
         return report
 
@@ -387,10 +390,12 @@ class Supervisor:
         job: JobRecord,
         change: Callable[[JobRecord], tuple[JobRecord, list[Event]]],
         report: CycleReport,
+        first: tuple[JobRecord, list[Event]] | None = None,
     ) -> JobRecord:
-        """Apply ``change`` and write it; after a lost compare-and-set re-read, re-check the lease and retry."""
-        for _ in range(3):
-            new, events = change(job)
+        """Apply ``change`` and write it; after a lost compare-and-set re-read, re-check the lease and retry.
+        ``first``: ``change(job)`` already computed by the caller."""
+        for attempt in range(3):
+            new, events = first if first is not None and attempt == 0 else change(job)
             if new is job:
                 return job
             try:
@@ -525,7 +530,7 @@ class Supervisor:
     def _planted_fold_on(self, job: JobRecord) -> JobRecord:
         """Planted bugs (Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP, Mutation.NOT_RUNNING_IS_EVICTED) applied to
         a folded record."""
-        from dispatch.outcome import Cause, Outcome, State
+        from dispatch.outcome import Outcome
 
         cur = job.current
         if cur is None:
@@ -555,7 +560,9 @@ class Supervisor:
 
     def _supervise(self, job: JobRecord, obs: _Observation, report: CycleReport) -> JobRecord:
         """Fold the observation into ``job`` and apply its steps; returns the record as last written."""
-        job = self._commit(job, lambda j: self._fold(j, obs, self.refresh), report)
+        folded = self._fold(job, obs, self.refresh)
+        if folded[0] is not job:
+            job = self._commit(job, lambda j: self._fold(j, obs, self.refresh), report, first=folded)
         self._seen.add(job.id)
         if Mutation.RELEASE_OTHERS_HOLDS in self.mutations:
             for h in job.active_holds():  # planted bug: lifts a hold someone else placed
