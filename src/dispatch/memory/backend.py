@@ -97,8 +97,9 @@ class _Base(ABC):
             return Outcome(State.HELD, Cause.HELD, ev, detail="held by dispatch")
         if not job.gate_open:
             return Outcome(State.PENDING, Cause.GATED, ev, detail="start gate closed")
-        usable = [n for n in self.scheduler.node_names if n not in self.scheduler.lost_nodes]
-        if job.spec.nodes > len(usable):
+        s = self.scheduler
+        usable = len(s.node_names) - len(s.lost_nodes.keys() & s.node_set)  # not a pass over every node per job
+        if job.spec.nodes > usable:
             return Outcome(State.PENDING, Cause.NO_CAPACITY, ev, detail="Resources")
         return Outcome(State.PENDING, Cause.QUEUED, ev, detail="Priority")
 
@@ -113,30 +114,24 @@ class _Base(ABC):
         if ev is None:
             ev = memo[source] = Evidence(source, now)
 
-        def outcome_of(state: State, cause: Cause | None, code: int | None, detail: str) -> Outcome:
-            key = (source, state, cause, code, detail)
-            out = memo.get(key)
-            if out is None:
-                out = memo[key] = Outcome(state, cause, ev, exit_code=code, detail=detail)
-            return out
-
         executions = []
         for ex in job.executions:
             if ex.started_at is None and ex.ended_at is None:
                 continue
             if job.purged or blank:
-                out = outcome_of(State.UNKNOWN, Cause.UNKNOWN, None, "purged: accounting keeps executions only")
+                why = "purged: accounting keeps executions only"
+                out = _shared_outcome(memo, ev, State.UNKNOWN, Cause.UNKNOWN, None, why)
             elif ex.ended_at is not None:
                 assert ex.cause is not None
-                out = outcome_of(ex.state, ex.cause, ex.exit_code, ex.detail)
+                out = _shared_outcome(memo, ev, ex.state, ex.cause, ex.exit_code, ex.detail)
             else:
-                out = outcome_of(State.RUNNING, None, None, "RUNNING")
+                out = _shared_outcome(memo, ev, State.RUNNING, None, None, "RUNNING")
             executions.append(
                 ExecutionEvidence(self._identity_of(job, ex), ex.restart, out, ex.started_at, ex.ended_at, ex.nodes)
             )
         cur = job.current
         if job.purged or blank:
-            outcome = outcome_of(State.UNKNOWN, Cause.UNKNOWN, None, "left the queue")
+            outcome = _shared_outcome(memo, ev, State.UNKNOWN, Cause.UNKNOWN, None, "left the queue")
         elif cur.started_at is None and cur.ended_at is None:
             outcome = self._waiting_outcome(job, ev)
         else:
@@ -408,6 +403,17 @@ class KubeflowShapedBackend(_Base):
         if runtime is not None and runtime.allow_rank_restart:
             return "the runtime lets a rank restart inside an execution (allow_rank_restart)"
         return None
+
+
+def _shared_outcome(
+    memo: dict[Any, Any], ev: Evidence, state: State, cause: Cause | None, code: int | None, detail: str
+) -> Outcome:
+    """The Outcome of these values read with ``ev``, made once per read (``memo``) and shared: it is immutable."""
+    key = (ev.source, state, cause, code, detail)
+    out = memo.get(key)
+    if out is None:
+        out = memo[key] = Outcome(state, cause, ev, exit_code=code, detail=detail)
+    return out
 
 
 def _unavailable(s: MemoryScheduler, method: str) -> None:

@@ -171,6 +171,7 @@ class MemoryScheduler:
         self.clock = clock
         self.shape = Shape(shape)
         self.node_names = [f"node{i + 1}" for i in range(nodes)]
+        self.node_set = frozenset(self.node_names)
         self.min_job_age = min_job_age
         self.node_loss_window = node_loss_window
         self.accounting = accounting and self.shape is Shape.SLURM
