@@ -4,15 +4,16 @@
 
 prints ``{"results": [{"store", "jobs", "closed", "backend_calls_per_cycle", "cycle_cpu_ms", ...}, ...]}``, one
 row per (store, jobs, closed). Each row is the mean over one lease-renewal period of steady-state cycles (every
-job running, nothing to decide), after the cycles that take the leases. The cycles run as ``dispatch
-supervise`` runs them: the service's garbage-collector policy (:class:`dispatch.supervise.collector.Collector`)
-runs after each one, and its time counts in the cycle's. ``backend_calls_per_cycle`` counts the
+job running, nothing to decide), after the cycles that take the leases. The cycles run as ``dispatch supervise``
+runs them: the service's garbage-collector policy (:class:`dispatch.supervise.collector.Collector`) runs after
+each one, and its time counts in the cycle's. ``--collector default`` runs them with Python's default collector
+instead (what the service did before it had a policy), for comparison. ``backend_calls_per_cycle`` counts the
 calls the supervisor makes to the backend (must not grow with the number of jobs); ``cycle_cpu_ms`` is the
-process CPU time of a cycle, of which ``backend_cpu_ms`` is spent inside the backend (for the memory adapter:
-the simulated scheduler itself) and ``supervisor_cpu_ms`` is the rest; ``record_writes_per_cycle`` counts
-record writes (the batched lease renewal: one write per renewal period). ``closed`` closed jobs of the same
-cluster sit in the store beside the running ones (history the supervisor must not pay for). The PostgreSQL
-store uses ``$DISPATCH_TEST_POSTGRES`` (default: the test database on 127.0.0.1), in a schema it drops after.
+process CPU time of a cycle, of which ``backend_cpu_ms`` is spent inside the backend (for the memory adapter: the
+simulated scheduler itself) and ``supervisor_cpu_ms`` is the rest; ``record_writes_per_cycle`` counts record
+writes (the batched lease renewal: one write per renewal period). ``closed`` closed jobs of the same cluster sit
+in the store beside the running ones (history the supervisor must not pay for). The PostgreSQL store uses
+``$DISPATCH_TEST_POSTGRES`` (default: the test database on 127.0.0.1), in a schema it drops after.
 
 ``--instructions`` also measures each row under ``valgrind --tool=callgrind`` (a child process per row, the
 count switched on only around the measured cycles) and adds ``cycle_instructions``: the instructions a cycle
@@ -176,7 +177,13 @@ def timed_backend(inner: Any, meter: Meter) -> Any:
 
 
 def measure(
-    adapter: str, jobs: int, store: str = "memory", closed: int = 0, scratch: str = ".", count: bool = False
+    adapter: str,
+    jobs: int,
+    store: str = "memory",
+    closed: int = 0,
+    scratch: str = ".",
+    count: bool = False,
+    policy: str = "service",
 ) -> dict[str, Any]:
     """One row. ``count``: this process runs under callgrind, whose count is switched on around the measured
     cycles only (see :func:`instructions`)."""
@@ -184,8 +191,8 @@ def measure(
     try:
         if closed:
             add_closed(records, closed, FakeClock().now())
-        row = _measure(adapter, jobs, ADAPTERS[adapter](jobs, records=records), count)
-        return row | {"store": store, "closed": closed}
+        row = _measure(adapter, jobs, ADAPTERS[adapter](jobs, records=records), count, policy)
+        return row | {"store": store, "closed": closed, "collector": policy}
     finally:
         if hasattr(records, "drop"):
             records.drop()
@@ -198,7 +205,7 @@ def _callgrind(switch: str) -> None:
     subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())], check=True, capture_output=True)
 
 
-def instructions(adapter: str, jobs: int, store: str, closed: int) -> float:
+def instructions(adapter: str, jobs: int, store: str, closed: int, policy: str = "service") -> float:
     """The instructions one steady cycle executes (with the collector's work after it), counted by callgrind in
     a child process that runs this row with ``--count-child``."""
     import re
@@ -206,7 +213,7 @@ def instructions(adapter: str, jobs: int, store: str, closed: int) -> float:
 
     argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null"]
     argv += [sys.executable, __file__, "--adapter", adapter, "--jobs", str(jobs), "--store", store]
-    argv += ["--closed", str(closed), "--json", "--count-child"]
+    argv += ["--closed", str(closed), "--collector", policy, "--json", "--count-child"]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     found = re.search(r"Collected : (\d+)", done.stderr)
     if done.returncode != 0 or found is None:
@@ -215,13 +222,24 @@ def instructions(adapter: str, jobs: int, store: str, closed: int) -> float:
     return int(found.group(1)) / cycles
 
 
-def _measure(adapter: str, jobs: int, setup: Setup, count: bool = False) -> dict[str, Any]:
+class _DefaultCollector:
+    """Python's default collector, untouched (``--collector default``)."""
+
+    def start(self) -> None:
+        pass
+
+    def after_cycle(self) -> None:
+        pass
+
+
+def _measure(adapter: str, jobs: int, setup: Setup, count: bool = False, policy: str = "service") -> dict[str, Any]:
     meter = Meter()
     b = timed_backend(setup.backend, meter)
     sup = Supervisor(
         b, setup.records, clock=setup.clock, owner="bench", poll=POLL, cluster="memory", lease_ttl=LEASE_TTL
     )
-    collector = Collector()  # as dispatch supervise runs it (see dispatch.supervise.service.serve)
+    # as dispatch supervise runs it (see dispatch.supervise.service.serve), or Python's default
+    collector: Collector | _DefaultCollector = Collector() if policy == "service" else _DefaultCollector()
     collector.start()
     for _ in range(2):  # take the leases, fold the first evidence
         sup.cycle()
@@ -295,6 +313,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--store", default="memory", help="comma-separated stores: memory, sqlite, postgres")
     p.add_argument("--json", action="store_true")
     p.add_argument("--instructions", action="store_true", help="also count each row's instructions (valgrind)")
+    p.add_argument(
+        "--collector",
+        choices=["service", "default"],
+        default="service",
+        help="the garbage-collector policy: the service's (default) or Python's defaults, for comparison",
+    )
     p.add_argument("--count-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:
@@ -312,11 +336,16 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--store takes memory, sqlite, postgres; got {args.store!r}")
     with tempfile.TemporaryDirectory(prefix="dispatch-bench-") as scratch:
         results = [
-            measure(args.adapter, n, st, c, scratch, args.count_child) for st in stores for n in counts for c in closed
+            measure(args.adapter, n, st, c, scratch, args.count_child, args.collector)
+            for st in stores
+            for n in counts
+            for c in closed
         ]
         if args.instructions:
             for r in results:
-                r["cycle_instructions"] = round(instructions(args.adapter, r["jobs"], r["store"], r["closed"]))
+                r["cycle_instructions"] = round(
+                    instructions(args.adapter, r["jobs"], r["store"], r["closed"], args.collector)
+                )
     if args.json:
         print(json.dumps({"results": results}, indent=2))
     else:
