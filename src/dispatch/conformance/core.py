@@ -37,7 +37,7 @@ from dispatch.outcome import Cause, State
 from dispatch.records.memory import MemoryRecords
 from dispatch.records.model import Action, IntentStatus, JobRecord
 from dispatch.spec import JobSpec
-from dispatch.spi import Holder, Requeuer, Watcher, restrict
+from dispatch.spi import Holder, Readmitter, Requeuer, Watcher, restrict
 from dispatch.supervise import Supervisor
 
 
@@ -447,6 +447,35 @@ def check_requeue_rule(h: CoreHarness) -> None:
         job = w.get(job_id)
         expect(len(job.submissions) == 1, "a requeue made a new submission")
         expect([e.restart for e in job.submissions[0].executions] == [0, 1], "no second execution")
+
+
+@core_check
+def check_readmit_rule(h: CoreHarness) -> None:
+    """A readmit rule lets a job its queue preempted run again through the Readmitter: the same submission,
+    one new execution, no new submission; the decision and the intent are recorded like any other."""
+    probe = h.base.backend()
+    try:
+        if not isinstance(probe, Readmitter):
+            raise Skip("the backend offers no Readmitter (nothing here waits for dispatch to readmit a job)")
+    finally:
+        probe.close()
+    with world(h, {"rules": [{"name": "back", "cause": "preempted", "action": "readmit", "limit": 1}]}) as w:
+        preempt = w.hook("preempt")
+        job_id = w.cluster.submit(w.spec("sleep"))
+        w.until("the job running", lambda: w.get(job_id).state is State.RUNNING)
+        preempt(w.backend, w.sid(job_id))
+        w.until(
+            "running again after the readmission",
+            lambda: w.get(job_id).state is State.RUNNING and len(w.get(job_id).current.executions) == 2,  # type: ignore[union-attr]
+        )
+        job = w.get(job_id)
+        expect(len(job.submissions) == 1, f"a readmission made {len(job.submissions)} submissions")
+        first = job.submissions[0].executions[0]
+        expect(first.outcome.cause is Cause.PREEMPTED, f"the first execution reads {first.outcome.cause}")
+        expect([(d.action, d.rule) for d in job.decisions] == [("readmit", "back")], f"decisions {job.decisions}")
+        calls = [(i.action, i.status) for i in job.intents if i.action is Action.READMIT]
+        expect(calls == [(Action.READMIT, IntentStatus.DONE)], f"readmit intents {calls}")
+        w.cluster.operator.stop(job_id)
 
 
 @core_check

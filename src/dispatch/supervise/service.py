@@ -42,10 +42,14 @@ _BACKEND_CALLS = (
     "hold",
     "release",
     "requeue",
+    "readmit",
     "cessation",
     "watch",
+    "execution_output",
 )
-WRITE_CALLS = frozenset({"start", "start_many", "open", "open_many", "stop_job", "hold", "release", "requeue"})
+WRITE_CALLS = frozenset(
+    {"start", "start_many", "open", "open_many", "stop_job", "hold", "release", "requeue", "readmit"}
+)
 """The backend calls that change the scheduler (the others only read)."""
 
 

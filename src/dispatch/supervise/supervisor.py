@@ -54,6 +54,7 @@ from dispatch.records.model import (
 )
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Unanswered, Watcher
+from dispatch.supervise.archive import Archiver, ArchiveSettings
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, needs_observation, next_step
@@ -103,6 +104,8 @@ class CycleReport:
     """Escalations recorded in this cycle, by cause."""
     states: Counter[tuple[str, str]] = field(default_factory=Counter)
     """The jobs this supervisor owns after the cycle, by (state, cause)."""
+    archive: Counter[str] = field(default_factory=Counter)
+    """Output archive entries written in this cycle, by status (see :mod:`dispatch.supervise.archive`)."""
 
     @property
     def backend_calls(self) -> int:
@@ -127,6 +130,7 @@ class CycleReport:
             "steps": dict(self.steps),
             "decisions": [{"action": a, "rule": r, "count": n} for (a, r), n in sorted(self.decisions.items())],
             "escalations": dict(self.escalations),
+            "archive": dict(self.archive),
         }
 
 
@@ -148,7 +152,9 @@ class Supervisor:
     PolledLoss window (ConfigError ``poll`` otherwise). ``cluster`` is the cluster (or its name) whose records
     it supervises (default: the backend's name). ``lease_ttl`` bounds how long a dead supervisor's jobs wait
     before another takes them over. ``mutations`` plants bugs for the simulator's mutation tests
-    (:mod:`dispatch.supervise.mutation`); never set it otherwise.
+    (:mod:`dispatch.supervise.mutation`); never set it otherwise. ``archive`` bounds the output archive kept for
+    a backend whose output goes with its executions (:mod:`dispatch.supervise.archive`; default 1 MiB per
+    execution).
     """
 
     def __init__(
@@ -166,6 +172,7 @@ class Supervisor:
         refresh: float | None = None,
         mutations: Collection[Mutation] = (),
         only: Collection[str] | None = None,
+        archive: ArchiveSettings | None = None,
     ) -> None:
         decl = backend.declarations()
         self.backend = backend
@@ -206,6 +213,7 @@ class Supervisor:
         self._quiet: dict[str, JobRecord] = {}
         """The records (by job id) for which next_step said ``nothing`` last cycle (see :meth:`_steps`)."""
         self._quiet_next: dict[str, JobRecord] = {}
+        self.archiver = Archiver.for_backend(backend, records, clock, archive)
 
     # ----- the loop ------------------------------------------------------------------------------------------
 
@@ -249,6 +257,9 @@ class Supervisor:
         obs = self._observe(owned, now, report)
         self._quiet_next = {}
         states: Counter[tuple[State, Cause | None]] = Counter()  # by enum: made text once per kind, below
+        if self.archiver is not None:
+            self.archiver.begin_cycle(owned)
+            self.archiver.catch_up([j for j in owned if j.id not in self._seen])
         for job in owned:
             try:
                 self._cache[job.id] = done = self._supervise(job, obs, report)
@@ -553,16 +564,23 @@ class Supervisor:
             and (out.state is State.UNKNOWN or (out.state.waiting and sub.gate is GateState.OPEN))
             and not sub.gone
         ):
-            sub.outcome = Outcome(State.FAILED, Cause.PREEMPTED, out.evidence, detail="not seen running: evicted")
+            sub.outcome = Outcome(State.FAILED, Cause.NODE_LOST, out.evidence, detail="not seen running: evicted")
             sub.unknown_since = None
             changed = True
         return new if changed else job
 
     def _supervise(self, job: JobRecord, obs: _Observation, report: CycleReport) -> JobRecord:
-        """Fold the observation into ``job`` and apply its steps; returns the record as last written."""
+        """Fold the observation into ``job``, archive the output of executions it saw end, and apply its steps;
+        returns the record as last written."""
         folded = self._fold(job, obs, self.refresh)
+        done = job
         if folded[0] is not job:
-            job = self._commit(job, lambda j: self._fold(j, obs, self.refresh), report, first=folded)
+            done = self._commit(job, lambda j: self._fold(j, obs, self.refresh), report, first=folded)
+        if self.archiver is not None:
+            self.archiver.note(job, done)
+            for entry in self.archiver.run(done.id):
+                report.archive[entry.status.value] += 1
+        job = done
         self._seen.add(job.id)
         if Mutation.RELEASE_OTHERS_HOLDS in self.mutations:
             for h in job.active_holds():  # planted bug: lifts a hold someone else placed
@@ -605,6 +623,10 @@ class Supervisor:
             if step.kind is StepKind.ACT:
                 if Mutation.RETRY_AS_NEW_SUBMISSION in self.mutations:
                     step = _planted_retry(job, step)
+                stops = step.action in (Action.STOP, Action.HOLD) and "schedulerId" not in step.args
+                if self.archiver is not None and stops:
+                    for entry in self.archiver.before_stopping(job, step.submission or 0):
+                        report.archive[entry.status.value] += 1
                 job = self._act(job, step, report)
             else:
                 decided, escalated = len(job.decisions), len(job.escalations)
