@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 _RESTART_RE = re.compile(r"(\d+)\.([A-Za-z0-9_\-]+)\.(\d+)")
 _ATTEMPT_RE = re.compile(r"([A-Za-z0-9_\-]+)\.(\d+)\.(\d+)\.(\d+)\.(\d+)")
+_PART_RE = re.compile(r"[A-Za-z0-9_\-]+")
 
 
 @dataclass(frozen=True, order=True)
@@ -31,7 +32,7 @@ class RestartId:
     def __post_init__(self) -> None:
         if self.submission < 1 or self.restart < 0:
             raise ValueError(f"bad execution identity parts: {self.submission}, {self.restart}")
-        if not re.fullmatch(r"[A-Za-z0-9_\-]+", self.scheduler_id):
+        if not _PART_RE.fullmatch(self.scheduler_id):
             raise ValueError(f"bad scheduler id {self.scheduler_id!r} in an execution identity")
 
     def __str__(self) -> str:
@@ -58,7 +59,7 @@ class AttemptId:
     def __post_init__(self) -> None:
         if self.submission < 1 or min(self.attempt, self.object_restarts, self.part_restarts) < 0:
             raise ValueError("bad execution identity parts")
-        if not re.fullmatch(r"[A-Za-z0-9_\-]+", self.job_id):
+        if not _PART_RE.fullmatch(self.job_id):
             raise ValueError(f"bad job id {self.job_id!r} in an execution identity")
 
     @property

@@ -196,6 +196,29 @@ def test_renew_moves_only_the_owners_unexpired_leases_in_one_write(store: Record
     assert (heads["mine"].version, heads["mine"].lease_expires) == (3, 700.0)
 
 
+def test_renew_changes_nothing_but_the_version_and_the_expiry_whatever_the_user_data(store: Records) -> None:
+    """User data holding the keys a renewal edits (rules, the environment, a counter, a decision's reason) is
+    left as it was."""
+    from dispatch.records.model import Decision
+
+    lookalike = '"version": 7, "updatedAt": 1.0, "submissions": [], "lease": {"owner": "x", "expiresAt": 1.0}'
+    job = make_job("odd", 60.0)
+    job.spec = JobSpec(command=("echo", lookalike), name="n", env={"X": lookalike})
+    job.rules = {"version": 7, "updatedAt": 1.0, "submissions": [1], "lease": {"owner": "x", "expiresAt": 1.0}}
+    job.counters = {lookalike: 1}
+    job.decisions = [Decision(1, 60.0, 1, "1.x.0", Cause.EXIT, "close", "unmatched", lookalike, "sup-a")]
+    job.lease = Lease("sup-a", 3, 500.0)
+    store.create(job)
+    before = store.get("odd").to_json()
+    assert store.renew(cluster="c", owner="sup-a", now=100.0, expires_at=700.5) == {"odd": 2}
+    after = store.get("odd").to_json()
+    assert (after["version"], after["lease"]) == (2, {"owner": "sup-a", "token": 3, "expiresAt": 700.5})
+    assert {k: v for k, v in after.items() if k not in ("version", "lease")} == {
+        k: v for k, v in before.items() if k not in ("version", "lease")
+    }
+    assert store.renew(cluster="c", owner="sup-a", now=100.0, expires_at=800.0) == {"odd": 3}
+
+
 def test_sqlite_file_is_private_and_survives_reopen(tmp_path: Path) -> None:
     path = tmp_path / "state" / "records.db"
     s = SQLiteRecords(path)
@@ -375,3 +398,20 @@ def test_sqlite_syncs_a_write_carrying_an_intent_to_disk(tmp_path: Path) -> None
     assert full < commit < statements.index("PRAGMA synchronous=NORMAL")
     assert s._db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL again for the next write
     s.close()
+
+
+def test_the_memory_store_renews_without_decoding_documents(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dispatch.records.memory as module
+
+    store = MemoryRecords()
+    job = make_job("m", 60.0)
+    job.lease = Lease("sup-a", 1, 500.0)
+    store.create(job)
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a renewal decoded a document")
+
+    monkeypatch.setattr(module.json, "loads", refuse)
+    assert store.renew(cluster="c", owner="sup-a", now=100.0, expires_at=700.0) == {"m": 2}
+    monkeypatch.undo()
+    assert store.get("m").lease == Lease("sup-a", 1, 700.0)

@@ -46,17 +46,40 @@ def test_every_planted_bug_names_the_invariant_it_breaks() -> None:
     assert set(TARGETS.values()) <= set(INVARIANTS)
 
 
+def test_every_invariant_is_planted_or_held_by_construction() -> None:
+    from dispatch.sim.invariants import INVARIANTS
+    from dispatch.supervise.mutation import BY_CONSTRUCTION
+
+    assert set(BY_CONSTRUCTION) <= set(INVARIANTS)
+    assert not set(BY_CONSTRUCTION) & set(TARGETS.values())
+    assert set(INVARIANTS) == set(TARGETS.values()) | set(BY_CONSTRUCTION)
+
+
+def test_an_ended_outcome_without_a_cause_cannot_be_built_or_read() -> None:
+    """Why ``ended-has-cause`` is held by construction: neither the supervisor nor a record read can make one."""
+    from dispatch.outcome import Evidence, Outcome, State
+
+    for state in (State.SUCCEEDED, State.FAILED, State.CANCELLED):
+        with pytest.raises(ValueError, match="needs a cause"):
+            Outcome(state, None, Evidence("test", 0.0))
+        with pytest.raises(ValueError, match="needs a cause"):
+            Outcome.from_json({"state": state.value, "cause": None, "observedAt": 0.0})
+
+
 def test_the_mutation_check_prints_each_bug_and_its_catching_seeds(capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
     from dispatch.sim.__main__ import main
 
     assert main(["--mutations", "--seeds", "0,6,12,15", "--json"]) == 0  # each bug is caught by one of these
-    rows = json.loads(capsys.readouterr().out)["mutations"]
+    out = json.loads(capsys.readouterr().out)
+    rows = out["mutations"]
     assert [r["name"] for r in rows] == [m.value for m in Mutation]
     for r in rows:
         assert set(r) == {"name", "invariant", "seeds", "caught_seeds"} and r["seeds"] == 4
         assert r["caught_seeds"], r
+    assert [b["invariant"] for b in out["by_construction"]] == ["ended-has-cause"]
+    assert "Outcome" in out["by_construction"][0]["reason"] and out["not_planted"] == []
 
 
 def test_the_unmutated_supervisor_passes_the_same_seeds() -> None:

@@ -351,3 +351,28 @@ def test_an_accounting_lag_delays_the_end_but_records_it_exactly(shape: str) -> 
     assert seen_unanswered
     assert job.outcome is not None and (job.state, job.cause, job.outcome.exit_code) == (State.FAILED, Cause.EXIT, 3)
     assert job.current.unknown_since is None  # type: ignore[union-attr]
+
+
+def test_next_step_is_asked_again_only_for_records_that_changed(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dispatch.supervise.supervisor as module
+
+    asked: list[str] = []
+    real = module.next_step
+
+    def counting(job, rules, facts, now):  # type: ignore[no-untyped-def]
+        asked.append(job.id)
+        return real(job, rules, facts, now)
+
+    monkeypatch.setattr(module, "next_step", counting)
+    ids = [env.cluster.submit(env.spec("sleep", "1000"), RESUBMIT) for _ in range(3)]
+    sup = env.supervisor()
+    env.cycles(sup, 3)  # started, opened, seen running
+    asked.clear()
+    report = sup.cycle()
+    env.clock.advance(10)
+    assert asked == [] and report.steps["nothing"] == 3 and report.observed == (3 if not sup.watcher else 0)
+    env.sched.control.preempt(env.sid(ids[1]))
+    env.cycles(sup, 3)
+    assert set(asked) == {ids[1]}  # only the job whose record changed is asked again
+    job = env.records.get(ids[1])
+    assert [s.n for s in job.submissions] == [1, 2] and job.decisions[0].cause is Cause.PREEMPTED

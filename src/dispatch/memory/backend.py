@@ -62,6 +62,8 @@ class _Base(ABC):
         self._read_only = read_only
         self._call_bound = call_bound
         self.closed = False
+        self._identities: dict[tuple[str, int, int], str] = {}
+        """Each execution's identity text, made once (an identity never changes; building it validates it)."""
 
     # ----- identity of the backend -----------------------------------------------------------------------
 
@@ -83,6 +85,13 @@ class _Base(ABC):
     def _identity(self, job: TruthJob, ex: TruthExecution) -> str:
         """The execution's identity in this shape's form."""
 
+    def _identity_of(self, job: TruthJob, ex: TruthExecution) -> str:
+        key = (job.sid, ex.attempt, ex.restart)
+        text = self._identities.get(key)
+        if text is None:
+            text = self._identities[key] = self._identity(job, ex)
+        return text
+
     def _waiting_outcome(self, job: TruthJob, ev: Evidence) -> Outcome:
         if job.admin_held:
             return Outcome(State.HELD, Cause.ADMIN_HELD, ev, detail="JobHeldAdmin")
@@ -90,32 +99,41 @@ class _Base(ABC):
             return Outcome(State.HELD, Cause.HELD, ev, detail="held by dispatch")
         if not job.gate_open:
             return Outcome(State.PENDING, Cause.GATED, ev, detail="start gate closed")
-        usable = [n for n in self.scheduler.node_names if n not in self.scheduler.lost_nodes]
-        if job.spec.nodes > len(usable):
+        s = self.scheduler
+        usable = len(s.node_names) - len(s.lost_nodes.keys() & s.node_set)  # not a pass over every node per job
+        if job.spec.nodes > usable:
             return Outcome(State.PENDING, Cause.NO_CAPACITY, ev, detail="Resources")
         return Outcome(State.PENDING, Cause.QUEUED, ev, detail="Priority")
 
-    def _evidence(self, job: TruthJob, now: float) -> JobEvidence:
+    def _evidence(self, job: TruthJob, now: float, shared: dict[Any, Any] | None = None) -> JobEvidence:
+        """What the scheduler shows of ``job`` at ``now``. ``shared`` holds the (immutable) Evidence and Outcome
+        values of one read, made once and shared by every job that shows the same: a batch read builds per job
+        only what differs between jobs."""
+        memo: dict[Any, Any] = {} if shared is None else shared
         blank = now < job.blank_until and not job.ended
-        source = "accounting" if job.purged or blank else "queue"
-        ev = Evidence(f"memory:{source}", now)
+        source = "memory:accounting" if job.purged or blank else "memory:queue"
+        ev = memo.get(source)
+        if ev is None:
+            ev = memo[source] = Evidence(source, now)
+
         executions = []
         for ex in job.executions:
             if ex.started_at is None and ex.ended_at is None:
                 continue
             if job.purged or blank:
-                out = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail="purged: accounting keeps executions only")
+                why = "purged: accounting keeps executions only"
+                out = _shared_outcome(memo, ev, State.UNKNOWN, Cause.UNKNOWN, None, why)
             elif ex.ended_at is not None:
                 assert ex.cause is not None
-                out = Outcome(ex.state, ex.cause, ev, exit_code=ex.exit_code, detail=ex.detail)
+                out = _shared_outcome(memo, ev, ex.state, ex.cause, ex.exit_code, ex.detail)
             else:
-                out = Outcome(State.RUNNING, None, ev, detail="RUNNING")
+                out = _shared_outcome(memo, ev, State.RUNNING, None, None, "RUNNING")
             executions.append(
-                ExecutionEvidence(self._identity(job, ex), ex.restart, out, ex.started_at, ex.ended_at, ex.nodes)
+                ExecutionEvidence(self._identity_of(job, ex), ex.restart, out, ex.started_at, ex.ended_at, ex.nodes)
             )
         cur = job.current
         if job.purged or blank:
-            outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail="left the queue")
+            outcome = _shared_outcome(memo, ev, State.UNKNOWN, Cause.UNKNOWN, None, "left the queue")
         elif cur.started_at is None and cur.ended_at is None:
             outcome = self._waiting_outcome(job, ev)
         else:
@@ -172,6 +190,7 @@ class _Base(ABC):
     def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence | Unanswered]:
         s = self.scheduler
         out: dict[str, JobEvidence | Unanswered] = {}
+        shared: dict[Any, Any] = {}
         with s._lock:
             now = s.advance()
             fault = s._fault("inspect_many")
@@ -189,7 +208,7 @@ class _Base(ABC):
                 elif s.unanswered(job, now):
                     out[sid] = Unanswered(sid, "accounting lag: neither the queue nor accounting shows it yet", now)
                 else:
-                    out[sid] = self._evidence(job, now)
+                    out[sid] = self._evidence(job, now, shared)
         return out
 
     def find(self, marker: str, since: float) -> list[Found]:
@@ -409,6 +428,17 @@ class KubeflowShapedBackend(_Base):
         if runtime is not None and runtime.allow_rank_restart:
             return "the runtime lets a rank restart inside an execution (allow_rank_restart)"
         return None
+
+
+def _shared_outcome(
+    memo: dict[Any, Any], ev: Evidence, state: State, cause: Cause | None, code: int | None, detail: str
+) -> Outcome:
+    """The Outcome of these values read with ``ev``, made once per read (``memo``) and shared: it is immutable."""
+    key = (ev.source, state, cause, code, detail)
+    out = memo.get(key)
+    if out is None:
+        out = memo[key] = Outcome(state, cause, ev, exit_code=code, detail=detail)
+    return out
 
 
 def _unavailable(s: MemoryScheduler, method: str) -> None:

@@ -129,6 +129,10 @@ def read_program(spec: JobSpec, default_runtime: float) -> Program:
     return Program(max(runtime, 0.0), code, oom)
 
 
+_End = tuple[float, State, Cause, int | None, str]
+"""When an execution ends, its state, cause, exit code and the scheduler's word for it."""
+
+
 @dataclass
 class Fault:
     """A fault for the next call of ``method``: ``kind`` is ``unknown``, ``unavailable`` or ``unanswered``
@@ -171,6 +175,7 @@ class MemoryScheduler:
         self.clock = clock
         self.shape = Shape(shape)
         self.node_names = [f"node{i + 1}" for i in range(nodes)]
+        self.node_set = frozenset(self.node_names)
         self.min_job_age = min_job_age
         self.node_loss_window = node_loss_window
         self.accounting = accounting and self.shape is Shape.SLURM
@@ -194,6 +199,8 @@ class MemoryScheduler:
         self._change_seq = 0
         self._watch_window = watch_window
         self._watch_dropped = False
+        self._program_ends: dict[tuple[str, int, float], _End] = {}
+        """When and how each started execution's program ends by itself (see :meth:`_program_end`)."""
         self.outputs: dict[tuple[str, int], list[str]] = {}
         """Lines rank 0 wrote, by (object, execution index): see :meth:`Control.write`."""
         self.control = Control(self)
@@ -240,33 +247,50 @@ class MemoryScheduler:
         self._changed(job.sid)
 
     def _end_due(self, now: float) -> None:
+        lost_nodes = self.lost_nodes
         for job in self.jobs.values():
-            if job.ended or job.deleted:
+            if job.ended_at is not None or job.deleted:
                 continue
-            ex = job.current
-            if ex.started_at is None:
+            ex = job.executions[-1]
+            started = ex.started_at
+            if started is None:
                 continue
+            end = self._program_end(job, ex, started)
+            if job.stop_requested_at is not None or job.spec.time_limit is not None or lost_nodes:
+                end = self._earliest_end(job, ex, started, end)
+            if end[0] <= now:
+                self._end(job, end[0], end[1], end[2], code=end[3], detail=end[4])
+
+    def _program_end(self, job: TruthJob, ex: TruthExecution, started: float) -> _End:
+        """When and how the execution's program ends by itself (made once per execution: its start is fixed)."""
+        key = (job.sid, ex.restart, started)
+        end = self._program_ends.get(key)
+        if end is None:
             prog = read_program(job.spec, self.default_runtime)
-            candidates: list[tuple[float, State, Cause, int | None, str]] = []
-            if job.stop_requested_at is not None:
-                candidates.append((job.stop_requested_at, State.CANCELLED, Cause.CANCELLED, None, "CANCELLED"))
             if prog.oom:
-                candidates.append(
-                    (ex.started_at + prog.runtime, State.FAILED, Cause.OUT_OF_MEMORY, None, "OUT_OF_MEMORY")
-                )
+                end = (started + prog.runtime, State.FAILED, Cause.OUT_OF_MEMORY, None, "OUT_OF_MEMORY")
             else:
                 state = State.SUCCEEDED if prog.exit_code == 0 else State.FAILED
-                candidates.append((ex.started_at + prog.runtime, state, Cause.EXIT, prog.exit_code, "COMPLETED"))
-            if job.spec.time_limit is not None:
-                candidates.append((ex.started_at + job.spec.time_limit, State.FAILED, Cause.TIMEOUT, None, "TIMEOUT"))
-            for node in ex.nodes:
-                lost = self.lost_nodes.get(node)
-                if lost is not None:
-                    at = max(lost, ex.started_at) + self.node_loss_window
-                    candidates.append((at, State.FAILED, Cause.NODE_LOST, None, "NODE_FAIL"))
-            at, state, cause, code, detail = min(candidates, key=lambda c: c[0])
-            if at <= now:
-                self._end(job, at, state, cause, code=code, detail=detail)
+                end = (started + prog.runtime, state, Cause.EXIT, prog.exit_code, "COMPLETED")
+            self._program_ends[key] = end
+        return end
+
+    def _earliest_end(self, job: TruthJob, ex: TruthExecution, started: float, program: _End) -> _End:
+        """The earliest of the ways the execution can end: a stop, its program, its time limit, a lost node (on
+        a tie, the first in that order)."""
+        ends: list[_End] = []
+        if job.stop_requested_at is not None:
+            ends.append((job.stop_requested_at, State.CANCELLED, Cause.CANCELLED, None, "CANCELLED"))
+        ends.append(program)
+        if job.spec.time_limit is not None:
+            ends.append((started + job.spec.time_limit, State.FAILED, Cause.TIMEOUT, None, "TIMEOUT"))
+        for node in ex.nodes:
+            lost = self.lost_nodes.get(node)
+            if lost is not None:
+                ends.append(
+                    (max(lost, started) + self.node_loss_window, State.FAILED, Cause.NODE_LOST, None, "NODE_FAIL")
+                )
+        return min(ends, key=lambda e: e[0])
 
     def _free_nodes(self) -> list[str]:
         busy = {

@@ -114,12 +114,9 @@ class MemoryRecords:
             for job_id, (c, created, h) in list(self._live.items()):
                 if c != cluster or h.lease_owner != owner or (h.lease_expires or 0.0) <= now:
                     continue
-                data = json.loads(self._docs[job_id])
-                data["version"] += 1
-                data["lease"]["expiresAt"] = expires_at
-                self._docs[job_id] = json.dumps(data)
-                self._live[job_id] = (c, created, JobHead(job_id, data["version"], owner, expires_at))
-                renewed[job_id] = data["version"]
+                self._docs[job_id], version = _renewed(self._docs[job_id], expires_at)
+                self._live[job_id] = (c, created, JobHead(job_id, version, owner, expires_at))
+                renewed[job_id] = version
             self.writes += 1
             return renewed
 
@@ -189,3 +186,30 @@ class MemoryRecords:
 
     def close(self) -> None:
         pass
+
+
+def _renewed(doc: str, expires_at: float) -> tuple[str, int]:
+    """``doc`` with its version moved on by one and its lease expiry set, and that version: the two fields a
+    renewal changes (as SQLite's
+    ``json_set`` does in place), edited as text instead of decoding and encoding the whole document.
+
+    The document is ``json.dumps(JobRecord.to_json())`` (or this function's output), whose top-level keys come in
+    a fixed order: ``..., "rules", "version", "updatedAt", "submissions", ..., "lease", "closed",
+    "stopRequested", "counters", "notBefore"``. User data (the spec, the rules) comes before ``"version"``;
+    after the top-level ``"submissions"`` only dispatch's own keys follow, and a key inside a JSON string is
+    escaped (``\\"``), so the last ``, "submissions": [`` and the last ``"lease": {"owner": `` are the top-level
+    ones. A document that does not have this shape is decoded and encoded instead."""
+    try:
+        lease = doc.rindex('"lease": {"owner": ')
+        at = doc.index('"expiresAt": ', lease) + len('"expiresAt": ')
+        doc = doc[:at] + json.dumps(expires_at) + doc[doc.index("}", at) :]
+        subs = doc.rindex(', "submissions": [')
+        updated = doc.rindex(', "updatedAt": ', 0, subs)
+        start = doc.rindex('"version": ', 0, updated) + len('"version": ')
+        version = int(doc[start:updated]) + 1  # ValueError unless the shape is as described
+        return doc[:start] + str(version) + doc[updated:], version
+    except ValueError:
+        data = json.loads(doc)
+        data["version"] += 1
+        data["lease"]["expiresAt"] = expires_at
+        return json.dumps(data), int(data["version"])

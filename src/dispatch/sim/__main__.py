@@ -134,8 +134,11 @@ def caught_by(result: Result, invariant: str) -> bool:
 
 
 def _mutations(args: argparse.Namespace) -> int:
-    """Run each planted bug over the seeds; a row per bug with the seeds whose run broke its invariant."""
-    from dispatch.supervise.mutation import TARGETS
+    """Run each planted bug over the seeds; a row per bug with the seeds whose run broke its invariant, and the
+    invariants held by construction with the reason. Fails if a bug is never caught, or if an invariant is
+    neither the target of a planted bug nor held by construction."""
+    from dispatch.sim.invariants import INVARIANTS
+    from dispatch.supervise.mutation import BY_CONSTRUCTION, TARGETS
 
     seeds = _range(args.seeds or "0-39")
     rows: list[dict[str, Any]] = []
@@ -158,12 +161,18 @@ def _mutations(args: argparse.Namespace) -> int:
                 "caught_seeds": [r.seed for r in results if caught_by(r, invariant)],
             }
         )
+    built = [{"invariant": name, "reason": BY_CONSTRUCTION[name]} for name in INVARIANTS if name in BY_CONSTRUCTION]
+    uncovered = [name for name in INVARIANTS if name not in BY_CONSTRUCTION and name not in TARGETS.values()]
     if args.json:
-        print(json.dumps({"mutations": rows}, indent=2))
+        print(json.dumps({"mutations": rows, "by_construction": built, "not_planted": uncovered}, indent=2))
     else:
         for r in rows:
             print(f"{r['name']:<30} {r['invariant']:<32} caught by {len(r['caught_seeds'])} of {r['seeds']} seeds")
-    return 0 if all(r["caught_seeds"] for r in rows) else 1
+        for b in built:
+            print(f"{'(by construction)':<30} {b['invariant']:<32} {b['reason']}")
+        for name in uncovered:
+            print(f"{'(no planted bug)':<30} {name}")
+    return 0 if all(r["caught_seeds"] for r in rows) and not uncovered else 1
 
 
 def _sum_counts(results: list[Result]) -> dict[str, int]:

@@ -170,11 +170,11 @@ def _worth_folding(
         return True
     if sub.unknown_since is not None and evidence.outcome.state is not State.UNKNOWN:
         return True  # known again (after an unknown or unanswered reading): stop the clock
-    if any(i.open and i.submission == sub.n and now >= i.deadline for i in job.intents):
+    if job.intents and any(i.open and i.submission == sub.n and now >= i.deadline for i in job.intents):
         return True
     out = sub.outcome
     ev = evidence.outcome
-    if out is None or (out.state, out.cause, out.exit_code) != (ev.state, ev.cause, ev.exit_code):
+    if out is None or out.state != ev.state or out.cause != ev.cause or out.exit_code != ev.exit_code:
         return True
     if ev.evidence.observed_at < out.evidence.observed_at:
         return False

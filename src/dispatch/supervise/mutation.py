@@ -48,6 +48,15 @@ class Mutation(StrEnum):
     RELEASE_OTHERS_HOLDS = "release-others-holds"
     """The supervisor lifts holds other people placed through dispatch (a user's hold, by its instance)."""
 
+    NOT_RUNNING_IS_EVICTED = "not-running-is-evicted"
+    """A submission not seen running once its gate is open (waiting in the queue, held, or read ``unknown``) is
+    taken to have been evicted, and its eviction rule resubmits the job without the old object being stopped
+    or seen to end: when the old one runs again, two executions of the job run at once."""
+
+    RETRY_AS_NEW_SUBMISSION = "retry-as-new-submission"
+    """A start that failed (refused, or found not to have landed) is made again as a new submission with a new
+    marker instead of the same one: the job gains a submission no decision asked for."""
+
 
 TARGETS: dict[Mutation, str] = {
     Mutation.ACT_BEFORE_INTENT: "no-object-without-record",
@@ -59,5 +68,16 @@ TARGETS: dict[Mutation, str] = {
     Mutation.CAUSE_MIXUP: "record-matches-truth",
     Mutation.OPEN_BEFORE_RECORD: "gate-opened-only-when-recorded",
     Mutation.RELEASE_OTHERS_HOLDS: "hold-lifted-by-owner",
+    Mutation.NOT_RUNNING_IS_EVICTED: "one-live-execution",
+    Mutation.RETRY_AS_NEW_SUBMISSION: "no-action-twice",
 }
 """The invariant each planted bug breaks (the one the mutation check expects to catch it)."""
+
+BY_CONSTRUCTION: dict[str, str] = {
+    "ended-has-cause": (
+        "an Outcome in an ended state cannot be built without a cause (Outcome raises ValueError), and records "
+        "are rebuilt through Outcome on every read, so no supervisor bug can write a record that breaks it"
+    ),
+}
+"""Invariants no planted bug can break, and why: the types hold them, so the simulator's check of them is a
+guard against a change to those types, not a test of the supervisor."""

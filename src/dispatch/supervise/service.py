@@ -4,7 +4,8 @@
 standard output one JSON line per cycle (``{"owner", "cycle": <CycleReport>}``) and, with ``trace_calls``, one
 per backend call (``{"owner", "call", "at"}``), so tests and the fault campaign can check what a process did.
 Settings and DSNs are never printed. With a metrics port it serves Prometheus metrics and ``/healthz``
-(:mod:`dispatch.supervise.metrics`).
+(:mod:`dispatch.supervise.metrics`). It runs the garbage collector by the service's policy
+(:class:`~dispatch.supervise.collector.Collector`).
 
 The helpers here (:func:`parse_settings`, :func:`load_plugin`, :func:`traced`, :class:`PausingRecords`) serve
 the command's options; the command itself lives in :mod:`dispatch.cli.admin`.
@@ -26,6 +27,7 @@ from dispatch.errors import ConfigError, DispatchError
 from dispatch.records.base import Records
 from dispatch.records.model import Event, JobRecord
 from dispatch.spi import Backend
+from dispatch.supervise.collector import Collector
 
 _BACKEND_CALLS = (
     "start",
@@ -192,12 +194,18 @@ def serve(
     metrics: Any = None,
     redact: Callable[[str], str] = lambda s: s,
     log: Callable[[str], None] | None = None,
+    collector: Collector | None = None,
 ) -> int:
     """Cycle ``sup`` every ``sup.poll`` seconds until SIGTERM/SIGINT, ``until`` seconds or (``once``) one cycle.
 
     A cycle that fails outside what a cycle absorbs (the store unreachable, a lost database connection) is
     reported as ``{"event": "cycle-error"}`` and the loop goes on; ``metrics`` (a
-    :class:`~dispatch.supervise.metrics.Metrics`) is told of every cycle. Returns the exit status (0)."""
+    :class:`~dispatch.supervise.metrics.Metrics`) is told of every cycle. ``collector`` (default: the service's
+    :class:`~dispatch.supervise.collector.Collector`) runs after every cycle; the process's collector is left
+    unfrozen on return. Returns the exit status (0)."""
+    import gc
+
+    collector = Collector() if collector is None else collector
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -205,6 +213,7 @@ def serve(
 
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     deadline = None if until is None else time.monotonic() + until
+    collector.start()
     try:
         while not stop.is_set():
             started = time.monotonic()
@@ -221,10 +230,12 @@ def serve(
                 emit(event="cycle-error", error=type(exc).__name__, message=redact(str(exc)))
                 if log is not None:
                     log(f"cycle failed: {type(exc).__name__}: {redact(str(exc))}")
+            collector.after_cycle()
             if once or (deadline is not None and time.monotonic() >= deadline):
                 break
             stop.wait(sup.poll)
     finally:
+        gc.unfreeze()
         for s, handler in previous.items():
             signal.signal(s, handler)
         emit(event="stopped")

@@ -38,10 +38,12 @@ from dispatch.clock import Clock
 from dispatch.cluster import Cluster, default_owner
 from dispatch.declarations import Declarations, check_poll_interval
 from dispatch.errors import ConfigError, Conflict, DispatchError, Unavailable
+from dispatch.outcome import Cause, State
 from dispatch.records.base import Records
 from dispatch.records.model import (
     Action,
     Event,
+    GateState,
     Intent,
     IntentStatus,
     JobHead,
@@ -188,6 +190,9 @@ class Supervisor:
         """How stale a record's evidence time may grow while nothing changes (default: no limit; the evidence
         time is when the state last changed, and the batched lease renewal says the job is being watched)."""
         self.mutations = frozenset(Mutation(m) for m in mutations)
+        self._planted_fold = bool(
+            self.mutations & {Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP, Mutation.NOT_RUNNING_IS_EVICTED}
+        )
         self.only = None if only is None else frozenset(only)
         """When set, the supervisor looks after these jobs only (``dispatch run``'s in-process supervisor): it
         registers no peer and takes no share, so the services sharing the cluster keep theirs."""
@@ -205,6 +210,9 @@ class Supervisor:
         self._cursor: str | None = None
         self._seen: set[str] = set()
         self._pending: set[str] = set()
+        self._quiet: dict[str, JobRecord] = {}
+        """The records (by job id) for which next_step said ``nothing`` last cycle (see :meth:`_steps`)."""
+        self._quiet_next: dict[str, JobRecord] = {}
         self.archiver = Archiver.for_backend(backend, records, clock, archive)
 
     # ----- the loop ------------------------------------------------------------------------------------------
@@ -247,6 +255,8 @@ class Supervisor:
                 owned.append(mine)
         report.owned = len(owned)
         obs = self._observe(owned, now, report)
+        self._quiet_next = {}
+        states: Counter[tuple[State, Cause | None]] = Counter()  # by enum: made text once per kind, below
         if self.archiver is not None:
             self.archiver.begin_cycle(owned)
             self.archiver.catch_up([j for j in owned if j.id not in self._seen])
@@ -254,13 +264,16 @@ class Supervisor:
             try:
                 self._cache[job.id] = done = self._supervise(job, obs, report)
                 if not done.closed:
-                    report.states[(done.state.value, done.cause.value if done.cause else "")] += 1
+                    states[(done.state, done.cause)] += 1
             except (LostLease, Conflict) as exc:
                 self._cache.pop(job.id, None)
                 if isinstance(exc, LostLease):
                     report.lost += 1
                 else:
                     report.conflicts += 1
+        for (state, cause), n in states.items():
+            report.states[(state.value, cause.value if cause else "")] += n
+        self._quiet = self._quiet_next
         return report
 
     def _load(self, heads: list[JobHead]) -> list[JobRecord]:
@@ -388,10 +401,12 @@ class Supervisor:
         job: JobRecord,
         change: Callable[[JobRecord], tuple[JobRecord, list[Event]]],
         report: CycleReport,
+        first: tuple[JobRecord, list[Event]] | None = None,
     ) -> JobRecord:
-        """Apply ``change`` and write it; after a lost compare-and-set re-read, re-check the lease and retry."""
-        for _ in range(3):
-            new, events = change(job)
+        """Apply ``change`` and write it; after a lost compare-and-set re-read, re-check the lease and retry.
+        ``first``: ``change(job)`` already computed by the caller."""
+        for attempt in range(3):
+            new, events = first if first is not None and attempt == 0 else change(job)
             if new is job:
                 return job
             try:
@@ -421,20 +436,30 @@ class Supervisor:
                 report.unavailable = True
                 changed = set(self._pending)
         for job in owned:
-            for sub in job.submissions:
-                it = start_intent(job, sub.n)
-                if it is not None and now >= it.deadline:
-                    markers[sub.marker] = sub.created_at - self.actor.margin
+            intents = job.intents  # most jobs have none: the intent checks below are then void
+            if intents:
+                for sub in job.submissions:
+                    it = start_intent(job, sub.n)
+                    if it is not None and now >= it.deadline:
+                        markers[sub.marker] = sub.created_at - self.actor.margin
             cur = job.current
-            due = any(i.open and now >= i.deadline for i in job.intents)
-            if cur is not None and cur.scheduler_id is not None and needs_observation(job, now):
-                fresh = job.id not in self._seen
-                if changed is None or fresh or due or cur.scheduler_id in changed:
-                    ids.append(cur.scheduler_id)
-            for s in job.submissions:
-                for sid in s.strays:
-                    if any(i.open and now >= i.deadline and i.args.get("schedulerId") == sid for i in job.intents):
-                        ids.append(sid)
+            if (
+                cur is not None
+                and cur.scheduler_id is not None
+                and needs_observation(job, now)
+                and (
+                    changed is None
+                    or job.id not in self._seen
+                    or cur.scheduler_id in changed
+                    or (intents and any(i.open and now >= i.deadline for i in intents))
+                )
+            ):
+                ids.append(cur.scheduler_id)
+            if intents:
+                for s in job.submissions:
+                    for sid in s.strays:
+                        if any(i.open and now >= i.deadline and i.args.get("schedulerId") == sid for i in intents):
+                            ids.append(sid)
         if ids:
             report.observation_calls += 1
             try:
@@ -506,18 +531,17 @@ class Supervisor:
                     unanswered_grace=self.facts.unknown_grace,
                 )
                 events += ev
-        for s in list(job.submissions):
-            for sid in s.strays:
-                if sid in obs.inspected:
-                    job, ev = fold_stray(job, sid, obs.evidence.get(sid), now, obs.inspected_at)
-                    events += ev
-        if self.mutations & {Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP}:
-            job = self._planted_fold(job)
+        for sid in [sid for s in job.submissions for sid in s.strays if sid in obs.inspected]:
+            job, ev = fold_stray(job, sid, obs.evidence.get(sid), now, obs.inspected_at)
+            events += ev
+        if self._planted_fold:
+            job = self._planted_fold_on(job)
         return job, events
 
-    def _planted_fold(self, job: JobRecord) -> JobRecord:
-        """Planted bugs (Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP) applied to a folded record."""
-        from dispatch.outcome import Cause, Outcome, State
+    def _planted_fold_on(self, job: JobRecord) -> JobRecord:
+        """Planted bugs (Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP, Mutation.NOT_RUNNING_IS_EVICTED) applied to
+        a folded record."""
+        from dispatch.outcome import Outcome
 
         cur = job.current
         if cur is None:
@@ -533,17 +557,30 @@ class Supervisor:
                 if ex.outcome.cause is Cause.PREEMPTED:
                     ex.outcome = dataclasses.replace(ex.outcome, cause=Cause.NODE_LOST)
                     changed = True
+        out = sub.outcome
+        if (
+            Mutation.NOT_RUNNING_IS_EVICTED in self.mutations
+            and out is not None
+            and (out.state is State.UNKNOWN or (out.state.waiting and sub.gate is GateState.OPEN))
+            and not sub.gone
+        ):
+            sub.outcome = Outcome(State.FAILED, Cause.NODE_LOST, out.evidence, detail="not seen running: evicted")
+            sub.unknown_since = None
+            changed = True
         return new if changed else job
 
     def _supervise(self, job: JobRecord, obs: _Observation, report: CycleReport) -> JobRecord:
         """Fold the observation into ``job``, archive the output of executions it saw end, and apply its steps;
         returns the record as last written."""
-        folded = self._commit(job, lambda j: self._fold(j, obs, self.refresh), report)
+        folded = self._fold(job, obs, self.refresh)
+        done = job
+        if folded[0] is not job:
+            done = self._commit(job, lambda j: self._fold(j, obs, self.refresh), report, first=folded)
         if self.archiver is not None:
-            self.archiver.note(job, folded)
-            for entry in self.archiver.run(folded.id):
+            self.archiver.note(job, done)
+            for entry in self.archiver.run(done.id):
                 report.archive[entry.status.value] += 1
-        job = folded
+        job = done
         self._seen.add(job.id)
         if Mutation.RELEASE_OTHERS_HOLDS in self.mutations:
             for h in job.active_holds():  # planted bug: lifts a hold someone else placed
@@ -560,13 +597,32 @@ class Supervisor:
                         report,
                     )
                     break
+        return self._steps(job, report)
+
+    def _steps(self, job: JobRecord, report: CycleReport) -> JobRecord:
+        """Apply next_step to ``job`` until it says wait, observe or nothing; returns the record as last written.
+
+        A record for which next_step said ``nothing`` last cycle and that is the same object now (the fold
+        changed nothing, no step wrote it) is not asked again: next_step reads only the record, the rules the
+        record names, the backend's facts and the time, and every test of the time on the way to ``nothing``
+        is of the form ``now >= bound``, which stays true as time goes on. So the answer would be ``nothing``
+        again; skipping the call changes no decision."""
+        if self._quiet.get(job.id) is job:
+            self._quiet_next[job.id] = job
+            report.steps[_NOTHING] += 1
+            return job
         for _ in range(MAX_STEPS_PER_JOB):
             now = self.clock.now()
             step = next_step(job, self.rules_for(job), self.facts, now)
             report.steps[step.kind.value] += 1
-            if step.kind in (StepKind.NOTHING, StepKind.WAIT, StepKind.OBSERVE):
+            if step.kind is StepKind.NOTHING:
+                self._quiet_next[job.id] = job
+                return job
+            if step.kind in (StepKind.WAIT, StepKind.OBSERVE):
                 return job
             if step.kind is StepKind.ACT:
+                if Mutation.RETRY_AS_NEW_SUBMISSION in self.mutations:
+                    step = _planted_retry(job, step)
                 stops = step.action in (Action.STOP, Action.HOLD) and "schedulerId" not in step.args
                 if self.archiver is not None and stops:
                     for entry in self.archiver.before_stopping(job, step.submission or 0):
@@ -676,10 +732,22 @@ def _answer(
     return new, events
 
 
-def _node_lost(ev: JobEvidence) -> bool:
-    from dispatch.outcome import Cause
+def _planted_retry(job: JobRecord, step: Step) -> Step:
+    """Planted bug (Mutation.RETRY_AS_NEW_SUBMISSION): a start that failed is made again as a new submission."""
+    if step.action is not Action.START or step.new_submission or step.submission is None:
+        return step
+    failed = any(
+        i.action is Action.START and i.submission == step.submission and i.status is IntentStatus.FAILED
+        for i in job.intents
+    )
+    return dataclasses.replace(step, submission=step.submission + 1, new_submission=True) if failed else step
 
-    return any(e.outcome.ended and e.outcome.cause is Cause.NODE_LOST for e in ev.executions)
+
+def _node_lost(ev: JobEvidence) -> bool:
+    return any(e.outcome.cause is Cause.NODE_LOST and e.outcome.ended for e in ev.executions)
+
+
+_NOTHING = StepKind.NOTHING.value
 
 
 __all__ = ["CycleReport", "LostLease", "Supervisor", "default_poll"]
