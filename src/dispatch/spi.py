@@ -17,7 +17,7 @@ Optional interfaces (``Holder``, ``Requeuer``, ``Readmitter``, ``NativePolicyCom
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -387,32 +387,54 @@ def interfaces_of(backend: object) -> list[str]:
     return [i.__name__ for i in OPTIONAL_INTERFACES if isinstance(backend, i)]
 
 
+Call = Callable[[str, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
+"""How a view makes a forwarded call: ``call(name, method, args, kwargs)``; it must call ``method`` (or raise)."""
+
+
+def view(backend: Backend, kind: str, *, without: Iterable[type] = (), call: Call | None = None) -> Backend:
+    """A view of ``backend``: an object with the core methods and exactly the optional methods ``backend``
+    implements, less the interfaces in ``without``, each forwarded to ``backend`` (through ``call`` when given),
+    so ``isinstance`` checks see what remains. ``name``, ``read_only`` and ``unrestricted`` (the backend
+    itself) are read through. The one way to wrap a backend: a wrapper that listed methods by hand lost the
+    interfaces added after it was written."""
+    without = set(without)
+    hidden = {m for iface in without for m in _OPTIONAL_METHODS.get(iface, ())}
+    keep = {m for iface in OPTIONAL_INTERFACES if iface not in without for m in _OPTIONAL_METHODS[iface]}
+    names = [*CORE_METHODS, *sorted(m for m in keep - hidden if callable(getattr(backend, m, None)))]
+
+    def forward(name: str) -> Any:
+        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
+            target = getattr(self._inner, name)
+            return target(*args, **kwargs) if call is None else call(name, target, args, kwargs)
+
+        method.__name__ = name
+        return method
+
+    attrs: dict[str, Any] = {n: forward(n) for n in names}
+    attrs["name"] = property(lambda self: self._inner.name)
+    attrs["read_only"] = property(lambda self: self._inner.read_only)
+    attrs["unrestricted"] = property(lambda self: self._inner)
+    attrs["__init__"] = lambda self, inner: setattr(self, "_inner", inner)
+    attrs["__repr__"] = lambda self: f"{kind.lower()}({self._inner!r})"
+    cls = type(f"{kind}{type(backend).__name__}", (), attrs)
+    out: Backend = cls(backend)
+    lost = [
+        i.__name__
+        for i in OPTIONAL_INTERFACES
+        if i not in without and isinstance(backend, i) and not isinstance(out, i)
+    ]
+    if lost:
+        raise AssertionError(f"the {kind} view lost {lost}: _OPTIONAL_METHODS is out of step with the interfaces")
+    return out
+
+
 def restrict(backend: Backend, without: Iterable[type]) -> Backend:
     """A view of ``backend`` that does not implement the optional interfaces in ``without``.
 
     Used to hand out a backend with a zero CallBound without Holder, Requeuer and Readmitter. The view forwards every
     other attribute to ``backend``, so ``isinstance`` checks see exactly what remains.
     """
-    hidden = {m for iface in without for m in _OPTIONAL_METHODS.get(iface, ())}
-    keep = {m for iface in OPTIONAL_INTERFACES if iface not in set(without) for m in _OPTIONAL_METHODS[iface]}
-    names = sorted(m for m in keep - hidden if callable(getattr(backend, m, None)))
-
-    def forward(name: str) -> Any:
-        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            return getattr(self._inner, name)(*args, **kwargs)
-
-        method.__name__ = name
-        return method
-
-    attrs: dict[str, Any] = {n: forward(n) for n in (*names, *CORE_METHODS)}
-    attrs["name"] = property(lambda self: self._inner.name)
-    attrs["read_only"] = property(lambda self: self._inner.read_only)
-    attrs["unrestricted"] = property(lambda self: self._inner)
-    attrs["__init__"] = lambda self, inner: setattr(self, "_inner", inner)
-    attrs["__repr__"] = lambda self: f"restricted({self._inner!r})"
-    cls = type(f"Restricted{type(backend).__name__}", (), attrs)
-    view: Backend = cls(backend)
-    return view
+    return view(backend, "Restricted", without=without)
 
 
 def check_backend(backend: object, declarations: Declarations) -> None:

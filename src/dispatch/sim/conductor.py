@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.records.model import JobRecord
-from dispatch.spi import CORE_METHODS, OPTIONAL_INTERFACES
+from dispatch.spi import view
 
 ACTION_METHODS = frozenset({"start", "open", "hold", "release", "requeue", "readmit", "stop_job"})
 
@@ -119,32 +119,15 @@ class Conductor:
 
 def parked_backend(inner: Any, conductor: Conductor) -> Any:
     """A view of ``inner`` whose every method parks first; it implements the same optional interfaces."""
-    core = list(CORE_METHODS)
-    optional = [m for iface in OPTIONAL_INTERFACES if isinstance(inner, iface) for m in _methods(iface)]
     quiet = {"capabilities", "declarations", "extension_policy", "close"}
 
-    def forward(name: str) -> Any:
-        kind = "act" if name in ACTION_METHODS else "observe"
+    def call(name: str, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if name not in quiet:
+            kind = "act" if name in ACTION_METHODS else "observe"
+            conductor.park(kind, f"{name}({', '.join(map(str, args))[:60]})")
+        return method(*args, **kwargs)
 
-        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if name not in quiet:
-                conductor.park(kind, f"{name}({', '.join(map(str, args))[:60]})")
-            return getattr(inner, name)(*args, **kwargs)
-
-        method.__name__ = name
-        return method
-
-    attrs: dict[str, Any] = {n: forward(n) for n in core + optional}
-    attrs["name"] = property(lambda self: inner.name)
-    attrs["read_only"] = property(lambda self: inner.read_only)
-    cls = type(f"Parked{type(inner).__name__}", (), attrs)
-    return cls()
-
-
-def _methods(iface: type) -> tuple[str, ...]:
-    from dispatch.spi import _OPTIONAL_METHODS
-
-    return _OPTIONAL_METHODS[iface]
+    return view(inner, "Parked", call=call)
 
 
 class ParkedRecords:

@@ -112,45 +112,14 @@ class Emitter:
 def traced(backend: Backend, report: Callable[[str], None]) -> Backend:
     """``backend`` with every scheduler call reported before it is made; ``isinstance`` checks see the same
     optional interfaces."""
-    from dispatch.spi import OPTIONAL_INTERFACES
+    from dispatch.spi import view
 
-    def forward(name: str, announce: bool) -> Callable[..., Any]:
-        def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if announce:
-                self._report(name)
-            return getattr(self._inner, name)(*args, **kwargs)
+    def call(name: str, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if name in _BACKEND_CALLS:
+            report(name)
+        return method(*args, **kwargs)
 
-        method.__name__ = name
-        return method
-
-    attrs: dict[str, Any] = {n: forward(n, True) for n in _BACKEND_CALLS if callable(getattr(backend, n, None))}
-    for n in (
-        "capabilities",
-        "declarations",
-        "extension_policy",
-        "close",
-        "compile_policy",
-        "weakened",
-        "requeue_after_end",
-        "stdout",
-        "stderr",
-    ):
-        if callable(getattr(backend, n, None)):
-            attrs[n] = forward(n, False)
-    attrs["name"] = property(lambda self: self._inner.name)
-    attrs["read_only"] = property(lambda self: self._inner.read_only)
-
-    def init(self: Any, inner: Backend, report: Callable[[str], None]) -> None:
-        self._inner = inner
-        self._report = report
-
-    attrs["__init__"] = init
-    cls = type(f"Traced{type(backend).__name__}", (), attrs)
-    view: Backend = cls(backend, report)
-    lost = [i.__name__ for i in OPTIONAL_INTERFACES if isinstance(backend, i) and not isinstance(view, i)]
-    if lost:
-        raise AssertionError(f"the traced view lost {lost}")
-    return view
+    return view(backend, "Traced", call=call)
 
 
 class PausingRecords:
