@@ -362,7 +362,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     ExecutionOutput,
 )
 
-_OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
+OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     Holder: ("hold", "release"),
     Requeuer: ("requeue", "requeue_after_end"),
     Readmitter: ("readmit",),
@@ -391,15 +391,25 @@ Call = Callable[[str, Callable[..., Any], tuple[Any, ...], dict[str, Any]], Any]
 """How a view makes a forwarded call: ``call(name, method, args, kwargs)``; it must call ``method`` (or raise)."""
 
 
-def view(backend: Backend, kind: str, *, without: Iterable[type] = (), call: Call | None = None) -> Backend:
+def view(
+    backend: Backend,
+    kind: str,
+    *,
+    without: Iterable[type] = (),
+    call: Call | None = None,
+    others: bool = False,
+    label: str | None = None,
+) -> Backend:
     """A view of ``backend``: an object with the core methods and exactly the optional methods ``backend``
     implements, less the interfaces in ``without``, each forwarded to ``backend`` (through ``call`` when given),
     so ``isinstance`` checks see what remains. ``name``, ``read_only`` and ``unrestricted`` (the backend
-    itself) are read through. The one way to wrap a backend: a wrapper that listed methods by hand lost the
+    itself) are read through; with ``others``, every attribute that is not a backend method is too. The class
+    is named ``kind`` + the backend's class name (an empty ``kind`` keeps the backend's name), its repr
+    ``label(backend)``. The one way to wrap a backend: a wrapper that listed methods by hand lost the
     interfaces added after it was written."""
     without = set(without)
-    hidden = {m for iface in without for m in _OPTIONAL_METHODS.get(iface, ())}
-    keep = {m for iface in OPTIONAL_INTERFACES if iface not in without for m in _OPTIONAL_METHODS[iface]}
+    hidden = {m for iface in without for m in OPTIONAL_METHODS.get(iface, ())}
+    keep = {m for iface in OPTIONAL_INTERFACES if iface not in without for m in OPTIONAL_METHODS[iface]}
     names = [*CORE_METHODS, *sorted(m for m in keep - hidden if callable(getattr(backend, m, None)))]
 
     def forward(name: str) -> Any:
@@ -415,7 +425,16 @@ def view(backend: Backend, kind: str, *, without: Iterable[type] = (), call: Cal
     attrs["read_only"] = property(lambda self: self._inner.read_only)
     attrs["unrestricted"] = property(lambda self: self._inner)
     attrs["__init__"] = lambda self, inner: setattr(self, "_inner", inner)
-    attrs["__repr__"] = lambda self: f"{kind.lower()}({self._inner!r})"
+    attrs["__repr__"] = lambda self: f"{label or kind.lower()}({self._inner!r})"
+    if others:
+        methods = {*CORE_METHODS, *(m for ms in OPTIONAL_METHODS.values() for m in ms)}
+
+        def other(self: Any, attr: str) -> Any:
+            if attr == "_inner" or attr in methods:
+                raise AttributeError(attr)  # an interface the backend lacks stays absent, for isinstance()
+            return getattr(self._inner, attr)
+
+        attrs["__getattr__"] = other
     cls = type(f"{kind}{type(backend).__name__}", (), attrs)
     out: Backend = cls(backend)
     lost = [
@@ -424,7 +443,7 @@ def view(backend: Backend, kind: str, *, without: Iterable[type] = (), call: Cal
         if i not in without and isinstance(backend, i) and not isinstance(out, i)
     ]
     if lost:
-        raise AssertionError(f"the {kind} view lost {lost}: _OPTIONAL_METHODS is out of step with the interfaces")
+        raise AssertionError(f"the {kind} view lost {lost}: OPTIONAL_METHODS is out of step with the interfaces")
     return out
 
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dispatch.errors import OutcomeUnknown, Unavailable
-from dispatch.spi import CORE_METHODS, OPTIONAL_INTERFACES, Backend, JobEvidence, Unanswered
+from dispatch.spi import CORE_METHODS, OPTIONAL_METHODS, Backend, JobEvidence, Unanswered, view
 
 if TYPE_CHECKING:
     from dispatch.conformance.core import CoreHarness
@@ -33,10 +33,7 @@ KINDS = ("unknown", "unavailable", "unanswered")
 
 
 def _interface_methods() -> tuple[str, ...]:
-    names: list[str] = []
-    for iface in OPTIONAL_INTERFACES:
-        names += [n for n in vars(iface) if not n.startswith("_") and callable(vars(iface)[n])]
-    return tuple(dict.fromkeys(names))
+    return tuple(dict.fromkeys(m for ms in OPTIONAL_METHODS.values() for m in ms))
 
 
 class Faults:
@@ -71,37 +68,23 @@ class Faults:
             return fault
 
     def wrap(self, backend: Backend) -> Backend:
-        """A view of ``backend`` whose calls fail as injected."""
-        names = [n for n in (*CORE_METHODS, *_interface_methods()) if callable(getattr(backend, n, None))]
-        plan = self
+        """A view of ``backend`` whose calls fail as injected (named as the backend: checks name it)."""
 
-        def forward(name: str) -> Callable[..., Any]:
-            def method(self: Any, *args: Any, **kwargs: Any) -> Any:
-                fault = plan._take(name)
-                if fault is None:
-                    return getattr(self._inner, name)(*args, **kwargs)
-                kind, landed = fault
-                if kind == "unanswered":
-                    return _unanswered(getattr(self._inner, name)(*args, **kwargs))
-                if kind == "unavailable":
-                    raise Unavailable(f"injected: {name} could not reach the cluster")
-                if landed:
-                    getattr(self._inner, name)(*args, **kwargs)
-                    raise OutcomeUnknown(f"injected: {name} was carried out but its answer was lost")
-                raise OutcomeUnknown(f"injected: {name} may or may not have been carried out")
+        def call(name: str, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            fault = self._take(name)
+            if fault is None:
+                return method(*args, **kwargs)
+            kind, landed = fault
+            if kind == "unanswered":
+                return _unanswered(method(*args, **kwargs))
+            if kind == "unavailable":
+                raise Unavailable(f"injected: {name} could not reach the cluster")
+            if landed:
+                method(*args, **kwargs)
+                raise OutcomeUnknown(f"injected: {name} was carried out but its answer was lost")
+            raise OutcomeUnknown(f"injected: {name} may or may not have been carried out")
 
-            method.__name__ = name
-            return method
-
-        attrs: dict[str, Any] = {n: forward(n) for n in names}
-        attrs["name"] = property(lambda self: self._inner.name)
-        attrs["read_only"] = property(lambda self: self._inner.read_only)
-        attrs["__init__"] = lambda self, inner: setattr(self, "_inner", inner)
-        attrs["__getattr__"] = lambda self, attr: _forward_attr(self, attr, names)
-        attrs["__repr__"] = lambda self: f"faulty({self._inner!r})"
-        cls = type(type(backend).__name__, (), attrs)  # checks name the backend, not the wrapper
-        view: Backend = cls(backend)
-        return view
+        return view(backend, "", call=call, others=True, label="faulty")
 
 
 def _unanswered(answer: Any) -> dict[str, Any]:
@@ -111,15 +94,6 @@ def _unanswered(answer: Any) -> dict[str, Any]:
         at = ev.outcome.evidence.observed_at if isinstance(ev, JobEvidence) else ev.observed_at
         out[sid] = Unanswered(sid, "injected: no answer for it yet", at)
     return out
-
-
-def _forward_attr(view: Any, attr: str, names: list[str]) -> Any:
-    if attr == "_inner":
-        raise AttributeError(attr)
-    if attr in CORE_METHODS or attr in _interface_methods():
-        # an interface the wrapped backend lacks: absent here too, so isinstance() answers the same
-        raise AttributeError(attr)
-    return getattr(view._inner, attr)
 
 
 def with_faults(core: CoreHarness) -> CoreHarness:
