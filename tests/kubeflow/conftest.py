@@ -2,7 +2,9 @@
 
 A test (or module) marked ``both_worlds`` runs twice: ``inproc`` (the project's server, reactors in-process) and
 ``front`` (the real apiextensions-apiserver behind the front, controllers over HTTP; marked ``apiserver``, and
-failing, never skipping, when scripts/k8s/up.sh has not started the server)."""
+failing, never skipping, when scripts/k8s/up.sh has not started the server). Unmarked tests, and tests marked
+``inproc_only(why)`` (the why says what the front world does not have), run in ``inproc`` only.
+"""
 
 from __future__ import annotations
 
