@@ -106,7 +106,10 @@ class ControllerLoop:
             for reactor in self.reactors:
                 try:
                     reactor.reconcile()
-                except (StatusError, OSError, ValueError, KeyError) as exc:
+                except StatusError as exc:
+                    log.debug("%s: %s", reactor.manager, exc)
+                    out.errors.append(f"{reactor.manager}: {exc.code} {exc.reason}: {exc.message}")
+                except (OSError, ValueError, KeyError) as exc:
                     log.debug("%s: %s", reactor.manager, exc)
                     out.errors.append(f"{reactor.manager}: {type(exc).__name__}: {exc}")
             out.writes = self.store.take_writes()
