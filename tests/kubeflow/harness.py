@@ -153,6 +153,8 @@ class FakeCluster:
         }
         if self.mode is Mode.KUEUE:
             data["localQueue"] = "lq"
+            if self.admission_controller != ADMISSION_CONTROLLER:
+                data["admissionCheckController"] = self.admission_controller
         data.update(over)
         return decode(KubeflowSettings, data)
 
@@ -195,7 +197,14 @@ class FakeCluster:
                     self.control.finish_log(pname)
                     self.control.succeed_pod(pname)
 
+    def settled(self) -> Any:
+        """The control surface once the controllers have reacted to everything written so far (in front they react
+        asynchronously, by watch): read the cluster through this after the adapter acted."""
+        self.control.reconcile()
+        return self.control
+
     def rank0(self, trainjob: str) -> dict[str, Any]:
+        self.control.reconcile()  # whatever the adapter just wrote has been reacted to
         pods = self.control.pods_of(trainjob)
         if not pods:
             raise AssertionError(f"{trainjob} has no live pods")
@@ -246,6 +255,7 @@ def harness(cluster: FakeCluster) -> Harness:
         return job_spec(behaviour)
 
     def preempt(b: Backend, sid: str) -> None:
+        cluster.control.reconcile()
         if cluster.mode is Mode.KUEUE:
             wl = cluster.control.workload_for(sid)
             assert wl is not None
@@ -259,6 +269,8 @@ def harness(cluster: FakeCluster) -> Harness:
     def admin_hold(b: Backend, sid: str) -> None:
         from dispatch.kubetest.resources import WORKLOAD
 
+        # the adapter just wrote: let the controllers react first (in front, Kueue makes the Workload by watch)
+        cluster.control.reconcile()
         if cluster.mode is Mode.KUEUE:
             wl = cluster.control.workload_for(sid)
             assert wl is not None

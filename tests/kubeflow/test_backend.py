@@ -149,7 +149,7 @@ def test_writable_open_probes_and_cleans_up(plain: FakeCluster) -> None:
         hold = b.capabilities()[Capability.HOLD]
         assert b.preflight.probed and hold.provenance.value == "probed" and "probed: a gated probe" in hold.reason
         assert [r for r in plain.server.requests("POST", "trainjobs")]
-        assert plain.control.list(TRAINJOB, labels=f"{n.PROBE}=true") == []
+        assert plain.settled().list(TRAINJOB, labels=f"{n.PROBE}=true") == []
     finally:
         b.close()
 
@@ -191,7 +191,7 @@ def test_hold_on_running_ends_it_held_and_release_is_a_new_attempt(
         ev = wait(c, b, sid, lambda e: e.outcome.state is State.HELD, "held")
         assert ev.outcome.cause is Cause.HELD and ev.holds == ("h1",)
         assert ev.executions[-1].outcome.cause is Cause.HELD and ev.executions[-1].outcome.state is State.CANCELLED
-        assert c.control.pods_of(sid) == []
+        assert c.settled().pods_of(sid) == []
         with pytest.raises(Rejected):
             b.release(sid, "other")
         b.release(sid, "h1")
@@ -200,7 +200,7 @@ def test_hold_on_running_ends_it_held_and_release_is_a_new_attempt(
         assert len(ids) == 2 and len(set(ids)) == 2, ids
         attempt = ev.executions[-1].identity.split(".")[2]
         assert int(attempt) > int(ids[0].split(".")[2])
-        pods = c.control.pods_of(sid)
+        pods = c.settled().pods_of(sid)
         assert pods and all(p["metadata"]["annotations"][n.ATTEMPT] == attempt for p in pods)
     finally:
         b.close()
@@ -225,7 +225,7 @@ def test_foreign_gate_is_admin_held_and_never_lifted(kueue: FakeCluster) -> None
         ev = wait(kueue, b, sid, lambda e: e.gate is Gate.OPEN, "our gate opens")
         assert ev.outcome.cause is Cause.ADMIN_HELD and ev.foreign_holds == ("admission-gated-by:example.com/ops",)
         kueue.tick(5)
-        assert kueue.control.pods_of(sid) == []
+        assert kueue.settled().pods_of(sid) == []
     finally:
         b.close()
 
@@ -239,18 +239,18 @@ def test_admission_gates_readmission_after_preemption(kueue: FakeCluster) -> Non
         sid = start(b)
         b.open(sid)
         wait(kueue, b, sid, running, "runs")
-        wl = kueue.control.workload_for(sid)
+        wl = kueue.settled().workload_for(sid)
         assert wl is not None
         kueue.control.preempt_workload(wl["metadata"]["name"])
         ev = wait(kueue, b, sid, lambda e: e.outcome.state.ended, "preempted")
         assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.PREEMPTED)
         for _ in range(5):
             kueue.tick(2)
-        wl = kueue.control.workload_for(sid)
+        wl = kueue.settled().workload_for(sid)
         assert wl is not None
         entry = next(e for e in wl["status"]["admissionChecks"] if e["name"] == kueue.check)
         assert entry["state"] == "Pending" and "attempt 2 not authorised" in entry["message"]
-        assert kueue.control.pods_of(sid) == []
+        assert kueue.settled().pods_of(sid) == []
         b.readmit(sid)
         ev = wait(kueue, b, sid, running, "readmitted")
         assert [x.identity.split(".")[2] for x in ev.executions] == ["1", "2"]
@@ -270,9 +270,9 @@ def test_admission_lets_other_workloads_through(kueue: FakeCluster) -> None:
     )
     for _ in range(20):
         kueue.tick(0.5)
-        if kueue.control.pods_of("someone-else"):
+        if kueue.settled().pods_of("someone-else"):
             break
-    assert kueue.control.pods_of("someone-else"), "a non-dispatch TrainJob was not admitted"
+    assert kueue.settled().pods_of("someone-else"), "a non-dispatch TrainJob was not admitted"
 
 
 def test_admission_rejection_reads_rejected(kueue: FakeCluster) -> None:
@@ -281,7 +281,7 @@ def test_admission_rejection_reads_rejected(kueue: FakeCluster) -> None:
         sid = start(b)
         b.open(sid)
         wait(kueue, b, sid, running, "runs")
-        wl = kueue.control.workload_for(sid)
+        wl = kueue.settled().workload_for(sid)
         assert wl is not None
         kueue.control.set_admission_check_state(wl["metadata"]["name"], kueue.check, "Rejected", "no")
         ev = wait(kueue, b, sid, lambda e: e.outcome.state.ended, "rejected")
@@ -530,9 +530,9 @@ def test_workload_objects_exist_in_kueue_mode(kueue: FakeCluster) -> None:
     b = kb(kueue.backend())
     try:
         sid = start(b)
-        wl = kueue.control.workload_for(sid)
+        wl = kueue.settled().workload_for(sid)
         assert wl is not None and wl["metadata"]["annotations"][n.GATED_BY] == "dispatch.io/start"
-        assert kueue.control.list(WORKLOAD)
+        assert kueue.settled().list(WORKLOAD)
     finally:
         b.close()
 
@@ -566,7 +566,7 @@ def test_release_counts_an_eviction_kueue_has_not_recorded_yet(kueue: FakeCluste
         b.open(sid)
         wait(kueue, b, sid, running, "runs")
         tj = b.kube.get(k.TrainJob, sid)
-        wl = kueue.control.workload_for(sid)
+        wl = kueue.settled().workload_for(sid)
         assert wl is not None
         # what the apiserver shows in the moment after a deactivation, before Kueue evicts
         wl["spec"]["active"] = False
