@@ -178,7 +178,7 @@ class Reflector:
         params.update(extra)
         return collection_path(self.rt, self.namespace) + ("?" + urlencode(params) if params else "")
 
-    def _list(self) -> str:
+    def _fetch(self) -> tuple[list[JSON], str]:
         conn = self.endpoint.connect()
         try:
             conn.request("GET", self._query(), headers=self.endpoint.headers())
@@ -188,12 +188,33 @@ class Reflector:
             conn.close()
         raise_for(resp.status, data, f"list {self.rt.key}")
         body = json.loads(data)
+        items = body.get("items") or []
+        for o in items:
+            o.setdefault("apiVersion", self.rt.api_version)
+            o.setdefault("kind", self.rt.kind)
+        return items, str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _list(self) -> str:
+        items, rv = self._fetch()
         with self.lock:
-            self.items = {_key(self.rt, o): o for o in body.get("items") or []}
-            for o in self.items.values():
-                o.setdefault("apiVersion", self.rt.api_version)
-                o.setdefault("kind", self.rt.kind)
-        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+            self.items = {_key(self.rt, o): o for o in items}
+        return rv
+
+    def resync(self) -> bool:
+        """Bring the cache up to a fresh LIST (objects newer than the cache's, deletions the list shows) without
+        waiting for their watch events; True when the cache changed. Used by ``settle()`` as a barrier: what
+        another client wrote before it is in the cache before the controllers' quiescent round."""
+        items, rv = self._fetch()
+        list_rv = int(rv) if rv.isdigit() else 0
+        changed = False
+        for obj in items:
+            changed = self.put(obj) or changed
+        listed = {_key(self.rt, o) for o in items}
+        with self.lock:
+            for key in [k for k, o in self.items.items() if k not in listed and _rv(o) <= list_rv]:
+                del self.items[key]
+                changed = True
+        return changed
 
     def _watch(self, rv: str) -> str | None:
         """Follow one watch stream from ``rv``; answers the version to resume from (None: re-list)."""
@@ -292,6 +313,11 @@ class APIStore:
     def start(self) -> None:
         for r in self.reflectors.values():
             r.start()
+
+    def resync(self, kinds: Iterable[ResourceType]) -> None:
+        """Resync the reflectors of ``kinds`` from fresh LISTs (see ``Reflector.resync``)."""
+        if any(self.reflectors[rt].resync() for rt in kinds if rt in self.reflectors):
+            self.on_event()
 
     def wait_synced(self, timeout: float) -> list[str]:
         """Wait for every reflector's first list; answers the kinds still not synced."""

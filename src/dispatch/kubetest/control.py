@@ -17,6 +17,7 @@ Helpers default to ``namespace`` (``default`` unless the server was made with an
 from __future__ import annotations
 
 import builtins
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -179,6 +180,7 @@ class Cluster:
             wall_clock_groups=groups,
         )
         if not self.reactors:
+            self.reactor_store = self.objects  # the kubelet helpers still write, through the API
             return
         cached = [
             TRAINJOB,
@@ -200,9 +202,11 @@ class Cluster:
             world_label=world,
             wall_clock_groups=groups,
         )
-        self.reactor_store = store
+        # the helpers write through the controllers' store too (its caches see a helper's write at once) and read
+        # fresh (fetch, fetch_list)
+        self.reactor_store = self.objects = store
         gc = GarbageCollector(self, [TRAINING_RUNTIME, JOBSET, WORKLOAD, JOB, POD, CONFIGMAP], groups)
-        self.loop = ControllerLoop(store, [*self.reactors, gc])
+        self.loop = ControllerLoop(store, [*self.reactors, gc], external=(TRAINJOB, TRAINING_RUNTIME, WORKLOAD))
         self.loop.start()
 
     def detach(self) -> None:
@@ -211,8 +215,6 @@ class Cluster:
         controllers release Workloads, then stop them. Best effort: a leftover never fails a test."""
         if not self.front or not hasattr(self.objects, "fetch_list"):
             return
-        import contextlib
-
         from .controllers import SettleTimeout
 
         with contextlib.suppress(StatusError, OSError, SettleTimeout):
@@ -239,6 +241,8 @@ class Cluster:
         """Held while a helper plays a controller role itself (the kubelet, Kueue's preemption)."""
         if self.loop is not None:
             return self.loop.round_lock
+        if self.front:
+            return contextlib.nullcontext()
         return _Both(self.store.lock, internal())
 
     # ---- reactors and time ----------------------------------------------------------------------------------

@@ -10,9 +10,10 @@ controller, the kubelet and scheduler, a garbage collector) read from the inform
 - a round starts when a watch event arrives, when :meth:`kick` is called (the control surface does after it acts
   and after the injected clock moves: time-based reactions have no event), and again straight after a round that
   wrote something or failed (a failed round is retried after a short pause, as a controller requeues);
-- :meth:`settle` kicks and waits until the controllers are quiescent: a round that began after the kick and after
-  the last event seen, wrote nothing and failed nowhere. It raises :class:`SettleTimeout` naming what kept
-  changing or failing when that does not happen within its bound.
+- :meth:`settle` resyncs the caches of the kinds other clients write (a barrier: a write made before it is seen
+  even when its watch event is still on the way), kicks, and waits until the controllers are quiescent: a round
+  that began after the kick and after the last event seen, wrote nothing and failed nowhere. It raises
+  :class:`SettleTimeout` naming what kept changing or failing when that does not happen within its bound.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 from .apistore import APIStore
 from .errors import StatusError
 from .reactors.base import Reactor
+from .resources import ResourceType
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +45,20 @@ class Round:
 class ControllerLoop:
     """Runs ``reactors`` against ``store`` in one daemon thread (see the module docstring)."""
 
-    def __init__(self, store: APIStore, reactors: list[Reactor], *, retry_pause: float = 0.05) -> None:
+    def __init__(
+        self,
+        store: APIStore,
+        reactors: list[Reactor],
+        *,
+        external: tuple[ResourceType, ...] = (),
+        retry_pause: float = 0.05,
+    ) -> None:
         self.store = store
         self.reactors = reactors
+        self.external = external
+        """Kinds that clients other than the controllers write (the code under test: TrainJobs, runtime copies,
+        dispatch-admission's Workload status): ``settle`` resyncs their caches first, so a write made just before
+        it is seen even if its watch event is still on the way."""
         self.retry_pause = retry_pause
         self.round_lock = threading.RLock()
         """Held for a whole round; the control surface holds it while it plays the kubelet, so no round interleaves."""
@@ -127,7 +140,9 @@ class ControllerLoop:
         )
 
     def settle(self, timeout: float = 20.0) -> int:
-        """Kick, then wait until a round that saw everything so far changes nothing; answers the rounds run."""
+        """Resync the external kinds, kick, then wait until a round that saw everything so far changes nothing;
+        answers the rounds run."""
+        self.store.resync(self.external)
         target = self.kick()
         deadline = time.monotonic() + timeout
         with self._cond:
