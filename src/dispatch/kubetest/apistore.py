@@ -238,7 +238,10 @@ class Reflector:
                 obj = event.get("object") or {}
                 if event.get("type") == "ERROR":
                     return None if obj.get("code") == 410 else rv
-                rv = str((obj.get("metadata") or {}).get("resourceVersion") or rv)
+                if event.get("type") not in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK") or "metadata" not in obj:
+                    log.warning("reflector %s: unexpected watch event %.300s", self.rt.key, line)
+                    return None
+                rv = str(obj["metadata"].get("resourceVersion") or rv)
                 if event.get("type") == "BOOKMARK":
                     continue
                 obj.setdefault("apiVersion", self.rt.api_version)

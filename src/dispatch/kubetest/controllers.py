@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 
 from .apistore import APIStore
@@ -124,7 +125,10 @@ class ControllerLoop:
                     out.errors.append(f"{reactor.manager}: {exc.code} {exc.reason}: {exc.message}")
                 except (OSError, ValueError, KeyError) as exc:
                     log.debug("%s: %s", reactor.manager, exc)
-                    out.errors.append(f"{reactor.manager}: {type(exc).__name__}: {exc}")
+                    where = traceback.extract_tb(exc.__traceback__)[-1]
+                    out.errors.append(
+                        f"{reactor.manager}: {type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
+                    )
             out.writes = self.store.take_writes()
         return out
 

@@ -116,9 +116,11 @@ class Store:
             self._trim()
 
     def compact(self) -> None:
-        """Forget all history, as etcd compaction does: older resume points now answer 410."""
+        """Forget all history, as etcd compaction does: every resume point a client holds now answers 410, even one
+        as new as the last change (a bookmark can bring a watcher there), so a test's compaction always expires."""
         with self.lock:
             self._events.clear()
+            self._rv += 1
             self._oldest_rv = self._rv
 
     def _trim(self) -> None:
