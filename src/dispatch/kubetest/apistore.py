@@ -117,7 +117,7 @@ class Reflector:
     """One kind's informer: a cache kept by list + watch, in a daemon thread."""
 
     def __init__(
-        self, endpoint: Endpoint, rt: ResourceType, namespace: str | None, selector: str, on_event: Callable[[], None]
+        self, endpoint: Endpoint, rt: ResourceType, namespace: str | None, selector: str, on_event: Callable[[], object]
     ) -> None:
         self.endpoint, self.rt, self.namespace, self.selector = endpoint, rt, namespace, selector
         self.on_event = on_event
@@ -291,7 +291,7 @@ class APIStore:
         cached: Iterable[ResourceType] = (),
         world_label: tuple[str, str] | None = None,
         wall_clock_groups: frozenset[str] = frozenset(),
-        on_event: Callable[[], None] | None = None,
+        on_event: Callable[[], object] | None = None,
     ) -> None:
         self.endpoint, self.clock, self.namespace = endpoint, clock, namespace
         self.world_label = world_label
