@@ -272,6 +272,10 @@ class Reflector:
                     return
                 log.debug("reflector %s: %s", self.rt.key, exc)
                 time.sleep(0.05)
+            except Exception:  # never die silently with a stale cache: say so, then start over from a list
+                log.exception("reflector %s failed; re-listing", self.rt.key)
+                rv = None
+                time.sleep(0.05)
 
 
 class APIStore:
