@@ -489,7 +489,7 @@ class APIStore:
         subresource: str = "",
     ) -> JSON:
         ns = (namespace or self.namespace) if rt.namespaced else ""
-        cur = self.try_get(rt, ns, name)
+        cur = self.try_get(rt, ns, name) or self.fetch(rt, ns, name)  # a cache miss may be an object not seen yet
         for _ in range(10):
             if cur is None:
                 raise StatusError(404, f'{rt.key} "{name}" not found', "NotFound")
