@@ -144,6 +144,9 @@ class Reflector:
     # ---- the cache ----------------------------------------------------------------------------------------
     def put(self, obj: JSON) -> bool:
         """Store ``obj`` unless the cache holds a newer version of it; True when it changed the cache."""
+        if not (obj.get("metadata") or {}).get("name"):
+            log.warning("reflector %s: not an object, not cached: %.300s", self.rt.key, obj, stack_info=True)
+            return False
         key = _key(self.rt, obj)
         with self.lock:
             if (obj.get("metadata") or {}).get("uid") in self.gone:
@@ -196,6 +199,10 @@ class Reflector:
 
     def _list(self) -> str:
         items, rv = self._fetch()
+        bad = [o for o in items if not (o.get("metadata") or {}).get("name")]
+        if bad:
+            log.warning("reflector %s: list items that are not objects: %.300s", self.rt.key, bad)
+            items = [o for o in items if o not in bad]
         with self.lock:
             self.items = {_key(self.rt, o): o for o in items}
         return rv
