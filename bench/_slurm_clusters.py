@@ -10,6 +10,9 @@ from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "src"))
+
+from dispatch.slurm import harness as shipped  # noqa: E402
+
 STATE = os.environ.get("DISPATCH_TEST_STATE", "/var/lib/dispatch-test")
 
 
@@ -36,22 +39,42 @@ def _answers(desc: dict[str, Any]) -> bool:
 
 
 def settings_for(desc: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "transport": desc["transport"],
-        "defaults": {"partition": desc["partitions"]["default"], "account": desc["account"]},
-        "env": dict(desc.get("env") or {}),
-        "preflight": {"cacheDir": "/tmp/dispatch-slurm-bench-cache"},
-    }
-    if desc["transport"] == "ssh":
-        out["ssh"] = {
-            "host": desc["host"],
-            "user": desc["user"],
-            "port": desc["port"],
-            "identityFile": desc["identity_file"],
-            "knownHostsFile": desc["known_hosts"],
-        }
-    return out
+    """The shipped harness's adapter settings, with the benches' own preflight cache."""
+    return shipped.settings_for(desc, preflight={"cacheDir": "/tmp/dispatch-slurm-bench-cache"})
 
 
 def admin(desc: dict[str, Any], *argv: str) -> None:
-    subprocess.run([*desc["admin"]["command"], *argv], capture_output=True, timeout=120, check=False)
+    """An administrator's Slurm command whose failure does not matter (clean-up)."""
+    shipped.admin(desc, *argv, check=False)
+
+
+def toml_table(prefix: str, data: dict[str, Any]) -> list[str]:
+    """``data`` as TOML lines under table ``prefix`` (nested dicts become sub-tables)."""
+    lines = [f"[{prefix}]"]
+    subs = []
+    for k, v in data.items():
+        if isinstance(v, dict):
+            subs.append((k, v))
+        else:
+            lines.append(f"{k} = {json.dumps(v)}")
+    for k, v in subs:
+        lines += toml_table(f"{prefix}.{k}", v)
+    return lines
+
+
+def cli_env(home: str, name: str, settings: dict[str, Any]) -> dict[str, str]:
+    """The environment of a fresh ``dispatch`` process whose config (under ``home``) holds cluster ``name``."""
+    conf = os.path.join(home, "config", "dispatch")
+    os.makedirs(conf)
+    with open(os.path.join(conf, "config.toml"), "w") as f:
+        lines = [
+            *toml_table(f"clusters.{name}", {"adapter": "slurm"}),
+            *toml_table(f"clusters.{name}.settings", settings),
+        ]
+        f.write("\n".join(lines) + "\n")
+    return dict(
+        os.environ,
+        XDG_CONFIG_HOME=os.path.join(home, "config"),
+        XDG_STATE_HOME=os.path.join(home, "state"),
+        PYTHONPATH=os.path.join(ROOT, "src"),
+    )

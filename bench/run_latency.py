@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import statistics
 import subprocess
@@ -22,22 +21,9 @@ import tempfile
 import time
 from typing import Any
 
-from _slurm_clusters import ROOT, clusters, settings_for
+from _slurm_clusters import cli_env, clusters, settings_for
 
 ENTRY = "import sys; from dispatch.cli.main import main; sys.exit(main())"
-
-
-def toml_table(prefix: str, data: dict[str, Any]) -> list[str]:
-    lines = [f"[{prefix}]"]
-    subs = []
-    for k, v in data.items():
-        if isinstance(v, dict):
-            subs.append((k, v))
-        else:
-            lines.append(f"{k} = {json.dumps(v)}")
-    for k, v in subs:
-        lines += toml_table(f"{prefix}.{k}", v)
-    return lines
 
 
 def sbatch_w(desc: dict[str, Any], seconds: float) -> list[str]:
@@ -76,24 +62,7 @@ def main() -> None:
     results = []
     for name, desc in clusters(a.clusters.split(",")).items():
         with tempfile.TemporaryDirectory() as home:
-            conf = os.path.join(home, "config", "dispatch")
-            os.makedirs(conf)
-            with open(os.path.join(conf, "config.toml"), "w") as f:
-                f.write(
-                    "\n".join(
-                        [
-                            *toml_table(f"clusters.{name}", {"adapter": "slurm"}),
-                            *toml_table(f"clusters.{name}.settings", settings_for(desc)),
-                        ]
-                    )
-                    + "\n"
-                )
-            env = dict(
-                os.environ,
-                XDG_CONFIG_HOME=os.path.join(home, "config"),
-                XDG_STATE_HOME=os.path.join(home, "state"),
-                PYTHONPATH=os.path.join(ROOT, "src"),
-            )
+            env = cli_env(home, name, settings_for(desc))
             run = [sys.executable, "-c", ENTRY, "-c", name, "run", "-N", "2", "-q", "--", "sleep", f"{a.seconds:g}"]
             wall(run, env)  # warm: preflight cache, SSH connection
             d, s = [], []

@@ -20,8 +20,8 @@ import sys
 import tempfile
 import time
 
-from _slurm_clusters import ROOT, clusters, settings_for
-from run_latency import ENTRY, toml_table
+from _slurm_clusters import cli_env, clusters, settings_for
+from run_latency import ENTRY
 
 
 def main() -> None:
@@ -40,24 +40,7 @@ def main() -> None:
                 os.mkdir(control, 0o700)
                 settings = settings_for(desc)
                 settings["ssh"]["controlDir"] = control
-                conf = os.path.join(home, "config", "dispatch")
-                os.makedirs(conf)
-                with open(os.path.join(conf, "config.toml"), "w") as f:
-                    f.write(
-                        "\n".join(
-                            [
-                                *toml_table(f"clusters.{name}", {"adapter": "slurm"}),
-                                *toml_table(f"clusters.{name}.settings", settings),
-                            ]
-                        )
-                        + "\n"
-                    )
-                env = dict(
-                    os.environ,
-                    XDG_CONFIG_HOME=os.path.join(home, "config"),
-                    XDG_STATE_HOME=os.path.join(home, "state"),
-                    PYTHONPATH=os.path.join(ROOT, "src"),
-                )
+                env = cli_env(home, name, settings)
                 argv = [sys.executable, "-c", ENTRY, "-c", name, "capabilities"]
                 for out in (first, second):
                     t0 = time.perf_counter()

@@ -201,3 +201,51 @@ def test_a_restart_rule_is_accepted_where_the_backend_compiles_it() -> None:
     rule = RuleSet.from_data({"rules": [{"cause": "exit", "action": "restart"}]}).rules[0]
     assert native.compile_policy([rule.to_json()]).native, "the memory scheduler's policy takes the rule"
     RuleSet.from_data({"rules": [rule.to_json()]}).check_against(native, native.capabilities())
+
+
+def test_a_readmit_rule_is_accepted_only_where_a_readmitter_meets_a_readmission_gate(tmp_path: Path) -> None:
+    """``readmit`` needs a Readmitter and ReadmissionGate yes; elsewhere it is Unsupported, with the reason,
+    before anything is recorded (as ``restart`` is)."""
+    import dispatch
+    from dispatch.records import MemoryRecords
+    from dispatch.spi import Readmitter, restrict
+
+    clock = FakeClock()
+    rules = {"rules": [{"name": "back", "cause": "preempted", "action": "readmit"}]}
+    kube = backend(MemoryScheduler(clock, "kubeflow"))
+    assert isinstance(kube, Readmitter)
+    RuleSet.from_data(rules).check_against(kube, kube.capabilities())
+    without = restrict(kube, (Readmitter,))
+    with pytest.raises(Unsupported, match=r"^rules\[0\] \(rule 'back'\): action readmit is refused.*no Readmitter"):
+        RuleSet.from_data(rules).check_against(without, without.capabilities())
+    store = MemoryRecords()
+    opens = (("local", {"stateDir": str(tmp_path / "local")}), ("memory", {"cluster": "t-readmit"}))
+    for name, adapter_settings in opens:
+        with dispatch.open(name, adapter=adapter_settings, store=store) as cluster:
+            assert not isinstance(cluster.backend, Readmitter)
+            with pytest.raises(Unsupported, match=r"action readmit is refused on this cluster: .*use resubmit"):
+                cluster.submit(dispatch.JobSpec(command=("true",)), rules=rules)
+    assert store.jobs(active_only=False) == [], "nothing was recorded"
+
+
+def test_a_readmit_rule_is_refused_where_the_readmission_gate_is_not_yes() -> None:
+    from dispatch.capabilities import Capabilities, no
+
+    kube = backend(MemoryScheduler(FakeClock(), "kubeflow"))
+    caps = dict(kube.capabilities())
+    caps[Capability.READMISSION_GATE] = no("not proven: no AdmissionCheck of dispatch-admission")
+    rs = RuleSet.from_data({"rules": [{"cause": "preempted", "action": "readmit"}]})
+    with pytest.raises(Unsupported, match=r"ReadmissionGate is no: not proven"):
+        rs.check_against(kube, Capabilities(caps))
+    assert rs.rules[0].action is RuleAction.READMIT and rs.to_json()["rules"][0]["action"] == "readmit"
+
+
+def test_the_kueue_example_rules_readmit_where_a_readmitter_is_and_are_refused_elsewhere() -> None:
+    rules = RuleSet.load(Path(__file__).resolve().parents[1] / "examples" / "rules" / "kueue-preemption.yaml")
+    assert [r.action for r in rules.rules][:2] == [RuleAction.READMIT, RuleAction.RESUBMIT]
+    clock = FakeClock()
+    kube = backend(MemoryScheduler(clock, "kubeflow"))
+    rules.check_against(kube, kube.capabilities())
+    slurm = backend(MemoryScheduler(clock, "slurm"))
+    with pytest.raises(Unsupported, match="rule 'readmit-preempted'"):
+        rules.check_against(slurm, slurm.capabilities())

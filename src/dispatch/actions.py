@@ -1,6 +1,6 @@
 """Carrying out a backend call under the intent protocol: write the intent, call, record the answer.
 
-Both the operator (submit, stop, hold, release) and the supervisor (recovery) act only through
+Both the operator (submit, stop, hold, release) and the supervisor (recovery: also requeue and readmit) act only through
 :class:`Actor`, so every call dispatch makes to a scheduler is preceded by a durable intent that wins a
 compare-and-set on the job's version (and the supervisor's fencing token). A writer that loses the race gets
 :class:`~dispatch.errors.Conflict` and makes no call.
@@ -43,7 +43,7 @@ from dispatch.records.model import (
     IntentStatus,
     JobRecord,
 )
-from dispatch.spi import Backend, Holder, Requeuer, StartRequest
+from dispatch.spi import Backend, Holder, Readmitter, Requeuer, StartRequest
 
 DEFAULT_MARGIN = 5.0
 
@@ -153,6 +153,9 @@ class Actor:
         if intent.action is Action.REQUEUE:
             assert isinstance(self.backend, Requeuer)
             return self.backend.requeue(sid)
+        if intent.action is Action.READMIT:
+            assert isinstance(self.backend, Readmitter)
+            return self.backend.readmit(sid)
         raise ValueError(f"no backend call for intent action {intent.action}")
 
     def carry_out(self, job: JobRecord, intent: Intent, *, fence: int | None = None) -> CallResult:

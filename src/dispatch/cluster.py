@@ -51,7 +51,16 @@ from dispatch.registry import OpenOptions, adapter
 from dispatch.rules import RuleSet
 from dispatch.settings import decode
 from dispatch.spec import JobSpec
-from dispatch.spi import Backend, BatchStarter, Holder, JobEvidence, Requeuer, StartRequest, check_backend, restrict
+from dispatch.spi import (
+    ZERO_BOUND_FORBIDS,
+    Backend,
+    BatchStarter,
+    Holder,
+    JobEvidence,
+    StartRequest,
+    check_backend,
+    restrict,
+)
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -75,7 +84,7 @@ class Config:
 def new_backend(name: str, settings: Any = None, *, read_only: bool = False, clock: Clock = SYSTEM_CLOCK) -> Backend:
     """Build adapter ``name``'s backend with ``settings``, checked against the core's declaration rules.
 
-    A backend that declares a zero CallBound is handed out without Holder and Requeuer.
+    A backend that declares a zero CallBound is handed out without Holder, Requeuer and Readmitter.
     """
     info = adapter(name)
     decoded = decode(info.settings, settings, path="") if info.settings is not None else settings
@@ -86,8 +95,8 @@ def new_backend(name: str, settings: Any = None, *, read_only: bool = False, clo
 def checked(backend: Backend) -> Backend:
     """Apply the declaration rules: reduce a zero-CallBound backend, then verify the rest."""
     decl = backend.declarations()
-    if decl.call_bound == 0 and isinstance(backend, Holder | Requeuer):
-        backend = restrict(backend, (Holder, Requeuer))
+    if decl.call_bound == 0 and any(isinstance(backend, i) for i in ZERO_BOUND_FORBIDS):
+        backend = restrict(backend, ZERO_BOUND_FORBIDS)
     check_backend(backend, decl)
     return backend
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
@@ -62,7 +62,7 @@ def extension_from_json(data: object, path: str = "extension") -> Extension:
     kind = data.get("kind")
     if not isinstance(kind, str):
         raise SpecError(f"{path}.kind", "is required and must be a string")
-    cls = _REGISTRY.get(kind)
+    cls = _REGISTRY.get(kind) or _adapter_kind(kind)
     if cls is None:
         raise SpecError(f"{path}.kind", f"unknown extension kind {kind!r} (is its adapter installed?)")
     fields = {k: v for k, v in data.items() if k != "kind"}
@@ -70,6 +70,25 @@ def extension_from_json(data: object, path: str = "extension") -> Extension:
         return decode(cls, fields, path=path)
     except ConfigError as exc:
         raise SpecError(exc.path, exc.message) from None
+
+
+_KIND_LOADER: list[Callable[[str], None]] = []
+"""Set by :mod:`dispatch.registry` (:func:`set_kind_loader`): imports the adapter an unknown kind's prefix names."""
+
+
+def set_kind_loader(load: Callable[[str], None]) -> None:
+    """Install the function that imports adapter ``name`` (the registry's), so an adapter's extension kind
+    (``kubeflow.RuntimeRef``) decodes in a process that has not imported that adapter yet (``dispatch logs`` of a
+    Kubeflow job reads its record before it opens the cluster)."""
+    _KIND_LOADER[:] = [load]
+
+
+def _adapter_kind(kind: str) -> type[Extension] | None:
+    prefix = kind.split(".", 1)[0]
+    if prefix == kind or prefix == "dispatch" or not _KIND_LOADER:
+        return None
+    _KIND_LOADER[0](prefix)
+    return _REGISTRY.get(kind)
 
 
 def _require(cond: bool, path: str, message: str) -> None:

@@ -7,6 +7,7 @@ needs only an entry point in the ``dispatch.adapters`` group that names a callab
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from typing import Any
 
 from dispatch.clock import SYSTEM_CLOCK, Clock
 from dispatch.errors import ConfigError
+from dispatch.extensions import set_kind_loader
 from dispatch.spi import Backend
 
 ENTRY_POINT_GROUP = "dispatch.adapters"
@@ -103,6 +105,16 @@ def adapter(name: str) -> Adapter:
         known = ", ".join(registered())
         raise ConfigError("adapter", f"no adapter named {name!r} (known: {known})")
     return found
+
+
+def _load_for_kind(name: str) -> None:
+    """Import adapter ``name`` for an extension kind it defines; an adapter that cannot be found or imported
+    leaves the kind unknown (its decoding error names it)."""
+    with contextlib.suppress(ConfigError):
+        adapter(name)
+
+
+set_kind_loader(_load_for_kind)
 
 
 def registered() -> list[str]:

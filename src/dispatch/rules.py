@@ -22,16 +22,19 @@ A rules file is TOML, YAML or JSON::
     action = "requeue"
 
 Actions: ``resubmit`` (a new submission, N+1), ``requeue`` (the same submission again, through the backend's
-Requeuer), ``restart`` (the scheduler restarts in place by its native policy), ``hold`` (a new submission kept
-under a dispatch hold until released), ``escalate`` (stop and hand the job to a human). A rule whose limit is
-reached does not match; when nothing matches, ``unmatched`` decides: ``escalate`` (the default) or ``close``
-(leave the job ended as it is).
+Requeuer), ``readmit`` (authorise the readmission of the same submission after its queue evicted it, through
+the backend's Readmitter: Kueue re-creates the pods, so it runs as a new execution), ``restart`` (the scheduler
+restarts in place by its native policy), ``hold`` (a new submission kept under a dispatch hold until released),
+``escalate`` (stop and hand the job to a human). A rule whose limit is reached does not match; when nothing
+matches, ``unmatched`` decides: ``escalate`` (the default) or ``close`` (leave the job ended as it is).
 
 Rules are validated against the cluster when loaded (:meth:`RuleSet.check_against`): a ``hold`` or
 ``requeue`` the cluster cannot perform is a :class:`~dispatch.errors.ConfigError` naming the rule; a
 ``restart`` is accepted only where the backend compiles it into its scheduler's native policy
-(:class:`~dispatch.spi.NativePolicyCompiler`) and is refused with :class:`~dispatch.errors.Unsupported` and the
-reason everywhere else, so no rule is accepted that nothing would carry out.
+(:class:`~dispatch.spi.NativePolicyCompiler`), and a ``readmit`` only where the backend is a
+:class:`~dispatch.spi.Readmitter` and the cluster's ReadmissionGate is yes; both are refused with
+:class:`~dispatch.errors.Unsupported` and the reason everywhere else, so no rule is accepted that nothing would
+carry out.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ from dispatch.settings import parse_duration
 class RuleAction(StrEnum):
     RESUBMIT = "resubmit"
     REQUEUE = "requeue"
+    READMIT = "readmit"
     RESTART = "restart"
     HOLD = "hold"
     ESCALATE = "escalate"
@@ -205,12 +209,12 @@ class RuleSet:
 
     def check_against(self, backend: object, capabilities: Capabilities) -> None:
         """Raise naming the first rule whose action this cluster cannot perform: Unsupported for a ``restart``
-        no interface of the backend carries out, ConfigError for the other actions."""
+        or a ``readmit`` no interface of the backend carries out, ConfigError for the other actions."""
         for i, rule in enumerate(self.rules):
             answer = action_availability(rule.action, backend, capabilities, rule)
-            if answer.answer is not Answer.YES and rule.action is RuleAction.RESTART:
+            if answer.answer is not Answer.YES and rule.action in (RuleAction.RESTART, RuleAction.READMIT):
                 which = f"rules[{i}]" if rule.name == f"rules[{i}]" else f"rules[{i}] (rule {rule.name!r})"
-                raise Unsupported(f"{which}: action restart is refused on this cluster: {answer.reason}")
+                raise Unsupported(f"{which}: action {rule.action.value} is refused on this cluster: {answer.reason}")
             if answer.answer is not Answer.YES:
                 raise ConfigError(
                     f"rules[{i}]",
@@ -248,8 +252,15 @@ def action_availability(
     ``restart`` is yes only when NativeRestart is yes and the backend's ``compile_policy`` takes the rule
     (``rule``, or a catch-all restart rule) into its native policy: the scheduler then restarts in place by
     itself and the supervisor waits for it. Nothing else carries a restart out.
+
+    ``requeue`` is yes only when the backend is a Requeuer that can requeue an ended execution (rules act on
+    ended executions; a Requeuer that cannot says so through ``requeue_after_end``, see
+    :class:`dispatch.spi.Requeuer`).
+
+    ``readmit`` is yes only when the backend is a Readmitter and ReadmissionGate is yes (an evicted object
+    waits until dispatch authorises it); otherwise the answer says which is missing.
     """
-    from dispatch.spi import Holder, NativePolicyCompiler, Requeuer
+    from dispatch.spi import Holder, NativePolicyCompiler, Readmitter, Requeuer
 
     if action in (RuleAction.RESUBMIT, RuleAction.ESCALATE):
         return yes("always available: a new submission, or a record for humans")
@@ -259,9 +270,25 @@ def action_availability(
             return no("the backend offers no Holder (a zero CallBound, or the scheduler cannot hold)")
         return cap
     if action is RuleAction.REQUEUE:
-        if isinstance(backend, Requeuer):
-            return yes("the backend offers a Requeuer with a non-zero CallBound")
-        return no("the backend offers no Requeuer")
+        if not isinstance(backend, Requeuer):
+            return no("the backend offers no Requeuer")
+        after_end = getattr(backend, "requeue_after_end", None)
+        if after_end is not None:
+            answer: CapabilityAnswer = after_end()
+            if not answer.yes:
+                return answer
+        return yes("the backend offers a Requeuer with a non-zero CallBound")
+    if action is RuleAction.READMIT:
+        if not isinstance(backend, Readmitter):
+            return no(
+                "the backend offers no Readmitter: nothing here waits for dispatch to readmit an evicted job "
+                "(a zero CallBound, or a scheduler without a readmission gate dispatch opens); use resubmit"
+            )
+        gate = capabilities[Capability.READMISSION_GATE]
+        if not gate.yes:
+            why = f"ReadmissionGate is {gate.answer.value}: {gate.reason}"
+            return CapabilityAnswer(gate.answer, why, gate.provenance)
+        return yes(f"the backend offers a Readmitter; ReadmissionGate: {gate.reason}", gate.provenance)
     cap = capabilities[Capability.NATIVE_RESTART]
     if not cap.yes:
         return cap

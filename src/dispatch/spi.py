@@ -9,9 +9,10 @@ Contract for every method: it raises only :mod:`dispatch.errors` classes for sch
 is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-only backend, and
 :class:`~dispatch.errors.Unavailable` when the cluster could not be reached and nothing was done.
 
-Optional interfaces (``Holder``, ``Requeuer``, ``NativePolicyCompiler``, ``Watcher``, ``CessationSignal``,
-``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``) are ``runtime_checkable``
-protocols: code asks ``isinstance(backend, Holder)``. :func:`restrict` hands out a backend without some of them.
+Optional interfaces (``Holder``, ``Requeuer``, ``Readmitter``, ``NativePolicyCompiler``, ``Watcher``,
+``CessationSignal``, ``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``,
+``ExecutionOutput``) are ``runtime_checkable`` protocols: code asks ``isinstance(backend, Holder)``.
+:func:`restrict` hands out a backend without some of them.
 """
 
 from __future__ import annotations
@@ -196,9 +197,31 @@ class Requeuer(Protocol):
     """Puts an object back in its queue as a new execution (restart + 1) of the same submission.
 
     May be several scheduler steps; a crash between them raises OutcomeUnknown, which a later observation
-    resolves (the restart count moved or it did not). Allowed only with a non-zero CallBound."""
+    resolves (the restart count moved or it did not). Allowed only with a non-zero CallBound.
+
+    A Requeuer whose scheduler cannot requeue an execution that has already ended (Slurm, for the
+    ``--no-requeue`` jobs dispatch submits) also defines ``requeue_after_end() -> CapabilityAnswer`` saying so,
+    with the Reason: the supervisor decides on ended executions only, so a requeue rule is then refused at load
+    (:func:`dispatch.rules.action_availability`) instead of failing every time it matches. Without the method,
+    an ended execution is taken to be requeueable; the core conformance check ``requeue_rule`` holds the
+    backend to it."""
 
     def requeue(self, scheduler_id: str) -> None: ...
+
+
+@runtime_checkable
+class Readmitter(Protocol):
+    """Authorises the readmission of an object its queue evicted (preempted, ...) and keeps waiting at the
+    readmission gate (ReadmissionGate yes): the same submission runs again, as a new execution, without a new
+    submission. Allowed only with a non-zero CallBound.
+
+    ``readmit`` is idempotent per eviction: readmitting an object already readmitted and not evicted since
+    changes nothing (so a retry after an unknown outcome never authorises a second run). Rejected when the
+    object has ended for good (stopped, completed, failed by itself: nothing waits to be readmitted).
+    Offered only where the cluster has a readmission gate that dispatch opens; a backend mode without one
+    (Kubeflow without Kueue) does not implement it."""
+
+    def readmit(self, scheduler_id: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -298,6 +321,19 @@ class OutputReader(Protocol):
     def stderr(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]: ...
 
 
+@runtime_checkable
+class ExecutionOutput(Protocol):
+    """Reads rank 0's stdout of one execution named by its identity, for a backend whose output goes with the
+    execution (Kubernetes: a pod's log goes with the pod). The supervisor archives it into the records when it
+    sees the execution end (:mod:`dispatch.supervise.archive`); a backend whose scheduler keeps output files
+    does not implement it."""
+
+    def execution_output(self, scheduler_id: str, identity: str) -> Iterator[bytes]:
+        """The whole log as it is now (never followed). NotFound when that execution's output is gone (or was
+        never there); Unsupported when this cluster does not let the adapter read it."""
+        ...
+
+
 CORE_METHODS: tuple[str, ...] = (
     "capabilities",
     "declarations",
@@ -315,6 +351,7 @@ CORE_METHODS: tuple[str, ...] = (
 OPTIONAL_INTERFACES: tuple[type, ...] = (
     Holder,
     Requeuer,
+    Readmitter,
     NativePolicyCompiler,
     Watcher,
     CessationSignal,
@@ -322,11 +359,13 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     MultiFinder,
     BatchStarter,
     OutputReader,
+    ExecutionOutput,
 )
 
 _OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     Holder: ("hold", "release"),
-    Requeuer: ("requeue",),
+    Requeuer: ("requeue", "requeue_after_end"),
+    Readmitter: ("readmit",),
     NativePolicyCompiler: ("compile_policy",),
     Watcher: ("watch",),
     CessationSignal: ("cessation",),
@@ -334,7 +373,13 @@ _OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     MultiFinder: ("find_many",),
     BatchStarter: ("start_many", "open_many"),
     OutputReader: ("stdout", "stderr"),
+    ExecutionOutput: ("execution_output",),
 }
+
+
+ZERO_BOUND_FORBIDS: tuple[type, ...] = (Holder, Requeuer, Readmitter)
+"""The interfaces a backend with a zero CallBound may not offer: a late call could land after the supervisor
+resolved it by observation."""
 
 
 def interfaces_of(backend: object) -> list[str]:
@@ -345,7 +390,7 @@ def interfaces_of(backend: object) -> list[str]:
 def restrict(backend: Backend, without: Iterable[type]) -> Backend:
     """A view of ``backend`` that does not implement the optional interfaces in ``without``.
 
-    Used to hand out a backend with a zero CallBound without Holder and Requeuer. The view forwards every
+    Used to hand out a backend with a zero CallBound without Holder, Requeuer and Readmitter. The view forwards every
     other attribute to ``backend``, so ``isinstance`` checks see exactly what remains.
     """
     hidden = {m for iface in without for m in _OPTIONAL_METHODS.get(iface, ())}
@@ -373,11 +418,11 @@ def restrict(backend: Backend, without: Iterable[type]) -> Backend:
 def check_backend(backend: object, declarations: Declarations) -> None:
     """Enforce the rules between a backend's declarations and its optional interfaces.
 
-    Raises :class:`DeclarationError` when a zero CallBound travels with Holder or Requeuer, when a backend
-    that is not a Watcher declares no PolledLoss, or when a Watcher declares one.
+    Raises :class:`DeclarationError` when a zero CallBound travels with Holder, Requeuer or Readmitter, when a
+    backend that is not a Watcher declares no PolledLoss, or when a Watcher declares one.
     """
     if declarations.call_bound == 0:
-        for iface in (Holder, Requeuer):
+        for iface in ZERO_BOUND_FORBIDS:
             if isinstance(backend, iface):
                 raise DeclarationError(
                     f"{type(backend).__name__} declares a zero CallBound but implements {iface.__name__}; "

@@ -14,8 +14,9 @@ from dispatch.admission.main import parse
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow.settings import Mode
 from dispatch.kubetest.resources import WORKLOAD
-from kubeflow.harness import ADMISSION_TOKEN, FakeCluster
-from kubeflow.rbac_util import DEPLOY, grants
+
+from ..kubeflow.harness import ADMISSION_TOKEN, FakeCluster
+from ..kubeflow.rbac_util import DEPLOY, grants
 
 
 def wl(evictions: int = 0, owner: bool = True) -> dict[str, Any]:

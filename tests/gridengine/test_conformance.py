@@ -22,6 +22,7 @@ CANNOT = {
     "rule_limit_is_honoured": "the limit is shown on preemptions, which do not end a Grid Engine job",
     "node_loss_is_not_concluded_early": "reschedule_unknown 0: the NodeLossWindow is unbounded",
     "requeue_rule": "the adapter offers no Requeuer (jobs are submitted not rerunnable)",
+    "readmit_rule": "the adapter offers no Readmitter: nothing readmits a Grid Engine job",
     "poll_interval_is_checked": "qacct keeps every ended job: no poll interval is too slow",
 }
 """Checks that do not apply to this cell or that no harness can drive on it: the only ones allowed to skip."""

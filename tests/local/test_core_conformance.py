@@ -17,6 +17,7 @@ CANNOT = {
     "node_loss_is_not_concluded_early": "the nodes are process groups on this machine",
     "admin_hold_is_escalated_and_never_lifted": "there is no administrator's hold on this machine",
     "poll_interval_is_checked": "the local backend loses no evidence: no poll interval is too slow",
+    "readmit_rule": "the adapter offers no Readmitter: nothing evicts a local job to wait for readmission",
 }
 """Core checks that do not apply here or that no harness can drive on one machine: the only ones that skip."""
 

@@ -230,3 +230,48 @@ def test_an_accounting_lag_leaves_an_ended_job_unanswered_for_that_long() -> Non
     assert isinstance(ev, JobEvidence) and ev.outcome.state is State.SUCCEEDED
     with pytest.raises(ValueError, match="accountingLag"):
         MemorySettings(accounting_lag=-1)
+
+
+def test_kubeflow_preemption_waits_for_a_readmission_which_is_a_new_attempt_once_per_eviction() -> None:
+    clock = FakeClock()
+    s = MemoryScheduler(clock, "kubeflow", nodes=4)
+    b = backend(s)
+    spec = JobSpec(command=("sleep", "100"), extensions=(Image("img"),))
+    sid = start(b, spec)
+    b.open(sid)
+    s.control.preempt(sid)
+    clock.advance(50)
+    ev = b.inspect(sid)
+    assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.PREEMPTED), "it waits, not re-run"
+    b.readmit(sid)  # type: ignore[attr-defined]
+    b.readmit(sid)  # type: ignore[attr-defined]  # the same eviction: nothing more
+    ev = b.inspect(sid)
+    assert ev.outcome.state is State.RUNNING and s.jobs[sid].readmissions == 1
+    assert [AttemptId.parse(x.identity).attempt for x in ev.executions] == [1, 2]
+    s.control.preempt(sid)
+    b.readmit(sid)  # type: ignore[attr-defined]
+    assert s.jobs[sid].readmissions == 2 and [
+        AttemptId.parse(x.identity).attempt for x in b.inspect(sid).executions
+    ] == [
+        1,
+        2,
+        3,
+    ]
+
+
+def test_readmit_is_refused_for_an_object_that_ended_for_good_or_was_stopped() -> None:
+    clock = FakeClock()
+    s = MemoryScheduler(clock, "kubeflow", nodes=4)
+    b = backend(s)
+    failing = start(b, JobSpec(command=("exit", "3"), extensions=(Image("img"),)))
+    b.open(failing)
+    clock.advance(5)
+    with pytest.raises(Rejected, match="only an evicted job"):
+        b.readmit(failing)  # type: ignore[attr-defined]
+    stopped = start(b, JobSpec(command=("sleep", "100"), extensions=(Image("img"),)), n=2)
+    b.open(stopped)
+    s.control.preempt(stopped)
+    b.stop_job(stopped)
+    with pytest.raises(Rejected, match="stopped"):
+        b.readmit(stopped)  # type: ignore[attr-defined]
+    assert not hasattr(backend(MemoryScheduler(clock, "slurm")), "readmit")

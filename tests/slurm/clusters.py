@@ -19,7 +19,6 @@ from dispatch.conformance import Harness
 from dispatch.conformance.core import CoreHarness
 from dispatch.conformance.faults import with_faults
 from dispatch.slurm import harness as shipped
-from dispatch.spi import Backend
 
 STATE = os.environ.get("DISPATCH_TEST_STATE", "/var/lib/dispatch-test")
 HOW = "run `sudo scripts/slurm/up.sh` to start the test clusters"
@@ -36,24 +35,17 @@ def description(name: str) -> dict[str, Any]:
     return dict(data[name])
 
 
-def settings_for(desc: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return shipped.settings_for(desc, **extra)
-
-
 def open_backend(name: str, **kw: Any) -> slurm.SlurmBackend:
     desc = description(name)
     try:
-        return slurm.new(settings_for(desc), **kw)
+        return slurm.new(shipped.settings_for(desc), **kw)
     except Exception as exc:
         pytest.fail(f"the {name} Slurm cluster did not answer ({type(exc).__name__}: {exc}): {HOW}", pytrace=False)
 
 
 def admin(name: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run a Slurm command as test cluster ``name``'s administrator."""
     return shipped.admin(description(name), *argv, check=check)
-
-
-def node_of(backend: Backend, sid: str) -> str:
-    return shipped.node_of(backend, sid)
 
 
 def _loud(h: Harness, name: str) -> Harness:

@@ -12,11 +12,12 @@ import time
 from dispatch.errors import NotFound, OutcomeUnknown, Unavailable
 from dispatch.outcome import Cause, State
 from dispatch.slurm import SlurmBackend
+from dispatch.slurm.harness import settings_for
 from dispatch.slurm.transport.ssh import SSHExecutor
 from dispatch.spec import JobSpec
 from dispatch.spi import JobEvidence, StartRequest
 
-from .clusters import admin, description, open_backend, settings_for
+from .clusters import admin, description, open_backend
 
 HOSTILE = ["plain", "sp ace", "it's", 'dq"uote', "$(touch /tmp/pwned)", "`id`", "*", "?[a]", "new\nline",
            "tab\there", "été ✓ 日本", "\\back\\slash", "-n", "", "; rm -rf / #", "$HOME", "!!"]  # fmt: skip
@@ -191,9 +192,7 @@ def batch_submission_one_script_per_phase(name: str) -> None:
     import dispatch
     from dispatch.records import MemoryRecords
 
-    from .clusters import settings_for as _settings
-
-    cluster = dispatch.open("slurm", adapter=_settings(description(name)), store=MemoryRecords(), name=name)
+    cluster = dispatch.open("slurm", adapter=settings_for(description(name)), store=MemoryRecords(), name=name)
     backend = getattr(cluster.backend, "unrestricted", cluster.backend)
     try:
         before = backend.scripts_run

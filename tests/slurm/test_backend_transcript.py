@@ -327,6 +327,18 @@ def test_requeue_two_steps_and_crash_between() -> None:
         b.requeue("4")
 
 
+def test_a_requeue_rule_is_refused_at_load_naming_why() -> None:
+    """Slurm requeues a running job only; the supervisor decides on ended ones, so the rule could never act."""
+    from dispatch.errors import ConfigError
+    from dispatch.rules import RuleSet
+
+    b, _ = backend(RELEASE_2605)
+    rules = RuleSet.from_data({"rules": [{"name": "again", "cause": "preempted", "action": "requeue"}]})
+    with pytest.raises(ConfigError, match="again.*requeue is no.*--no-requeue.*use resubmit"):
+        rules.check_against(b, b.capabilities())
+    RuleSet.from_data({"rules": [{"cause": "preempted", "action": "resubmit"}]}).check_against(b, b.capabilities())
+
+
 def test_find_many_one_script_2205_filters_client_side() -> None:
     a = Job(1, "dsp-a-1", "PENDING", submit=int(NOW))
     c = Job(2, "dsp-c-1", "RUNNING", submit=int(NOW))

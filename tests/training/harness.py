@@ -33,31 +33,15 @@ from dispatch.rules import RuleSet
 from dispatch.slurm.harness import settings_for
 from dispatch.spec import JobSpec
 
+from ..slurm.clusters import admin, description
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "train_ddp.py"
 RULES = ROOT / "examples" / "rules" / "training.yaml"
-STATE = os.environ.get("DISPATCH_TEST_STATE", "/var/lib/dispatch-test")
-HOW = "run `sudo scripts/slurm/up.sh` to start the test clusters"
 HOST = "/opt/dispatch-host"
 STEPS = 120
 EVERY = 10
 STEP_EVENTS = ("step", "first-step")
-
-
-def description(name: str) -> dict[str, Any]:
-    path = os.path.join(STATE, "clusters.json")
-    if not os.path.exists(path):
-        pytest.fail(f"{path} is missing: {HOW}", pytrace=False)
-    with open(path) as f:
-        data = json.load(f)
-    if name not in data:
-        pytest.fail(f"cluster {name!r} is not in {path}: {HOW}", pytrace=False)
-    return dict(data[name])
-
-
-def admin(name: str, *argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    desc = description(name)
-    return subprocess.run([*desc["admin"]["command"], *argv], capture_output=True, text=True, check=check, timeout=90)
 
 
 @dataclass

@@ -11,7 +11,8 @@ from __future__ import annotations
 import signal
 import time
 
-from .harness import Case, Result, admin, description
+from ..slurm.clusters import admin, description
+from .harness import Case, Result
 
 
 def reference(cluster: str) -> Result:

@@ -105,6 +105,27 @@ def test_output_of_a_rank_from_an_offset(client: TestClient, made: Made) -> None
     assert client.get(url, params={"submission": 9}).status_code == 404
 
 
+def test_output_whose_cluster_has_it_no_more_comes_from_the_archive(client: TestClient, made: Made) -> None:
+    from dispatch.records import SQLiteRecords
+    from dispatch.records.archive import ArchivedOutput, ArchiveStatus
+
+    job = made.source().job(made.resubmitted)
+    first = job.submission(1).executions[-1]
+    url = f"/jobs/{made.resubmitted}/output"
+    # the sim cluster (a memory scheduler of this process) reads no output: without an archive, a 404
+    assert client.get(url, params={"submission": 1, "rank": 0}).status_code == 404
+    writable = SQLiteRecords(made.path)
+    try:
+        kept = ArchivedOutput(job.id, first.identity, 1, first.restart, ArchiveStatus.KEPT, 1.0, data=b"<b>x</b>\n")
+        writable.put_output(kept)
+    finally:
+        writable.close()
+    got = client.get(url, params={"submission": 1, "rank": 0})
+    assert got.status_code == 200 and got.json()["text"] == "<b>x</b>\n"
+    assert client.get(url, params={"submission": 1, "rank": 1}).status_code == 404  # rank 0 only
+    assert client.get(url, params={"submission": 1, "rank": 0, "stream": "stderr"}).status_code == 404
+
+
 def test_overview_and_cluster_pages(client: TestClient, made: Made) -> None:
     page = client.get("/").text
     assert "held" in page and "preempted" in page and 'href="/clusters/sim"' in page

@@ -25,25 +25,23 @@ def _fill(text: str | None) -> str | None:
     return text
 
 
-class ListsAdapters(click.Command):
+class _HelpNamesAdapters:
+    """Mixin: the help text may name the adapters with ``{adapters}``, filled when the help is read."""
+
+    _help_text: str | None
+
+    @property
+    def help(self) -> str | None:
+        return _fill(self._help_text)
+
+    @help.setter
+    def help(self, value: str | None) -> None:
+        self._help_text = value
+
+
+class ListsAdapters(_HelpNamesAdapters, click.Command):
     """A command whose help text may name the adapters with ``{adapters}``."""
 
-    @property  # type: ignore[override]
-    def help(self) -> str | None:
-        return _fill(self._help_text)
 
-    @help.setter
-    def help(self, value: str | None) -> None:
-        self._help_text = value
-
-
-class AdapterOption(click.Option):
+class AdapterOption(_HelpNamesAdapters, click.Option):
     """An option whose help text may name the adapters with ``{adapters}``."""
-
-    @property  # type: ignore[override]
-    def help(self) -> str | None:
-        return _fill(self._help_text)
-
-    @help.setter
-    def help(self, value: str | None) -> None:
-        self._help_text = value

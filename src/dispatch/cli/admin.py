@@ -190,6 +190,15 @@ def clusters(app: App, as_json: bool) -> None:
 @click.option("--metrics-host", default="127.0.0.1", show_default=True, help="Address the metrics listen on.")
 @click.option("--log-json", is_flag=True, help="Write log lines (stderr) as JSON.")
 @click.option("--trace-calls", is_flag=True, help="Print one JSON line per backend call.")
+@click.option(
+    "--archive-max-bytes",
+    type=click.IntRange(0),
+    metavar="BYTES",
+    default=1 << 20,
+    show_default=True,
+    help="Keep this much of rank 0's log of each ended execution where the cluster does not keep output"
+    " (its tail; 0: keep none).",
+)
 @click.option("--test-pause-before-intent", "pause_action", hidden=True)
 @pass_app
 def supervise(
@@ -210,6 +219,7 @@ def supervise(
     metrics_host: str,
     log_json: bool,
     trace_calls: bool,
+    archive_max_bytes: int,
     pause_action: str | None,
 ) -> None:
     """Run the supervisor: observe the cluster's jobs, decide by their rules, act (until SIGTERM or Ctrl-C).
@@ -226,6 +236,7 @@ def supervise(
     from dispatch.cluster import default_owner
     from dispatch.rules import RuleSet
     from dispatch.supervise import Supervisor
+    from dispatch.supervise.archive import ArchiveSettings
     from dispatch.supervise.service import Emitter, PausingRecords, load_plugin, parse_settings, serve, traced
 
     if settings_text is not None and adapter is None:
@@ -273,6 +284,7 @@ def supervise(
         if pause_action:
             used = PausingRecords(used, pause_action, emit)
         extra: dict[str, Any] = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
+        extra["archive"] = ArchiveSettings(max_bytes=archive_max_bytes)
         sup = Supervisor(backend, used, clock=clock, owner=who, poll=poll, default_rules=rules, cluster=name, **extra)
         if metrics is not None:
             metrics.stale_after = 3 * sup.poll + 10.0

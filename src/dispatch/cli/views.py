@@ -14,6 +14,7 @@ import click
 from dispatch.cli.app import App
 
 if TYPE_CHECKING:
+    from dispatch.cli.logsource import Target
     from dispatch.records.model import JobRecord, JobSummary
 
 pass_app = click.make_pass_decorator(App)
@@ -344,13 +345,16 @@ def _event_text(e: Any) -> str:
     "-e",
     "--execution",
     metavar="E",
-    help="Execution: its restart number R or identity N.<id>.R (default: the current one).",
+    help="Execution: its restart number R in the submission, or its identity as `dispatch show` lists it"
+    " (default: the current one).",
 )
-@click.option("--submission", type=click.IntRange(1), help="Submission N (default: the current one).")
-@click.option("-r", "--rank", "ranks", type=click.IntRange(0), multiple=True, help="Only this rank (repeatable).")
+@click.option("--submission", type=click.IntRange(1), metavar="N", help="Submission N (default: the current one).")
+@click.option(
+    "-r", "--rank", "ranks", type=click.IntRange(0), multiple=True, metavar="RANK", help="Only this rank (repeatable)."
+)
 @click.option("--stderr", "stderr_", is_flag=True, help="Show stderr instead of stdout.")
 @click.option("-f", "--follow", is_flag=True, help="Keep showing output until the execution ends.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per chunk: rank, stream, text.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per chunk: rank, stream, text, archived.")
 @pass_app
 def logs(
     app: App,
@@ -362,40 +366,48 @@ def logs(
     follow: bool,
     as_json: bool,
 ) -> None:
-    """Show JOB's output: each rank's stdout (or --stderr), prefixed [rank] when there are several."""
+    """Show JOB's output: each rank's stdout (or --stderr), prefixed [rank] when there are several.
+
+    An execution whose output the cluster no longer has (Kubernetes: its pods are gone) is shown from the
+    supervisor's archive: rank 0's stdout, kept when the execution ended (docs/supervisor.md).
+    """
     import json
 
-    from dispatch.errors import NotFound, Unsupported
-    from dispatch.spi import OutputReader
+    from dispatch.cli import logsource, ui
+    from dispatch.errors import NotFound, Unavailable, Unsupported
+    from dispatch.records.archive import ArchiveStatus
 
     record = app.resolve_job(job)
-    sub = record.submission(submission) if submission else record.current
-    if submission and sub is None:
-        raise NotFound(f"job {record.id} has no submission {submission}")
-    if sub is None or sub.scheduler_id is None:
-        raise NotFound(f"job {record.id} has not been created on its cluster yet")
-    restart: int | None = None
-    if execution is not None:
-        restart = _restart_of(execution, record.id)
-    cluster = app.cluster_of(record, read_only=True)
-    backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
+    t = logsource.target(record, submission, execution)
+    what = t.name(record.id)
     stream = "stderr" if stderr_ else "stdout"
-    lines = getattr(backend, "lines", None)
-    if callable(lines):
-        chunks = lines(sub.scheduler_id, stream, execution=restart, ranks=list(ranks) or None, follow=follow)
-    elif isinstance(backend, OutputReader):
-        if ranks:
-            raise Unsupported(f"the {cluster.backend.name} adapter cannot select ranks")
-        read = backend.stderr if stderr_ else backend.stdout
-        chunks = ((None, c) for c in read(sub.scheduler_id, restart, follow))
-    else:
-        raise Unsupported(f"the {backend.name} adapter cannot read output (capability OutputRead)")
-    prefix = record.spec.world_size > 1 and len(ranks) != 1
+    entry = logsource.archived(app.records(), record.id, t)
+    archived = not t.latest and entry is not None and entry.status is ArchiveStatus.KEPT
+    chunks: Any = None
+    if not archived:
+        if t.submission.scheduler_id is None:
+            raise NotFound(f"job {record.id} has not been created on its cluster yet")
+        try:
+            chunks = logsource.primed(_live(app, record, t, stream, ranks, follow))
+        except (NotFound, Unsupported, Unavailable) as exc:
+            if entry is None and t.execution is None:
+                raise  # no execution to look up in the archive
+            if isinstance(exc, Unavailable) and (entry is None or entry.status is not ArchiveStatus.KEPT):
+                raise  # the cluster did not answer: say so, unless the archive has the output anyway
+            logsource.from_archive(entry, f"{what} (the cluster: {exc})", stderr_, ranks)
+            archived = True
+    if archived:
+        kept = logsource.from_archive(entry, what, stderr_, ranks)
+        chunks = iter([(kept.rank, kept.data)])
+        how = f"the last {len(kept.data)} of {kept.size} bytes" if kept.truncated else "all of it"
+        ui.note(f"{what}: rank {kept.rank}'s {kept.stream} as the supervisor archived it ({how})")
+    prefix = record.spec.world_size > 1 and len(ranks) != 1 and not archived
     out = sys.stdout.buffer
     try:
         for rank, chunk in chunks:
             if as_json:
-                click.echo(json.dumps({"rank": rank, "stream": stream, "text": chunk.decode("utf-8", "replace")}))
+                text = chunk.decode("utf-8", "replace")
+                click.echo(json.dumps({"rank": rank, "stream": stream, "text": text, "archived": archived}))
                 continue
             if prefix and rank is not None:
                 tag = f"[{rank}] ".encode()
@@ -406,13 +418,21 @@ def logs(
         return
 
 
-def _restart_of(text: str, job_id: str) -> int:
-    from dispatch.errors import SpecError
-    from dispatch.identity import RestartId
+def _live(app: App, record: JobRecord, t: Target, stream: str, ranks: tuple[int, ...], follow: bool) -> Any:
+    """The (rank, chunk) pairs of the target execution as the cluster has them."""
+    from dispatch.errors import Unsupported
+    from dispatch.spi import OutputReader
 
-    if text.isdigit():
-        return int(text)
-    try:
-        return RestartId.parse(text).restart
-    except ValueError:
-        raise SpecError("--execution", f"{text!r} is neither a restart number nor an identity N.<id>.R") from None
+    cluster = app.cluster_of(record, read_only=True)
+    backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
+    sid = t.submission.scheduler_id
+    assert sid is not None  # the caller checked
+    lines = getattr(backend, "lines", None)
+    if callable(lines):
+        return lines(sid, stream, execution=t.restart, ranks=list(ranks) or None, follow=follow)
+    if isinstance(backend, OutputReader):
+        if ranks:
+            raise Unsupported(f"the {cluster.backend.name} adapter cannot select ranks")
+        read = backend.stderr if stream == "stderr" else backend.stdout
+        return ((None, c) for c in read(sid, t.restart, follow))
+    raise Unsupported(f"the {backend.name} adapter cannot read output (capability OutputRead)")

@@ -30,6 +30,7 @@ from dispatch.spi import (
     MultiFinder,
     NativePolicyCompiler,
     OutputReader,
+    Readmitter,
     Requeuer,
     StartRequest,
     Watcher,
@@ -109,16 +110,19 @@ class Session:
         self.backend.open(sid)
         return sid
 
-    def wait(self, sid: str, what: str, pred: Callable[[JobEvidence], bool]) -> JobEvidence:
+    def wait(self, sid: str, what: str, pred: Callable[[JobEvidence], bool], extra: float = 0.0) -> JobEvidence:
+        """Read the job every poll until ``pred`` holds; fail after the harness's wait plus ``extra`` (a time
+        limit the job must first run out)."""
         clock, t = self.h.clock, self.h.timings
-        deadline = clock.now() + t.wait
+        wait = t.wait + extra
+        deadline = clock.now() + wait
         last: JobEvidence | None = None
         while True:
             last = self.backend.inspect(sid)
             if pred(last):
                 return last
             if clock.now() >= deadline:
-                raise ConformanceError(f"{what}: not seen within {t.wait:g}s; last evidence: {last.outcome}")
+                raise ConformanceError(f"{what}: not seen within {wait:g}s; last evidence: {last.outcome}")
             clock.sleep(t.poll)
 
     def quiet(self, sid: str, what: str, pred: Callable[[JobEvidence], bool]) -> JobEvidence:
@@ -243,8 +247,9 @@ def check_failure_keeps_exit_code(h: Harness) -> None:
 def check_timeout_cause(h: Harness) -> None:
     """A job past its time limit ends with cause timeout."""
     with session(h) as s:
+        limit = s.spec("timeout").time_limit or 0.0
         sid = s.run("timeout")
-        ev = s.wait(sid, "the job times out", ended)
+        ev = s.wait(sid, "the job times out", ended, limit)
         expect(ev.outcome.cause is Cause.TIMEOUT, f"a timed-out job reads cause {ev.outcome.cause}")
 
 
@@ -502,6 +507,40 @@ def check_requeue_is_a_new_execution(h: Harness) -> None:
         except Rejected:
             return
         s.wait(ended_sid, "the requeued ended job runs again", lambda e: len(e.executions) > 1)
+
+
+@check(Readmitter)
+def check_readmit_after_an_eviction(h: Harness) -> None:
+    """A job its queue evicted (preempted) waits at the readmission gate and runs again only when readmitted:
+    the same object, as a new execution with a new identity; readmitting it again changes nothing (one new
+    execution per eviction). A job that ended by itself is refused (Rejected)."""
+    if h.preempt is None:
+        raise Skip("the harness has no preempt hook")
+    with session(h) as s:
+        b = s.backend
+        assert isinstance(b, Readmitter)
+        sid, marker = s.start("sleep")
+        b.open(sid)
+        s.wait(sid, "the job runs", running)
+        h.preempt(b, sid)
+        ev = s.wait(sid, "the preemption is seen", ended)
+        expect(ev.outcome.cause is Cause.PREEMPTED, f"a preempted job reads {ev.outcome.state}/{ev.outcome.cause}")
+        before = [x.identity for x in ev.executions]
+        s.quiet(sid, "an evicted job waits for its readmission", lambda e: not running(e))
+        b.readmit(sid)
+        b.readmit(sid)
+        ev = s.wait(sid, "the readmitted job runs again", running)
+        ids = [x.identity for x in ev.executions]
+        expect(ids[: len(before)] == before and len(ids) == len(before) + 1, f"executions {before} -> {ids}")
+        found = [f.scheduler_id for f in b.find(marker, 0.0)]
+        expect(found == [sid], f"objects carrying the marker after the readmission: {found}")
+        ended_sid = s.run("fail")
+        s.wait(ended_sid, "the job ends", ended)
+        try:
+            b.readmit(ended_sid)
+        except Rejected:
+            return
+        raise ConformanceError("readmitting a job that ended by itself was not refused")
 
 
 @check(MultiFinder)

@@ -12,7 +12,7 @@ journal), ``backend`` (the SPI). See docs/adapters/kubeflow.md.
 
 from __future__ import annotations
 
-from dispatch.kubeflow.backend import NAME, KubeflowBackend
+from dispatch.kubeflow.backend import NAME, KubeflowBackend, KueueBackend
 from dispatch.kubeflow.extensions import RuntimeRef
 from dispatch.kubeflow.settings import KubeflowSettings, Mode, schema
 from dispatch.registry import OpenOptions
@@ -21,7 +21,8 @@ from dispatch.spi import Backend
 
 
 def open_backend(settings: KubeflowSettings, options: OpenOptions | None = None) -> KubeflowBackend:
-    """Connect, run preflight, start the watches: the backend for ``settings``."""
+    """Connect, run preflight, start the watches: the backend for ``settings`` (a :class:`KueueBackend`, which
+    adds Readmitter, in Kueue mode)."""
     from dispatch.kubeflow import client, preflight
 
     opts = options or OpenOptions()
@@ -31,7 +32,8 @@ def open_backend(settings: KubeflowSettings, options: OpenOptions | None = None)
     except BaseException:
         kube.close()
         raise
-    return KubeflowBackend(settings, kube, result, opts.clock, read_only=opts.read_only)
+    cls = KueueBackend if settings.mode is Mode.KUEUE else KubeflowBackend
+    return cls(settings, kube, result, opts.clock, read_only=opts.read_only)
 
 
 def _factory(settings: KubeflowSettings, options: OpenOptions) -> Backend:
@@ -47,4 +49,14 @@ def register() -> None:
 
 register()
 
-__all__ = ["NAME", "KubeflowBackend", "KubeflowSettings", "Mode", "RuntimeRef", "open_backend", "register", "schema"]
+__all__ = [
+    "NAME",
+    "KubeflowBackend",
+    "KubeflowSettings",
+    "KueueBackend",
+    "Mode",
+    "RuntimeRef",
+    "open_backend",
+    "register",
+    "schema",
+]

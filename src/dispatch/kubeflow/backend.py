@@ -1,7 +1,8 @@
 """KubeflowBackend: the SPI over Kubeflow Trainer v2 (TrainJob -> JobSet -> Jobs -> Pods), with or without Kueue.
 
-Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener and OutputReader (no Requeuer,
-MultiFinder or NativePolicyCompiler: Kubeflow has no requeue). Reads (inspect, inspect_many, find, watch,
+Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener, OutputReader and ExecutionOutput (no
+Requeuer, MultiFinder or NativePolicyCompiler: Kubeflow has no requeue); in Kueue mode also Readmitter
+(:class:`KueueBackend`). Reads (inspect, inspect_many, find, watch,
 cessation, weakened) come from the watch cache: no request in steady state. Writes go to the apiserver.
 
 Gates and holds (names in :mod:`dispatch.kubeflow.names`):
@@ -39,6 +40,7 @@ from dispatch.kubeflow import names as n
 from dispatch.kubeflow import render as rd
 from dispatch.kubeflow.extensions import RuntimeRef
 from dispatch.kubeflow.mapping import (
+    ExecKey,
     annotations_of,
     condition,
     eviction_outcome,
@@ -214,9 +216,25 @@ class KubeflowBackend:
                 Capability.OUTPUT_PATH: no("Kubernetes keeps container logs, not output files"),
                 Capability.OUTPUT_READ: logs,
                 Capability.OUTPUT_FOLLOW: follow,
-                Capability.OUTPUT_RETAINED: no("logs go with the pods"),
+                Capability.OUTPUT_RETAINED: self._retained(),
                 Capability.READMISSION_GATE: readmission,
             }
+        )
+
+    def _retained(self) -> CapabilityAnswer:
+        """OutputRetained: the cluster keeps no log after its pod goes; the supervisor's archive keeps rank 0's
+        log of each execution, and whether a supervisor runs for this cluster is a deployment fact the
+        ``supervised`` setting declares."""
+        if not self.preflight.can_log:
+            return no("logs go with the pods, and the adapter may not read pods/log here", Provenance.PROBED)
+        if self.settings.supervised:
+            return yes(
+                "the supervisor archives rank 0's log of each execution into the job's records when it sees it end "
+                "(declared: supervised is set; a log the cluster deleted before then is recorded as gone)"
+            )
+        return no(
+            "logs go with the pods; a dispatch supervisor archives rank 0's log of each execution "
+            "(set supervised: true where one runs for this cluster)"
         )
 
     # ---- start -------------------------------------------------------------------------------------------
@@ -361,17 +379,6 @@ class KubeflowBackend:
         if ann.get(n.GATE) == "open" and suspended:
             return  # suspended by someone else after we opened: a foreign hold, never lifted by us
         self._unsuspend_plain(scheduler_id, tj, {n.GATE: "open"})
-
-    def readmit(self, scheduler_id: str) -> None:
-        """Kueue mode: authorise the next admission of a Workload evicted (preempted, ...) while it waits at
-        the readmission gate. Plain mode has no readmission (a failed JobSet ends the TrainJob): Unsupported."""
-        self._write("readmit")
-        if not self.kueue:
-            raise Unsupported("plain mode has no readmission: resubmit instead")
-        tj = self._fresh(scheduler_id)
-        if n.STOP in annotations_of(tj):
-            raise Rejected(f"TrainJob {scheduler_id} was stopped")
-        self._patch(scheduler_id, {"metadata": {"annotations": {n.ADMIT: self._authorise_kueue(tj)}}})
 
     def hold(self, scheduler_id: str, instance: str) -> None:
         self._write("hold")
@@ -598,6 +605,24 @@ class KubeflowBackend:
             if client is not None:
                 client.close()
 
+    def execution_output(self, scheduler_id: str, identity: str) -> Iterator[bytes]:
+        """Rank 0's log of execution ``identity`` (its attempt, A and J), from its pod while the pod is there.
+        NotFound once the pod is gone: its log went with it."""
+        if not self.preflight.can_log:
+            raise Unsupported("the adapter may not read pods/log on this cluster (OutputRead is no)")
+        got = self.cache.reading(scheduler_id)
+        if got is None:
+            raise NotFound(f"no TrainJob {scheduler_id}")
+        o, _, _ = got
+        parts = identity.rsplit(".", 3)[-3:]
+        if len(parts) != 3 or not all(p.isdigit() for p in parts):
+            raise NotFound(f"{identity!r} is not an execution identity of the Kubeflow adapter")
+        key = ExecKey(int(parts[0]), int(parts[1]), int(parts[2]))
+        rank0 = [p for p in sorted(of_key(o.pods, key), key=rank) if rank(p)[:2] == (0, 0)]
+        if not rank0:
+            raise NotFound(f"TrainJob {scheduler_id}: rank 0 of execution {identity} has no pod (its log is gone)")
+        return self._lines(str(meta(rank0[0]).get("name")), False)
+
     def stderr(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]:
         raise Unsupported("Kubernetes keeps one log per container: stdout holds it, stderr is not separate")
 
@@ -616,6 +641,29 @@ class KubeflowBackend:
     def __repr__(self) -> str:
         mode = "observe-only" if self.observe_only else "read-only" if self._read_only else "writable"
         return f"KubeflowBackend(namespace={self.settings.namespace!r}, mode={self.settings.mode.value}, {mode})"
+
+
+class KueueBackend(KubeflowBackend):
+    """The Kubeflow adapter in Kueue mode: KubeflowBackend plus Readmitter. :func:`dispatch.kubeflow.open_backend`
+    hands it out for ``mode: kueue``; plain mode has no readmission gate (a failed JobSet ends the TrainJob, and
+    nothing evicts one to wait for dispatch), so its backend does not implement Readmitter."""
+
+    def readmit(self, scheduler_id: str) -> None:
+        """Authorise the next admission of a Workload evicted (preempted, ...) while it waits at the readmission
+        gate: ``dispatch.io/admit`` = 1 + the Workload's evictions, which dispatch-admission compares with the
+        attempt it would admit. Kueue then admits the same Workload again and the TrainJob is unsuspended: its
+        pods are created anew, a new execution (the next attempt) of the same submission.
+
+        Idempotent per eviction (the annotation only grows to 1 + evictions, never past it). Rejected when the
+        TrainJob was stopped or has ended for good (Complete, Failed): nothing waits to be readmitted."""
+        self._write("readmit")
+        tj = self._fresh(scheduler_id)
+        if n.STOP in annotations_of(tj):
+            raise Rejected(f"TrainJob {scheduler_id} was stopped; nothing to readmit")
+        complete = condition(tj, "Complete")
+        if (complete is not None and complete.get("status") == "True") or _failed(tj):
+            raise Rejected(f"TrainJob {scheduler_id} has ended; only a Workload Kueue evicted waits for readmission")
+        self._patch(scheduler_id, {"metadata": {"annotations": {n.ADMIT: self._authorise_kueue(tj)}}})
 
 
 def _identity(job_id: str, submission: int, attempt: int, a: int, j: int) -> str:

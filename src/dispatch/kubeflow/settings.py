@@ -14,6 +14,7 @@ Keys (camelCase)::
     timeouts: {apiserverRequest: 60s}   # CallBound = apiserverRequest + 5 s
     allowRankRestart: false
     preflight: {probe: true, probeWatch: 10s}
+    supervised: false               # a dispatch supervisor runs for this cluster (OutputRetained: yes)
 """
 
 from __future__ import annotations
@@ -97,6 +98,13 @@ class KubeflowSettings:
         default=False, metadata={"doc": "accept runtimes that restart a rank inside an execution"}
     )
     preflight: Preflight = field(default_factory=Preflight, metadata={"doc": "the probes run on open"})
+    supervised: bool = field(
+        default=False,
+        metadata={
+            "doc": "a dispatch supervisor runs for this cluster: it archives rank 0's log of each execution "
+            "(OutputRetained is then yes)"
+        },
+    )
 
     def __post_init__(self) -> None:
         if not _DNS_LABEL.match(self.namespace):

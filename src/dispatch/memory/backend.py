@@ -3,8 +3,10 @@
 * :class:`SlurmShapedBackend`: Holder (waiting jobs only), Requeuer (two steps), MultiFinder, CessationSignal,
   NativePolicyCompiler; polled, with PolledLoss = MinJobAge for state, cause and exit code, and execution
   history UNBOUNDED with accounting (0 without).
-* :class:`KubeflowShapedBackend`: Holder (a hold ends a running execution with cause held), Watcher,
-  CessationSignal, IdentityWeakener, NativePolicyCompiler; no PolledLoss; requires ``dispatch.Image``.
+* :class:`KubeflowShapedBackend`: Holder (a hold ends a running execution with cause held), Readmitter (a
+  preempted object runs again only when readmitted), Watcher, CessationSignal, IdentityWeakener,
+  NativePolicyCompiler, ExecutionOutput (rank 0's log of an execution, which lasts, as pods do, until a later
+  execution of the object starts or the object is deleted); no PolledLoss; requires ``dispatch.Image``.
 
 Together they implement every optional interface but OutputReader. Every call advances the scheduler to the
 clock's time first; nothing runs in the background.
@@ -255,7 +257,9 @@ class _Base(ABC):
             Capability.OUTPUT_PATH: no("the memory adapter produces no output files"),
             Capability.OUTPUT_READ: no("the memory adapter does not implement OutputReader"),
             Capability.OUTPUT_FOLLOW: no("the memory adapter does not implement OutputReader"),
-            Capability.OUTPUT_RETAINED: no("the memory adapter produces no output"),
+            Capability.OUTPUT_RETAINED: no(
+                "the memory adapter keeps no output files (the Kubeflow shape's rank 0 log goes with the execution)"
+            ),
         }
 
     @abstractmethod
@@ -363,6 +367,11 @@ class KubeflowShapedBackend(_Base):
             node_loss_window=self.scheduler.node_loss_window, call_bound=self._call_bound, polled_loss=None
         )
 
+    def readmit(self, scheduler_id: str) -> None:
+        self._write("readmit")
+        s = self.scheduler
+        s.call("readmit", scheduler_id, {}, lambda: s.readmit(scheduler_id))
+
     def watch(self, cursor: str | None, timeout: float) -> WatchBatch:
         s = self.scheduler
         with s._lock:
@@ -377,6 +386,22 @@ class KubeflowShapedBackend(_Base):
                 return WatchBatch(str(s._change_seq), (), reset=True)
             seq, sids, reset = s.changes_since(position)
             return WatchBatch(str(seq), tuple(sids), reset)
+
+    def execution_output(self, scheduler_id: str, identity: str) -> Iterator[bytes]:
+        """Rank 0's log of execution ``identity``: a first line naming it, then what :meth:`Control.write`
+        wrote. NotFound once a later execution has started (its pods replaced these) or the object is gone."""
+        s = self.scheduler
+        with s._lock:
+            s.advance()
+            _unavailable(s, "execution_output")
+            job = s.job(scheduler_id)
+            index = next((i for i, ex in enumerate(job.executions) if self._identity(job, ex) == identity), None)
+            if index is None or job.executions[index].started_at is None:
+                raise NotFound(f"memory: {scheduler_id} has no execution {identity} that ran")
+            if any(ex.started_at is not None for ex in job.executions[index + 1 :]):
+                raise NotFound(f"memory: the pods of execution {identity} were replaced by a later execution's")
+            lines = [f"rank 0 of execution {identity}\n", *s.outputs.get((scheduler_id, index), [])]
+        return iter([line.encode() for line in lines])
 
     def weakened(self, scheduler_id: str) -> str | None:
         job = self.scheduler.job(scheduler_id)

@@ -35,8 +35,9 @@ class Shape(StrEnum):
     SLURM = "slurm"
     """Polled; requeue in two steps; holds only on waiting jobs; purge after MinJobAge; optional accounting."""
     KUBEFLOW = "kubeflow"
-    """Watched; a hold on a running execution ends it (cause held) and readmission is a new attempt; no
-    accounting (a deleted object is gone)."""
+    """Watched; a hold on a running execution ends it (cause held) and readmission is a new attempt; a
+    preempted object waits at the readmission gate until dispatch readmits it; no accounting (a deleted object
+    is gone)."""
 
 
 class Crashed(OutcomeUnknown):
@@ -84,6 +85,9 @@ class TruthJob:
     lost_at: float | None = None
     attempts: int = 0
     object_restarts: int = 0
+    readmissions: int = 0
+    """Readmissions that took effect (an evicted object authorised to run again; see MemoryScheduler.readmit)."""
+    stopped: bool = False
 
     @property
     def current(self) -> TruthExecution:
@@ -190,6 +194,8 @@ class MemoryScheduler:
         self._change_seq = 0
         self._watch_window = watch_window
         self._watch_dropped = False
+        self.outputs: dict[tuple[str, int], list[str]] = {}
+        """Lines rank 0 wrote, by (object, execution index): see :meth:`Control.write`."""
         self.control = Control(self)
 
     # ----- time ------------------------------------------------------------------------------------------
@@ -424,8 +430,30 @@ class MemoryScheduler:
         self._changed(sid)
         self._start_due(now)
 
+    def readmit(self, sid: str) -> None:
+        """Kubeflow shape: authorise the readmission of an object its queue evicted (Control.preempt). The
+        same object runs again as a new execution (the next attempt), as Kueue re-creates the pods. Idempotent
+        per eviction: an object waiting or running again (or never evicted) is left as it is. Rejected when the
+        object was stopped or ended for good (any end but a preemption)."""
+        job = self.live_job(sid)
+        if self.shape is not Shape.KUBEFLOW:
+            raise Rejected("memory: a Slurm-shaped cluster has no readmission gate")
+        if job.stopped:
+            raise Rejected(f"memory: job {sid} was stopped; nothing to readmit")
+        if not job.ended:
+            return
+        if job.current.cause is not Cause.PREEMPTED:
+            raise Rejected(f"memory: job {sid} has ended ({job.current.cause}); only an evicted job is readmitted")
+        job.attempts = max(job.attempts, job.current.attempt) + 1
+        job.executions.append(TruthExecution(restart=job.current.restart, attempt=job.attempts))
+        job.ended_at = None
+        job.readmissions += 1
+        self._changed(sid)
+        self._start_due(self.clock.now())
+
     def stop(self, sid: str) -> float:
         job = self.live_job(sid)
+        job.stopped = True
         if job.ended:
             return 0.0
         now = self.clock.now()
@@ -474,6 +502,15 @@ class Control:
         if not job.current.live:
             raise ValueError(f"job {sid} is not running")
         return job
+
+    def write(self, sid: str, text: str) -> None:
+        """Rank 0 of the running execution writes a line to its log (what the Kubeflow shape's
+        ``execution_output`` reads back)."""
+        with self._s._lock:
+            self._s.advance()
+            job = self._running(sid)
+            line = text if text.endswith("\n") else text + "\n"
+            self._s.outputs.setdefault((sid, len(job.executions) - 1), []).append(line)
 
     def preempt(self, sid: str) -> None:
         """End the running execution with cause preempted."""

@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from dispatch.errors import Conflict, NotFound
+from dispatch.records.archive import ArchivedOutput, ArchiveStatus
 from dispatch.records.base import check_fence
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, matches
 from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, Peers, needs_supervision
@@ -24,6 +26,7 @@ class MemoryRecords:
         self._events: list[Event] = []
         self._live: dict[str, tuple[str, float, JobHead]] = {}  # id -> (cluster, created_at, head)
         self._alive: dict[tuple[str, str], float] = {}  # (cluster, owner) -> until
+        self._outputs: dict[tuple[str, str], ArchivedOutput] = {}  # (job, execution) -> archived output
         self._lock = threading.Lock()
         self.writes = 0
 
@@ -161,6 +164,28 @@ class MemoryRecords:
 
     def clusters(self) -> list[str]:
         return sorted({s.cluster for s in self.summaries()})
+
+    # ----- the output archive (see dispatch.records.archive) ------------------------------------------------
+
+    def put_output(self, entry: ArchivedOutput) -> ArchivedOutput:
+        key = (entry.job_id, entry.execution)
+        with self._lock:
+            stored = self._outputs.get(key)
+            if stored is None:
+                self._outputs[key] = entry
+            elif stored.status is ArchiveStatus.FAILED:
+                self._outputs[key] = replace(entry, attempts=stored.attempts + 1)
+            return self._outputs[key].without_data()
+
+    def get_output(self, job_id: str, execution: str) -> ArchivedOutput | None:
+        with self._lock:
+            return self._outputs.get((job_id, execution))
+
+    def outputs(self, job_ids: Sequence[str]) -> list[ArchivedOutput]:
+        wanted = set(job_ids)
+        with self._lock:
+            found = [e.without_data() for (job, _), e in self._outputs.items() if job in wanted]
+        return sorted(found, key=lambda e: (e.job_id, e.submission, e.archived_at))
 
     def close(self) -> None:
         pass

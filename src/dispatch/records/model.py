@@ -56,6 +56,7 @@ class Action(StrEnum):
     HOLD = "hold"
     RELEASE = "release"
     REQUEUE = "requeue"
+    READMIT = "readmit"
     RESTART = "restart"
     STOP = "stop"
 

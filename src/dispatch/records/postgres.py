@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from typing import Any
 
 from dispatch.errors import ConfigError, Conflict, NotFound, ReadOnly, Unavailable
+from dispatch.records import archive
+from dispatch.records.archive import ArchivedOutput
 from dispatch.records.base import check_token
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
 from dispatch.records.model import (
@@ -43,7 +45,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _LOCK_KEY = 0x64697370  # "disp": the advisory lock migrations take
 
@@ -126,7 +128,25 @@ def _migration_3(cur: Any, schema: sql.Identifier) -> None:
     )
 
 
-MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {1: _migration_1, 2: _migration_2, 3: _migration_3}
+def _migration_4(cur: Any, schema: sql.Identifier) -> None:
+    """The output archive (see :mod:`dispatch.records.archive`): one row per (job, execution)."""
+    cur.execute(
+        sql.SQL(
+            "CREATE TABLE IF NOT EXISTS {s}.outputs (job_id TEXT NOT NULL, execution TEXT NOT NULL,"
+            " submission INTEGER NOT NULL, restart INTEGER NOT NULL, status TEXT NOT NULL,"
+            " archived_at DOUBLE PRECISION NOT NULL, size BIGINT NOT NULL, truncated BOOLEAN NOT NULL,"
+            " reason TEXT NOT NULL, attempts INTEGER NOT NULL, rank INTEGER NOT NULL, stream TEXT NOT NULL,"
+            " data BYTEA NOT NULL, PRIMARY KEY (job_id, execution))"
+        ).format(s=schema)
+    )
+
+
+MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {
+    1: _migration_1,
+    2: _migration_2,
+    3: _migration_3,
+    4: _migration_4,
+}
 _MARKS = ",".join(["%s"] * (len(ROW_COLUMNS.split(",")) + 1))
 _SETS = ", ".join(f"{c.strip()}=%s" for c in ROW_COLUMNS.split(","))
 
@@ -383,6 +403,40 @@ class PostgresRecords:
             )
             rows = cur.fetchall()
         return [Event(job_id=r[1], at=r[2], kind=r[3], data=r[4], seq=r[0]) for r in rows]
+
+    # ----- the output archive (see dispatch.records.archive) ----------------------------------------------------
+
+    def put_output(self, entry: ArchivedOutput) -> ArchivedOutput:
+        upsert = archive.UPSERT.format(table="{s}.outputs", marks=",".join(["%s"] * 13))
+        with self._tx() as cur:
+            cur.execute(self._q(upsert), archive.values(entry))
+            cur.execute(
+                self._q("SELECT " + archive.COLUMNS + " FROM {s}.outputs WHERE job_id = %s AND execution = %s"),
+                (entry.job_id, entry.execution),
+            )
+            row = cur.fetchone()
+        return archive.from_row(row)
+
+    def get_output(self, job_id: str, execution: str) -> ArchivedOutput | None:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(
+                self._q("SELECT " + archive.COLUMNS + ", data FROM {s}.outputs WHERE job_id = %s AND execution = %s"),
+                (job_id, execution),
+            )
+            row = cur.fetchone()
+        return None if row is None else archive.from_row(row, row[-1])
+
+    def outputs(self, job_ids: Sequence[str]) -> list[ArchivedOutput]:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT " + archive.COLUMNS + " FROM {s}.outputs WHERE job_id = ANY(%s)"
+                    " ORDER BY job_id, submission, archived_at"
+                ),
+                (list(job_ids),),
+            )
+            rows = cur.fetchall()
+        return [archive.from_row(r) for r in rows]
 
     # ----- browsing (see dispatch.records.browse) --------------------------------------------------------------
 

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.errors import Conflict, NotFound, ReadOnly
+from dispatch.records import archive
+from dispatch.records.archive import ArchivedOutput
 from dispatch.records.base import check_token
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
 from dispatch.records.model import (
@@ -39,7 +41,7 @@ from dispatch.records.model import (
     row_values,
 )
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 def _run(db: sqlite3.Connection, script: str) -> None:
@@ -121,11 +123,23 @@ def _migration_4(db: sqlite3.Connection) -> None:
     )
 
 
+def _migration_5(db: sqlite3.Connection) -> None:
+    """The output archive (see :mod:`dispatch.records.archive`): one row per (job, execution)."""
+    _run(
+        db,
+        "CREATE TABLE outputs (job_id TEXT NOT NULL, execution TEXT NOT NULL, submission INTEGER NOT NULL,"
+        " restart INTEGER NOT NULL, status TEXT NOT NULL, archived_at REAL NOT NULL, size INTEGER NOT NULL,"
+        " truncated INTEGER NOT NULL, reason TEXT NOT NULL, attempts INTEGER NOT NULL, rank INTEGER NOT NULL,"
+        " stream TEXT NOT NULL, data BLOB NOT NULL, PRIMARY KEY (job_id, execution))",
+    )
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migration_1,
     2: _migration_2,
     3: _migration_3,
     4: _migration_4,
+    5: _migration_5,
 }
 
 
@@ -359,6 +373,38 @@ class SQLiteRecords:
                 (job_id, after),
             ).fetchall()
         return [Event(job_id=r[1], at=r[2], kind=r[3], data=json.loads(r[4]), seq=r[0]) for r in rows]
+
+    # ----- the output archive (see dispatch.records.archive) --------------------------------------------------
+
+    def put_output(self, entry: ArchivedOutput) -> ArchivedOutput:
+        upsert = archive.UPSERT.format(table="outputs", marks=",".join("?" * 13))
+        with self._tx() as db:
+            db.execute(upsert, archive.values(entry))
+            row = db.execute(
+                f"SELECT {archive.COLUMNS} FROM outputs WHERE job_id = ? AND execution = ?",
+                (entry.job_id, entry.execution),
+            ).fetchone()
+        return archive.from_row(row)
+
+    def get_output(self, job_id: str, execution: str) -> ArchivedOutput | None:
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {archive.COLUMNS}, data FROM outputs WHERE job_id = ? AND execution = ?", (job_id, execution)
+            ).fetchone()
+        return None if row is None else archive.from_row(row, row[-1])
+
+    def outputs(self, job_ids: Sequence[str]) -> list[ArchivedOutput]:
+        ids = list(job_ids)
+        rows: list[Any] = []
+        with self._lock:
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                rows += self._db.execute(
+                    f"SELECT {archive.COLUMNS} FROM outputs WHERE job_id IN ({','.join('?' * len(chunk))})"
+                    " ORDER BY job_id, submission, archived_at",
+                    chunk,
+                ).fetchall()
+        return [archive.from_row(r) for r in rows]
 
     # ----- browsing (see dispatch.records.browse) ------------------------------------------------------------
 

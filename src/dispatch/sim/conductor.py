@@ -20,7 +20,7 @@ from typing import Any
 from dispatch.records.model import JobRecord
 from dispatch.spi import CORE_METHODS, OPTIONAL_INTERFACES
 
-ACTION_METHODS = frozenset({"start", "open", "hold", "release", "requeue", "stop_job"})
+ACTION_METHODS = frozenset({"start", "open", "hold", "release", "requeue", "readmit", "stop_job"})
 
 
 class Crash(BaseException):

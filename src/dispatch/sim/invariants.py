@@ -120,6 +120,17 @@ def _actions_once(
         decided = sum(1 for d in rec.decisions if d.submission == obj.submission and d.action == "requeue")
         if count > decided:
             out.append(f"no-action-twice: object {sid} was requeued {count} times for {decided} requeue decisions")
+    for objs in by_job.values():
+        for t in objs:
+            rec = jobs.get(t.job_id)
+            if rec is None or t.readmissions == 0:
+                continue
+            decided = sum(1 for d in rec.decisions if d.submission == t.submission and d.action == "readmit")
+            if t.readmissions > decided:
+                out.append(
+                    f"no-action-twice: object {t.sid} was readmitted {t.readmissions} times for {decided} readmit "
+                    "decisions"
+                )
     for job in jobs.values():
         creating = sum(1 for d in job.decisions if d.action in ("resubmit", "hold"))
         if len(job.submissions) > 1 + creating:

@@ -5,7 +5,8 @@ A run has two phases:
 * **faults** (``steps`` steps): each step, chosen by the seed, lets one parked supervisor call proceed, moves
   the clock, crashes or restarts a supervisor, makes the scheduler do something (preempt, lose a node, OOM,
   time out, admin-hold or release, cease nodes, purge), injects a fault into the next call of a backend method
-  (OutcomeUnknown that landed or not, Unavailable, a crash between a requeue's steps), or has a user stop a job
+  (OutcomeUnknown that landed or not, Unavailable, a crash between a requeue's steps; a readmit in the
+  Kubeflow shape, where a preemption waits for dispatch to readmit it), or has a user stop a job
   or release a rule's hold. The invariants are checked after every step.
 * **liveness** (at most ``quiet`` rounds): faults stop, crashed supervisors restart, admins release their
   holds, lost nodes come back, and a human releases the holds rules asked them to. Each round every supervisor
@@ -92,10 +93,17 @@ class Result:
 
 def rules_for(shape: Shape, unmatched: str) -> dict[str, Any]:
     retry = "requeue" if shape is Shape.SLURM else "resubmit"
+    # the Kubeflow shape readmits a preemption (its queue's eviction) while the rule's limit lasts, then resubmits
+    readmit = (
+        [{"name": "readmit-preempted", "cause": "preempted", "action": "readmit", "limit": 2}]
+        if shape is Shape.KUBEFLOW
+        else []
+    )
     return {
         "unmatched": unmatched,
         "limits": {"total": 4},
         "rules": [
+            *readmit,
             {
                 "name": "evicted",
                 "cause": ["preempted", "node-lost", "cessation"],
@@ -319,7 +327,7 @@ class World:
                     "open",
                     "hold",
                     "release",
-                    "requeue",
+                    "requeue" if self.shape is Shape.SLURM else "readmit",
                     "stop_job",
                     "inspect_many",
                     "find_many",

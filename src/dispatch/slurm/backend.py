@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from dispatch.adapterkit.holds import InstanceBook, encode_instance
 from dispatch.adapterkit.identity import execution_identity, submission_of
-from dispatch.capabilities import Capabilities, Capability
+from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, no
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
 from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
@@ -597,6 +597,14 @@ class SlurmBackend:
         out = self._run(s, True)
         self._need(out, 0, f"enable requeue of {jid}", write=True)
         self._need(out, 1, f"requeue {jid}", write=True)
+
+    def requeue_after_end(self) -> CapabilityAnswer:
+        """No: an ended job cannot be requeued, so a requeue rule is refused at load (see :class:`Requeuer`)."""
+        return no(
+            "Slurm refuses to requeue a job that has ended when it was submitted with --no-requeue ('Job has "
+            "already finished'), and dispatch submits every job so, so that Slurm never requeues one by itself; "
+            "rules act on ended executions, so use resubmit (a running job can still be requeued)"
+        )
 
     # ---------------------------------------------------------------- CessationSignal
     def cessation(self, scheduler_ids: Sequence[str]) -> Mapping[str, Cessation]:

@@ -10,7 +10,15 @@ on a site's cluster; the project's Slurm tests build their harnesses here from t
   whose jobs preempt the default's; without it the preemption checks skip);
 * ``admin``: ``command``, the argv prefix that runs a Slurm command as an administrator (``["sudo"]``, or an
   ssh into the controller): used to preempt, drain a node, place and lift an admin hold, and clean up;
-* ``memory_enforced``: whether the cluster kills a job over its memory (without it the oom checks skip).
+* ``memory_enforced``: whether the cluster kills a job over its memory (without it the oom checks skip);
+* ``settings`` (optional): the cluster's ``scontrol show config`` as a mapping; without it the harness asks
+  the cluster (``scontrol show config`` through ``admin``) for what it needs: OverTimeLimit and KillWait.
+
+Timings. The ``timeout`` job asks for one minute, Slurm's shortest time limit (``--time`` counts minutes), and
+the checks that wait for it add that minute to the wait. Slurm ends a job past its limit only when slurmctld's
+periodic check sees it (every 30 s), after OverTimeLimit more minutes, then gives it KillWait to die: the
+wait is 180 s for anything to happen on a shared cluster plus that enforcement lag (:func:`enforcement_lag`).
+With ``OverTimeLimit=UNLIMITED`` no job ever times out, and the timeout checks skip with that reason.
 
 Hooks act on the real cluster: a preemptor job on the victim's node, a node set DOWN for eight seconds and
 resumed, ``scontrol hold``/``release``. Run the suites on a cluster where that is allowed.
@@ -29,10 +37,33 @@ from dispatch.conformance.faults import with_faults
 from dispatch.conformance.harness import Harness, Timings
 from dispatch.errors import ConfigError
 from dispatch.slurm.extensions import Resources
+from dispatch.slurm.parse import config_seconds, parse_config
 from dispatch.spec import JobSpec
 from dispatch.spi import Backend
 
 _REQUIRED = ("transport", "partitions", "admin")
+WAIT = 180.0
+"""How long a check waits for something that must happen on a shared cluster, before any time limit."""
+TIME_LIMIT = 60.0
+"""The ``timeout`` job's limit: Slurm's shortest."""
+LIMIT_CHECK_PERIOD = 30.0
+"""How often slurmctld compares running jobs with their time limits (a fixed period of its background loop)."""
+
+
+def enforcement_lag(config: Mapping[str, str]) -> float | None:
+    """How long past its time limit a job may still read running on a cluster with this ``scontrol show
+    config``: the controller's check period, OverTimeLimit, and KillWait (Slurm's defaults when absent); None
+    when OverTimeLimit is UNLIMITED (no job ever times out)."""
+    if config.get("OverTimeLimit", "").strip().upper() == "UNLIMITED":
+        return None
+    return LIMIT_CHECK_PERIOD + config_seconds(config, "OverTimeLimit", 0.0) + config_seconds(config, "KillWait", 30.0)
+
+
+def cluster_config(desc: Mapping[str, Any]) -> dict[str, str]:
+    """The cluster's configuration: the description's ``settings``, or ``scontrol show config`` asked now."""
+    if desc.get("settings"):
+        return {str(k): str(v) for k, v in desc["settings"].items()}
+    return parse_config(admin(desc, "scontrol", "show", "config").stdout)
 
 
 def settings_for(desc: Mapping[str, Any], **extra: Any) -> dict[str, Any]:
@@ -81,6 +112,7 @@ def node_of(backend: Backend, sid: str) -> str:
 
 def base_harness(desc: Mapping[str, Any], name: str = "slurm") -> Harness:
     """The backend-suite harness of a described cluster."""
+    lag = enforcement_lag(cluster_config(desc))
 
     def spec(behaviour: str) -> JobSpec | None:
         if behaviour == "sleep":
@@ -90,7 +122,7 @@ def base_harness(desc: Mapping[str, Any], name: str = "slurm") -> Harness:
         if behaviour == "fail":
             return JobSpec(("bash", "-c", "exit 3"))
         if behaviour == "timeout":
-            return JobSpec(("sleep", "600"), time_limit=60)
+            return None if lag is None else JobSpec(("sleep", "600"), time_limit=TIME_LIMIT)
         if behaviour == "oom":
             if not desc.get("memory_enforced"):
                 return None
@@ -123,7 +155,7 @@ def base_harness(desc: Mapping[str, Any], name: str = "slurm") -> Harness:
         backend=lambda: open_backend(desc),
         clock=SYSTEM_CLOCK,
         spec=spec,
-        timings=Timings(wait=180.0, quiet=8.0, poll=1.0),
+        timings=Timings(wait=WAIT + (lag or 0.0), quiet=8.0, poll=1.0),
         read_only_backend=lambda: open_backend(desc, read_only=True),
         preempt=preempt if preempt_partition else None,
         lose_node=lose_node,

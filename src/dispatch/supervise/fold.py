@@ -17,7 +17,8 @@ What :func:`fold` guarantees:
   ``cessation`` (planned, not a failure of the job).
 * Open intents whose deadline has passed are resolved by what the evidence shows (never by acting again):
   ``open`` by the gate, ``hold``/``release`` by the hold instances present, ``stop`` by the object having
-  ended, ``requeue`` by whether the restart count moved. ``start`` is resolved by ``found``, the result of
+  ended, ``requeue`` by whether the restart count moved, ``readmit`` by whether the object waits or runs
+  again (or shows an execution after the one readmitted). ``start`` is resolved by ``found``, the result of
   finding the submission's marker after the deadline: one object is recorded, more than one keeps the
   earliest and lists the others as strays (they are gated and will be stopped), none means the start did not
   land (``failed``: it may be made again with the same marker).
@@ -402,7 +403,20 @@ def _resolve_by_evidence(job: JobRecord, sub: Submission, evidence: JobEvidence,
                     job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, f"restart {before} -> {latest}", now
                 )
             )
+        elif it.action is Action.READMIT:
+            ok, shown = readmitted(evidence, str(it.args.get("execution", "")))
+            events.append(_resolve(job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, shown, now))
     return events
+
+
+def readmitted(evidence: JobEvidence, execution: str) -> tuple[bool, str]:
+    """Whether ``evidence`` shows that a readmission of the object after ``execution`` ended has landed: the
+    object waits or runs again, or shows an execution after that one. Returns the answer and what was seen."""
+    ids = [e.identity for e in evidence.executions]
+    later = execution in ids and ids.index(execution) < len(ids) - 1
+    state = evidence.outcome.state
+    again = state.waiting or state is State.RUNNING
+    return later or again, f"{state.value} after {execution}; executions {len(ids)}"
 
 
 def fold_stray(

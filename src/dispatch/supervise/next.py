@@ -17,7 +17,8 @@ and returns one :class:`Step`. The order of concerns, first match wins:
 8. **An ended, unsuccessful execution** (or a final ``unknown``): ``decide`` by the first matching rule
    within its limits (or the unmatched policy), recorded with the rule and the reason; then carry the decision
    out once its backoff (``not_before``) has passed: ``resubmit``/``hold`` start submission N+1,
-   ``requeue`` asks the Requeuer (resolved later by the restart count), ``escalate`` escalates and closes,
+   ``requeue`` asks the Requeuer (resolved later by the restart count), ``readmit`` asks the Readmitter
+   (resolved later by the object waiting or running again, see :func:`readmit_step`), ``escalate`` escalates and closes,
    ``close`` closes, ``restart`` waits for the scheduler's native restart.
 
 Record-only steps (``decide``, ``escalate``, ``resolve-escalation``, ``close``) are applied by
@@ -373,11 +374,54 @@ def _carry_out(job: JobRecord, sub: Submission, d: Decision, now: float) -> Step
             args={"restart": restart},
             decision=d.seq,
         )
+    if d.action == RuleAction.READMIT.value:
+        return readmit_step(job, sub, d, now)
     if d.action == RuleAction.ESCALATE.value or d.action == "escalate":
         return Step(StepKind.ESCALATE, d.reason, cause=d.cause, submission=sub.n, close=True)
     if d.action == "close":
         return Step(StepKind.CLOSE, f"ended ({d.cause.value}); {d.reason}; the unmatched policy closes it")
     return NOTHING  # restart: the scheduler restarts in place by its native policy
+
+
+def readmit_step(job: JobRecord, sub: Submission, d: Decision, now: float) -> Step:
+    """Carry out a ``readmit`` decision: the same submission is readmitted through the Readmitter.
+
+    * Never tried, or the last try certainly did not land (Unavailable, or resolved failed by observation):
+      after the backoff, ``act readmit`` with the execution the decision is for.
+    * Refused (Rejected, NotFound, Unsupported) or the object is gone: escalate and close.
+    * Landed (done): nothing until the object is seen to wait or run again (the submission's outcome is then no
+      longer final, so no step comes here). If an observation made *after* the readmission still shows the
+      object ended with no later execution, the queue evicted it again before it ran: readmit again under the
+      same decision (Readmitter.readmit is idempotent per eviction, so this never authorises a second run).
+    """
+    tries = [i for i in job.intents if i.decision == d.seq and i.action is Action.READMIT]
+    last = tries[-1] if tries else None
+    if (last is not None and last.result.startswith(("Rejected", "NotFound", "Unsupported"))) or sub.gone:
+        why = last.result if last is not None and not sub.gone else "the object is gone"
+        return Step(
+            StepKind.ESCALATE,
+            f"readmission of submission {sub.n} was refused: {why}",
+            cause=d.cause,
+            submission=sub.n,
+            close=True,
+        )
+    if last is not None and last.status is IntentStatus.DONE:
+        seen = sub.outcome.evidence.observed_at if sub.outcome is not None else float("-inf")
+        if seen <= (last.resolved_at if last.resolved_at is not None else last.written_at):
+            return NOTHING  # the readmission shows up in the next observation
+        reason = f"decision {d.seq}: evicted again before it ran; readmit ({d.reason})"
+    else:
+        if now < job.not_before:
+            return Step(StepKind.WAIT, f"backoff of rule {d.rule!r}", until=job.not_before)
+        reason = f"decision {d.seq}: readmit ({d.reason})"
+    return Step(
+        StepKind.ACT,
+        reason,
+        action=Action.READMIT,
+        submission=sub.n,
+        args={"execution": d.execution},
+        decision=d.seq,
+    )
 
 
 def apply_record_step(job: JobRecord, step: Step, now: float, by: str) -> tuple[JobRecord, list[Event]]:

@@ -40,10 +40,14 @@ _BACKEND_CALLS = (
     "hold",
     "release",
     "requeue",
+    "readmit",
     "cessation",
     "watch",
+    "execution_output",
 )
-WRITE_CALLS = frozenset({"start", "start_many", "open", "open_many", "stop_job", "hold", "release", "requeue"})
+WRITE_CALLS = frozenset(
+    {"start", "start_many", "open", "open_many", "stop_job", "hold", "release", "requeue", "readmit"}
+)
 """The backend calls that change the scheduler (the others only read)."""
 
 
@@ -125,6 +129,7 @@ def traced(backend: Backend, report: Callable[[str], None]) -> Backend:
         "close",
         "compile_policy",
         "weakened",
+        "requeue_after_end",
         "stdout",
         "stderr",
     ):

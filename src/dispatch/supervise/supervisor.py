@@ -52,6 +52,7 @@ from dispatch.records.model import (
 )
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Unanswered, Watcher
+from dispatch.supervise.archive import Archiver, ArchiveSettings
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, needs_observation, next_step
@@ -101,6 +102,8 @@ class CycleReport:
     """Escalations recorded in this cycle, by cause."""
     states: Counter[tuple[str, str]] = field(default_factory=Counter)
     """The jobs this supervisor owns after the cycle, by (state, cause)."""
+    archive: Counter[str] = field(default_factory=Counter)
+    """Output archive entries written in this cycle, by status (see :mod:`dispatch.supervise.archive`)."""
 
     @property
     def backend_calls(self) -> int:
@@ -125,6 +128,7 @@ class CycleReport:
             "steps": dict(self.steps),
             "decisions": [{"action": a, "rule": r, "count": n} for (a, r), n in sorted(self.decisions.items())],
             "escalations": dict(self.escalations),
+            "archive": dict(self.archive),
         }
 
 
@@ -146,7 +150,9 @@ class Supervisor:
     PolledLoss window (ConfigError ``poll`` otherwise). ``cluster`` is the cluster (or its name) whose records
     it supervises (default: the backend's name). ``lease_ttl`` bounds how long a dead supervisor's jobs wait
     before another takes them over. ``mutations`` plants bugs for the simulator's mutation tests
-    (:mod:`dispatch.supervise.mutation`); never set it otherwise.
+    (:mod:`dispatch.supervise.mutation`); never set it otherwise. ``archive`` bounds the output archive kept for
+    a backend whose output goes with its executions (:mod:`dispatch.supervise.archive`; default 1 MiB per
+    execution).
     """
 
     def __init__(
@@ -164,6 +170,7 @@ class Supervisor:
         refresh: float | None = None,
         mutations: Collection[Mutation] = (),
         only: Collection[str] | None = None,
+        archive: ArchiveSettings | None = None,
     ) -> None:
         decl = backend.declarations()
         self.backend = backend
@@ -198,6 +205,7 @@ class Supervisor:
         self._cursor: str | None = None
         self._seen: set[str] = set()
         self._pending: set[str] = set()
+        self.archiver = Archiver.for_backend(backend, records, clock, archive)
 
     # ----- the loop ------------------------------------------------------------------------------------------
 
@@ -239,6 +247,9 @@ class Supervisor:
                 owned.append(mine)
         report.owned = len(owned)
         obs = self._observe(owned, now, report)
+        if self.archiver is not None:
+            self.archiver.begin_cycle(owned)
+            self.archiver.catch_up([j for j in owned if j.id not in self._seen])
         for job in owned:
             try:
                 self._cache[job.id] = done = self._supervise(job, obs, report)
@@ -525,8 +536,14 @@ class Supervisor:
         return new if changed else job
 
     def _supervise(self, job: JobRecord, obs: _Observation, report: CycleReport) -> JobRecord:
-        """Fold the observation into ``job`` and apply its steps; returns the record as last written."""
-        job = self._commit(job, lambda j: self._fold(j, obs, self.refresh), report)
+        """Fold the observation into ``job``, archive the output of executions it saw end, and apply its steps;
+        returns the record as last written."""
+        folded = self._commit(job, lambda j: self._fold(j, obs, self.refresh), report)
+        if self.archiver is not None:
+            self.archiver.note(job, folded)
+            for entry in self.archiver.run(folded.id):
+                report.archive[entry.status.value] += 1
+        job = folded
         self._seen.add(job.id)
         if Mutation.RELEASE_OTHERS_HOLDS in self.mutations:
             for h in job.active_holds():  # planted bug: lifts a hold someone else placed
@@ -550,6 +567,10 @@ class Supervisor:
             if step.kind in (StepKind.NOTHING, StepKind.WAIT, StepKind.OBSERVE):
                 return job
             if step.kind is StepKind.ACT:
+                stops = step.action in (Action.STOP, Action.HOLD) and "schedulerId" not in step.args
+                if self.archiver is not None and stops:
+                    for entry in self.archiver.before_stopping(job, step.submission or 0):
+                        report.archive[entry.status.value] += 1
                 job = self._act(job, step, report)
             else:
                 decided, escalated = len(job.decisions), len(job.escalations)

@@ -55,7 +55,30 @@ class Source:
             return found
 
     def output(self, job: JobRecord, submission: int, execution: int | None, rank: int, stream: str) -> Iterator[bytes]:
-        """The output of one rank of one execution, as the cluster's adapter reads it (never following)."""
+        """The output of one rank of one execution, as the cluster's adapter reads it (never following); when the
+        cluster has it no more (Kubernetes: the pods are gone), rank 0's stdout as the supervisor archived it."""
+        try:
+            return iter([b"".join(self._live(job, submission, execution, rank, stream))])
+        except DispatchError:
+            kept = self._archived(job, submission, execution, rank, stream)
+            if kept is None:
+                raise
+            return iter([kept])
+
+    def _archived(self, job: JobRecord, submission: int, execution: int | None, rank: int, stream: str) -> bytes | None:
+        """The archived output of that execution (the latest of the submission with that restart number)."""
+        get = getattr(self.records, "get_output", None)
+        sub = job.submission(submission)
+        ex = next((e for e in reversed(sub.executions) if execution is None or e.restart == execution), None)
+        if ex is None or not callable(get):
+            return None
+        entry = get(job.id, ex.identity)
+        if entry is None or entry.status.value != "kept" or (entry.rank, entry.stream) != (rank, stream):
+            return None
+        data: bytes = entry.data
+        return data
+
+    def _live(self, job: JobRecord, submission: int, execution: int | None, rank: int, stream: str) -> Iterator[bytes]:
         sub = job.submission(submission)
         if sub.scheduler_id is None:
             raise NotFound(f"submission {submission} of job {job.id} was never created on its cluster")

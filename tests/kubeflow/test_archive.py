@@ -1,0 +1,183 @@
+"""The supervisor's output archive on the Kubeflow adapter against the fake cluster, read back by ``dispatch logs``.
+
+A job fails and is resubmitted; its first TrainJob (pods and logs) is deleted; ``dispatch logs`` (a real
+subprocess, reading the records the supervisor wrote) still shows rank 0's log of the first execution.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dispatch.capabilities import Answer, Capability
+from dispatch.cluster import Cluster
+from dispatch.errors import NotFound
+from dispatch.kubeflow.backend import KubeflowBackend
+from dispatch.kubetest.resources import TRAINJOB
+from dispatch.outcome import Cause
+from dispatch.records import SQLiteRecords
+from dispatch.records.archive import ArchiveStatus
+from dispatch.supervise import Supervisor
+
+from .harness import FakeCluster, job_spec
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+ENTRY = "import sys; from dispatch.cli.main import main; sys.exit(main())"
+RESUBMIT = {"rules": [{"name": "evicted", "cause": ["preempted"], "action": "resubmit", "limit": 1}]}
+AGAIN = {"rules": [{"name": "again", "cause": ["exit"], "action": "resubmit", "limit": 1}]}
+
+
+class Cli:
+    """``dispatch`` as a subprocess over the fake cluster (a configured Kubeflow cluster named ``kf``)."""
+
+    def __init__(self, tmp: Path, cluster: FakeCluster) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("DISPATCH_", "XDG_", "KUBECONFIG"))}
+        self.env.update(
+            XDG_CONFIG_HOME=str(tmp / "config"),
+            XDG_STATE_HOME=str(tmp / "state"),
+            PYTHONPATH=SRC + os.pathsep + self.env.get("PYTHONPATH", ""),
+            NO_COLOR="1",
+        )
+        self.records = tmp / "state" / "dispatch" / "records.db"
+        config = tmp / "config" / "dispatch" / "config.toml"
+        config.parent.mkdir(parents=True)
+        config.write_text(
+            'default = "kf"\n[clusters.kf]\nadapter = "kubeflow"\n[clusters.kf.settings]\n'
+            'namespace = "default"\nmode = "plain"\nsupervised = true\n'
+            f'kubeconfig = {{ path = "{cluster.kubeconfig}" }}\ntimeouts = {{ apiserverRequest = "10s" }}\n'
+        )
+        self.cwd = tmp
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-c", ENTRY, *args], env=self.env, cwd=self.cwd, capture_output=True, text=True, timeout=60
+        )
+
+
+def cycles(c: FakeCluster, sup: Supervisor, until: Any, what: str, n: int = 40) -> None:
+    for _ in range(n):
+        sup.cycle()
+        if until():
+            return
+        c.tick(1.0)
+    raise AssertionError(f"not reached: {what}")
+
+
+class World:
+    """The fake cluster, a writable backend with ``supervised`` set, the CLI's records, and one supervisor."""
+
+    def __init__(self, c: FakeCluster, tmp: Path) -> None:
+        self.c = c
+        self.cli = Cli(tmp, c)
+        self.records = SQLiteRecords(self.cli.records)
+        b = c.backend(supervised=True)
+        assert isinstance(b, KubeflowBackend)
+        self.b = b
+        self.cluster = Cluster("kf", b, self.records, c.clock)
+        self.sup = Supervisor(b, self.records, clock=c.clock, owner="sup-kf", poll=1, cluster="kf")
+
+    def sid(self, job_id: str, n: int = 1) -> str | None:
+        job = self.records.get(job_id)
+        return job.submission(n).scheduler_id if len(job.submissions) >= n else None
+
+    def running(self, job_id: str, n: int = 1) -> list[str]:
+        """Cycle until submission ``n``'s pods run; their names, by rank."""
+        cycles(self.c, self.sup, lambda: bool(self.c.control.pods_of(self.sid(job_id, n) or "")), "pods run")
+        return [p["metadata"]["name"] for p in self.c.control.pods_of(self.sid(job_id, n) or "")]
+
+    def delete_trainjob(self, sid: str) -> None:
+        """The TrainJob goes (an operator, a TTL), and its pods and their logs with it."""
+        self.c.control.delete(TRAINJOB, sid)
+        self.c.tick(1.0)
+        assert self.c.control.pods_of(sid, live=False) == []
+
+    def close(self) -> None:
+        self.b.close()
+        self.records.close()
+
+
+@pytest.fixture
+def world(plain: FakeCluster, tmp_path: Path) -> Iterator[World]:
+    w = World(plain, tmp_path)
+    try:
+        yield w
+    finally:
+        w.close()
+
+
+def test_failed_execution_log_outlives_its_pods_after_the_resubmit(world: World) -> None:
+    w = world
+    assert w.b.capabilities()[Capability.OUTPUT_RETAINED].answer is Answer.YES
+    job_id = w.cluster.submit(job_spec("fail"), AGAIN)
+    rank0, _ = w.running(job_id)
+    w.c.control.append_log(rank0, "epoch 1 loss 0.9", "epoch 2 loss nan")
+    cycles(w.c, w.sup, lambda: w.sid(job_id, 2) is not None, "resubmitted")
+    first = w.records.get(job_id).submission(1).executions[-1]
+    assert first.outcome.cause is Cause.EXIT
+    entry = w.records.get_output(job_id, first.identity)
+    assert entry is not None and entry.status is ArchiveStatus.KEPT, entry
+    assert entry.data == b"epoch 1 loss 0.9\nepoch 2 loss nan\n"
+    first_sid = w.sid(job_id, 1)
+    assert first_sid is not None
+    w.delete_trainjob(first_sid)
+    with pytest.raises(NotFound):
+        list(w.b.execution_output(first_sid, first.identity))
+
+    p = w.cli.run("logs", job_id, "--submission", "1")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "epoch 1 loss 0.9\nepoch 2 loss nan\n"
+    assert "as the supervisor archived it (all of it)" in p.stderr
+    p = w.cli.run("logs", job_id, "--execution", first.identity, "--json")
+    assert p.returncode == 0, p.stderr
+    assert [json.loads(line) for line in p.stdout.splitlines()] == [
+        {"rank": 0, "stream": "stdout", "text": "epoch 1 loss 0.9\nepoch 2 loss nan\n", "archived": True}
+    ]
+    p = w.cli.run("logs", job_id, "--submission", "1", "--rank", "1")
+    assert p.returncode == 3 and "holds rank 0's stdout only" in p.stderr, p.stderr
+    p = w.cli.run("capabilities", "--json")
+    assert p.returncode == 0, p.stderr
+    retained = json.loads(p.stdout)["capabilities"]["OutputRetained"]
+    assert retained["answer"] == "yes" and "archives rank 0's log" in retained["reason"]
+
+
+def test_preempted_execution_whose_pods_went_with_the_preemption_is_recorded_gone(world: World) -> None:
+    # The fake deletes a preempted pod at once (graceful termination is not modelled) and the failed Job's
+    # other pods with it; on Kubernetes they stay Terminating for their grace period, when the log can be read.
+    w = world
+    job_id = w.cluster.submit(job_spec("sleep"), RESUBMIT)
+    rank0, _ = w.running(job_id)
+    w.c.control.append_log(rank0, "epoch 1")
+    w.c.control.preempt_pod(rank0, reason="PreemptionByScheduler")
+    cycles(w.c, w.sup, lambda: w.sid(job_id, 2) is not None, "resubmitted")
+    first = w.records.get(job_id).submission(1).executions[-1]
+    assert first.outcome.cause is Cause.PREEMPTED
+    entry = w.records.get_output(job_id, first.identity)
+    assert entry is not None and entry.status is ArchiveStatus.GONE and "has no pod" in entry.reason
+    p = w.cli.run("logs", job_id, "--execution", first.identity)
+    assert p.returncode == 3, p.stderr
+    assert f"execution {first.identity} of job {job_id}" in p.stderr and "the archive says gone" in p.stderr
+
+
+def test_a_stop_the_supervisor_makes_archives_the_running_log_first(world: World) -> None:
+    w = world
+    job_id = w.cluster.submit(job_spec("sleep"), RESUBMIT)
+    rank0, _ = w.running(job_id)
+    w.c.control.append_log(rank0, "checkpoint saved")
+    job = w.records.get(job_id)
+    job.stop_requested = True  # as after a `dispatch stop` whose own call did not get through
+    w.records.update(job)
+    cycles(w.c, w.sup, lambda: w.records.get(job_id).closed, "stopped and closed")
+    assert w.c.control.pods_of(w.sid(job_id) or "") == []
+    first = w.records.get(job_id).submission(1).executions[-1]
+    entry = w.records.get_output(job_id, first.identity)
+    assert entry is not None and entry.status is ArchiveStatus.KEPT, entry
+    assert entry.data == b"checkpoint saved\n" and "read just before the supervisor stopped it" in entry.reason
+    p = w.cli.run("logs", job_id)
+    assert p.returncode == 0 and p.stdout == "checkpoint saved\n", p.stderr
