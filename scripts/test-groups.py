@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Run the test suite as independent pytest groups in parallel, one per real cluster plus the rest.
+"""Run the test suite as independent pytest groups in parallel: one per real cluster, the apiserver tests, the rest.
 
 Why groups and not pytest-xdist: the tests that use a real Slurm cluster inject faults into it (preemptions, a
 killed slurmd, a restarted slurmctld), so two of them must never run on the same cluster at once; tests on
@@ -27,6 +27,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Markers that bind a test to one real cluster. A test carrying two of them runs in the group listed first.
 CLUSTER_MARKERS = ("slurm_local", "slurm_sid", "slurm_trixie", "gridengine")
+# Markers of their own group, run beside the cluster groups: the real apiextensions-apiserver is injected with no
+# faults by anyone (each test has its own namespace there), and its tests are long enough (the Kubeflow suite in
+# front of it) to lengthen `rest` by minutes.
+OWN_GROUP_MARKERS = ("apiserver",)
 
 
 @dataclass
@@ -42,7 +46,9 @@ def groups() -> list[Group]:
         expr = " and ".join([marker, *(f"not {m}" for m in earlier)])
         out.append(Group(marker.removeprefix("slurm_"), expr))
         earlier.append(marker)
-    out.append(Group("rest", " and ".join(f"not {m}" for m in CLUSTER_MARKERS)))
+    for marker in OWN_GROUP_MARKERS:
+        out.append(Group(marker, " and ".join([marker, *(f"not {m}" for m in earlier)])))
+    out.append(Group("rest", " and ".join(f"not {m}" for m in (*CLUSTER_MARKERS, *OWN_GROUP_MARKERS))))
     return out
 
 

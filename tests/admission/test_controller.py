@@ -15,7 +15,7 @@ from dispatch.kubeflow import names as n
 from dispatch.kubeflow.settings import Mode
 from dispatch.kubetest.resources import WORKLOAD
 
-from ..kubeflow.harness import ADMISSION_TOKEN, CHECK, FakeCluster
+from ..kubeflow.harness import ADMISSION_TOKEN, FakeCluster
 from ..kubeflow.rbac_util import DEPLOY, grants
 
 
@@ -56,17 +56,19 @@ def test_holds_and_stops_keep_it_pending() -> None:
     assert decide(wl(), tj(**{n.ADMIT: "1", n.STOP: "t"}), True).state == "Pending"
 
 
-def test_only_its_own_entry_is_written_and_rbac_is_exact(tmp_path: Path) -> None:
-    c = FakeCluster(tmp_path, Mode.KUEUE, admission=False)
+@pytest.mark.parametrize("world", ["inproc", pytest.param("front", marks=pytest.mark.apiserver)])
+def test_only_its_own_entry_is_written_and_rbac_is_exact(tmp_path: Path, world: str) -> None:
+    c = FakeCluster(tmp_path, Mode.KUEUE, admission=False, world=world)
     try:
-        granted, rules = grants(DEPLOY / "admission-rbac.yaml")
+        granted, rules = grants(DEPLOY / "admission-rbac.yaml", c.ns)
         assert granted == set(PERMISSIONS)
         c.control.set_rules(ADMISSION_TOKEN, rules)
-        c.control.add_admission_check("other-check", controller_name="example.com/other")
+        other = f"other-check-{c.ns}"  # cluster-scoped: a name of this world's own
+        c.control.add_admission_check(other, controller_name="example.com/other")
         c.control.patch(
             __import__("dispatch.kubetest.resources", fromlist=["CLUSTER_QUEUE"]).CLUSTER_QUEUE,
-            "cq",
-            {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": CHECK}, {"name": "other-check"}]}}},
+            c.cluster_queue,
+            {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": c.check}, {"name": other}]}}},
             namespace="",
         )
         c.start_admission()
@@ -74,7 +76,7 @@ def test_only_its_own_entry_is_written_and_rbac_is_exact(tmp_path: Path) -> None
             {
                 "apiVersion": "trainer.kubeflow.org/v1alpha1",
                 "kind": "TrainJob",
-                "metadata": {"name": "plain-user", "namespace": "default", "labels": {n.QUEUE_LABEL: "lq"}},
+                "metadata": {"name": "plain-user", "labels": {n.QUEUE_LABEL: "lq"}},
                 "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "x:1", "numNodes": 1}},
             }
         )
@@ -82,11 +84,11 @@ def test_only_its_own_entry_is_written_and_rbac_is_exact(tmp_path: Path) -> None
         for _ in range(100):
             w = c.control.workload_for("plain-user")
             entries = {e["name"]: e for e in (w or {}).get("status", {}).get("admissionChecks") or []}
-            if entries.get(CHECK, {}).get("state") == "Ready":
+            if entries.get(c.check, {}).get("state") == "Ready":
                 break
             time.sleep(0.05)
-        assert entries[CHECK]["state"] == "Ready"
-        assert entries["other-check"]["state"] == "Pending"  # not ours: never touched
+        assert entries[c.check]["state"] == "Ready"
+        assert entries[other]["state"] == "Pending"  # not ours: never touched
         w = c.control.workload_for("plain-user")
         assert w is not None
         managers = {m["manager"] for m in w["metadata"].get("managedFields") or [] if m.get("subresource") == "status"}

@@ -1,15 +1,28 @@
-"""Test support: a fake cluster (dispatch.kubetest) with a scripted kubelet, its clock, and backends on it.
+"""Test support: a test cluster (dispatch.kubetest) with a scripted kubelet, its clock, and backends on it.
 
-:class:`FakeCluster` owns one FakeAPIServer. Its :class:`ClusterClock` is the dispatch Clock of the tests:
-``now()`` is the fake server's clock, ``sleep(s)`` advances it by ``s`` (reactors fire: deadlines, taint
-evictions), plays the kubelet script (pods whose command says ``succeed``/``fail``/``oom``/``echo`` finish
-after ``RUN_SECONDS`` of fake time) and then gives the watch threads a moment of real time to deliver.
+:class:`FakeCluster` owns one FakeAPIServer, in one of two worlds:
+
+- ``inproc``: the project's server alone; the controller roles are reactors run synchronously in-process;
+- ``front``: the front of the real apiextensions-apiserver (custom resources: real API machinery; core resources:
+  the project's server) with the controller roles running as controllers over HTTP (dispatch.kubetest.controllers).
+  The real server is shared by every test, so each world has its own namespace and its own names for the
+  cluster-scoped objects it creates (ClusterQueue, ResourceFlavor, AdmissionCheck and its controller name).
+
+Tests read those per-world names from the cluster (``ns``, ``check``, ``admission_controller``), never the
+constants, so what they assert does not depend on the world. :class:`ClusterClock` is the dispatch Clock of the
+tests: ``now()`` is the injected clock, ``sleep(s)`` advances it by ``s`` (reactors fire: deadlines, taint
+evictions; in front, after the controllers have settled), plays the kubelet script (pods whose command says
+``succeed``/``fail``/``oom``/``echo`` finish after ``RUN_SECONDS`` of fake time) and then gives the watch threads a
+moment of real time to deliver. In front the injected clock starts at the wall-clock time, since the real server
+stamps ``creationTimestamp`` from the wall clock (the adapter's ``find`` horizon compares it with the clock).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +30,8 @@ from dispatch.conformance.harness import ECHO_STDERR, ECHO_STDOUT, FAIL_EXIT_COD
 from dispatch.extensions import Image
 from dispatch.kubeflow import KubeflowSettings, Mode, open_backend
 from dispatch.kubeflow.extensions import RuntimeRef
-from dispatch.kubetest import FakeAPIServer
+from dispatch.kubetest import FakeAPIServer, FakeClock
+from dispatch.kubetest.crdserver import CRDAPIServer
 from dispatch.kubetest.resources import POD, TRAINJOB
 from dispatch.registry import OpenOptions
 from dispatch.settings import decode
@@ -54,11 +68,31 @@ class FakeCluster:
         admission: bool = True,
         runtime: dict[str, Any] | None = None,
         real_pause: float = 0.03,
+        world: str = "inproc",
     ) -> None:
         self.mode = mode
-        # strict_validation: every write is fieldValidation=Strict (an unknown field is a 400); every custom resource
-        # is validated, pruned and defaulted against the CRD schemas the real apiextensions-apiserver serves
-        self.server = FakeAPIServer(bookmark_interval=0.5, strict_validation=True)
+        self.world = world
+        if world == "front":
+            suffix = uuid.uuid4().hex[:8]
+            self.ns = f"kf-{suffix}"
+            self.check = f"{CHECK}-{suffix}"
+            self.admission_controller = f"{ADMISSION_CONTROLLER}-{suffix}"
+            self.cluster_queue, flavor = f"cq-{suffix}", f"flavor-{suffix}"
+            self.server = FakeAPIServer(
+                bookmark_interval=0.5,
+                strict_validation=True,
+                crd_backend=crd_backend(),
+                namespace=self.ns,
+                clock=FakeClock(datetime.now(UTC).replace(microsecond=0)),
+            )
+        elif world == "inproc":
+            self.ns, self.check, self.admission_controller = "default", CHECK, ADMISSION_CONTROLLER
+            self.cluster_queue, flavor = "cq", "default"
+            # strict_validation: every write is fieldValidation=Strict (an unknown field is a 400); every custom
+            # resource is validated, pruned and defaulted against the CRD schemas the real server serves
+            self.server = FakeAPIServer(bookmark_interval=0.5, strict_validation=True)
+        else:
+            raise ValueError(f"unknown world {world!r}: inproc or front")
         self.server.start()
         self.control = self.server.control
         self.clock = ClusterClock(self)
@@ -70,13 +104,13 @@ class FakeCluster:
         self.control.add_runtime(**(runtime or {"num_nodes": 1}))
         self.control.auto_run_pods = True
         self.kubeconfig = self.server.write_kubeconfig(
-            tmp / f"kubeconfig-{self.server.port}", token=TOKEN, namespace="default"
+            tmp / f"kubeconfig-{self.server.port}", token=TOKEN, namespace=self.ns
         )
         self.controller: Any = None
         if mode is Mode.KUEUE:
-            self.control.add_admission_check(CHECK, controller_name=ADMISSION_CONTROLLER, active=False)
-            self.control.add_cluster_queue("cq", admission_checks=[CHECK])
-            self.control.add_local_queue("lq", namespace="default", cluster_queue="cq")
+            self.control.add_admission_check(self.check, controller_name=self.admission_controller, active=False)
+            self.control.add_cluster_queue(self.cluster_queue, flavor=flavor, admission_checks=[self.check])
+            self.control.add_local_queue("lq", cluster_queue=self.cluster_queue)
             if admission:
                 self.start_admission()
 
@@ -87,8 +121,8 @@ class FakeCluster:
 
         settings = ControllerSettings(
             kubeconfig=str(self.kubeconfig),
-            controller_name=ADMISSION_CONTROLLER,
-            lease_namespace="default",
+            controller_name=self.admission_controller,
+            lease_namespace=self.ns,
             identity="test-admission",
             lease_duration=15.0,
             renew_every=0.5,
@@ -100,7 +134,7 @@ class FakeCluster:
         while time.monotonic() < deadline:
             from dispatch.kubetest.resources import ADMISSION_CHECK
 
-            ac = self.control.get(ADMISSION_CHECK, CHECK, "")
+            ac = self.control.get(ADMISSION_CHECK, self.check, "")
             conds = (ac or {}).get("status", {}).get("conditions") or []
             if any(c.get("type") == "Active" and c.get("status") == "True" for c in conds):
                 return
@@ -112,13 +146,15 @@ class FakeCluster:
     def settings(self, **over: Any) -> KubeflowSettings:
         data: dict[str, Any] = {
             "kubeconfig": {"path": str(self.kubeconfig)},
-            "namespace": "default",
+            "namespace": self.ns,
             "mode": self.mode.value,
             "timeouts": {"apiserverRequest": "10s"},
             "preflight": {"probeWatch": "0.1s"},
         }
         if self.mode is Mode.KUEUE:
             data["localQueue"] = "lq"
+            if self.admission_controller != ADMISSION_CONTROLLER:
+                data["admissionCheckController"] = self.admission_controller
         data.update(over)
         return decode(KubeflowSettings, data)
 
@@ -136,7 +172,7 @@ class FakeCluster:
 
     def play(self) -> None:
         now = self.clock.now()
-        for tj in self.control.list(TRAINJOB, "default"):
+        for tj in self.control.list(TRAINJOB):
             name = tj["metadata"]["name"]
             for i, listed in enumerate(self.control.pods_of(name)):
                 pname = listed["metadata"]["name"]
@@ -161,7 +197,14 @@ class FakeCluster:
                     self.control.finish_log(pname)
                     self.control.succeed_pod(pname)
 
+    def settled(self) -> Any:
+        """The control surface once the controllers have reacted to everything written so far (in front they react
+        asynchronously, by watch): read the cluster through this after the adapter acted."""
+        self.control.reconcile()
+        return self.control
+
     def rank0(self, trainjob: str) -> dict[str, Any]:
+        self.control.reconcile()  # whatever the adapter just wrote has been reacted to
         pods = self.control.pods_of(trainjob)
         if not pods:
             raise AssertionError(f"{trainjob} has no live pods")
@@ -171,6 +214,19 @@ class FakeCluster:
         if self.controller is not None:
             self.controller.stop()
         self.server.stop()
+
+
+_CRD_SERVER: list[CRDAPIServer] = []
+
+
+def crd_backend() -> CRDAPIServer:
+    """The real apiextensions-apiserver with the project's CRDs installed (once per process). Raises
+    CRDAPIServerMissing, naming scripts/k8s/up.sh, when it is not running: a front-world test fails, never skips."""
+    if not _CRD_SERVER:
+        srv = CRDAPIServer.from_state()
+        srv.install_crds()
+        _CRD_SERVER.append(srv)
+    return _CRD_SERVER[0]
 
 
 def _argv(pod: dict[str, Any]) -> list[str]:
@@ -199,6 +255,7 @@ def harness(cluster: FakeCluster) -> Harness:
         return job_spec(behaviour)
 
     def preempt(b: Backend, sid: str) -> None:
+        cluster.control.reconcile()
         if cluster.mode is Mode.KUEUE:
             wl = cluster.control.workload_for(sid)
             assert wl is not None
@@ -212,6 +269,8 @@ def harness(cluster: FakeCluster) -> Harness:
     def admin_hold(b: Backend, sid: str) -> None:
         from dispatch.kubetest.resources import WORKLOAD
 
+        # the adapter just wrote: let the controllers react first (in front, Kueue makes the Workload by watch)
+        cluster.control.reconcile()
         if cluster.mode is Mode.KUEUE:
             wl = cluster.control.workload_for(sid)
             assert wl is not None

@@ -11,9 +11,9 @@ from dispatch.kubetest import Rule, rule
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubeflow"
 
 
-def grants(path: Path) -> tuple[set[tuple[str, str, str, bool]], list[Rule]]:
+def grants(path: Path, namespace: str = "default") -> tuple[set[tuple[str, str, str, bool]], list[Rule]]:
     """(verb, group, resource, namespaced) granted by the Roles and ClusterRoles in ``path``, and the same as
-    fake-server rules (Role rules limited to namespace ``default``)."""
+    fake-server rules (Role rules limited to ``namespace``, the test world's)."""
     out: set[tuple[str, str, str, bool]] = set()
     rules: list[Rule] = []
     for doc in yaml.safe_load_all(path.read_text()):
@@ -26,6 +26,6 @@ def grants(path: Path) -> tuple[set[tuple[str, str, str, bool]], list[Rule]]:
                     for v in r["verbs"]:
                         out.add((v, g, res, namespaced))
             rules.append(
-                rule(list(r["verbs"]), list(r["apiGroups"]), list(r["resources"]), ["default"] if namespaced else None)
+                rule(list(r["verbs"]), list(r["apiGroups"]), list(r["resources"]), [namespace] if namespaced else None)
             )
     return out, rules

@@ -1,4 +1,5 @@
-"""The backend conformance suite against the fake API server, in plain and in Kueue mode."""
+"""The backend conformance suite in plain and in Kueue mode, in both worlds: the project's server with in-process
+reactors, and the front of the real apiextensions-apiserver with the controllers over HTTP (marked apiserver)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from dispatch.conformance import backend_checks, run_check
 from dispatch.conformance.checks import Check
 
 from .harness import FakeCluster, harness
+
+pytestmark = pytest.mark.both_worlds
 
 
 @pytest.mark.parametrize("check", backend_checks(), ids=str)

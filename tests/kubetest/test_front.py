@@ -1,7 +1,7 @@
 """The front (``FakeAPIServer(crd_backend=...)``, front.py): one endpoint where the custom resources are the real
 apiextensions-apiserver's and the core resources are ``dispatch.kubetest``'s, driven by the Kubeflow adapter's own
-client (lightkube) and by kubectl. No reactors run behind the front (they read the store), so nothing here waits for
-a controller."""
+client (lightkube) and by kubectl. These fronts run without the controllers (``reactors=False``), so nothing here waits
+for a controller; test_controllers.py and the Kubeflow suites (tests/kubeflow, world ``front``) run them."""
 
 from __future__ import annotations
 
@@ -503,7 +503,7 @@ def test_kubectl_wait_and_rbac_through_the_front(kubectl, tls_front: FakeAPIServ
 
 def test_kubectl_get_watch_and_logs_follow_through_the_front(kubectl, tls_front: FakeAPIServer, ns: str) -> None:
     """``kubectl get -w`` of TrainJobs is the real server's watch relayed live by the front; ``kubectl logs -f`` of a
-    pod is the front's own (the core half). The pod is made by the test (no kubelet runs behind the front)."""
+    pod is the front's own (the core half). The pod is made by the test (no kubelet runs behind this front)."""
     front = tls_front
     env = kubectl.env  # type: ignore[attr-defined]
     watcher = subprocess.Popen(

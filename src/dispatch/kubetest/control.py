@@ -1,15 +1,23 @@
-"""The control surface tests drive the fake cluster through (``server.control``).
+"""The control surface tests drive a test cluster through (``server.control``), the same in both worlds.
 
-Everything here acts in-process and synchronously: setup helpers create objects the way an
-administrator or a kubelet would, pod helpers play the kubelet, ``advance()`` moves the injected
-clock, and each helper ends with ``reconcile()`` so the reactors have reacted before it returns.
-``reconcile()`` runs the reactors in a fixed order (Kueue, Trainer, JobSet, Job, Pod) until a full
-round changes nothing; it holds the store lock, so no HTTP write interleaves with a round.
+Setup helpers create objects the way an administrator would, pod helpers play the kubelet, ``advance()`` moves the
+injected clock, and each helper ends with ``reconcile()`` so the controllers have reacted before it returns:
+
+- in-process world (``FakeAPIServer()``): the reactors run synchronously, in a fixed order (Kueue, Trainer, JobSet,
+  Job, Pod) until a full round changes nothing; a round holds the store lock, so no HTTP write interleaves with it.
+  Helpers act on the store directly;
+- front world (``FakeAPIServer(crd_backend=...)``): the reactors are controllers (controllers.py): a background
+  loop woken by watches, reading informer caches and writing over HTTP to the front, so custom resources go to the
+  real apiextensions-apiserver and must pass its validation. Helpers act over HTTP too (an APIStore without
+  caches, reading fresh), and ``reconcile()`` waits until the controllers are quiescent (``settle``).
+
+Helpers default to ``namespace`` (``default`` unless the server was made with another one).
 """
 
 from __future__ import annotations
 
 import builtins
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -20,11 +28,13 @@ from .logs import LogBook
 from .patch import merge_patch
 from .rbac import Authorizer, Rule
 from .reactors import JobReactor, JobSetReactor, KueueReactor, PodReactor, Reactor, TrainerReactor
+from .reactors.gc import GarbageCollector
 from .reactors.pods import NOT_READY, UNREACHABLE
 from .requestctx import internal
 from .resources import (
     ADMISSION_CHECK,
     CLUSTER_QUEUE,
+    CONFIGMAP,
     JOB,
     JOBSET,
     LOCAL_QUEUE,
@@ -32,6 +42,7 @@ from .resources import (
     NODE,
     POD,
     RESOURCE_FLAVOR,
+    TRAINING_RUNTIME,
     TRAINJOB,
     WORKLOAD,
     WORKLOAD_PRIORITY_CLASS,
@@ -41,10 +52,17 @@ from .selectors import labels_match, parse_label_selector
 from .store import Store
 
 if TYPE_CHECKING:
+    from .apistore import APIStore
+    from .controllers import ControllerLoop
+    from .objectstore import ObjectStore
     from .server import FakeAPIServer
 
 JSON = dict[str, Any]
 CONTROL = "fake-control"
+WORLD_LABEL = "kubetest.dispatch.io/world"
+"""Label on the cluster-scoped custom resources a front world creates: its controllers see only their own."""
+CONTROLLER_TOKEN = "kubetest-controllers"
+"""The bearer token the front world's controllers use (no rule table: allowed, as an in-cluster controller is)."""
 
 
 class ReconcileLoopError(RuntimeError):
@@ -103,15 +121,22 @@ def torch_runtime(
 
 
 class Cluster:
-    """Control surface of one ``FakeAPIServer`` (also usable without HTTP for unit tests)."""
+    """Control surface of one ``FakeAPIServer`` (also usable without HTTP for unit tests, in-process)."""
 
-    def __init__(self, server: FakeAPIServer, install_reactors: bool = True) -> None:
+    def __init__(self, server: FakeAPIServer, install_reactors: bool = True, namespace: str = "default") -> None:
         self.server = server
         self.store: Store = server.store
         self.clock: FakeClock = server.clock
         self.logs: LogBook = server.logs
         self.faults: Faults = server.faults
         self.rbac: Authorizer = server.rbac
+        self.namespace = namespace
+        self.front = server.crd_backend is not None
+        self.objects: ObjectStore = server.store
+        """What the helpers read and write through: the store in-process, a cache-less APIStore in front."""
+        self.reactor_store: ObjectStore = server.store
+        """What the reactors read and write through: the store in-process, the controllers' APIStore in front."""
+        self.loop: ControllerLoop | None = None
         self.kueue = KueueReactor(self)
         self.trainer = TrainerReactor(self)
         self.jobset = JobSetReactor(self)
@@ -120,17 +145,112 @@ class Cluster:
         self.reactors: builtins.list[Reactor] = (
             [self.kueue, self.trainer, self.jobset, self.jobs, self.pods_reactor] if install_reactors else []
         )
-        self.store.admission_hooks.append(self._admit)
         self.max_rounds = 100
+        self.settle_timeout = 30.0
+        if not self.front:
+            self.store.admission_hooks.append(self._admit)
         self.store.create(NAMESPACE, "", {"metadata": {"name": "default"}})
+        if namespace != "default":
+            self.store.create(NAMESPACE, "", {"metadata": {"name": namespace}})
 
     def _admit(self, rt: ResourceType, obj: JSON, old: JSON | None) -> None:
         for reactor in self.reactors:
             reactor.admit(rt, obj, old)
 
-    # ---- reactors and time ----------------------------------------------------------------
+    # ---- the front world: controllers over HTTP -----------------------------------------------------------
+    def attach(self) -> None:
+        """Front world, once the server listens: the helpers' and the controllers' API clients, and the controllers
+        started (informers synced). Called by ``FakeAPIServer.start``."""
+        from .apistore import APIStore, Endpoint
+        from .controllers import ControllerLoop
+
+        assert self.server.crd_backend is not None
+        ctx = None
+        if self.server.ca_cert is not None:
+            import ssl
+
+            ctx = ssl.create_default_context(cafile=str(self.server.ca_cert))
+        groups = frozenset(self.server.crd_backend.groups)
+        world = (WORLD_LABEL, self.namespace)
+        self.objects = APIStore(
+            Endpoint(self.server.url, CONTROLLER_TOKEN, ctx, "kubetest-control"),
+            self.clock,
+            namespace=self.namespace,
+            world_label=world,
+            wall_clock_groups=groups,
+        )
+        if not self.reactors:
+            self.reactor_store = self.objects  # the kubelet helpers still write, through the API
+            return
+        cached = [
+            TRAINJOB,
+            TRAINING_RUNTIME,
+            JOBSET,
+            WORKLOAD,
+            LOCAL_QUEUE,
+            CLUSTER_QUEUE,
+            JOB,
+            POD,
+            NODE,
+            CONFIGMAP,
+        ]
+        store: APIStore = APIStore(
+            Endpoint(self.server.url, CONTROLLER_TOKEN, ctx, "kubetest-controllers"),
+            self.clock,
+            namespace=self.namespace,
+            cached=cached,
+            world_label=world,
+            wall_clock_groups=groups,
+        )
+        # the helpers write through the controllers' store too (its caches see a helper's write at once) and read
+        # fresh (fetch, fetch_list)
+        self.reactor_store = self.objects = store
+        gc = GarbageCollector(self, [TRAINING_RUNTIME, JOBSET, WORKLOAD, JOB, POD, CONFIGMAP], groups)
+        self.loop = ControllerLoop(store, [*self.reactors, gc], external=(TRAINJOB, TRAINING_RUNTIME, WORKLOAD))
+        self.loop.start()
+
+    def detach(self) -> None:
+        """Front world, before the server stops: delete what this world put in the shared real server (its
+        namespace's custom resources, its labelled ClusterQueues, AdmissionChecks and ResourceFlavors), letting the
+        controllers release Workloads, then stop them. Best effort: a leftover never fails a test."""
+        if not self.front or not hasattr(self.objects, "fetch_list"):
+            return
+        from .controllers import SettleTimeout
+
+        with contextlib.suppress(StatusError, OSError, SettleTimeout):
+            for rt in (TRAINJOB, JOBSET, TRAINING_RUNTIME, LOCAL_QUEUE):
+                for obj in self.list(rt):
+                    self.objects.delete(rt, self.namespace, obj["metadata"]["name"])
+            if self.loop is not None:
+                self.loop.settle(5.0)
+        if self.loop is not None:
+            self.loop.stop()
+            self.loop = None
+        labelled = f"{WORLD_LABEL}={self.namespace}"
+        with contextlib.suppress(StatusError, OSError):
+            for wl in self.list(WORKLOAD):
+                name = wl["metadata"]["name"]
+                self.objects.mutate(WORKLOAD, self.namespace, name, _without_finalizers, CONTROL)
+                with contextlib.suppress(StatusError):
+                    self.objects.delete(WORKLOAD, self.namespace, name)
+            for rt in (CLUSTER_QUEUE, ADMISSION_CHECK, RESOURCE_FLAVOR):
+                for obj in self.list(rt, labels=labelled):
+                    self.objects.delete(rt, "", obj["metadata"]["name"])
+
+    def _acting(self) -> Any:
+        """Held while a helper plays a controller role itself (the kubelet, Kueue's preemption)."""
+        if self.loop is not None:
+            return self.loop.round_lock
+        if self.front:
+            return contextlib.nullcontext()
+        return _Both(self.store.lock, internal())
+
+    # ---- reactors and time ----------------------------------------------------------------------------------
     def reconcile(self) -> int:
-        """Run all reactors until a round changes nothing; returns the number of rounds."""
+        """Let the controllers react: in-process, run all reactors until a round changes nothing; in front, wait
+        until the controllers are quiescent (``ControllerLoop.settle``). Returns the number of rounds."""
+        if self.front:
+            return self.loop.settle(self.settle_timeout) if self.loop is not None else 0
         with self.store.lock, internal():
             for rounds in range(1, self.max_rounds + 1):
                 before = self.store.resource_version
@@ -141,6 +261,7 @@ class Cluster:
         raise ReconcileLoopError(f"reactors still changing the store after {self.max_rounds} rounds")
 
     step = reconcile
+    settle = reconcile
 
     def advance(self, seconds: float) -> None:
         """Move the injected clock forward, then reconcile (time-based reactions fire here)."""
@@ -151,38 +272,80 @@ class Cluster:
     def _rt_for(self, obj: JSON) -> ResourceType:
         rt = self.server.catalogue.by_kind(obj.get("apiVersion", ""), obj.get("kind", ""))
         if rt is None:
+            from .resources import default_catalogue
+
+            rt = next(
+                (t for t in default_catalogue() if (t.api_version, t.kind) == (obj.get("apiVersion"), obj.get("kind"))),
+                None,
+            )
+        if rt is None:
             raise ValueError(f"unknown kind {obj.get('apiVersion')}/{obj.get('kind')}")
         return rt
+
+    def _ns(self, rt: ResourceType, namespace: str | None) -> str:
+        return (namespace or self.namespace) if rt.namespaced else ""
+
+    def _fresh(self, rt: ResourceType, namespace: str, name: str) -> JSON | None:
+        fetch = getattr(self.objects, "fetch", None)
+        if fetch is not None:
+            got: JSON | None = fetch(rt, namespace, name)
+            return got
+        return self.objects.try_get(rt, namespace, name)
 
     def create(self, obj: JSON, *, with_status: bool = True) -> JSON:
         """Create any object from a manifest (status kept when ``with_status``), then reconcile."""
         rt = self._rt_for(obj)
-        ns = (obj.get("metadata") or {}).get("namespace", "default" if rt.namespaced else "")
+        ns = self._ns(rt, (obj.get("metadata") or {}).get("namespace"))
         with internal():
-            created = self.store.create(rt, ns, obj, CONTROL, keep_status=with_status)
+            try:
+                created = self.objects.create(rt, ns, obj, CONTROL, keep_status=with_status)
+            except StatusError as exc:
+                if not (self.front and exc.code == 409 and not rt.namespaced):
+                    raise
+                created = self._replace_shared(rt, obj)
         self.reconcile()
-        return self.store.get(rt, ns, created["metadata"]["name"])
+        return self._fresh(rt, ns, created["metadata"]["name"]) or created
 
-    def get(self, rt: ResourceType, name: str, namespace: str = "default") -> JSON | None:
-        return self.store.try_get(rt, namespace, name)
+    def _replace_shared(self, rt: ResourceType, obj: JSON) -> JSON:
+        """Front world: a cluster-scoped object another world made already (a ClusterTrainingRuntime, a
+        WorkloadPriorityClass of the same name) is brought to this manifest, as ``kubectl apply`` would."""
+
+        def replace(cur: JSON) -> JSON:
+            new = {k: v for k, v in obj.items() if k not in ("metadata", "status")}
+            new["metadata"] = dict(cur["metadata"], labels={**(obj.get("metadata") or {}).get("labels", {})})
+            return new
+
+        return self.objects.mutate(rt, "", obj["metadata"]["name"], replace, CONTROL)
+
+    def get(self, rt: ResourceType, name: str, namespace: str | None = None) -> JSON | None:
+        return self._fresh(rt, self._ns(rt, namespace), name)
 
     def list(self, rt: ResourceType, namespace: str | None = None, labels: str | None = None) -> builtins.list[JSON]:
+        ns = self._ns(rt, namespace) or None
+        fetch_list = getattr(self.objects, "fetch_list", None)
+        if fetch_list is not None:
+            got: builtins.list[JSON] = fetch_list(rt, ns, labels)
+            return got
         reqs = parse_label_selector(labels)
-        items, _ = self.store.list(rt, namespace if rt.namespaced else None)
+        items, _ = self.objects.list(rt, ns)
         return [o for o in items if labels_match(reqs, o)]
 
     def patch(
-        self, rt: ResourceType, name: str, patch: JSON, namespace: str = "default", subresource: str = ""
+        self, rt: ResourceType, name: str, patch: JSON, namespace: str | None = None, subresource: str = ""
     ) -> JSON:
         """JSON-merge-patch an object (``subresource="status"`` for status), then reconcile."""
+        ns = self._ns(rt, namespace)
         with internal():
-            self.store.mutate(rt, namespace, name, lambda cur: merge_patch(cur, patch), CONTROL, subresource)
+            self.objects.mutate(rt, ns, name, lambda cur: merge_patch(cur, patch), CONTROL, subresource)
         self.reconcile()
-        return self.store.get(rt, namespace, name)
+        got = self._fresh(rt, ns, name)
+        if got is None:
+            raise StatusError(404, f'{rt.key} "{name}" not found', "NotFound")
+        return got
 
-    def delete(self, rt: ResourceType, name: str, namespace: str = "default") -> None:
+    def delete(self, rt: ResourceType, name: str, namespace: str | None = None) -> None:
         with internal():
-            self.store.delete(rt, namespace, name)
+            self.objects.delete(rt, self._ns(rt, namespace), name)
         self.reconcile()
 
     # ---- setup helpers --------------------------------------------------------------------
@@ -282,10 +445,10 @@ class Cluster:
             return cur
 
         with internal():
-            self.store.mutate(NODE, "", name, spec_change, "node-lifecycle-controller")
-            self.store.mutate(NODE, "", name, status_change, "node-lifecycle-controller", "status")
+            self.objects.mutate(NODE, "", name, spec_change, "node-lifecycle-controller")
+            self.objects.mutate(NODE, "", name, status_change, "node-lifecycle-controller", "status")
         self.reconcile()
-        return self.store.get(NODE, "", name)
+        return self._fresh(NODE, "", name) or {}
 
     def delete_node(self, name: str) -> None:
         """Delete the Node object: pods bound to it are failed and removed by pod GC."""
@@ -343,7 +506,7 @@ class Cluster:
         """A ClusterQueue with one resource group (``quotas``: resource → nominalQuota) on ``flavor``
         (created if missing), optional AdmissionChecks and ``withinClusterQueue`` preemption."""
         quotas = quotas if quotas is not None else {"cpu": 100, "memory": "1Ti", "nvidia.com/gpu": 64}
-        if self.store.try_get(RESOURCE_FLAVOR, "", flavor) is None:
+        if self._fresh(RESOURCE_FLAVOR, "", flavor) is None:
             self.add_resource_flavor(flavor)
         spec: JSON = {
             "namespaceSelector": {},
@@ -373,7 +536,8 @@ class Cluster:
             with_status=False,
         )
 
-    def add_local_queue(self, name: str = "lq", namespace: str = "default", cluster_queue: str = "cq") -> JSON:
+    def add_local_queue(self, name: str = "lq", namespace: str | None = None, cluster_queue: str = "cq") -> JSON:
+        namespace = namespace or self.namespace
         return self.create(
             {
                 "apiVersion": LOCAL_QUEUE.api_version,
@@ -396,10 +560,11 @@ class Cluster:
         )
 
     # ---- Kueue ----------------------------------------------------------------------------
-    def workload_for(self, name: str, namespace: str = "default", kind: str = "TrainJob") -> JSON | None:
+    def workload_for(self, name: str, namespace: str | None = None, kind: str = "TrainJob") -> JSON | None:
         """The Workload owned by the TrainJob (or JobSet) ``name``."""
         rt = TRAINJOB if kind == "TrainJob" else JOBSET
-        job = self.store.try_get(rt, namespace, name)
+        namespace = namespace or self.namespace
+        job = self._fresh(rt, namespace, name)
         if job is None:
             return None
         for wl in self.list(WORKLOAD, namespace):
@@ -413,11 +578,12 @@ class Cluster:
         check: str,
         state: str,
         message: str = "",
-        namespace: str = "default",
+        namespace: str | None = None,
         pod_set_updates: builtins.list[JSON] | None = None,
     ) -> JSON:
         """Write one check's state on a Workload, as its AdmissionCheck controller would."""
         now = self.clock.rfc3339()
+        ns = namespace or self.namespace
 
         def change(cur: JSON) -> JSON:
             checks = (cur.get("status") or {}).get("admissionChecks") or []
@@ -435,22 +601,26 @@ class Cluster:
             return cur
 
         with internal():
-            self.store.mutate(WORKLOAD, namespace, workload, change, "admission-check-controller", "status")
+            self.objects.mutate(WORKLOAD, ns, workload, change, "admission-check-controller", "status")
         self.reconcile()
-        return self.store.get(WORKLOAD, namespace, workload)
+        return self._fresh(WORKLOAD, ns, workload) or {}
 
-    def preempt_workload(self, workload: str, namespace: str = "default", reason: str = "InClusterQueue") -> JSON:
+    def preempt_workload(self, workload: str, namespace: str | None = None, reason: str = "InClusterQueue") -> JSON:
         """Evict an admitted Workload as preempted (Evicted ``Preempted``, Preempted ``reason``)."""
-        with self.store.lock, internal():
-            self.kueue.preempt(self.store.get(WORKLOAD, namespace, workload), reason)
+        ns = namespace or self.namespace
+        with self._acting():
+            wl = self._fresh(WORKLOAD, ns, workload)
+            if wl is None:
+                raise StatusError(404, f'workload "{workload}" not found', "NotFound")
+            self.kueue.preempt(wl, reason)
         self.reconcile()
-        return self.store.get(WORKLOAD, namespace, workload)
+        return self._fresh(WORKLOAD, ns, workload) or {}
 
     # ---- pods (the kubelet) ---------------------------------------------------------------
     def pods(self, namespace: str | None = None, labels: str | None = None) -> builtins.list[JSON]:
         return self.list(POD, namespace, labels)
 
-    def pods_of(self, trainjob: str, namespace: str = "default", live: bool = True) -> builtins.list[JSON]:
+    def pods_of(self, trainjob: str, namespace: str | None = None, live: bool = True) -> builtins.list[JSON]:
         """The pods of a TrainJob's JobSet, by completion index (``live``: not terminal/deleting)."""
         pods = self.pods(namespace, f"jobset.sigs.k8s.io/jobset-name={trainjob}")
         if live:
@@ -469,13 +639,17 @@ class Cluster:
             ),
         )
 
-    def _pod_action(self, name: str, namespace: str, action: Callable[[JSON], object]) -> JSON:
-        with self.store.lock, internal():
-            action(self.store.get(POD, namespace, name))
+    def _pod_action(self, name: str, namespace: str | None, action: Callable[[JSON], object]) -> JSON:
+        ns = namespace or self.namespace
+        with self._acting():
+            pod = self._fresh(POD, ns, name)
+            if pod is None:
+                raise StatusError(404, f'pods "{name}" not found', "NotFound")
+            action(pod)
         self.reconcile()
-        return self.store.try_get(POD, namespace, name) or {}
+        return self._fresh(POD, ns, name) or {}
 
-    def run_pod(self, name: str, namespace: str = "default") -> JSON:
+    def run_pod(self, name: str, namespace: str | None = None) -> JSON:
         """Containers started and Ready (phase Running). The pod must already be scheduled."""
         return self._pod_action(name, namespace, self.pods_reactor.run)
 
@@ -484,7 +658,7 @@ class Cluster:
         name: str,
         reason: str = "ImagePullBackOff",
         message: str = "",
-        namespace: str = "default",
+        namespace: str | None = None,
         container: str | None = None,
     ) -> JSON:
         """Leave the pod Pending with its container(s) waiting for ``reason``."""
@@ -499,14 +673,14 @@ class Cluster:
     def auto_run_pods(self, value: bool) -> None:
         self.pods_reactor.auto_run = value
 
-    def succeed_pod(self, name: str, namespace: str = "default") -> JSON:
+    def succeed_pod(self, name: str, namespace: str | None = None) -> JSON:
         """All containers exit 0 (reason Completed): phase Succeeded."""
         return self._pod_action(name, namespace, lambda p: self.pods_reactor.terminate(p, 0, "Completed"))
 
     def fail_pod(
         self,
         name: str,
-        namespace: str = "default",
+        namespace: str | None = None,
         exit_code: int = 1,
         reason: str = "Error",
         message: str = "",
@@ -517,14 +691,14 @@ class Cluster:
             name, namespace, lambda p: self.pods_reactor.terminate(p, exit_code, reason, message, container)
         )
 
-    def oom_kill_pod(self, name: str, namespace: str = "default", container: str | None = None) -> JSON:
+    def oom_kill_pod(self, name: str, namespace: str | None = None, container: str | None = None) -> JSON:
         """The kernel OOM-kills a container: terminated reason ``OOMKilled``, exit code 137."""
         return self.fail_pod(name, namespace, 137, "OOMKilled", "", container)
 
     def preempt_pod(
         self,
         name: str,
-        namespace: str = "default",
+        namespace: str | None = None,
         reason: str = "PreemptionByScheduler",
         message: str = "Preempted by a higher priority pod",
     ) -> None:
@@ -532,24 +706,24 @@ class Cluster:
         ``EvictionByEvictionAPI``, ``TerminationByKubelet``, ...)."""
         self._pod_action(name, namespace, lambda p: self.pods_reactor.disrupt(p, reason, message))
 
-    def run_pods(self, trainjob: str, namespace: str = "default") -> builtins.list[JSON]:
+    def run_pods(self, trainjob: str, namespace: str | None = None) -> builtins.list[JSON]:
         """Run every live pod of a TrainJob; returns them."""
         for pod in self.pods_of(trainjob, namespace):
             if (pod.get("status") or {}).get("phase") != "Running":
                 self.run_pod(pod["metadata"]["name"], namespace)
         return self.pods_of(trainjob, namespace)
 
-    def succeed_pods(self, trainjob: str, namespace: str = "default") -> None:
+    def succeed_pods(self, trainjob: str, namespace: str | None = None) -> None:
         for pod in self.pods_of(trainjob, namespace):
             self.succeed_pod(pod["metadata"]["name"], namespace)
 
-    def append_log(self, pod: str, *lines: str, namespace: str = "default", container: str = "node") -> None:
+    def append_log(self, pod: str, *lines: str, namespace: str | None = None, container: str = "node") -> None:
         """Append lines to a container's log (streamed to ``follow`` readers)."""
-        self.logs.append(namespace, pod, container, *lines)
+        self.logs.append(namespace or self.namespace, pod, container, *lines)
 
-    def finish_log(self, pod: str, namespace: str = "default", container: str = "node") -> None:
+    def finish_log(self, pod: str, namespace: str | None = None, container: str = "node") -> None:
         """End a container's log: follow streams close after the buffered lines."""
-        self.logs.finish(namespace, pod, container)
+        self.logs.finish(namespace or self.namespace, pod, container)
 
     # ---- API server knobs -----------------------------------------------------------------
     def set_rules(self, token: str, rules: builtins.list[Rule], user: str | None = None) -> None:
@@ -583,3 +757,25 @@ class Cluster:
 
 
 __all__ = ["JOB", "Cluster", "ReconcileLoopError", "torch_runtime"]
+
+
+def _without_finalizers(cur: JSON) -> JSON:
+    cur["metadata"].pop("finalizers", None)
+    return cur
+
+
+class _Both:
+    """Two context managers entered in order (the store lock, then ``internal()``)."""
+
+    def __init__(self, first: Any, second: Any) -> None:
+        self.first, self.second = first, second
+
+    def __enter__(self) -> None:
+        self.first.__enter__()
+        self.second.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.second.__exit__(*exc)
+        finally:
+            self.first.__exit__(*exc)

@@ -11,8 +11,9 @@ custom-resource groups (``trainer.kubeflow.org``, ``jobset.x-k8s.io``, ``kueue.x
   certificate). The real server's own checks (validation, pruning, defaulting, SSA, resourceVersion, watch) all
   apply; only its authorisation decision is the front's.
 - status code, body and the headers a client reads (``Content-Type``, ``Warning``, ``Retry-After``, ``Audit-Id``)
-  are passed through unchanged; a response without ``Content-Length`` (a watch, a followed stream) is forwarded
-  chunk by chunk as it arrives, never buffered.
+  are passed through unchanged; the answer to a watch or a followed log, when it has no ``Content-Length``, is
+  forwarded chunk by chunk as it arrives, never buffered; any other answer (a large one comes chunked too) is read
+  whole and sent with its length.
 - discovery is merged: ``/apis`` lists the front's groups and the real server's; ``/apis/<group>[/<version>]`` of a
   proxied group is the real server's document. ``/openapi/v2`` and ``/openapi/v3...`` are the real server's, so
   they describe the custom resources only (the front publishes no schemas of core types).
@@ -31,7 +32,7 @@ import json
 import socket
 import threading
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 from .crdserver import CRDAPIServer, crd_manifests
 
@@ -50,6 +51,12 @@ EXTENSIONS_GROUP = "apiextensions.k8s.io"
 def _crd_groups() -> frozenset[str]:
     """The groups of the project's CRDs (parsing the CRD files takes seconds: once per process)."""
     return frozenset(crd["spec"]["group"] for crd in crd_manifests())
+
+
+def _is_stream(path_and_query: str) -> bool:
+    """Whether a request asks for a stream: ``watch`` or ``follow`` set true."""
+    query = parse_qs(urlsplit(path_and_query).query)
+    return any(v.lower() in ("true", "1") for key in ("watch", "follow") for v in query.get(key, []))
 
 
 class ProxyTarget:
@@ -131,7 +138,9 @@ class ExtensionBackend:
             resp = conn.getresponse()
             passed = {k: v for k in PASSED_HEADERS if (v := resp.getheader(k)) is not None and k != "Content-Type"}
             ctype = resp.getheader("Content-Type") or "application/json"
-            if resp.getheader("Content-Length") is not None:
+            if resp.getheader("Content-Length") is not None or not _is_stream(path_and_query):
+                # a large answer comes chunked too: only a watch or a followed log is relayed as a stream (and
+                # ended by a dropped-watch fault); anything else is read whole, never cut short
                 handler.send_body(resp.status, resp.read(), ctype, passed)
                 return
             self._relay_stream(handler, conn, resp, ctype, passed, epoch)

@@ -372,7 +372,8 @@ class RequestHandler(BaseHTTPRequestHandler):
                 )
 
     def _after_write(self) -> None:
-        if self.fake.auto_reconcile and not self._dry:
+        # in front of the real server the controllers react on their own, by watch (controllers.py)
+        if self.fake.auto_reconcile and not self._dry and self.fake.crd_backend is None:
             self.fake.control.reconcile()
 
     def _manager(self) -> str:

@@ -2,9 +2,11 @@
 
 Start it as a context manager; point a real client at ``server.url`` (or at the kubeconfig
 ``server.write_kubeconfig(path)`` writes); drive and inspect the cluster through
-``server.control`` (see control.py). Reactors playing Trainer, JobSet, Kueue and the Job
+``server.control`` (see control.py). In-process, reactors playing Trainer, JobSet, Kueue and the Job
 controller run synchronously after every successful write request, before the response is sent
-(``auto_reconcile=True``), or only when the test calls ``server.control.reconcile()``.
+(``auto_reconcile=True``), or only when the test calls ``server.control.reconcile()``. In front of the real
+apiextensions-apiserver (``crd_backend=``) they run as controllers instead: a background loop that watches the
+front and writes through it (controllers.py), started by ``start()`` and stopped by ``stop()``.
 """
 
 from __future__ import annotations
@@ -54,8 +56,11 @@ class FakeAPIServer:
             in-cluster service-account clients (see ``write_service_account``).
         crd_backend: the real apiextensions-apiserver (``CRDAPIServer.from_state()``): this server becomes the
             front of front.py, serving the core resources and proxying the custom-resource groups to it; the
-            store then holds no custom resources. The reactors read the store, so they cannot run in front of
-            it: ``reactors=True`` with a backend is refused.
+            store then holds no custom resources. The reactors then run as controllers over HTTP (controllers.py);
+            ``auto_reconcile`` does not apply (they react asynchronously; ``control.reconcile()`` waits for them).
+        namespace: the namespace the control surface defaults to (created here). In front of the real server,
+            which every test shares, give each world its own: its controllers watch only that namespace and only
+            the cluster-scoped custom resources labelled with it (``control.WORLD_LABEL``).
     """
 
     def __init__(
@@ -71,16 +76,12 @@ class FakeAPIServer:
         catalogue: list[ResourceType] | None = None,
         tls: bool = False,
         crd_backend: CRDAPIServer | None = None,
+        namespace: str = "default",
     ) -> None:
         from .control import Cluster
 
         self.crd_backend: ExtensionBackend | None = None
         if crd_backend is not None:
-            if reactors:
-                raise ValueError(
-                    "the reactors read the store, which holds no custom resources in front of the real "
-                    "apiextensions-apiserver: pass reactors=False with crd_backend"
-                )
             self.crd_backend = ExtensionBackend(crd_backend)
             catalogue = [t for t in (catalogue or default_catalogue()) if t.group not in self.crd_backend.groups]
         self.clock = clock or FakeClock()
@@ -101,7 +102,7 @@ class FakeAPIServer:
         self.ca_cert: Path | None = None
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
-        self.control: Cluster = Cluster(self, install_reactors=reactors)
+        self.control: Cluster = Cluster(self, install_reactors=reactors, namespace=namespace)
 
     def _on_drop(self) -> None:
         self.store.notify()
@@ -125,9 +126,16 @@ class FakeAPIServer:
             target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="fake-apiserver", daemon=True
         )
         self._thread.start()
+        if self.crd_backend is not None:
+            try:
+                self.control.attach()
+            except BaseException:
+                self.stop()
+                raise
         return self
 
     def stop(self) -> None:
+        self.control.detach()
         if self._httpd is not None:
             self.faults.drop_watches()
             self._httpd.shutdown()

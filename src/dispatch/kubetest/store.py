@@ -30,11 +30,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from . import errors
 from .apply import Ownership
-from .clock import FakeClock
+from .clock import FakeClock, parse_time
 from .requestctx import field_validation, is_external
 from .resources import NAMESPACE, Catalogue, ResourceType
 from .schema import admit as schema_admit
@@ -115,9 +116,11 @@ class Store:
             self._trim()
 
     def compact(self) -> None:
-        """Forget all history, as etcd compaction does: older resume points now answer 410."""
+        """Forget all history, as etcd compaction does: every resume point a client holds now answers 410, even one
+        as new as the last change (a bookmark can bring a watcher there), so a test's compaction always expires."""
         with self.lock:
             self._events.clear()
+            self._rv += 1
             self._oldest_rv = self._rv
 
     def _trim(self) -> None:
@@ -180,6 +183,10 @@ class Store:
             self._suffix_counter += 1
             digest = hashlib.sha256(f"{seed}/{self._suffix_counter}".encode()).digest()
         return "".join(_SUFFIX_ALPHABET[b % len(_SUFFIX_ALPHABET)] for b in digest[:length])
+
+    def created_at(self, obj: JSON) -> datetime:
+        """``metadata.creationTimestamp``: this store stamps it from the injected clock."""
+        return parse_time(obj["metadata"]["creationTimestamp"])
 
     # ---- reads ----------------------------------------------------------------------------
     def _bucket(self, rt: ResourceType) -> dict[tuple[str, str], JSON]:

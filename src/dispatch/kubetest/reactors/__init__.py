@@ -1,8 +1,9 @@
 """Reactors: deterministic stand-ins for the controllers of a Trainer/JobSet/Kueue cluster.
 
-Each reactor is level-triggered: ``reconcile()`` looks at the whole store and makes one round
-of corrections. ``Cluster.reconcile()`` runs all of them in a fixed order until nothing changes.
-None of them runs in the background.
+Each reactor is level-triggered: ``reconcile()`` looks at the whole of what its ObjectStore shows and makes one
+round of corrections. In-process, ``Cluster.reconcile()`` runs all of them in a fixed order until nothing changes,
+in the caller's thread; in front of the real apiextensions-apiserver the controller loop (controllers.py) runs them
+in the background, woken by watches, against an APIStore.
 """
 
 from .base import Reactor

@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import StatusError
 from ..resources import ResourceType
-from ..store import Store
 
 if TYPE_CHECKING:
     from ..control import Cluster
+    from ..objectstore import ObjectStore
 
 JSON = dict[str, Any]
 
@@ -79,13 +79,19 @@ def meta(obj: JSON) -> JSON:
 
 
 class Reactor:
-    """Base class. Subclasses set ``manager`` (their field-manager name) and implement reconcile()."""
+    """Base class. Subclasses set ``manager`` (their field-manager name) and implement reconcile().
+
+    A reactor reads and writes only through ``self.store``, an :class:`~dispatch.kubetest.objectstore.ObjectStore`:
+    the project's store in the in-process world, an APIStore (informer caches, HTTP writes) in the front world."""
 
     manager = "reactor"
 
     def __init__(self, cluster: Cluster) -> None:
         self.cluster = cluster
-        self.store: Store = cluster.store
+
+    @property
+    def store(self) -> ObjectStore:
+        return self.cluster.reactor_store
 
     def now(self) -> str:
         return self.store.clock.rfc3339()

@@ -255,11 +255,11 @@ class TrainerReactor(Reactor):
             if deadline is not None and not suspended:
                 resumed = find_condition(tj, "Suspended")
                 start = (
-                    resumed["lastTransitionTime"]
+                    parse_time(resumed["lastTransitionTime"])
                     if resumed and resumed.get("status") == "False"
-                    else tj["metadata"]["creationTimestamp"]
+                    else self.store.created_at(tj)
                 )
-                elapsed = (self.store.clock.now() - parse_time(start)).total_seconds()
+                elapsed = (self.store.clock.now() - start).total_seconds()
                 if elapsed >= float(deadline):
                     set_condition(
                         status,
