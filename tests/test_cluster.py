@@ -230,7 +230,6 @@ def test_registered_lists_builtins_and_entry_point_adapters_without_importing_th
         registry.adapter("nope")
 
 
-
 def test_submit_many_without_a_batch_starter_goes_one_by_one(cluster: dispatch.Cluster) -> None:
     from dispatch.spi import BatchStarter
 
