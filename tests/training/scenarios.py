@@ -86,7 +86,9 @@ def timed_out(cluster: str, ref: bytes) -> Result:
             timed_out = next(d.execution for d in res.job.decisions if d.cause.value == "timeout")
             lines = res.logs[timed_out]
             warned = [ln["step"] for ln in lines if ln.get("event") == "warned" and ln.get("signal") == "SIGUSR1"]
-            assert warned, f"no SIGUSR1 warning in {timed_out}"
+            seen = [(ln.get("event"), ln.get("step"), ln.get("t")) for ln in lines if ln.get("event") != "step"]
+            span = [(j, st, e - b) for j, st, b, e in res.intervals]
+            assert warned, f"no SIGUSR1 warning in {timed_out}: its events {seen[-12:]}, Slurm's intervals {span}"
             saved = {ln["step"] for ln in lines if ln.get("event") == "checkpoint"} | {0}
             assert warned[0] in saved, (warned, sorted(saved))
             res.interrupted_at = sorted(e for _, st, _, e in res.intervals if st == "TIMEOUT")[:1]
