@@ -339,6 +339,14 @@ class RequestHandler(BaseHTTPRequestHandler):
                         "propagationPolicy Foreground is not modelled by dispatch.kubetest (Background and Orphan are)",
                         "BadRequest",
                     )
+                grace = opts.get("gracePeriodSeconds", self.query.get("gracePeriodSeconds"))
+                if t.rt.kind == "Pod" and grace not in (None, "") and int(grace) > 0:
+                    raise StatusError(
+                        400,
+                        f"gracePeriodSeconds={grace}: graceful pod termination is not modelled by dispatch.kubetest "
+                        "(a deleted pod is removed at once, its containers never see SIGTERM); send 0 or leave it out",
+                        "BadRequest",
+                    )
                 if policy not in ("Background", "Orphan"):
                     raise StatusError(
                         400, f'invalid propagationPolicy "{policy}": must be one of Orphan, Foreground, Background'
