@@ -460,10 +460,10 @@ def check_requeue_rule(h: CoreHarness) -> None:
     load, naming it, and the check skips with the Reason. A backend that accepts the rule must carry it out."""
     if h.exit_spec is None or h.exit_spec(75) is None:
         raise Skip("the harness has no exit-code spec")
-    if not isinstance(h.base.backend(), Requeuer):
-        raise Skip("the backend offers no Requeuer")
     rules = {"rules": [{"name": "again", "cause": "exit", "exitCodes": [75], "action": "requeue", "limit": 1}]}
     with world(h) as w:
+        if not isinstance(w.backend, Requeuer):
+            raise Skip("the backend offers no Requeuer")
         answer = action_availability(RuleAction.REQUEUE, w.backend, w.backend.capabilities())
         if not answer.yes:
             try:
