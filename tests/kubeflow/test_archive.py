@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from dispatch.cluster import Cluster
 from dispatch.errors import NotFound
 from dispatch.kubeflow.backend import KubeflowBackend
 from dispatch.kubetest.resources import TRAINJOB
-from dispatch.outcome import Cause
+from dispatch.outcome import Cause, State
 from dispatch.records import SQLiteRecords
 from dispatch.records.archive import ArchiveStatus
 from dispatch.supervise import Supervisor
@@ -70,6 +71,19 @@ def cycles(c: FakeCluster, sup: Supervisor, until: Any, what: str, n: int = 40) 
     raise AssertionError(f"not reached: {what}")
 
 
+def caught_up(c: FakeCluster, sup: Supervisor, until: Any, what: str, within: float = 30.0) -> None:
+    """Cycle without advancing the fake clock until ``until()``: for a wait on the supervisor's watches catching
+    up with the server, which takes real time (more under load), not fake time; no pod's script moves on."""
+    deadline = time.monotonic() + within
+    while True:
+        sup.cycle()
+        if until():
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not reached within {within:g}s: {what}")
+        c.tick(0.0)
+
+
 class World:
     """The fake cluster, a writable backend with ``supervised`` set, the CLI's records, and one supervisor."""
 
@@ -88,9 +102,17 @@ class World:
         return job.submission(n).scheduler_id if len(job.submissions) >= n else None
 
     def running(self, job_id: str, n: int = 1) -> list[str]:
-        """Cycle until submission ``n``'s pods run; their names, by rank."""
+        """Cycle until submission ``n``'s pods run and the supervisor has recorded their execution running;
+        their names, by rank. The server has the pods first: until the supervisor's watch shows them, its
+        record has no execution, and a stop it makes then has no running log to archive."""
         cycles(self.c, self.sup, lambda: bool(self.c.control.pods_of(self.sid(job_id, n) or "")), "pods run")
+        caught_up(self.c, self.sup, lambda: self.recorded_running(job_id, n), "the execution recorded running")
         return [p["metadata"]["name"] for p in self.c.control.pods_of(self.sid(job_id, n) or "")]
+
+    def recorded_running(self, job_id: str, n: int = 1) -> bool:
+        """Submission ``n``'s record holds an execution and its last one is running."""
+        execs = self.records.get(job_id).submission(n).executions
+        return bool(execs) and execs[-1].outcome.state is State.RUNNING
 
     def delete_trainjob(self, sid: str) -> None:
         """The TrainJob goes (an operator, a TTL), and its pods and their logs with it."""
