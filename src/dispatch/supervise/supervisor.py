@@ -185,7 +185,9 @@ class Supervisor:
     before another takes them over. ``mutations`` plants bugs for the simulator's mutation tests
     (:mod:`dispatch.supervise.mutation`); never set it otherwise. ``archive`` bounds the output archive kept for
     a backend whose output goes with its executions (:mod:`dispatch.supervise.archive`; default 1 MiB per
-    execution).
+    execution). ``steady=False`` sends every job the whole way each cycle (observe, fold, next_step) instead of
+    letting settled quiet jobs take the steady path (see :meth:`cycle`): the decisions are the same, and the
+    simulator compares the two.
     """
 
     def __init__(
@@ -204,6 +206,7 @@ class Supervisor:
         mutations: Collection[Mutation] = (),
         only: Collection[str] | None = None,
         archive: ArchiveSettings | None = None,
+        steady: bool = True,
     ) -> None:
         decl = backend.declarations()
         self.backend = backend
@@ -244,7 +247,7 @@ class Supervisor:
         self._quiet: dict[str, _Quiet] = {}
         """The jobs (by id) for which next_step said ``nothing`` last cycle (see :meth:`_steps`)."""
         self._quiet_next: dict[str, _Quiet] = {}
-        self._fast = not self.mutations
+        self._fast = steady and not self.mutations
         """Whether settled quiet jobs take the steady path (see :meth:`cycle`); planted bugs need every job to
         go the whole way."""
         self.archiver = Archiver.for_backend(backend, records, clock, archive)
@@ -260,7 +263,16 @@ class Supervisor:
             self.clock.sleep(self.poll)
 
     def cycle(self) -> CycleReport:
-        """One pass over every job this supervisor owns or can take (see the module docstring)."""
+        """One pass over every job this supervisor owns or can take (see the module docstring).
+
+        The steady path: a job for which next_step said ``nothing`` last cycle, whose current submission is
+        settled (:class:`~dispatch.supervise.fold.Settled`: a live object, no open intent, no stray, no unknown
+        clock running) and whose record is still at the version this supervisor holds, is not read, folded or
+        asked about again unless this cycle's evidence differs from what its record holds
+        (:meth:`Settled.unchanged_by <dispatch.supervise.fold.Settled.unchanged_by>`, which agrees with
+        :func:`~dispatch.supervise.fold.fold`). Its object is still observed every cycle, in the same batched
+        call, and jobs are handled in the same order whichever path they take, so decisions are the same as
+        with ``steady=False``."""
         now = self.clock.now()
         report = CycleReport(at=now)
         peers: Peers | None = None
