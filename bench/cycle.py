@@ -235,6 +235,9 @@ class _DefaultCollector:
     def after_cycle(self) -> None:
         pass
 
+    def stop(self) -> None:
+        pass
+
 
 def _measure(adapter: str, jobs: int, setup: Setup, count: bool = False, policy: str = "service") -> dict[str, Any]:
     meter = Meter()
@@ -268,9 +271,7 @@ def _measure(adapter: str, jobs: int, setup: Setup, count: bool = False, policy:
         setup.clock.advance(POLL)
     if count:
         _callgrind("off")
-    import gc
-
-    gc.unfreeze()  # the next row starts from a process as it was
+    collector.stop()  # the next row starts from a process as it was
     return {
         "adapter": adapter,
         "jobs": jobs,

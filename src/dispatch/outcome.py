@@ -113,7 +113,7 @@ class Cause(StrEnum):
 WAITING_CAUSES = frozenset({Cause.GATED, Cause.QUEUED, Cause.NO_CAPACITY, Cause.HELD, Cause.ADMIN_HELD})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Evidence:
     """Where an observation came from and when: ``source`` names it (``squeue``, ``sacct``, ``watch``,
     ``memory``, ``record``), ``observed_at`` is the clock time it was read."""
@@ -126,7 +126,7 @@ class Evidence:
         return max(0.0, now - self.observed_at)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """A state, its cause, the exit code where one is known, and the evidence behind them.
 

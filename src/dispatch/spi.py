@@ -30,7 +30,7 @@ from dispatch.outcome import Outcome
 from dispatch.spec import JobSpec
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StartRequest:
     """One submission to create: the ``submission``-th scheduler object of dispatch job ``job_id``.
 
@@ -51,7 +51,7 @@ class Gate(StrEnum):
     OPEN = "open"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ExecutionEvidence:
     """One execution (one run in place) of a submission, as the scheduler shows it.
 
@@ -67,7 +67,7 @@ class ExecutionEvidence:
     nodes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobEvidence:
     """Everything a backend can tell about one scheduler object, read at one time.
 
@@ -92,7 +92,7 @@ class JobEvidence:
         return self.executions[-1] if self.executions else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Unanswered:
     """:meth:`Backend.inspect_many`'s answer for an object the scheduler has not answered for *yet*.
 
@@ -110,7 +110,7 @@ class Unanswered:
     observed_at: float
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Found:
     """A scheduler object found by its marker."""
 
@@ -224,7 +224,7 @@ class Readmitter(Protocol):
     def readmit(self, scheduler_id: str) -> None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NativePolicy:
     """What a NativePolicyCompiler made of some rules: ``native`` the scheduler enforces by itself (as
     scheduler options), ``residual`` the supervisor must still apply."""
@@ -241,7 +241,7 @@ class NativePolicyCompiler(Protocol):
     def compile_policy(self, rules: Sequence[Mapping[str, Any]]) -> NativePolicy: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class WatchBatch:
     """Changes since a cursor: the ids whose evidence changed, and the cursor to resume from.
 
@@ -263,7 +263,7 @@ class Watcher(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Cessation:
     """A planned end of the nodes or site a job runs on (drain, maintenance): ``reason`` and since when."""
 

@@ -29,6 +29,17 @@ def test_a_seed_replays_identically() -> None:
     assert a.trace == b.trace and len(a.trace) > 100
 
 
+@pytest.mark.parametrize("shape", ["slurm", "kubeflow"])
+def test_the_steady_path_decides_exactly_as_the_whole_way(shape: str) -> None:
+    # every step, fault, crash and takeover of these runs is in the trace: one difference in what a supervisor
+    # read, wrote or called shows
+    for seed in range(8):
+        steady = run(Config(seed=seed, shape=shape, supervisors=3))
+        whole = run(Config(seed=seed, shape=shape, supervisors=3, steady=False))
+        assert steady.trace == whole.trace, seed
+        assert steady.violations == whole.violations == [], seed
+
+
 def test_stop_at_dumps_the_trace_records_and_truth() -> None:
     result = run(Config(seed=3, shape="slurm", stop_at=60))
     assert result.steps == 60 and result.dump is not None

@@ -15,6 +15,7 @@ from dispatch.supervise.collector import Collector
 def _unfrozen() -> Iterator[None]:
     yield
     gc.unfreeze()
+    gc.enable()
 
 
 class _Node:
@@ -53,6 +54,26 @@ def test_cyclic_garbage_frozen_by_a_cycle_is_reclaimed_by_the_periodic_full_coll
     assert ref() is None and col.cycles == 3
 
 
+def test_nothing_is_collected_during_a_cycle_and_stop_gives_the_collector_back() -> None:
+    col = Collector(full_every=10)
+    col.start()
+    assert not gc.isenabled()
+    garbage = [_cycle_garbage() for _ in range(5000)]  # far past the young generation's threshold
+    assert all(ref() is not None for ref in garbage)  # still there: no automatic collection mid-cycle
+    col.after_cycle()
+    assert all(ref() is None for ref in garbage)
+    col.stop()
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_stop_leaves_a_collector_that_was_off_off() -> None:
+    gc.disable()
+    col = Collector()
+    col.start()
+    col.stop()
+    assert not gc.isenabled()
+
+
 def test_a_period_below_one_cycle_is_refused() -> None:
     with pytest.raises(ValueError, match="full_every"):
         Collector(full_every=0)
@@ -79,4 +100,4 @@ def test_serve_runs_the_policy_and_leaves_the_process_unfrozen() -> None:
     col = Collector(full_every=100)
     assert serve(Sup(), Emitter(io.StringIO(), "t"), once=True, collector=col) == 0
     assert col.cycles == 1 and Sup.frozen[0] > 0  # start() froze start-up before the first cycle
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == 0 and gc.isenabled()

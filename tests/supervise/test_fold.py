@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.records.model import Action, GateState, Intent, IntentStatus, JobRecord, Submission
 from dispatch.spec import JobSpec
 from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence, Unanswered
 from dispatch.supervise import fold, fold_found
+from dispatch.supervise.fold import Settled
 
 T0 = 1_800_000_000.0
 
@@ -239,3 +243,91 @@ def test_the_same_answer_after_unanswered_clears_the_clock() -> None:
     first, _ = fold(seen, unanswered(T0 + 10), T0 + 10, unanswered_grace=120)
     back, _ = fold(first, running(T0 + 20), T0 + 20, refresh=60)
     assert back is not first and back.current.unknown_since is None  # type: ignore[union-attr]
+
+
+# ----- Settled: the supervisor's steady path must agree with fold ---------------------------------------------
+
+_STATES = [
+    (State.RUNNING, None, None),
+    (State.PENDING, Cause.QUEUED, None),
+    (State.HELD, Cause.HELD, None),
+    (State.SUCCEEDED, Cause.EXIT, 0),
+    (State.FAILED, Cause.EXIT, 3),
+    (State.FAILED, Cause.PREEMPTED, None),
+    (State.UNKNOWN, Cause.UNKNOWN, None),
+]
+
+
+def _evidence(
+    sid: str, at: float, shape: tuple[State, Cause | None, int | None], runs: int, ended_at: float | None, gate: Gate
+) -> JobEvidence:
+    state, cause, code = shape
+    out = Outcome(state, cause, Evidence("memory:queue", at), exit_code=code)
+    executions = tuple(
+        ExecutionEvidence(
+            f"1.101.{i}",
+            i,
+            out if i == runs - 1 else Outcome(State.FAILED, Cause.NODE_LOST, out.evidence),
+            T0,
+            ended_at if i == runs - 1 else T0 + 2,
+        )
+        for i in range(runs)
+    )
+    return JobEvidence(sid, "dsp-j1-1", out, gate, executions=executions)
+
+
+@st.composite
+def two_readings(draw: st.DrawFn) -> tuple[JobEvidence, JobEvidence]:
+    """Two readings of submission 1's object (sid 101): the second the same as the first but for some of its
+    fields (often none, so that only the time moves), read earlier, at the same time or later."""
+    fields = {
+        "sid": st.just("101"),
+        "at": st.sampled_from([T0 + 5.0, T0 + 10.0, T0 + 20.0]),
+        "shape": st.sampled_from(_STATES),
+        "runs": st.integers(min_value=0, max_value=2),
+        "ended_at": st.sampled_from([None, T0 + 4]),
+        "gate": st.sampled_from([Gate.OPEN, Gate.CLOSED]),
+    }
+    first = {k: draw(v) for k, v in fields.items()}
+    fields["sid"] = st.sampled_from(["101", "102"])
+    second = {k: draw(v) if draw(st.integers(0, 3)) == 0 else first[k] for k, v in fields.items()}
+    second["at"] = first["at"] + draw(st.sampled_from([-5.0, 0.0, 10.0, 29.0, 30.0, 75.0]))
+    return _evidence(**first), _evidence(**second)
+
+
+@settings(max_examples=800, deadline=None)
+@given(readings=two_readings(), refresh=st.sampled_from([30.0, 60.0, float("inf")]))
+def test_settled_says_unchanged_exactly_when_fold_changes_nothing(
+    readings: tuple[JobEvidence, JobEvidence], refresh: float
+) -> None:
+    first, second = readings
+    record, _ = fold(job(), first, first.outcome.evidence.observed_at, refresh=refresh)
+    settled = Settled.of(record, refresh)
+    assume(settled is not None)
+    assert settled is not None
+    now = max(second.outcome.evidence.observed_at, first.outcome.evidence.observed_at)
+    folded, _ = fold(record, second, now, refresh=refresh)
+    if settled.unchanged_by(second):
+        assert folded is record  # the steady path never skips a change
+    if second.scheduler_id == settled.scheduler_id:  # what the supervisor reads: evidence of the object itself
+        assert settled.unchanged_by(second) == (folded is record)  # and skips every non-change
+
+
+def test_a_submission_with_an_open_intent_gone_or_on_the_unknown_clock_is_not_settled() -> None:
+    seen, _ = fold(job(), running(T0 + 5), T0 + 5)
+    assert Settled.of(seen, 60.0) is not None
+    assert Settled.of(_with_start(seen, T0 + 100), 60.0) is None
+    gone, _ = fold(seen, None, T0 + 30)
+    assert Settled.of(gone, 60.0) is None
+    waiting, _ = fold(seen, unanswered(T0 + 40), T0 + 40, unanswered_grace=100.0)
+    assert waiting.current is not None and waiting.current.unknown_since is not None
+    assert Settled.of(waiting, 60.0) is None
+    assert Settled.of(job(sid=None), 60.0) is None
+
+
+def test_settled_never_takes_an_unanswered_or_missing_reading_as_unchanged() -> None:
+    seen, _ = fold(job(), running(T0 + 5), T0 + 5)
+    settled = Settled.of(seen, 60.0)
+    assert settled is not None and settled.unchanged_by(running(T0 + 15))
+    assert not settled.unchanged_by(unanswered(T0 + 15))
+    assert not settled.unchanged_by(None)

@@ -462,7 +462,8 @@ def check_requeue_rule(h: CoreHarness) -> None:
         raise Skip("the harness has no exit-code spec")
     rules = {"rules": [{"name": "again", "cause": "exit", "exitCodes": [75], "action": "requeue", "limit": 1}]}
     with world(h) as w:
-        if not isinstance(w.backend, Requeuer):
+        requeues = isinstance(w.backend, Requeuer)  # kept as a bool: w.backend stays typed as a Backend
+        if not requeues:
             raise Skip("the backend offers no Requeuer")
         answer = action_availability(RuleAction.REQUEUE, w.backend, w.backend.capabilities())
         if not answer.yes:

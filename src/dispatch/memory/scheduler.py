@@ -44,7 +44,7 @@ class Crashed(OutcomeUnknown):
     """The caller crashed between the requeue's steps, leaving the requeue flag set (outcome unknown)."""
 
 
-@dataclass
+@dataclass(slots=True)
 class TruthExecution:
     restart: int
     attempt: int
@@ -61,7 +61,7 @@ class TruthExecution:
         return self.started_at is not None and self.ended_at is None
 
 
-@dataclass
+@dataclass(slots=True)
 class TruthJob:
     sid: str
     marker: str
@@ -102,7 +102,7 @@ class TruthJob:
         return not self.ended and self.current.started_at is None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Program:
     runtime: float
     exit_code: int = 0
@@ -133,7 +133,7 @@ _End = tuple[float, State, Cause, int | None, str]
 """When an execution ends, its state, cause, exit code and the scheduler's word for it."""
 
 
-@dataclass
+@dataclass(slots=True)
 class Fault:
     """A fault for the next call of ``method``: ``kind`` is ``unknown``, ``unavailable`` or ``unanswered``
     (``inspect_many`` answers Unanswered for every object); ``landed`` says
@@ -144,7 +144,7 @@ class Fault:
     landed: bool = False
 
 
-@dataclass
+@dataclass(slots=True)
 class CallLog:
     at: float
     method: str

@@ -24,19 +24,34 @@ class MemoryRecords:
     def __init__(self) -> None:
         self._docs: dict[str, str] = {}
         self._events: list[Event] = []
-        self._live: dict[str, tuple[str, float, JobHead]] = {}  # id -> (cluster, created_at, head)
+        self._live: dict[str, dict[str, JobHead]] = {}  # cluster -> id -> head, of the jobs needing supervision
+        self._order: dict[str, list[str] | None] = {}  # cluster -> its live ids by (created_at, id); None: to sort
+        self._created: dict[str, float] = {}  # id -> created_at, of the live jobs
         self._alive: dict[tuple[str, str], float] = {}  # (cluster, owner) -> until
         self._outputs: dict[tuple[str, str], ArchivedOutput] = {}  # (job, execution) -> archived output
         self._lock = threading.Lock()
         self.writes = 0
 
     def _index(self, job: JobRecord) -> None:
+        live = self._live.setdefault(job.cluster, {})
         if needs_supervision(job):
             lease = job.lease
             head = JobHead(job.id, job.version, lease.owner if lease else None, lease.expires_at if lease else None)
-            self._live[job.id] = (job.cluster, job.created_at, head)
-        else:
-            self._live.pop(job.id, None)
+            if job.id not in live:
+                self._order[job.cluster] = None
+                self._created[job.id] = job.created_at
+            live[job.id] = head
+        elif live.pop(job.id, None) is not None:
+            self._order[job.cluster] = None
+            del self._created[job.id]
+
+    def _ordered(self, cluster: str) -> list[str]:
+        """The ids of ``cluster``'s live jobs by (created_at, id), sorted again only after one came or went."""
+        order = self._order.get(cluster)
+        if order is None:
+            created = self._created
+            order = self._order[cluster] = sorted(self._live.get(cluster, {}), key=lambda i: (created[i], i))
+        return order
 
     def _load(self, doc: str) -> JobRecord:
         data: dict[str, Any] = json.loads(doc)
@@ -100,8 +115,9 @@ class MemoryRecords:
 
     def to_supervise(self, *, cluster: str, owner: str, now: float) -> list[JobHead]:
         with self._lock:
-            rows = [(c, h) for c, _, h in sorted(self._live.values(), key=lambda v: (v[1], v[2].id)) if c == cluster]
-        return [h for _, h in rows if h.takeable(owner, now)]
+            live = self._live.get(cluster, {})
+            heads = [live[i] for i in self._ordered(cluster)]
+        return [h for h in heads if h.lease_owner is None or h.lease_owner == owner or (h.lease_expires or 0.0) <= now]
 
     def get_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
         with self._lock:
@@ -111,11 +127,12 @@ class MemoryRecords:
     def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
         with self._lock:
             renewed: dict[str, int] = {}
-            for job_id, (c, created, h) in list(self._live.items()):
-                if c != cluster or h.lease_owner != owner or (h.lease_expires or 0.0) <= now:
+            live = self._live.get(cluster, {})
+            for job_id, h in live.items():
+                if h.lease_owner != owner or (h.lease_expires or 0.0) <= now:
                     continue
                 self._docs[job_id], version = _renewed(self._docs[job_id], expires_at)
-                self._live[job_id] = (c, created, JobHead(job_id, version, owner, expires_at))
+                live[job_id] = JobHead(job_id, version, owner, expires_at)  # same key: the dict keeps its size
                 renewed[job_id] = version
             self.writes += 1
             return renewed
@@ -125,7 +142,7 @@ class MemoryRecords:
             self._alive[(cluster, owner)] = expires_at
             self.writes += 1
             owners = tuple(sorted(o for (c, o), until in self._alive.items() if c == cluster and until > now))
-            jobs = sum(1 for c, _, _ in self._live.values() if c == cluster)
+            jobs = len(self._live.get(cluster, {}))
         return Peers(owners, jobs)
 
     def summaries(

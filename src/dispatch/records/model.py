@@ -61,7 +61,7 @@ class Action(StrEnum):
     STOP = "stop"
 
 
-@dataclass
+@dataclass(slots=True)
 class ExecutionRecord:
     """One execution as last observed, with the evidence for it."""
 
@@ -94,7 +94,7 @@ class ExecutionRecord:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Submission:
     """The N-th scheduler object of a job. ``marker`` is written before the object is created."""
 
@@ -144,7 +144,7 @@ class Submission:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class HoldRecord:
     """A hold dispatch placed (or means to place): ``instance`` is its identity, ``owner`` who placed it."""
 
@@ -181,7 +181,7 @@ class HoldRecord:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Intent:
     """A backend call dispatch is about to make, written before it is made.
 
@@ -239,7 +239,7 @@ class Intent:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Decision:
     """What the supervisor chose for an execution's outcome, and why (the rule, or the unmatched policy)."""
 
@@ -281,7 +281,7 @@ class Decision:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Escalation:
     """A situation handed to humans: ``cause`` and a ``reason`` they can act on."""
 
@@ -314,7 +314,7 @@ class Escalation:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class Lease:
     """Which supervisor owns the job, until when, and the fencing token every owner's write carries."""
 
@@ -330,7 +330,7 @@ class Lease:
         return cls(owner=d["owner"], token=d["token"], expires_at=d["expiresAt"])
 
 
-@dataclass
+@dataclass(slots=True)
 class Event:
     """One entry of a job's append-only history."""
 
@@ -345,7 +345,7 @@ class Event:
         return {"seq": self.seq, "jobId": self.job_id, "at": self.at, "kind": self.kind, "data": self.data}
 
 
-@dataclass
+@dataclass(slots=True)
 class JobRecord:
     """A dispatch job as recorded. ``version`` is the store's; 0 means never written."""
 
@@ -457,7 +457,7 @@ class JobRecord:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobSummary:
     """The few fields a status table needs, readable without decoding the whole record."""
 
@@ -567,7 +567,7 @@ ROW_COLUMNS = (
 """The columns :func:`row_values` fills, in its order (the row's id comes first)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class JobHead:
     """What a supervisor needs to know of a job before it decodes it: its id and version (to reuse a copy it
     already holds) and its lease's owner and expiry (to skip jobs another supervisor holds)."""
@@ -582,7 +582,7 @@ class JobHead:
         return self.lease_owner is None or self.lease_owner == owner or (self.lease_expires or 0.0) <= now
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Peers:
     """The supervisors of a cluster alive now (by owner, sorted) and the number of its jobs needing one."""
 

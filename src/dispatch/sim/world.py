@@ -61,6 +61,8 @@ class Config:
     unmatched: str = "escalate"
     mutations: frozenset[Mutation] = frozenset()
     faults: bool = True
+    steady: bool = True
+    """Whether the supervisors take the steady path for settled quiet jobs (False: every job the whole way)."""
 
 
 @dataclass
@@ -203,6 +205,7 @@ class World:
             lease_ttl=LEASE_TTL,
             margin=DEFAULT_MARGIN,
             mutations=self.cfg.mutations,
+            steady=self.cfg.steady,
         )
 
         def body() -> None:

@@ -27,7 +27,7 @@ What :func:`fold` guarantees:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.records.model import (
@@ -186,6 +186,70 @@ def _worth_folding(
         if er.identity != ee.identity or er.outcome.state != ee.outcome.state or er.ended_at != ee.ended_at:
             return True
     return ev.evidence.observed_at - out.evidence.observed_at >= refresh
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """What a settled submission's record shows, kept apart from the record so that a supervisor can tell
+    whether new evidence changes it without reading the record's object graph again.
+
+    A submission is settled when nothing but the evidence itself can make :func:`fold` change it: it has a
+    scheduler id, an outcome, no ``unknown_since`` clock running, is not ``gone``, has no strays and its job
+    has no open intent (so no deadline can pass). For such a submission, :meth:`unchanged_by` is exactly the
+    "nothing worth folding" answer of :func:`fold` for the same evidence, with no cessation and no ``found``
+    (tests/supervise/test_fold.py checks the two against each other)."""
+
+    scheduler_id: str
+    state: State
+    cause: Cause | None
+    exit_code: int | None
+    gate_open: bool
+    executions: tuple[tuple[str, State, float | None], ...]
+    observed_at: float
+    refresh: float
+
+    @classmethod
+    def of(cls, job: JobRecord, refresh: float) -> Settled | None:
+        """The settled view of ``job``'s current submission, or None if it is not settled."""
+        sub = job.current
+        if (
+            sub is None
+            or sub.scheduler_id is None
+            or sub.outcome is None
+            or sub.gone
+            or sub.strays
+            or sub.unknown_since is not None
+            or any(i.open for i in job.intents)
+        ):
+            return None
+        out = sub.outcome
+        return cls(
+            sub.scheduler_id,
+            out.state,
+            out.cause,
+            out.exit_code,
+            sub.gate is GateState.OPEN,
+            tuple((e.identity, e.outcome.state, e.ended_at) for e in sub.executions),
+            out.evidence.observed_at,
+            refresh,
+        )
+
+    def unchanged_by(self, evidence: JobEvidence | Unanswered | None) -> bool:
+        """Whether folding ``evidence`` (read of this submission's object) would change nothing."""
+        if not isinstance(evidence, JobEvidence) or evidence.scheduler_id != self.scheduler_id:
+            return False
+        ev = evidence.outcome
+        if ev.state is not self.state or ev.cause is not self.cause or ev.exit_code != self.exit_code:
+            return False
+        at = ev.evidence.observed_at
+        if at < self.observed_at:
+            return True  # older than what the record holds: never folded
+        if (evidence.gate is Gate.OPEN) != self.gate_open or len(evidence.executions) != len(self.executions):
+            return False
+        for e, (identity, state, ended_at) in zip(evidence.executions, self.executions, strict=True):
+            if e.identity != identity or e.outcome.state is not state or e.ended_at != ended_at:
+                return False
+        return at - self.observed_at < self.refresh
 
 
 def _unanswered_changes(sub: Submission, unanswered: Unanswered, grace: float) -> bool:

@@ -171,9 +171,7 @@ def serve(
     reported as ``{"event": "cycle-error"}`` and the loop goes on; ``metrics`` (a
     :class:`~dispatch.supervise.metrics.Metrics`) is told of every cycle. ``collector`` (default: the service's
     :class:`~dispatch.supervise.collector.Collector`) runs after every cycle; the process's collector is left
-    unfrozen on return. Returns the exit status (0)."""
-    import gc
-
+    as it was on return (unfrozen, automatic collection as before). Returns the exit status (0)."""
     collector = Collector() if collector is None else collector
     stop = threading.Event()
 
@@ -204,7 +202,7 @@ def serve(
                 break
             stop.wait(sup.poll)
     finally:
-        gc.unfreeze()
+        collector.stop()
         for s, handler in previous.items():
             signal.signal(s, handler)
         emit(event="stopped")

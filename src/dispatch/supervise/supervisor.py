@@ -55,7 +55,7 @@ from dispatch.records.model import (
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Unanswered, Watcher
 from dispatch.supervise.archive import Archiver, ArchiveSettings
-from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
+from dispatch.supervise.fold import Settled, fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, needs_observation, next_step
 
@@ -144,6 +144,37 @@ class _Observation:
     found_at: float = 0.0
 
 
+@dataclass(slots=True)
+class _Division:
+    """The heads of one cycle, divided: ``ours`` (this supervisor's unexpired leases, the earliest expiring at
+    ``earliest``), ``room`` (free or expired ones it may take this cycle, up to its share, in an order of its own
+    so that supervisors starting together do not all race for the same jobs), ``surplus`` (how many of its own
+    it holds above its share), and ``ours`` again as ``marks``, each steady one replaced by its entry (listed in
+    ``steady``; see :meth:`Supervisor._steady`)."""
+
+    ours: list[JobHead]
+    room: list[JobHead]
+    surplus: int
+    earliest: float
+    marks: list[_Quiet | JobHead]
+    steady: list[_Quiet]
+    rest: list[JobHead]
+    """``ours`` less the steady ones."""
+
+
+@dataclass(slots=True)
+class _Quiet:
+    """A job for which next_step said ``nothing`` last cycle, as it was then (see :meth:`Supervisor._steps`).
+    ``version`` follows the record's (a batched lease renewal moves it on in place); ``settled`` is its current
+    submission's settled view, or None when it is not settled (then only the next_step call is skipped);
+    ``key`` is its (state, cause) for the cycle report."""
+
+    job: JobRecord
+    version: int
+    settled: Settled | None
+    key: tuple[State, Cause | None]
+
+
 class Supervisor:
     """Applies each job's rules (or ``default_rules``) to the jobs of one cluster in one record store.
 
@@ -154,7 +185,9 @@ class Supervisor:
     before another takes them over. ``mutations`` plants bugs for the simulator's mutation tests
     (:mod:`dispatch.supervise.mutation`); never set it otherwise. ``archive`` bounds the output archive kept for
     a backend whose output goes with its executions (:mod:`dispatch.supervise.archive`; default 1 MiB per
-    execution).
+    execution). ``steady=False`` sends every job the whole way each cycle (observe, fold, next_step) instead of
+    letting settled quiet jobs take the steady path (see :meth:`cycle`): the decisions are the same, and the
+    simulator compares the two.
     """
 
     def __init__(
@@ -173,6 +206,7 @@ class Supervisor:
         mutations: Collection[Mutation] = (),
         only: Collection[str] | None = None,
         archive: ArchiveSettings | None = None,
+        steady: bool = True,
     ) -> None:
         decl = backend.declarations()
         self.backend = backend
@@ -210,9 +244,12 @@ class Supervisor:
         self._cursor: str | None = None
         self._seen: set[str] = set()
         self._pending: set[str] = set()
-        self._quiet: dict[str, JobRecord] = {}
-        """The records (by job id) for which next_step said ``nothing`` last cycle (see :meth:`_steps`)."""
-        self._quiet_next: dict[str, JobRecord] = {}
+        self._quiet: dict[str, _Quiet] = {}
+        """The jobs (by id) for which next_step said ``nothing`` last cycle (see :meth:`_steps`)."""
+        self._quiet_next: dict[str, _Quiet] = {}
+        self._fast = steady and not self.mutations
+        """Whether settled quiet jobs take the steady path (see :meth:`cycle`); planted bugs need every job to
+        go the whole way."""
         self.archiver = Archiver.for_backend(backend, records, clock, archive)
 
     # ----- the loop ------------------------------------------------------------------------------------------
@@ -226,7 +263,16 @@ class Supervisor:
             self.clock.sleep(self.poll)
 
     def cycle(self) -> CycleReport:
-        """One pass over every job this supervisor owns or can take (see the module docstring)."""
+        """One pass over every job this supervisor owns or can take (see the module docstring).
+
+        The steady path: a job for which next_step said ``nothing`` last cycle, whose current submission is
+        settled (:class:`~dispatch.supervise.fold.Settled`: a live object, no open intent, no stray, no unknown
+        clock running) and whose record is still at the version this supervisor holds, is not read, folded or
+        asked about again unless this cycle's evidence differs from what its record holds
+        (:meth:`Settled.unchanged_by <dispatch.supervise.fold.Settled.unchanged_by>`, which agrees with
+        :func:`~dispatch.supervise.fold.fold`). Its object is still observed every cycle, in the same batched
+        call, and jobs are handled in the same order whichever path they take, so decisions are the same as
+        with ``steady=False``."""
         now = self.clock.now()
         report = CycleReport(at=now)
         peers: Peers | None = None
@@ -237,11 +283,18 @@ class Supervisor:
         heads = self.records.to_supervise(cluster=self.cluster, owner=self.owner, now=now)
         if self.only is not None:
             heads = [h for h in heads if h.id in self.only]
-        heads = self._renew(heads, now, report)
         report.jobs = len(heads)
-        ours, room, surplus = self._divide(heads, peers, now)
+        d = self._divide(heads, peers, now)
+        ours, room, surplus, marks, steady, rest = d.ours, d.room, d.surplus, d.marks, d.steady, d.rest
+        if d.earliest - now <= self.lease_ttl / 2:  # renewal due: versions move on, mark the steady ones again
+            ours = self._renew(ours, now, report)
+            marks, steady, rest = self._steady(ours)
+        if steady and not surplus and self._fast:
+            ours = rest
+        else:
+            marks, steady = [], []
         owned: list[JobRecord] = []
-        jobs = self._load(ours + room)
+        jobs = self._load(ours + room, steady)
         if surplus:
             jobs = self._release(jobs, surplus, report)
         for job in jobs:
@@ -253,14 +306,26 @@ class Supervisor:
                 continue
             if mine is not None:
                 owned.append(mine)
-        report.owned = len(owned)
-        obs = self._observe(owned, now, report)
-        self._quiet_next = {}
+        # every job in the order of the heads: steady ones as they were, the others as owned now
+        items: Sequence[_Quiet | JobRecord] = owned if not steady else self._in_order(marks, room, owned)
+        report.owned = len(items)
+        obs = self._observe(items, now, report)
+        self._quiet_next = quiet = {}
         states: Counter[tuple[State, Cause | None]] = Counter()  # by enum: made text once per kind, below
         if self.archiver is not None:
-            self.archiver.begin_cycle(owned)
+            self.archiver.begin_cycle([x.job if isinstance(x, _Quiet) else x for x in items])
             self.archiver.catch_up([j for j in owned if j.id not in self._seen])
-        for job in owned:
+        unchanged = 0
+        for x in items:
+            if isinstance(x, _Quiet):
+                if self._unchanged(x, obs):
+                    quiet[x.job.id] = x
+                    states[x.key] += 1
+                    unchanged += 1
+                    continue
+                job = x.job
+            else:
+                job = x
             try:
                 self._cache[job.id] = done = self._supervise(job, obs, report)
                 if not done.closed:
@@ -271,25 +336,76 @@ class Supervisor:
                     report.lost += 1
                 else:
                     report.conflicts += 1
+        report.steps[_NOTHING] += unchanged
         for (state, cause), n in states.items():
             report.states[(state.value, cause.value if cause else "")] += n
         self._quiet = self._quiet_next
         return report
 
-    def _load(self, heads: list[JobHead]) -> list[JobRecord]:
+    def _load(self, heads: list[JobHead], steady: list[_Quiet]) -> list[JobRecord]:
         """The records of ``heads``: the copy this supervisor wrote or read last when its version is still the
-        stored one, otherwise read (in one batch). So a steady cycle decodes only what others changed."""
+        stored one, otherwise read (in one batch). So a steady cycle decodes only what others changed. The
+        records of ``steady`` stay cached as they are (a quiet job's record is always the cached one); the
+        cache lets go of every other job's."""
         cache = self._cache
         stale = [h.id for h in heads if (c := cache.get(h.id)) is None or c.version != h.version]
         fetched = {j.id: j for j in self.records.get_many(stale)} if stale else {}
-        self._cache = {}
         out = []
         for h in heads:
             job = fetched.get(h.id) or cache.get(h.id)
             if job is not None:
-                self._cache[h.id] = job
+                cache[h.id] = job
                 out.append(job)
+        if len(cache) > len(steady) + len(out):  # jobs that are no longer this supervisor's, or closed
+            keep = {q.job.id for q in steady} | {j.id for j in out}
+            self._cache = {k: v for k, v in cache.items() if k in keep}
         return out
+
+    def _steady(self, ours: list[JobHead]) -> tuple[list[_Quiet | JobHead], list[_Quiet], list[JobHead]]:
+        """Mark this supervisor's leased heads that are steady (quiet last cycle, settled, and still at the version
+        it held then: nothing but new evidence can change them). Returns ``ours`` in order with each steady head
+        replaced by its entry, the steady entries, and the other heads. (:meth:`_divide` marks them in its own
+        pass; this is for the heads a renewal moved on.)"""
+        quiet = self._quiet
+        marks: list[_Quiet | JobHead] = []
+        steady: list[_Quiet] = []
+        rest: list[JobHead] = []
+        for h in ours:
+            q = quiet.get(h.id)
+            if q is not None and q.settled is not None and q.version == h.version:
+                steady.append(q)
+                marks.append(q)
+            else:
+                rest.append(h)
+                marks.append(h)
+        return marks, steady, rest
+
+    @staticmethod
+    def _in_order(
+        marks: list[_Quiet | JobHead], room: list[JobHead], owned: list[JobRecord]
+    ) -> list[_Quiet | JobRecord]:
+        """The steady entries and the owned records in the order of the heads (``marks``, then ``room``), so
+        jobs are supervised in the same order whichever path they take."""
+        by_id = {j.id: j for j in owned}
+        out: list[_Quiet | JobRecord] = []
+        for m in marks:
+            if isinstance(m, _Quiet):
+                out.append(m)
+            elif (job := by_id.get(m.id)) is not None:
+                out.append(job)
+        out += [job for h in room if (job := by_id.get(h.id)) is not None]
+        return out
+
+    def _unchanged(self, q: _Quiet, obs: _Observation) -> bool:
+        """Whether this cycle's observation leaves the steady job ``q`` as it is: its object was not read (a
+        watch reported no change), or was read and shows what its record holds, with no cessation; and no
+        archive work waits for it. Then the whole path (fold, archive, next_step) would change nothing."""
+        settled = q.settled
+        assert settled is not None
+        sid = settled.scheduler_id
+        if sid in obs.inspected and (sid in obs.cessation or not settled.unchanged_by(obs.evidence.get(sid))):
+            return False
+        return self.archiver is None or not self.archiver.pending(q.job.id)
 
     # ----- sharing the work -----------------------------------------------------------------------------------
 
@@ -298,20 +414,37 @@ class Supervisor:
         supervisors alive, rounded up (all of them when it is alone)."""
         return max(1, math.ceil(peers.jobs / max(1, len(peers.owners))))
 
-    def _divide(
-        self, heads: list[JobHead], peers: Peers | None, now: float
-    ) -> tuple[list[JobHead], list[JobHead], int]:
-        """This supervisor's leased heads, the free or expired ones it may take this cycle (up to its share, in
-        an order of its own so that supervisors starting together do not all race for the same jobs), and how
-        many of its own it holds above its share. Without ``peers`` (a supervisor of ``only`` some jobs) its
-        share is every head it was given."""
+    def _divide(self, heads: list[JobHead], peers: Peers | None, now: float) -> _Division:
+        """Divide ``heads`` in one pass (see :class:`_Division`). Without ``peers`` (a supervisor of ``only`` some
+        jobs) its share is every head it was given."""
         share = len(heads) if peers is None else self.share(peers)
-        ours = [h for h in heads if h.lease_owner == self.owner and (h.lease_expires or 0.0) > now]
-        mine = {h.id for h in ours}
-        others = sorted(
-            (h for h in heads if h.id not in mine), key=lambda h: zlib.crc32(f"{self.owner}/{h.id}".encode())
-        )
-        return ours, others[: max(0, share - len(ours))], max(0, len(ours) - share)
+        owner = self.owner
+        quiet = self._quiet
+        ours: list[JobHead] = []
+        others: list[JobHead] = []
+        marks: list[_Quiet | JobHead] = []
+        steady: list[_Quiet] = []
+        rest: list[JobHead] = []
+        earliest = math.inf
+        for h in heads:
+            expires = h.lease_expires or 0.0
+            if h.lease_owner != owner or expires <= now:
+                others.append(h)
+                continue
+            ours.append(h)
+            if expires < earliest:
+                earliest = expires
+            q = quiet.get(h.id)
+            if q is not None and q.settled is not None and q.version == h.version:
+                steady.append(q)
+                marks.append(q)
+            else:
+                rest.append(h)
+                marks.append(h)
+        room = max(0, share - len(ours))
+        if room and others:
+            others.sort(key=lambda h: zlib.crc32(f"{owner}/{h.id}".encode()))
+        return _Division(ours, others[:room], max(0, len(ours) - share), earliest, marks, steady, rest)
 
     def _release(self, jobs: list[JobRecord], surplus: int, report: CycleReport) -> list[JobRecord]:
         """Give up ``surplus`` of this supervisor's leases (jobs with no open intent, so the next holder has
@@ -340,12 +473,9 @@ class Supervisor:
 
     # ----- leases ------------------------------------------------------------------------------------------
 
-    def _renew(self, heads: list[JobHead], now: float, report: CycleReport) -> list[JobHead]:
-        """Renew all of this supervisor's leases in ONE write once the earliest has half run out; returns the
-        heads as they are after it."""
-        ours = [h.lease_expires or 0.0 for h in heads if h.lease_owner == self.owner and (h.lease_expires or 0.0) > now]
-        if not ours or min(ours) - now > self.lease_ttl / 2:
-            return heads
+    def _renew(self, ours: list[JobHead], now: float, report: CycleReport) -> list[JobHead]:
+        """Renew all of this supervisor's leases (``ours``: the heads of its unexpired ones) in ONE write (the
+        caller calls it once the earliest has half run out); returns those heads as they are after it."""
         expires = now + self.lease_ttl
         renewed = self.records.renew(cluster=self.cluster, owner=self.owner, now=now, expires_at=expires)
         report.writes += 1
@@ -354,7 +484,10 @@ class Supervisor:
             if job is not None and job.version == version - 1 and job.lease is not None:
                 job.version = version
                 job.lease = Lease(self.owner, job.lease.token, expires)
-        return [JobHead(h.id, renewed[h.id], self.owner, expires) if h.id in renewed else h for h in heads]
+                q = self._quiet.get(job_id)
+                if q is not None and q.job is job:
+                    q.version = version
+        return [JobHead(h.id, renewed[h.id], self.owner, expires) if h.id in renewed else h for h in ours]
 
     def _own(self, job: JobRecord, now: float, report: CycleReport) -> JobRecord | None:
         """The job under this supervisor's valid lease (taken as needed), or None if another holds it."""
@@ -419,7 +552,9 @@ class Supervisor:
 
     # ----- observation ----------------------------------------------------------------------------------------
 
-    def _observe(self, owned: list[JobRecord], now: float, report: CycleReport) -> _Observation:
+    def _observe(self, items: Sequence[_Quiet | JobRecord], now: float, report: CycleReport) -> _Observation:
+        """Read what ``items`` need read this cycle (see the module docstring); steady entries (:class:`_Quiet`)
+        are settled: a live object, no intent, no stray."""
         obs = _Observation()
         ids: list[str] = []
         markers: dict[str, float] = {}
@@ -435,7 +570,12 @@ class Supervisor:
                 report.observation_calls += 1
                 report.unavailable = True
                 changed = set(self._pending)
-        for job in owned:
+        for job in items:
+            if isinstance(job, _Quiet):
+                sid = job.settled.scheduler_id  # type: ignore[union-attr]
+                if changed is None or sid in changed:
+                    ids.append(sid)
+                continue
             intents = job.intents  # most jobs have none: the intent checks below are then void
             if intents:
                 for sub in job.submissions:
@@ -607,8 +747,9 @@ class Supervisor:
         record names, the backend's facts and the time, and every test of the time on the way to ``nothing``
         is of the form ``now >= bound``, which stays true as time goes on. So the answer would be ``nothing``
         again; skipping the call changes no decision."""
-        if self._quiet.get(job.id) is job:
-            self._quiet_next[job.id] = job
+        q = self._quiet.get(job.id)
+        if q is not None and q.job is job:
+            self._quiet_next[job.id] = q
             report.steps[_NOTHING] += 1
             return job
         for _ in range(MAX_STEPS_PER_JOB):
@@ -616,7 +757,9 @@ class Supervisor:
             step = next_step(job, self.rules_for(job), self.facts, now)
             report.steps[step.kind.value] += 1
             if step.kind is StepKind.NOTHING:
-                self._quiet_next[job.id] = job
+                self._quiet_next[job.id] = _Quiet(
+                    job, job.version, None if job.closed else Settled.of(job, self.refresh), (job.state, job.cause)
+                )
                 return job
             if step.kind in (StepKind.WAIT, StepKind.OBSERVE):
                 return job
