@@ -21,7 +21,10 @@ a shared machine only adds to a process's CPU time), listing all of them in ``cy
 ``--instructions`` also measures each row under ``valgrind --tool=callgrind`` (a child process per row, the
 count switched on only around the measured cycles) and adds ``cycle_instructions``: the instructions a cycle
 executes, a figure that does not move with the load of a shared machine (CPU time does: cache misses and the
-neighbours' work are in it). It needs valgrind and is slow (about 50x).
+neighbours' work are in it). It needs valgrind and is slow (about 50x). ``--cache-sim BYTES`` (with
+``--instructions``) also simulates a last-level cache of that size (16-way, 64-byte lines; this machine's L2 is
+4 MiB per core: ``lscpu``) and adds ``cycle_ll_misses``: the cycle's memory reads and writes that miss it, the
+cost that CPU time shows and instructions do not.
 
 Adapters add a row source to :data:`ADAPTERS`: a function ``(jobs) -> Setup`` that builds a backend with that
 many running jobs recorded in a store (``--adapter slurm|kubeflow`` are added by those adapters' owners).
@@ -209,21 +212,30 @@ def _callgrind(switch: str) -> None:
     subprocess.run(["callgrind_control", "-i", switch, str(os.getpid())], check=True, capture_output=True)
 
 
-def instructions(adapter: str, jobs: int, store: str, closed: int, policy: str = "service") -> float:
+def instructions(
+    adapter: str, jobs: int, store: str, closed: int, policy: str = "service", cache: int | None = None
+) -> dict[str, int]:
     """The instructions one steady cycle executes (with the collector's work after it), counted by callgrind in
-    a child process that runs this row with ``--count-child``."""
+    a child process that runs this row with ``--count-child``: ``{"cycle_instructions": N}``, and with
+    ``cache`` (bytes of a simulated last-level cache) ``cycle_ll_misses`` too."""
     import re
     import subprocess
 
     argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=/dev/null"]
+    if cache is not None:
+        argv += ["--cache-sim=yes", f"--LL={cache},16,64"]
     argv += [sys.executable, __file__, "--adapter", adapter, "--jobs", str(jobs), "--store", store]
     argv += ["--closed", str(closed), "--collector", policy, "--json", "--count-child"]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    found = re.search(r"Collected : (\d+)", done.stderr)
+    found = re.search(r"Collected :((?: \d+)+)", done.stderr)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"callgrind run failed ({done.returncode}): {done.stderr[-2000:]}")
     cycles = json.loads(done.stdout)["results"][0]["cycles"]
-    return int(found.group(1)) / cycles
+    counts = [int(x) for x in found.group(1).split()]
+    out = {"cycle_instructions": round(counts[0] / cycles)}
+    if cache is not None:  # Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw
+        out["cycle_ll_misses"] = round(sum(counts[6:9]) / cycles)
+    return out
 
 
 class _DefaultCollector:
@@ -334,6 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--instructions", action="store_true", help="also count each row's instructions (valgrind)")
     p.add_argument(
+        "--cache-sim",
+        type=int,
+        metavar="BYTES",
+        help="with --instructions: also count misses of a simulated last-level cache of BYTES",
+    )
+    p.add_argument(
         "--collector",
         choices=["service", "default"],
         default="service",
@@ -351,6 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     if not closed or any(n < 0 for n in closed):
         p.error("--closed needs at least one count, each >= 0")
     stores = [x for x in args.store.split(",") if x]
+    if args.cache_sim is not None and (not args.instructions or args.cache_sim < 65536):
+        p.error("--cache-sim needs --instructions and a size of at least 65536 bytes")
     bad = [x for x in stores if x not in ("memory", "sqlite", "postgres")]
     if bad or not stores:
         p.error(f"--store takes memory, sqlite, postgres; got {args.store!r}")
@@ -363,9 +383,7 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if args.instructions:
             for r in results:
-                r["cycle_instructions"] = round(
-                    instructions(args.adapter, r["jobs"], r["store"], r["closed"], args.collector)
-                )
+                r |= instructions(args.adapter, r["jobs"], r["store"], r["closed"], args.collector, args.cache_sim)
     if args.json:
         print(json.dumps({"results": results}, indent=2))
     else:
@@ -376,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"{r['cycle_cpu_ms']:.1f} ms CPU/cycle ({r['backend_cpu_ms']:.1f} ms in the backend), "
                 f"{r['record_writes_per_cycle']} record writes/cycle"
                 + (f", {r['cycle_instructions']:,} instructions/cycle" if "cycle_instructions" in r else "")
+                + (f", {r['cycle_ll_misses']:,} LL misses/cycle" if "cycle_ll_misses" in r else "")
             )
     return 0
 
