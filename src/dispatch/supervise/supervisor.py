@@ -145,24 +145,6 @@ class _Observation:
 
 
 @dataclass(slots=True)
-class _Division:
-    """The heads of one cycle, divided: ``ours`` (this supervisor's unexpired leases, the earliest expiring at
-    ``earliest``), ``room`` (free or expired ones it may take this cycle, up to its share, in an order of its own
-    so that supervisors starting together do not all race for the same jobs), ``surplus`` (how many of its own
-    it holds above its share), and ``ours`` again as ``marks``, each steady one replaced by its entry (listed in
-    ``steady``; see :meth:`Supervisor._steady`)."""
-
-    ours: list[JobHead]
-    room: list[JobHead]
-    surplus: int
-    earliest: float
-    marks: list[_Quiet | JobHead]
-    steady: list[_Quiet]
-    rest: list[JobHead]
-    """``ours`` less the steady ones."""
-
-
-@dataclass(slots=True)
 class _Quiet:
     """A job for which next_step said ``nothing`` last cycle, as it was then (see :meth:`Supervisor._steps`).
     ``version`` follows the record's (a batched lease renewal moves it on in place); ``settled`` is its current
@@ -284,15 +266,13 @@ class Supervisor:
         if self.only is not None:
             heads = [h for h in heads if h.id in self.only]
         report.jobs = len(heads)
-        d = self._divide(heads, peers, now)
-        ours, room, surplus, marks, steady, rest = d.ours, d.room, d.surplus, d.marks, d.steady, d.rest
-        if d.earliest - now <= self.lease_ttl / 2:  # renewal due: versions move on, mark the steady ones again
+        ours, room, surplus, earliest = self._divide(heads, peers, now)
+        if earliest - now <= self.lease_ttl / 2:
             ours = self._renew(ours, now, report)
-            marks, steady, rest = self._steady(ours)
-        if steady and not surplus and self._fast:
-            ours = rest
-        else:
-            marks, steady = [], []
+        marks: list[_Quiet | JobHead] = []
+        steady: list[_Quiet] = []
+        if self._fast and not surplus:
+            marks, steady, ours = self._steady(ours)
         owned: list[JobRecord] = []
         jobs = self._load(ours + room, steady)
         if surplus:
@@ -364,8 +344,7 @@ class Supervisor:
     def _steady(self, ours: list[JobHead]) -> tuple[list[_Quiet | JobHead], list[_Quiet], list[JobHead]]:
         """Mark this supervisor's leased heads that are steady (quiet last cycle, settled, and still at the version
         it held then: nothing but new evidence can change them). Returns ``ours`` in order with each steady head
-        replaced by its entry, the steady entries, and the other heads. (:meth:`_divide` marks them in its own
-        pass; this is for the heads a renewal moved on.)"""
+        replaced by its entry, the steady entries, and the other heads."""
         quiet = self._quiet
         marks: list[_Quiet | JobHead] = []
         steady: list[_Quiet] = []
@@ -414,37 +393,30 @@ class Supervisor:
         supervisors alive, rounded up (all of them when it is alone)."""
         return max(1, math.ceil(peers.jobs / max(1, len(peers.owners))))
 
-    def _divide(self, heads: list[JobHead], peers: Peers | None, now: float) -> _Division:
-        """Divide ``heads`` in one pass (see :class:`_Division`). Without ``peers`` (a supervisor of ``only`` some
-        jobs) its share is every head it was given."""
+    def _divide(
+        self, heads: list[JobHead], peers: Peers | None, now: float
+    ) -> tuple[list[JobHead], list[JobHead], int, float]:
+        """Divide ``heads`` in one pass: this supervisor's unexpired leases, the free or expired ones it may take
+        this cycle (up to its share, in an order of its own so that supervisors starting together do not all
+        race for the same jobs), how many of its own it holds above its share, and when the earliest of its
+        leases expires. Without ``peers`` (a supervisor of ``only`` some jobs) its share is every head it was
+        given."""
         share = len(heads) if peers is None else self.share(peers)
         owner = self.owner
-        quiet = self._quiet
         ours: list[JobHead] = []
         others: list[JobHead] = []
-        marks: list[_Quiet | JobHead] = []
-        steady: list[_Quiet] = []
-        rest: list[JobHead] = []
         earliest = math.inf
         for h in heads:
             expires = h.lease_expires or 0.0
             if h.lease_owner != owner or expires <= now:
                 others.append(h)
-                continue
-            ours.append(h)
-            if expires < earliest:
-                earliest = expires
-            q = quiet.get(h.id)
-            if q is not None and q.settled is not None and q.version == h.version:
-                steady.append(q)
-                marks.append(q)
             else:
-                rest.append(h)
-                marks.append(h)
+                ours.append(h)
+                earliest = min(earliest, expires)
         room = max(0, share - len(ours))
         if room and others:
             others.sort(key=lambda h: zlib.crc32(f"{owner}/{h.id}".encode()))
-        return _Division(ours, others[:room], max(0, len(ours) - share), earliest, marks, steady, rest)
+        return ours, others[:room], max(0, len(ours) - share), earliest
 
     def _release(self, jobs: list[JobRecord], surplus: int, report: CycleReport) -> list[JobRecord]:
         """Give up ``surplus`` of this supervisor's leases (jobs with no open intent, so the next holder has
@@ -475,7 +447,7 @@ class Supervisor:
 
     def _renew(self, ours: list[JobHead], now: float, report: CycleReport) -> list[JobHead]:
         """Renew all of this supervisor's leases (``ours``: the heads of its unexpired ones) in ONE write (the
-        caller calls it once the earliest has half run out); returns those heads as they are after it."""
+        cycle calls it once the earliest has half run out); returns those heads as they are after it."""
         expires = now + self.lease_ttl
         renewed = self.records.renew(cluster=self.cluster, owner=self.owner, now=now, expires_at=expires)
         report.writes += 1
