@@ -111,11 +111,23 @@ def test_hold_on_running_or_ended_job_is_rejected(backend: LocalBackend) -> None
         backend.hold(sid, "h")
 
 
-def test_requeue_running_job_makes_a_new_execution_with_its_own_output_files(backend: LocalBackend) -> None:
+def test_requeue_running_job_makes_a_new_execution_with_its_own_output_files(tmp_path: Path) -> None:
+    # the first execution ignores SIGTERM, so it ends only when the grace period (5 s) is over: the next
+    # execution stays planned that long, and the second requeue lands inside that window however loaded the
+    # machine is (with a prompt exit the launcher could start the next execution between the two calls)
+    backend = LocalBackend(tmp_path / "state", SystemClock(), grace=5.0)
     script = (
-        "echo out-$DISPATCH_RESTART-$RANK; echo err-$DISPATCH_RESTART-$RANK >&2; [ $DISPATCH_RESTART = 1 ] || sleep 30"
+        "echo out-$DISPATCH_RESTART-$RANK; echo err-$DISPATCH_RESTART-$RANK >&2; "
+        "[ $DISPATCH_RESTART = 1 ] || { trap '' TERM; sleep 30; }"
     )
     sid = run(backend, JobSpec(command=("sh", "-c", script), nodes=2))
+    try:
+        _requeued_twice(backend, sid)
+    finally:
+        backend.stop_job(sid)
+
+
+def _requeued_twice(backend: LocalBackend, sid: str) -> None:
     wait_for(lambda: backend.inspect(sid).outcome.state is State.RUNNING)
     backend.requeue(sid)
     backend.requeue(sid)  # idempotent while the next execution is planned
