@@ -583,13 +583,20 @@ def plant(targets: list[Target], records: PostgresRecords, submitted: list[Submi
     lost = jobs[len(jobs) // 2]
     lost.closed = False
     records.update(lost)
-    deadline = time.time() + 60
-    while time.time() < deadline:  # until the rogue job has run and ended
+    deadline = time.time() + ROGUE_WAIT
+    state = ""
+    while time.time() < deadline:  # until the rogue job has run and ended (and accounting shows it)
         state = t.run_admin("sacct", "-X", "-n", "-P", "-j", rogue, "-o", "State", check=False).strip()
         if state and state.split()[0] not in ACTIVE_SACCT:
             break
         time.sleep(1)
+    else:  # on a busy cluster it may wait in the queue: say so, rather than let the checks miss a duplicate
+        raise SystemExit(f"--plant: the rogue job {rogue} had not run and ended after {ROGUE_WAIT:g}s ({state!r})")
     return {"duplicate_of": marker, "rogue": rogue, "uncaused": other.id, "lost": lost.id}
+
+
+ROGUE_WAIT = 300.0
+"""How long ``--plant`` waits for its rogue job to run and end (a loaded test cluster queues it for a while)."""
 
 
 def wait_settled(records: PostgresRecords, timeout: float) -> bool:
