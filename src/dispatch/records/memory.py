@@ -117,7 +117,7 @@ class MemoryRecords:
         with self._lock:
             live = self._live.get(cluster, {})
             heads = [live[i] for i in self._ordered(cluster)]
-        return [h for h in heads if h.lease_owner is None or h.lease_owner == owner or (h.lease_expires or 0.0) <= now]
+        return [h for h in heads if h.takeable(owner, now)]
 
     def get_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
         with self._lock:

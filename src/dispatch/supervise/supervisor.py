@@ -147,12 +147,10 @@ class _Observation:
 @dataclass(slots=True)
 class _Quiet:
     """A job for which next_step said ``nothing`` last cycle, as it was then (see :meth:`Supervisor._steps`).
-    ``version`` follows the record's (a batched lease renewal moves it on in place); ``settled`` is its current
-    submission's settled view, or None when it is not settled (then only the next_step call is skipped);
-    ``key`` is its (state, cause) for the cycle report."""
+    ``settled`` is its current submission's settled view, or None when it is not settled (then only the
+    next_step call is skipped); ``key`` is its (state, cause) for the cycle report."""
 
     job: JobRecord
-    version: int
     settled: Settled | None
     key: tuple[State, Cause | None]
 
@@ -351,7 +349,7 @@ class Supervisor:
         rest: list[JobHead] = []
         for h in ours:
             q = quiet.get(h.id)
-            if q is not None and q.settled is not None and q.version == h.version:
+            if q is not None and q.settled is not None and q.job.version == h.version:
                 steady.append(q)
                 marks.append(q)
             else:
@@ -456,9 +454,6 @@ class Supervisor:
             if job is not None and job.version == version - 1 and job.lease is not None:
                 job.version = version
                 job.lease = Lease(self.owner, job.lease.token, expires)
-                q = self._quiet.get(job_id)
-                if q is not None and q.job is job:
-                    q.version = version
         return [JobHead(h.id, renewed[h.id], self.owner, expires) if h.id in renewed else h for h in ours]
 
     def _own(self, job: JobRecord, now: float, report: CycleReport) -> JobRecord | None:
@@ -729,9 +724,8 @@ class Supervisor:
             step = next_step(job, self.rules_for(job), self.facts, now)
             report.steps[step.kind.value] += 1
             if step.kind is StepKind.NOTHING:
-                self._quiet_next[job.id] = _Quiet(
-                    job, job.version, None if job.closed else Settled.of(job, self.refresh), (job.state, job.cause)
-                )
+                settled = None if job.closed else Settled.of(job, self.refresh)
+                self._quiet_next[job.id] = _Quiet(job, settled, (job.state, job.cause))
                 return job
             if step.kind in (StepKind.WAIT, StepKind.OBSERVE):
                 return job
