@@ -79,8 +79,9 @@ def test_the_checks_see_planted_faults() -> None:
     must show in the figures."""
     result = campaign("local", jobs=4, faults=2, seed=5, extra=("--plant",))
     assert result["planted"], result
-    assert result["duplicate_submissions"] >= 1, result["details"]
+    seen = {"details": result["details"], "planted": result["planted"]}
+    assert result["duplicate_submissions"] >= 1, seen
     assert result["disagreements"] >= 1, result["details"]
     assert result["ended_without_cause"] >= 1, result["details"]
-    assert any(result["planted"]["rogue"] in d for d in result["details"]["disagreements"]), result["details"]
+    assert any(result["planted"]["rogue"] in d for d in result["details"]["disagreements"]), seen
     assert any(result["planted"]["lost"] in d for d in result["details"]["lost"]), result["details"]
