@@ -26,6 +26,13 @@ neighbours' work are in it). It needs valgrind and is slow (about 50x). ``--cach
 4 MiB per core: ``lscpu``) and adds ``cycle_ll_misses``: the cycle's memory reads and writes that miss it, the
 cost that CPU time shows and instructions do not.
 
+``--phases`` adds ``phase_cpu_ms``: the cycle's CPU time by phase (the supervisor's own steps, each called once
+a cycle, timed around the call): ``heads`` (the store's heads and the liveness write), ``divide`` (ours and
+takeable), ``steady`` (marking the steady jobs), ``load`` (records read), ``order``, ``observe`` (building the
+batched call and reading its answer, less ``backend``: the backend's own work), ``per_job`` (the loop over the
+jobs: the steady comparison, folds, decisions; what is left of the cycle) and ``collector`` (the collector's
+work after the cycle). Comparing two sizes phase by phase shows whether one step grows faster than the others.
+
 Adapters add a row source to :data:`ADAPTERS`: a function ``(jobs) -> Setup`` that builds a backend with that
 many running jobs recorded in a store (``--adapter slurm|kubeflow`` are added by those adapters' owners).
 """
@@ -122,6 +129,38 @@ class Meter:
         self.calls += 1
 
 
+class Phases:
+    """CPU time of a supervisor's once-a-cycle steps (``--phases``), each timed around its call."""
+
+    STEPS = {"heads": ("records", ("to_supervise", "peers")), "divide": ("sup", ("_divide",))}
+    STEPS |= {"steady": ("sup", ("_steady",)), "load": ("sup", ("_load",)), "order": ("sup", ("_in_order",))}
+    STEPS |= {"observe": ("sup", ("_observe",))}
+
+    def __init__(self, sup: Supervisor) -> None:
+        self.seconds: dict[str, float] = dict.fromkeys(self.STEPS, 0.0)
+        for phase, (owner, names) in self.STEPS.items():
+            target = sup.records if owner == "records" else sup
+            for name in names:
+                setattr(target, name, self._timed(phase, getattr(target, name)))
+
+    def _timed(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds[phase] += time.process_time() - t
+
+        return timed
+
+    def row(self, cpu: float, backend: float, collector: float, cycles: int) -> dict[str, float]:
+        """Milliseconds a cycle by phase; ``observe`` less the backend's time, ``per_job`` what is left."""
+        own = dict(self.seconds, observe=self.seconds["observe"] - backend)
+        out = own | {"backend": backend, "collector": collector}
+        out["per_job"] = cpu - sum(out.values())
+        return {k: round(v / cycles * 1000, 3) for k, v in out.items()}
+
+
 def memory_setup(jobs: int, shape: str = "slurm", records: Any = None) -> Setup:
     from dispatch.memory import MemoryScheduler, backend
 
@@ -191,6 +230,7 @@ def measure(
     scratch: str = ".",
     count: bool = False,
     policy: str = "service",
+    phases: bool = False,
 ) -> dict[str, Any]:
     """One row. ``count``: this process runs under callgrind, whose count is switched on around the measured
     cycles only (see :func:`instructions`)."""
@@ -198,7 +238,7 @@ def measure(
     try:
         if closed:
             add_closed(records, closed, FakeClock().now())
-        row = _measure(adapter, jobs, ADAPTERS[adapter](jobs, records=records), count, policy)
+        row = _measure(adapter, jobs, ADAPTERS[adapter](jobs, records=records), count, policy, phases)
         return row | {"store": store, "closed": closed, "collector": policy}
     finally:
         if hasattr(records, "drop"):
@@ -251,7 +291,9 @@ class _DefaultCollector:
         pass
 
 
-def _measure(adapter: str, jobs: int, setup: Setup, count: bool = False, policy: str = "service") -> dict[str, Any]:
+def _measure(
+    adapter: str, jobs: int, setup: Setup, count: bool = False, policy: str = "service", phases: bool = False
+) -> dict[str, Any]:
     meter = Meter()
     b = timed_backend(setup.backend, meter)
     sup = Supervisor(
@@ -266,14 +308,17 @@ def _measure(adapter: str, jobs: int, setup: Setup, count: bool = False, policy:
         setup.clock.advance(POLL)
     period = int(LEASE_TTL / 2 / POLL)  # one lease-renewal period of cycles
     calls = writes = 0
-    cpu = backend_cpu = 0.0
+    cpu = backend_cpu = collector_cpu = 0.0
+    timer = Phases(sup) if phases else None
     if count:
         _callgrind("on")
     for _ in range(period):
         meter.calls, meter.seconds = 0, 0.0
         t = time.process_time()
         report = sup.cycle()
+        c = time.process_time()
         collector.after_cycle()
+        collector_cpu += time.process_time() - c
         cpu += time.process_time() - t
         backend_cpu += meter.seconds
         calls += meter.calls
@@ -284,7 +329,8 @@ def _measure(adapter: str, jobs: int, setup: Setup, count: bool = False, policy:
     if count:
         _callgrind("off")
     collector.stop()  # the next row starts from a process as it was
-    return {
+    extra = {"phase_cpu_ms": timer.row(cpu, backend_cpu, collector_cpu, period)} if timer else {}
+    return extra | {
         "adapter": adapter,
         "jobs": jobs,
         "backend_calls_per_cycle": calls / period,
@@ -357,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         default="service",
         help="the garbage-collector policy: the service's (default) or Python's defaults, for comparison",
     )
+    p.add_argument("--phases", action="store_true", help="also give each row's CPU time by phase of the cycle")
     p.add_argument("--count-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     try:
@@ -376,7 +423,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--store takes memory, sqlite, postgres; got {args.store!r}")
     with tempfile.TemporaryDirectory(prefix="dispatch-bench-") as scratch:
         results = [
-            best_of(args.repeat, partial(measure, args.adapter, n, st, c, scratch, args.count_child, args.collector))
+            best_of(
+                args.repeat,
+                partial(measure, args.adapter, n, st, c, scratch, args.count_child, args.collector, args.phases),
+            )
             for st in stores
             for n in counts
             for c in closed
