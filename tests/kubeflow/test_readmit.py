@@ -85,3 +85,56 @@ def test_plain_mode_offers_no_readmitter_and_refuses_a_readmit_rule(plain: FakeC
             Supervisor(b, MemoryRecords(), clock=plain.clock, poll=5, default_rules=READMIT)
     finally:
         b.close()
+
+
+def test_a_readmitted_workload_evicted_again_is_readmitted_again_up_to_the_limit(kueue: FakeCluster) -> None:
+    """Evicted, readmitted, evicted again: each eviction is its own decision on the same submission (the next
+    attempt of the same TrainJob each time), until the rule's limit; the eviction past it is escalated."""
+    b = kueue.backend()
+    rules = {"rules": [{"name": "back", "cause": "preempted", "action": "readmit", "limit": 2}]}
+    records = MemoryRecords()
+    cluster = Cluster("kueue", b, records, kueue.clock)
+    sup = Supervisor(b, records, clock=kueue.clock, owner="sup", poll=5, cluster="kueue", default_rules=rules)
+    try:
+        job_id = cluster.submit(job_spec("sleep"))
+
+        def executions() -> int:
+            return len(records.get(job_id).current.executions)  # type: ignore[union-attr]
+
+        def cycle_until(what: str, pred: object) -> None:
+            for _ in range(60):
+                sup.cycle()
+                if pred():  # type: ignore[operator]
+                    return
+                kueue.tick(2)
+            raise AssertionError(f"{what}: {records.get(job_id).state} {records.get(job_id).intents}")
+
+        def evict() -> None:
+            wl = kueue.control.workload_for(sid)
+            assert wl is not None
+            kueue.control.preempt_workload(wl["metadata"]["name"])
+
+        cycle_until("running", lambda: records.get(job_id).state is State.RUNNING)
+        sid = records.get(job_id).current.scheduler_id  # type: ignore[union-attr]
+        for attempt in (2, 3):
+            evict()
+            cycle_until(
+                f"running as attempt {attempt}",
+                lambda a=attempt: records.get(job_id).state is State.RUNNING and executions() == a,
+            )
+        evict()
+        cycle_until("closed after the third eviction", lambda: records.get(job_id).closed)
+        job = records.get(job_id)
+        assert len(job.submissions) == 1, "readmissions are no new submissions"
+        execs = job.current.executions  # type: ignore[union-attr]
+        assert [e.identity.split(".")[2] for e in execs] == ["1", "2", "3"]
+        assert [e.outcome.cause for e in execs] == [Cause.PREEMPTED] * 3
+        decided = [(d.action, d.rule, d.cause) for d in job.decisions]
+        assert decided == [("readmit", "back", Cause.PREEMPTED)] * 2 + [("escalate", "unmatched", Cause.PREEMPTED)]
+        assert [i.decision for i in job.intents if i.action is Action.READMIT] == [1, 2]
+        assert all(i.status is IntentStatus.DONE for i in job.intents if i.action is Action.READMIT)
+        tj = kueue.control.get(TRAINJOB, sid, "default") or {}
+        assert tj["metadata"]["annotations"][n.ADMIT] == "3", "dispatch authorised attempts 2 and 3, each once"
+        assert [e.cause for e in job.escalations] == [Cause.PREEMPTED], "past the limit it is escalated, as it is"
+    finally:
+        b.close()
