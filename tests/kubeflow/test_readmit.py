@@ -4,6 +4,8 @@ submission is made. Plain mode has no readmission gate, so a readmit rule is ref
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from dispatch.cluster import Cluster
@@ -22,6 +24,17 @@ from .harness import CHECK, FakeCluster, harness, job_spec
 READMIT = {"rules": [{"name": "back", "cause": "preempted", "action": "readmit", "limit": 1}]}
 
 
+def cycle_until(sup: Supervisor, kueue: FakeCluster, job_id: str, what: str, pred: Callable[[], bool]) -> None:
+    """Cycle the supervisor, two seconds of the fake cluster apart, until ``pred()`` (at most 60 cycles)."""
+    for _ in range(60):
+        sup.cycle()
+        if pred():
+            return
+        kueue.tick(2)
+    job = sup.records.get(job_id)
+    raise AssertionError(f"{what}: {job.state} {job.intents}")
+
+
 def test_a_kueue_preemption_is_readmitted_through_the_spi_not_resubmitted(kueue: FakeCluster) -> None:
     b = kueue.backend()
     assert isinstance(b, Readmitter)
@@ -31,21 +44,16 @@ def test_a_kueue_preemption_is_readmitted_through_the_spi_not_resubmitted(kueue:
     try:
         job_id = cluster.submit(job_spec("sleep"))
 
-        def cycle_until(what: str, pred: object) -> None:
-            for _ in range(60):
-                sup.cycle()
-                if pred():  # type: ignore[operator]
-                    return
-                kueue.tick(2)
-            raise AssertionError(f"{what}: {records.get(job_id).state} {records.get(job_id).intents}")
-
-        cycle_until("running", lambda: records.get(job_id).state is State.RUNNING)
+        cycle_until(sup, kueue, job_id, "running", lambda: records.get(job_id).state is State.RUNNING)
         sid = records.get(job_id).current.scheduler_id  # type: ignore[union-attr]
         assert sid is not None
         wl = kueue.control.workload_for(sid)
         assert wl is not None
         kueue.control.preempt_workload(wl["metadata"]["name"])
         cycle_until(
+            sup,
+            kueue,
+            job_id,
             "running again",
             lambda: records.get(job_id).state is State.RUNNING and len(records.get(job_id).current.executions) == 2,  # type: ignore[union-attr]
         )
@@ -98,32 +106,26 @@ def test_a_readmitted_workload_evicted_again_is_readmitted_again_up_to_the_limit
     try:
         job_id = cluster.submit(job_spec("sleep"))
 
-        def executions() -> int:
-            return len(records.get(job_id).current.executions)  # type: ignore[union-attr]
+        def running_as(attempt: int) -> Callable[[], bool]:
+            def pred() -> bool:
+                job = records.get(job_id)
+                return job.state is State.RUNNING and len(job.current.executions) == attempt  # type: ignore[union-attr]
 
-        def cycle_until(what: str, pred: object) -> None:
-            for _ in range(60):
-                sup.cycle()
-                if pred():  # type: ignore[operator]
-                    return
-                kueue.tick(2)
-            raise AssertionError(f"{what}: {records.get(job_id).state} {records.get(job_id).intents}")
+            return pred
 
-        def evict() -> None:
+        def evict(sid: str) -> None:
             wl = kueue.control.workload_for(sid)
             assert wl is not None
             kueue.control.preempt_workload(wl["metadata"]["name"])
 
-        cycle_until("running", lambda: records.get(job_id).state is State.RUNNING)
+        cycle_until(sup, kueue, job_id, "running", lambda: records.get(job_id).state is State.RUNNING)
         sid = records.get(job_id).current.scheduler_id  # type: ignore[union-attr]
+        assert sid is not None
         for attempt in (2, 3):
-            evict()
-            cycle_until(
-                f"running as attempt {attempt}",
-                lambda a=attempt: records.get(job_id).state is State.RUNNING and executions() == a,
-            )
-        evict()
-        cycle_until("closed after the third eviction", lambda: records.get(job_id).closed)
+            evict(sid)
+            cycle_until(sup, kueue, job_id, f"running as attempt {attempt}", running_as(attempt))
+        evict(sid)
+        cycle_until(sup, kueue, job_id, "closed after the third eviction", lambda: records.get(job_id).closed)
         job = records.get(job_id)
         assert len(job.submissions) == 1, "readmissions are no new submissions"
         execs = job.current.executions  # type: ignore[union-attr]
