@@ -300,3 +300,23 @@ def test_postgres_store_of_the_previous_schema_gains_the_retention_index() -> No
     finally:
         s.drop()
         s.close()
+
+
+@pytest.mark.postgres
+def test_postgres_prune_can_read_the_archive_time_index_and_deletes_by_ctid() -> None:
+    from dispatch.records import archive
+    from dispatch.records.postgres import PRUNE
+
+    s = postgres_store()
+    try:
+        with_jobs(s)
+        with s._tx() as cur:
+            cur.execute("SET LOCAL enable_seqscan = off")  # a small table: ask whether the index can serve at all
+            prunable = archive.PRUNABLE.format(jobs="{s}.jobs", mark="%s")
+            cur.execute(s._q("EXPLAIN " + PRUNE.format(prunable=prunable)), (250.0, 10))
+            plan = "\n".join(r[0] for r in cur.fetchall())
+        assert "Index Scan using outputs_archived on outputs o" in plan, plan
+        assert "Tid Scan on outputs" in plan and "Seq Scan on outputs" not in plan, plan
+    finally:
+        s.drop()
+        s.close()

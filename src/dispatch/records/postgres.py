@@ -157,6 +157,11 @@ MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {
 }
 _MARKS = ",".join(["%s"] * (len(ROW_COLUMNS.split(",")) + 1))
 _SETS = ", ".join(f"{c.strip()}=%s" for c in ROW_COLUMNS.split(","))
+PRUNE = (
+    "DELETE FROM {{s}}.outputs WHERE ctid = ANY(ARRAY(SELECT o.ctid FROM {{s}}.outputs AS o WHERE {prunable}"
+    " ORDER BY o.archived_at LIMIT %s FOR UPDATE OF o SKIP LOCKED))"
+)
+"""The delete of :meth:`PostgresRecords.prune_outputs` (``{prunable}``: :data:`dispatch.records.archive.PRUNABLE`)."""
 
 
 class PostgresRecords:
@@ -457,16 +462,10 @@ class PostgresRecords:
                 )
                 row = cur.fetchone()
             return int(row[0]) if row else 0
-        # SKIP LOCKED: concurrent callers each take rows no other holds, and none waits for another
+        # SKIP LOCKED: concurrent callers each lock rows no other holds, and none waits for another. The rows
+        # are deleted by their ctid (stable: locked, in this transaction), so the delete reads just those rows.
         with self._tx() as cur:
-            cur.execute(
-                self._q(
-                    "DELETE FROM {s}.outputs WHERE (job_id, execution) IN (SELECT o.job_id, o.execution"
-                    " FROM {s}.outputs AS o WHERE " + prunable + " ORDER BY o.archived_at LIMIT %s"
-                    " FOR UPDATE OF o SKIP LOCKED)"
-                ),
-                (before, limit),
-            )
+            cur.execute(self._q(PRUNE.format(prunable=prunable)), (before, limit))
             return int(cur.rowcount)
 
     # ----- browsing (see dispatch.records.browse) --------------------------------------------------------------
