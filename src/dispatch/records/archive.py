@@ -171,6 +171,7 @@ UPSERT = (
 """The idempotent write, shared by the SQL stores (``{table}`` and ``{marks}`` filled by each)."""
 
 PRUNABLE = "o.archived_at < {mark} AND NOT EXISTS (SELECT 1 FROM {jobs} AS j WHERE j.id = o.job_id AND j.supervised)"
-"""The entries :meth:`OutputArchive.prune_outputs` may delete, for a query over ``{table} AS o``, shared by the SQL
-stores (``{jobs}`` and ``{mark}`` filled by each): archived before the cutoff, and no job needing supervision
-holds them. The ``supervised`` column is true for every open job (and for a closed one still followed)."""
+"""The entries :meth:`OutputArchive.prune_outputs` may delete, for a query over the ``outputs`` table as ``o``,
+shared by the SQL stores (``{jobs}`` and ``{mark}`` filled by each): archived before the cutoff, and no job
+needing supervision holds them. The ``supervised`` column is true for every open job (and for a closed one
+still followed)."""

@@ -256,11 +256,8 @@ class Pruner:
     cluster's, so the supervisors of one store should share one ``keep``.
     """
 
-    def __init__(
-        self, records: Any, clock: Clock, keep: float, *, limit: int = PRUNE_LIMIT, every: float = PRUNE_EVERY
-    ) -> None:
+    def __init__(self, records: Any, keep: float, *, limit: int = PRUNE_LIMIT, every: float = PRUNE_EVERY) -> None:
         self.records = records
-        self.clock = clock
         self.keep = keep
         self.limit = limit
         self.every = every
@@ -268,15 +265,16 @@ class Pruner:
         self._backlog = False
 
     @classmethod
-    def for_settings(cls, records: Any, clock: Clock, settings: ArchiveSettings | None) -> Pruner | None:
+    def for_settings(cls, records: Any, settings: ArchiveSettings | None) -> Pruner | None:
         if settings is None or not settings.keep:
             return None
         # checked by attribute, not isinstance: record stores are often wrapped (metrics, fault hooks)
         if not callable(getattr(records, "prune_outputs", None)):
             raise ConfigError("archiveKeep", "this record store keeps no output archive to prune")
-        return cls(records, clock, settings.keep)
+        return cls(records, settings.keep)
 
     def due(self, now: float) -> bool:
+        """Whether a call is due at ``now`` (on the supervisor's clock)."""
         return self._last is None or self._backlog or now - self._last >= self.every
 
     def prune(self, now: float) -> int:

@@ -239,7 +239,7 @@ class Supervisor:
         """Whether settled quiet jobs take the steady path (see :meth:`cycle`); planted bugs need every job to
         go the whole way."""
         self.archiver = Archiver.for_backend(backend, records, clock, archive)
-        self.pruner = Pruner.for_settings(records, clock, archive)
+        self.pruner = Pruner.for_settings(records, archive)
         """The archive's retention (None: entries are kept forever, the default)."""
 
     # ----- the loop ------------------------------------------------------------------------------------------
