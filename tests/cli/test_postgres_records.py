@@ -91,3 +91,20 @@ def test_a_bad_records_setting_is_one_clear_line(cli: Env) -> None:
     assert p.returncode == 6, p.stderr  # Exit.UNAVAILABLE
     assert "cannot connect to PostgreSQL" in p.stderr and "hunter2" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_prune_outputs_over_postgres(pg: Env) -> None:
+    from dispatch.records.postgres import PostgresRecords
+
+    from .test_prune_outputs import left, seed
+
+    dsn, schema = pg.env["DISPATCH_RECORDS"].rsplit(" schema=", 1)
+    store = PostgresRecords(dsn, schema=schema)
+    try:
+        seed(store)
+        assert pg.json("prune-outputs", "--older-than", "30d", "--dry-run")["entries"] == 2
+        assert len(left(store)) == 4
+        assert pg.json("prune-outputs", "--older-than", "30d")["entries"] == 2
+        assert left(store) == [("done", "done.86400"), ("open", "open.7776000")]
+    finally:
+        store.close()

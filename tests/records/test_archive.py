@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -12,8 +13,9 @@ from dispatch import ReadOnly
 from dispatch.records import MemoryRecords, SQLiteRecords
 from dispatch.records.archive import ArchivedOutput, ArchiveStatus, OutputArchive
 from dispatch.records.postgres import PostgresRecords
+from dispatch.records.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA
 
-from .test_contract import postgres_store
+from .test_contract import POSTGRES_DSN, make_job, postgres_store
 
 DATA = bytes(range(256)) * 40 + b"\x00tail\n"
 
@@ -126,8 +128,195 @@ def test_sqlite_store_of_the_previous_schema_gains_the_archive(tmp_path: Path) -
     db.close()
     s = SQLiteRecords(path)
     try:
-        assert s.schema_version() == 5
+        assert s.schema_version() == SQLITE_SCHEMA
         s.put_output(entry())
         assert s.outputs(["j1"])[0].status is ArchiveStatus.KEPT
     finally:
+        s.close()
+
+
+# ----- retention: prune_outputs ------------------------------------------------------------------------------
+
+
+def with_jobs(store: OutputArchive) -> None:
+    """Job ``open`` (open) and job ``done`` (closed), each with entries archived at 100, 200 and 300."""
+    done = make_job("done")
+    done.closed = True
+    records: Any = store
+    records.create(make_job("open"))
+    records.create(done)
+    for job_id in ("open", "done"):
+        for at in (100.0, 200.0, 300.0):
+            store.put_output(entry(job_id=job_id, execution=f"{job_id}.1.{int(at)}.0.0", archived_at=at))
+
+
+def kept(store: OutputArchive) -> list[tuple[str, float]]:
+    return [(e.job_id, e.archived_at) for e in store.outputs(["open", "done"])]
+
+
+def test_prune_deletes_old_entries_of_closed_jobs_only(store: OutputArchive) -> None:
+    with_jobs(store)
+    assert store.prune_outputs(250.0) == 2
+    assert kept(store) == [("done", 300.0), ("open", 100.0), ("open", 200.0), ("open", 300.0)]
+    got = store.get_output("done", "done.1.300.0.0")
+    assert got is not None and got.data == DATA  # what is kept is intact
+
+
+def test_prune_is_idempotent(store: OutputArchive) -> None:
+    with_jobs(store)
+    assert store.prune_outputs(250.0) == 2
+    assert store.prune_outputs(250.0) == 0
+    assert len(kept(store)) == 4
+
+
+def test_prune_honours_its_limit_oldest_first(store: OutputArchive) -> None:
+    with_jobs(store)
+    assert store.prune_outputs(1000.0, limit=2) == 2
+    assert [at for job, at in kept(store) if job == "done"] == [300.0]
+    assert store.prune_outputs(1000.0, limit=2) == 1
+    assert store.prune_outputs(1000.0, limit=2) == 0
+    assert [job for job, _ in kept(store)] == ["open"] * 3
+    for bad in (0, -1):
+        with pytest.raises(ValueError, match="limit"):
+            store.prune_outputs(1000.0, limit=bad)
+
+
+def test_a_dry_run_counts_and_deletes_nothing(store: OutputArchive) -> None:
+    with_jobs(store)
+    assert store.prune_outputs(250.0, dry_run=True) == 2
+    assert store.prune_outputs(1000.0, dry_run=True) == 3
+    assert store.prune_outputs(1000.0, limit=2, dry_run=True) == 2
+    assert len(kept(store)) == 6
+    assert store.prune_outputs(250.0) == 2
+
+
+def test_a_closed_job_still_followed_keeps_its_entries(store: OutputArchive) -> None:
+    from dispatch.records import Action, Intent
+
+    job = make_job("stopping")
+    job.closed = True
+    job.intents.append(Intent(1, Action.STOP, 1, "sup-a", 50.0, 80.0))  # open: a supervisor still follows it
+    records: Any = store
+    records.create(job)
+    store.put_output(entry(job_id="stopping", execution="stopping.1.1.0.0", archived_at=10.0))
+    store.put_output(entry(job_id="gone-from-records", execution="g.1.1.0.0", archived_at=10.0))
+    assert store.prune_outputs(1000.0) == 1
+    assert [e.job_id for e in store.outputs(["stopping", "gone-from-records"])] == ["stopping"]
+
+
+def test_sqlite_prune_reads_the_archive_time_index_and_no_whole_table(tmp_path: Path) -> None:
+    s = SQLiteRecords(tmp_path / "r.db")
+    try:
+        with_jobs(s)
+        ran: list[str] = []
+        s._db.set_trace_callback(ran.append)  # the statements as executed, values bound
+        assert s.prune_outputs(250.0, limit=10) == 2
+        s._db.set_trace_callback(None)
+        (delete,) = [q for q in ran if q.startswith("DELETE")]
+        plan = [str(row[-1]) for row in s._db.execute("EXPLAIN QUERY PLAN " + delete)]
+        assert "SEARCH o USING INDEX outputs_archived (archived_at<?)" in plan, plan
+        assert not [step for step in plan if step.startswith("SCAN")], plan
+    finally:
+        s.close()
+
+
+def test_sqlite_read_only_store_counts_but_does_not_prune(tmp_path: Path) -> None:
+    path = tmp_path / "r.db"
+    w = SQLiteRecords(path)
+    with_jobs(w)
+    w.close()
+    r = SQLiteRecords(path, read_only=True)
+    try:
+        assert r.prune_outputs(250.0, dry_run=True) == 2
+        with pytest.raises(ReadOnly):
+            r.prune_outputs(250.0)
+    finally:
+        r.close()
+
+
+@pytest.mark.postgres
+def test_postgres_concurrent_prunes_delete_each_entry_once() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    a = postgres_store()
+    others = [PostgresRecords(POSTGRES_DSN, schema=a.schema) for _ in range(3)]
+    try:
+        done = make_job("done")
+        done.closed = True
+        a.create(done)
+        for i in range(200):
+            a.put_output(entry(job_id="done", execution=f"done.1.{i}.0.0", archived_at=float(i)))
+
+        def drain(s: PostgresRecords) -> int:
+            total = 0
+            while (n := s.prune_outputs(1000.0, limit=7)) > 0:
+                total += n
+            return total
+
+        with ThreadPoolExecutor(len(others)) as pool:
+            counts = list(pool.map(drain, others))
+        assert sum(counts) == 200 and a.outputs(["done"]) == []
+    finally:
+        for o in others:
+            o.close()
+        a.drop()
+        a.close()
+
+
+def test_sqlite_store_of_the_previous_schema_gains_the_retention_index(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    SQLiteRecords(path).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP INDEX outputs_archived")
+    db.execute("PRAGMA user_version=5")
+    db.commit()
+    db.close()
+    s = SQLiteRecords(path)
+    try:
+        assert s.schema_version() == SQLITE_SCHEMA
+        names = [r[0] for r in s._db.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'outputs'")]
+        assert "outputs_archived" in names
+    finally:
+        s.close()
+
+
+@pytest.mark.postgres
+def test_postgres_store_of_the_previous_schema_gains_the_retention_index() -> None:
+    from dispatch.records.postgres import SCHEMA_VERSION as PG_SCHEMA
+
+    s = postgres_store()
+    try:
+        with s._tx() as cur:
+            cur.execute(s._q("DROP INDEX {s}.outputs_archived"))
+            cur.execute(s._q("UPDATE {s}.meta SET value = '4' WHERE key = 'schema_version'"))
+        again = PostgresRecords(POSTGRES_DSN, schema=s.schema)
+        try:
+            assert again.schema_version() == PG_SCHEMA
+            with again._tx() as cur:
+                cur.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (s.schema,))
+                assert "outputs_archived" in {r[0] for r in cur.fetchall()}
+        finally:
+            again.close()
+    finally:
+        s.drop()
+        s.close()
+
+
+@pytest.mark.postgres
+def test_postgres_prune_can_read_the_archive_time_index_and_deletes_by_ctid() -> None:
+    from dispatch.records import archive
+    from dispatch.records.postgres import PRUNE
+
+    s = postgres_store()
+    try:
+        with_jobs(s)
+        with s._tx() as cur:
+            cur.execute("SET LOCAL enable_seqscan = off")  # a small table: ask whether the index can serve at all
+            prunable = archive.PRUNABLE.format(jobs="{s}.jobs", mark="%s")
+            cur.execute(s._q("EXPLAIN " + PRUNE.format(prunable=prunable)), (250.0, 10))
+            plan = "\n".join(r[0] for r in cur.fetchall())
+        assert "Index Scan using outputs_archived on outputs o" in plan, plan
+        assert "Tid Scan on outputs" in plan and "Seq Scan on outputs" not in plan, plan
+    finally:
+        s.drop()
         s.close()

@@ -1,4 +1,5 @@
-"""Cluster commands: ``capabilities``, ``preflight``, ``schema``, ``clusters``, ``supervise``, ``completion``."""
+"""Cluster and store commands: ``capabilities``, ``preflight``, ``schema``, ``clusters``, ``supervise``,
+``prune-outputs``, ``completion``."""
 
 from __future__ import annotations
 
@@ -14,6 +15,18 @@ from dispatch.errors import ConfigError
 
 pass_app = click.make_pass_decorator(App)
 CTX = {"help_option_names": ["-h", "--help"]}
+
+
+def option_duration(text: str, option: str) -> float:
+    """Seconds from an option's value: a number of seconds (``3600``) or a duration (``30d``, ``12h``, ``1h30m``,
+    :func:`dispatch.settings.parse_duration`). ConfigError naming ``option`` otherwise."""
+    from dispatch.settings import parse_duration
+
+    try:
+        seconds = float(text)  # a plain number is seconds
+    except ValueError:
+        return parse_duration(text, option)
+    return parse_duration(seconds, option)  # checked: finite and not negative
 
 
 def _interfaces(backend: Any) -> list[str]:
@@ -199,6 +212,12 @@ def clusters(app: App, as_json: bool) -> None:
     help="Keep this much of rank 0's log of each ended execution where the cluster does not keep output"
     " (its tail; 0: keep none).",
 )
+@click.option(
+    "--archive-keep",
+    metavar="DURATION",
+    help="Delete archived output this long after it was archived, once its job is closed: 30d, 12h, 3600"
+    " (pruned hourly; 0: never) [default: keep forever].",
+)
 @click.option("--test-pause-before-intent", "pause_action", hidden=True)
 @pass_app
 def supervise(
@@ -220,6 +239,7 @@ def supervise(
     log_json: bool,
     trace_calls: bool,
     archive_max_bytes: int,
+    archive_keep: str | None,
     pause_action: str | None,
 ) -> None:
     """Run the supervisor: observe the cluster's jobs, decide by their rules, act (until SIGTERM or Ctrl-C).
@@ -241,6 +261,7 @@ def supervise(
 
     if settings_text is not None and adapter is None:
         raise ConfigError("settings", "--settings goes with --adapter (a configured cluster has its own)")
+    keep = option_duration(archive_keep, "--archive-keep") if archive_keep is not None else None
     for module in plugin:
         load_plugin(module)
     settings = parse_settings(settings_text)
@@ -284,7 +305,7 @@ def supervise(
         if pause_action:
             used = PausingRecords(used, pause_action, emit)
         extra: dict[str, Any] = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
-        extra["archive"] = ArchiveSettings(max_bytes=archive_max_bytes)
+        extra["archive"] = ArchiveSettings(max_bytes=archive_max_bytes, keep=keep)
         sup = Supervisor(backend, used, clock=clock, owner=who, poll=poll, default_rules=rules, cluster=name, **extra)
         if metrics is not None:
             metrics.stale_after = 3 * sup.poll + 10.0
@@ -303,6 +324,64 @@ def supervise(
         log("supervisor stopped")
     finally:
         store.close()
+
+
+PRUNE_BATCH = 1000
+"""Entries ``prune-outputs`` deletes per transaction (it goes on until a batch comes back short)."""
+
+
+@click.command("prune-outputs", context_settings=CTX)
+@click.option(
+    "--older-than",
+    required=True,
+    metavar="DURATION",
+    help="Delete output archived longer ago than this (30d, 12h, 3600), of closed jobs.",
+)
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the count as JSON.")
+@pass_app
+def prune_outputs(app: App, older_than: str, dry_run: bool, as_json: bool) -> None:
+    """Delete the supervisor's archived output (docs/supervisor.md) older than --older-than, of closed jobs.
+
+    \b
+    A job still open keeps its archived output whatever its age. Deletes in batches of 1000 entries, one short
+    transaction each, so supervisors sharing the store are not held up. `dispatch supervise --archive-keep`
+    does the same every hour.
+    """
+    import time
+
+    from dispatch.cli import ui
+
+    seconds = option_duration(older_than, "--older-than")
+    if seconds == 0:
+        raise ConfigError("--older-than", "must be more than 0 (to delete every closed job's output, say 1s)")
+    before = time.time() - seconds
+    records: Any = app.records_if_present()
+    count = 0
+    if records is not None and dry_run:
+        count = records.prune_outputs(before, dry_run=True)
+    elif records is not None:
+        with ui.spinner("deleting archived output"):
+            while True:
+                n = records.prune_outputs(before, limit=PRUNE_BATCH)
+                count += n
+                if n < PRUNE_BATCH:
+                    break
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(before))
+    if as_json:
+        ui.print_json(
+            {
+                "records": app.records_where(),
+                "olderThan": seconds,
+                "before": before,
+                "dryRun": dry_run,
+                "entries": count,
+            }
+        )
+        return
+    verb = "would delete" if dry_run else "deleted"
+    click.echo(f"{verb} {count} archived output{'' if count == 1 else 's'} of closed jobs, archived before {when}")
+    ui.note(f"records: {app.records_where()}" if records is not None else f"no records yet at {app.records_where()}")
 
 
 def _logger(owner: str, as_json: bool) -> Any:

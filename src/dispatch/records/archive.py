@@ -9,7 +9,8 @@ one row per execution is enough (no chunking).
 
 One entry per (job, execution identity). :meth:`OutputArchive.put_output` is idempotent: an entry whose status
 is ``kept`` or ``gone`` is final and never replaced; a ``failed`` one is replaced by a later attempt (its
-``attempts`` counted).
+``attempts`` counted). :meth:`OutputArchive.prune_outputs` deletes old entries of jobs no supervisor looks at any
+more (retention: the supervisor's ``--archive-keep``, ``dispatch prune-outputs``).
 """
 
 from __future__ import annotations
@@ -91,6 +92,31 @@ class OutputArchive(Protocol):
         """The entries of these jobs, without their data, ordered by job, submission, then archive time."""
         ...
 
+    def prune_outputs(self, before: float, *, limit: int | None = None, dry_run: bool = False) -> int:
+        """Delete the entries archived before ``before`` (``archived_at < before``) of closed jobs; returns how
+        many were deleted.
+
+        * **Closed jobs only**: an entry is deleted only when its job is closed and no longer needs a supervisor
+          (:func:`~dispatch.records.model.needs_supervision` is false: no open intent, no stray or stop still
+          followed), or is not in the records at all. A job still open keeps its entries whatever their age.
+        * ``limit`` (None or at least 1; ValueError otherwise) bounds one call's deletions, oldest first, so a
+          caller keeps each call (one transaction) short and calls again while a call deletes ``limit``.
+        * **Idempotent and concurrent**: a second call with the same ``before`` deletes nothing more; on
+          PostgreSQL several supervisors may call it at once (each skips the rows another is deleting, and none
+          waits for another).
+        * ``dry_run``: delete nothing; return how many entries the same call would delete (a read, so it works
+          on a read-only store too). Without ``dry_run``, ReadOnly on a read-only store.
+
+        The SQL stores find the candidates through an index on ``archived_at`` and look each one's job up by
+        its key, so a call never scans the whole archive."""
+        ...
+
+
+def check_limit(limit: int | None) -> None:
+    """ValueError unless ``limit`` is None or a positive number of entries (:meth:`OutputArchive.prune_outputs`)."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit must be None or a positive number of entries, not {limit!r}")
+
 
 COLUMNS = "job_id, execution, submission, restart, status, archived_at, size, truncated, reason, attempts, rank, stream"
 """The metadata columns of the ``outputs`` table, in :func:`from_row` order (``data`` is read separately)."""
@@ -143,3 +169,9 @@ UPSERT = (
     " WHERE o.status = 'failed'"
 )
 """The idempotent write, shared by the SQL stores (``{table}`` and ``{marks}`` filled by each)."""
+
+PRUNABLE = "o.archived_at < {mark} AND NOT EXISTS (SELECT 1 FROM {jobs} AS j WHERE j.id = o.job_id AND j.supervised)"
+"""The entries :meth:`OutputArchive.prune_outputs` may delete, for a query over the ``outputs`` table as ``o``,
+shared by the SQL stores (``{jobs}`` and ``{mark}`` filled by each): archived before the cutoff, and no job
+needing supervision holds them. The ``supervised`` column is true for every open job (and for a closed one
+still followed)."""

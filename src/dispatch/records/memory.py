@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from dispatch.errors import Conflict, NotFound
-from dispatch.records.archive import ArchivedOutput, ArchiveStatus
+from dispatch.records.archive import ArchivedOutput, ArchiveStatus, check_limit
 from dispatch.records.base import check_fence
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, matches
 from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, Peers, needs_supervision
@@ -200,6 +200,17 @@ class MemoryRecords:
         with self._lock:
             found = [e.without_data() for (job, _), e in self._outputs.items() if job in wanted]
         return sorted(found, key=lambda e: (e.job_id, e.submission, e.archived_at))
+
+    def prune_outputs(self, before: float, *, limit: int | None = None, dry_run: bool = False) -> int:
+        check_limit(limit)
+        with self._lock:
+            # a job needing supervision (every open one) is in _created; the others' old entries go
+            old = [(e.archived_at, key) for key, e in self._outputs.items() if e.archived_at < before]
+            doomed = [key for _, key in sorted(old) if key[0] not in self._created][:limit]
+            if not dry_run:
+                for key in doomed:
+                    del self._outputs[key]
+            return len(doomed)
 
     def close(self) -> None:
         pass

@@ -45,7 +45,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _LOCK_KEY = 0x64697370  # "disp": the advisory lock migrations take
 
@@ -141,14 +141,27 @@ def _migration_4(cur: Any, schema: sql.Identifier) -> None:
     )
 
 
+def _migration_5(cur: Any, schema: sql.Identifier) -> None:
+    """The archive's retention (see the SQLite store's migration 6): an index on the archive time. Built in the
+    migration's transaction, which holds off writes to ``outputs`` meanwhile; the table's bytes live out of
+    line (TOAST), so the index reads only the small rows."""
+    cur.execute(sql.SQL("CREATE INDEX IF NOT EXISTS outputs_archived ON {s}.outputs (archived_at)").format(s=schema))
+
+
 MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {
     1: _migration_1,
     2: _migration_2,
     3: _migration_3,
     4: _migration_4,
+    5: _migration_5,
 }
 _MARKS = ",".join(["%s"] * (len(ROW_COLUMNS.split(",")) + 1))
 _SETS = ", ".join(f"{c.strip()}=%s" for c in ROW_COLUMNS.split(","))
+PRUNE = (
+    "DELETE FROM {{s}}.outputs WHERE ctid = ANY(ARRAY(SELECT o.ctid FROM {{s}}.outputs AS o WHERE {prunable}"
+    " ORDER BY o.archived_at LIMIT %s FOR UPDATE OF o SKIP LOCKED))"
+)
+"""The delete of :meth:`PostgresRecords.prune_outputs` (``{prunable}``: :data:`dispatch.records.archive.PRUNABLE`)."""
 
 
 class PostgresRecords:
@@ -437,6 +450,23 @@ class PostgresRecords:
             )
             rows = cur.fetchall()
         return [archive.from_row(r) for r in rows]
+
+    def prune_outputs(self, before: float, *, limit: int | None = None, dry_run: bool = False) -> int:
+        archive.check_limit(limit)
+        prunable = archive.PRUNABLE.format(jobs="{s}.jobs", mark="%s")
+        if dry_run:
+            with self._lock, self._db.cursor() as cur:
+                cur.execute(
+                    self._q("SELECT count(*) FROM (SELECT FROM {s}.outputs AS o WHERE " + prunable + " LIMIT %s) AS d"),
+                    (before, limit),  # LIMIT NULL: no limit
+                )
+                row = cur.fetchone()
+            return int(row[0]) if row else 0
+        # SKIP LOCKED: concurrent callers each lock rows no other holds, and none waits for another. The rows
+        # are deleted by their ctid (stable: locked, in this transaction), so the delete reads just those rows.
+        with self._tx() as cur:
+            cur.execute(self._q(PRUNE.format(prunable=prunable)), (before, limit))
+            return int(cur.rowcount)
 
     # ----- browsing (see dispatch.records.browse) --------------------------------------------------------------
 

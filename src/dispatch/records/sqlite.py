@@ -41,7 +41,7 @@ from dispatch.records.model import (
     row_values,
 )
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 
 def _run(db: sqlite3.Connection, script: str) -> None:
@@ -134,12 +134,18 @@ def _migration_5(db: sqlite3.Connection) -> None:
     )
 
 
+def _migration_6(db: sqlite3.Connection) -> None:
+    """The archive's retention (:meth:`SQLiteRecords.prune_outputs`) finds old entries by their archive time."""
+    _run(db, "CREATE INDEX outputs_archived ON outputs (archived_at)")
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migration_1,
     2: _migration_2,
     3: _migration_3,
     4: _migration_4,
     5: _migration_5,
+    6: _migration_6,
 }
 
 
@@ -405,6 +411,20 @@ class SQLiteRecords:
                     chunk,
                 ).fetchall()
         return [archive.from_row(r) for r in rows]
+
+    def prune_outputs(self, before: float, *, limit: int | None = None, dry_run: bool = False) -> int:
+        archive.check_limit(limit)
+        doomed = (
+            "SELECT o.rowid FROM outputs AS o WHERE "
+            + archive.PRUNABLE.format(jobs="jobs", mark="?")
+            + " ORDER BY o.archived_at LIMIT ?"
+        )
+        args = (before, -1 if limit is None else limit)  # LIMIT -1: no limit
+        if dry_run:
+            with self._lock:
+                return int(self._db.execute(f"SELECT count(*) FROM ({doomed})", args).fetchone()[0])
+        with self._tx() as db:
+            return db.execute(f"DELETE FROM outputs WHERE rowid IN ({doomed})", args).rowcount
 
     # ----- browsing (see dispatch.records.browse) ------------------------------------------------------------
 

@@ -18,6 +18,10 @@ the execution's pods go. The contract:
 * **Off the hot path**: nothing is read or queried for a job whose fold recorded no ending; a supervisor asks
   the archive once per job it has not seen before (start, takeover), and only for jobs with ended executions.
 
+Retention (:class:`Pruner`, with ``ArchiveSettings(keep=...)``): entries are deleted ``keep`` seconds after they
+were archived, once their job is closed (:meth:`~dispatch.records.archive.OutputArchive.prune_outputs`); by
+default nothing is deleted.
+
 What it cannot do: keep a log the cluster deleted before the supervisor saw the execution end (Kueue's
 eviction deletes the pods; the entry then says ``gone``). The Kubeflow adapter's ``supervised`` setting turns
 its ``OutputRetained`` answer to yes (docs/adapters/kubeflow.md says why it is a setting).
@@ -25,6 +29,7 @@ its ``OutputRetained`` answer to yes (docs/adapters/kubeflow.md says why it is a
 
 from __future__ import annotations
 
+import math
 import queue
 import threading
 import time
@@ -44,17 +49,25 @@ DEFAULT_READ_BOUND = 10.0
 """The time bound of reads for a backend that declares no CallBound."""
 MAX_ATTEMPTS = 3
 """How many times one execution's log is tried in all before its ``failed`` entry stays."""
+PRUNE_EVERY = 3600.0
+"""Seconds (of the supervisor's clock) between two prunes of the archive, unless the last deleted a full batch."""
+PRUNE_LIMIT = 1000
+"""The most entries one prune deletes (one short transaction)."""
 
 
 @dataclass(frozen=True)
 class ArchiveSettings:
-    """How much of each log the supervisor keeps: ``max_bytes`` of its tail (0: archive nothing)."""
+    """How much of each log the supervisor keeps: ``max_bytes`` of its tail (0: archive nothing); and for how
+    long: ``keep`` seconds after an entry was archived, once its job is closed (None or 0: forever)."""
 
     max_bytes: int = DEFAULT_MAX_BYTES
+    keep: float | None = None
 
     def __post_init__(self) -> None:
         if self.max_bytes < 0:
             raise ConfigError("archiveMaxBytes", "must be 0 (off) or a positive number of bytes")
+        if self.keep is not None and not (math.isfinite(self.keep) and self.keep >= 0):
+            raise ConfigError("archiveKeep", "must be 0 or None (keep forever) or a positive number of seconds")
 
 
 def keep_tail(chunks: Iterable[bytes], cap: int) -> tuple[bytes, int]:
@@ -232,6 +245,47 @@ class Archiver:
         return _with(base, status=ArchiveStatus.KEPT, data=data, size=size, truncated=truncated, reason=reason), False
 
 
+class Pruner:
+    """The archive's retention: deletes the entries archived more than ``keep`` seconds ago of closed jobs
+    (:meth:`~dispatch.records.archive.OutputArchive.prune_outputs`), at most ``limit`` per call so one call stays
+    short. A call is due every ``every`` seconds of the clock (the first at once); while calls delete a full
+    ``limit`` (a backlog, when retention is first turned on) one is due every cycle until it is worked off.
+
+    Build it with :meth:`for_settings`, which answers None when entries are kept forever. On PostgreSQL every
+    supervisor of a store may prune at once (the store makes that safe); the archive is the store's, not one
+    cluster's, so the supervisors of one store should share one ``keep``.
+    """
+
+    def __init__(self, records: Any, keep: float, *, limit: int = PRUNE_LIMIT, every: float = PRUNE_EVERY) -> None:
+        self.records = records
+        self.keep = keep
+        self.limit = limit
+        self.every = every
+        self._last: float | None = None
+        self._backlog = False
+
+    @classmethod
+    def for_settings(cls, records: Any, settings: ArchiveSettings | None) -> Pruner | None:
+        if settings is None or not settings.keep:
+            return None
+        # checked by attribute, not isinstance: record stores are often wrapped (metrics, fault hooks)
+        if not callable(getattr(records, "prune_outputs", None)):
+            raise ConfigError("archiveKeep", "this record store keeps no output archive to prune")
+        return cls(records, settings.keep)
+
+    def due(self, now: float) -> bool:
+        """Whether a call is due at ``now`` (on the supervisor's clock)."""
+        return self._last is None or self._backlog or now - self._last >= self.every
+
+    def prune(self, now: float) -> int:
+        """Delete at most ``limit`` entries archived before ``now - keep``; returns how many. A store error is
+        raised, and the next call is due ``every`` seconds later as after any other."""
+        self._last, self._backlog = now, False
+        deleted = int(self.records.prune_outputs(now - self.keep, limit=self.limit))
+        self._backlog = deleted >= self.limit
+        return deleted
+
+
 _Task = tuple[Callable[[], Any], list[Any], threading.Event]
 
 
@@ -273,4 +327,13 @@ def _with(entry: ArchivedOutput, **changes: Any) -> ArchivedOutput:
     return replace(entry, **changes)
 
 
-__all__ = ["DEFAULT_MAX_BYTES", "MAX_ATTEMPTS", "ArchiveSettings", "Archiver", "keep_tail"]
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "MAX_ATTEMPTS",
+    "PRUNE_EVERY",
+    "PRUNE_LIMIT",
+    "ArchiveSettings",
+    "Archiver",
+    "Pruner",
+    "keep_tail",
+]

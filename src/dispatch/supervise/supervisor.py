@@ -54,7 +54,7 @@ from dispatch.records.model import (
 )
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Unanswered, Watcher
-from dispatch.supervise.archive import Archiver, ArchiveSettings
+from dispatch.supervise.archive import Archiver, ArchiveSettings, Pruner
 from dispatch.supervise.fold import Settled, fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, needs_observation, next_step
@@ -106,6 +106,11 @@ class CycleReport:
     """The jobs this supervisor owns after the cycle, by (state, cause)."""
     archive: Counter[str] = field(default_factory=Counter)
     """Output archive entries written in this cycle, by status (see :mod:`dispatch.supervise.archive`)."""
+    archive_pruned: int = 0
+    """Output archive entries deleted by retention in this cycle (:class:`~dispatch.supervise.archive.Pruner`)."""
+    archive_prune_errors: int = 0
+    """Retention calls that failed in this cycle (the store's error; the cycle went on, and the next call is
+    due an hour later)."""
 
     @property
     def backend_calls(self) -> int:
@@ -131,6 +136,8 @@ class CycleReport:
             "decisions": [{"action": a, "rule": r, "count": n} for (a, r), n in sorted(self.decisions.items())],
             "escalations": dict(self.escalations),
             "archive": dict(self.archive),
+            "archivePruned": self.archive_pruned,
+            "archivePruneErrors": self.archive_prune_errors,
         }
 
 
@@ -165,8 +172,9 @@ class Supervisor:
     before another takes them over. ``mutations`` plants bugs for the simulator's mutation tests
     (:mod:`dispatch.supervise.mutation`); never set it otherwise. ``archive`` bounds the output archive kept for
     a backend whose output goes with its executions (:mod:`dispatch.supervise.archive`; default 1 MiB per
-    execution). ``steady=False`` sends every job the whole way each cycle (observe, fold, next_step) instead of
-    letting settled quiet jobs take the steady path (see :meth:`cycle`): the decisions are the same, and the
+    execution, kept forever; with ``keep`` set, the supervisor prunes the store's archive hourly, after a
+    cycle's work). ``steady=False`` sends every job the whole way each cycle (observe, fold, next_step) instead
+    of letting settled quiet jobs take the steady path (see :meth:`cycle`): the decisions are the same, and the
     simulator compares the two.
     """
 
@@ -231,6 +239,8 @@ class Supervisor:
         """Whether settled quiet jobs take the steady path (see :meth:`cycle`); planted bugs need every job to
         go the whole way."""
         self.archiver = Archiver.for_backend(backend, records, clock, archive)
+        self.pruner = Pruner.for_settings(records, archive)
+        """The archive's retention (None: entries are kept forever, the default)."""
 
     # ----- the loop ------------------------------------------------------------------------------------------
 
@@ -318,7 +328,18 @@ class Supervisor:
         for (state, cause), n in states.items():
             report.states[(state.value, cause.value if cause else "")] += n
         self._quiet = self._quiet_next
+        if self.pruner is not None and self.pruner.due(self.clock.now()):
+            self._prune(report)
         return report
+
+    def _prune(self, report: CycleReport) -> None:
+        """The archive's retention, after the jobs' work. A failure is counted, never raised: retention is
+        housekeeping, and the cycle's work is done."""
+        assert self.pruner is not None
+        try:
+            report.archive_pruned += self.pruner.prune(self.clock.now())
+        except Exception:  # the store's error (a lost connection, a locked file): tried again at the next due time
+            report.archive_prune_errors += 1
 
     def _load(self, heads: list[JobHead], steady: list[_Quiet]) -> list[JobRecord]:
         """The records of ``heads``: the copy this supervisor wrote or read last when its version is still the
