@@ -118,15 +118,20 @@ def test_sqlite_read_only_store_reads_and_refuses_writes(tmp_path: Path) -> None
         r.close()
 
 
-def test_sqlite_store_of_the_previous_schema_gains_the_archive(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
+def rewound(path: Path, undo: str, version: int) -> SQLiteRecords:
+    """A SQLite store made at the current schema, then taken back to ``version`` by ``undo`` (what that schema
+    did not have yet), and opened again: the migrations since ``version`` run."""
     SQLiteRecords(path).close()
     db = sqlite3.connect(path)
-    db.execute("DROP TABLE outputs")
-    db.execute("PRAGMA user_version=4")
+    db.execute(undo)
+    db.execute(f"PRAGMA user_version={version}")
     db.commit()
     db.close()
-    s = SQLiteRecords(path)
+    return SQLiteRecords(path)
+
+
+def test_sqlite_store_of_the_previous_schema_gains_the_archive(tmp_path: Path) -> None:
+    s = rewound(tmp_path / "old.db", "DROP TABLE outputs", 4)
     try:
         assert s.schema_version() == SQLITE_SCHEMA
         s.put_output(entry())
@@ -264,14 +269,7 @@ def test_postgres_concurrent_prunes_delete_each_entry_once() -> None:
 
 
 def test_sqlite_store_of_the_previous_schema_gains_the_retention_index(tmp_path: Path) -> None:
-    path = tmp_path / "old.db"
-    SQLiteRecords(path).close()
-    db = sqlite3.connect(path)
-    db.execute("DROP INDEX outputs_archived")
-    db.execute("PRAGMA user_version=5")
-    db.commit()
-    db.close()
-    s = SQLiteRecords(path)
+    s = rewound(tmp_path / "old.db", "DROP INDEX outputs_archived", 5)
     try:
         assert s.schema_version() == SQLITE_SCHEMA
         names = [r[0] for r in s._db.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'outputs'")]
