@@ -14,10 +14,12 @@ from pathlib import Path
 
 from dispatch.clock import FakeClock
 from dispatch.cluster import Cluster
+from dispatch.extensions import Image
 from dispatch.memory import MemoryScheduler, backend
 from dispatch.records import MemoryRecords
 from dispatch.spec import JobSpec
 from dispatch.supervise import Supervisor
+from dispatch.supervise.archive import ArchiveSettings
 from dispatch.supervise.metrics import Metrics
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -118,5 +120,40 @@ def test_jobs_decisions_and_health_as_cycles_go_and_stop() -> None:
         time.sleep(0.7)  # no cycle for longer than stale_after
         code, text = get(f"http://{host}:{port}/healthz")
         assert code == 503 and "unhealthy" in text
+    finally:
+        metrics.close()
+
+
+def test_the_output_archive_and_its_retention_are_counted() -> None:
+    """A preempted execution's log is archived (``archive_entries_total{status}``); once the job is closed and
+    the entry older than ``keep``, retention deletes it (``archive_pruned_total``)."""
+    clock = FakeClock()
+    sched = MemoryScheduler(clock, "kubeflow", nodes=2)
+    b = backend(sched)
+    records = MemoryRecords()
+    cluster = Cluster("memory", b, records, clock)
+    job = cluster.submit(JobSpec(command=("sleep", "500"), extensions=(Image("registry.example/train:1"),)))
+    metrics = Metrics(stale_after=60)
+    sup = Supervisor(b, metrics.timed(records), clock=clock, owner="sup-m", poll=10, archive=ArchiveSettings(keep=3600))
+    host, port = metrics.serve("127.0.0.1", 0)
+    try:
+        for _ in range(2):
+            metrics.cycle(sup.cycle(), 0.01)
+            clock.advance(10)
+        sched.control.preempt(records.get(job).current.scheduler_id)  # type: ignore[union-attr]
+        for _ in range(3):  # no rule: the preemption is escalated and the job closed
+            metrics.cycle(sup.cycle(), 0.01)
+            clock.advance(10)
+        assert records.get(job).closed and len(records.outputs([job])) == 1
+        text = get(f"http://{host}:{port}/metrics")[1]
+        assert 'dispatch_supervisor_archive_entries_total{status="kept"} 1.0' in text
+        assert "dispatch_supervisor_archive_pruned_total 0.0" in text
+        clock.advance(2 * 3600)  # past keep, and past the hour between two prunes
+        metrics.cycle(sup.cycle(), 0.01)
+        assert records.outputs([job]) == []
+        text = get(f"http://{host}:{port}/metrics")[1]
+        assert "dispatch_supervisor_archive_pruned_total 1.0" in text
+        assert "dispatch_supervisor_archive_prune_errors_total 0.0" in text
+        assert 'dispatch_supervisor_records_seconds_count{op="prune_outputs"} 2.0' in text
     finally:
         metrics.close()

@@ -22,6 +22,9 @@ Metrics (all prefixed ``dispatch_supervisor_``):
 ``owned_jobs``                     gauge      jobs this supervisor held a lease on in the last cycle
 ``records_seconds{op}``            histogram  latency of record-store calls, by operation
 ``last_cycle_timestamp_seconds``   gauge      when the last cycle completed (Unix time)
+``archive_entries_total{status}``  counter    output archive entries written (kept, gone, failed)
+``archive_pruned_total``           counter    output archive entries deleted by retention
+``archive_prune_errors_total``     counter    retention calls that failed (the cycle went on)
 =================================  =========  =====================================================
 """
 
@@ -34,7 +37,10 @@ from typing import Any
 
 from dispatch.errors import ConfigError
 
-_RECORD_OPS = ("create", "get", "get_many", "update", "renew", "to_supervise", "jobs", "summaries", "events")
+_RECORD_OPS = (
+    *("create", "get", "get_many", "update", "renew", "to_supervise", "jobs", "summaries", "events"),
+    *("put_output", "prune_outputs"),
+)
 
 
 def _client() -> Any:
@@ -78,6 +84,9 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0),
         )
         self.last_cycle_ts = pc.Gauge(p + "last_cycle_timestamp_seconds", "When the last cycle completed", registry=r)
+        self.archived = pc.Counter(p + "archive_entries", "Output archive entries written", ["status"], registry=r)
+        self.pruned = pc.Counter(p + "archive_pruned", "Output archive entries deleted by retention", registry=r)
+        self.prune_errors = pc.Counter(p + "archive_prune_errors", "Retention calls that failed", registry=r)
         self._server: ThreadingHTTPServer | None = None
 
     def cycle(self, report: Any, seconds: float) -> None:
@@ -92,6 +101,10 @@ class Metrics:
             self.decisions.labels(action=action, rule=rule).inc(n)
         for cause, n in report.escalations.items():
             self.escalations.labels(cause=cause).inc(n)
+        for status, n in report.archive.items():
+            self.archived.labels(status=status).inc(n)
+        self.pruned.inc(report.archive_pruned)
+        self.prune_errors.inc(report.archive_prune_errors)
         self.jobs.clear()
         for (state, cause), n in report.states.items():
             self.jobs.labels(state=state, cause=cause).set(n)
