@@ -89,6 +89,33 @@ def test_purged_unknown_evidence_keeps_a_seen_end() -> None:
     assert after.current.executions[0].outcome.cause is Cause.OUT_OF_MEMORY  # type: ignore[union-attr]
 
 
+def test_unknown_evidence_of_an_execution_after_the_seen_end_is_not_that_end() -> None:
+    """Preempted, then readmitted (or requeued): the object runs again as a new execution. Unknown evidence of
+    that execution (a transient accounting gap) says nothing of the old end: the submission is unknown, on the
+    unknown clock, not still preempted, so no rule decides on an end that is past (found by the simulator,
+    seed 5667: a resubmission while the readmitted execution ran)."""
+    seen, _ = fold(job(), ended(T0 + 5, State.FAILED, Cause.PREEMPTED), T0 + 5)
+    ev = Evidence("memory:accounting", T0 + 40)
+    unknown = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev)
+    preempted = Outcome(State.FAILED, Cause.PREEMPTED, Evidence("memory:queue", T0 + 5))
+    again = JobEvidence(
+        "101",
+        "dsp-j1-1",
+        unknown,
+        Gate.OPEN,
+        executions=(
+            ExecutionEvidence("1.101.0", 0, preempted, T0, T0 + 5),
+            ExecutionEvidence("2.101.0", 0, unknown, T0 + 30),
+        ),
+    )
+    after, _ = fold(seen, again, T0 + 40)
+    sub = after.current
+    assert sub is not None and sub.outcome is not None
+    assert (sub.outcome.state, sub.outcome.cause) == (State.UNKNOWN, Cause.UNKNOWN)
+    assert [e.outcome.state for e in sub.executions] == [State.FAILED, State.UNKNOWN]
+    assert sub.unknown_since == T0 + 40
+
+
 def test_a_foreign_hold_on_a_waiting_object_is_admin_held() -> None:
     ev = Evidence("memory:queue", T0 + 5)
     waiting = JobEvidence(

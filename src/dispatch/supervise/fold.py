@@ -399,7 +399,10 @@ def _fold_evidence(
         if cur_rec.outcome.ended:
             out = cur_rec.outcome.with_evidence(out.evidence) if out.ended else cur_rec.outcome
     if sub.outcome is not None and sub.outcome.ended and not out.ended and out.state is State.UNKNOWN:
-        out = sub.outcome  # vanished evidence: keep the end we saw
+        # vanished evidence: keep the end we saw, unless the object has run again since (a readmission or a
+        # requeue shows an execution that end was not of): then the end is past, and unknown is what we know
+        if cur is None or cur.identity in by_id:
+            out = sub.outcome
     before = sub.outcome
     sub.outcome = out
     if before is None or (before.state, before.cause, before.exit_code) != (out.state, out.cause, out.exit_code):
