@@ -10,6 +10,7 @@ import threading
 import time
 
 from dispatch.errors import NotFound, OutcomeUnknown, Unavailable
+from dispatch.extensions import CessationWarning
 from dispatch.outcome import Cause, State
 from dispatch.slurm import SlurmBackend
 from dispatch.slurm.harness import settings_for
@@ -207,3 +208,30 @@ def batch_submission_one_script_per_phase(name: str) -> None:
             assert ev.outcome.exit_code == code and ev.marker is not None
     finally:
         cluster.close()
+
+
+def warning_before_the_program_listens_is_not_fatal(name: str) -> None:
+    """Slurm may send a CessationWarning's ``--signal`` up to 60 s early, so it can reach a rank that has not
+    installed its handler yet (here: one that never does). The rank starts with the signal ignored, so the
+    warning is lost rather than fatal (SIGUSR1's default action ends a process). ``scancel --signal`` reaches
+    the steps' tasks as the warning does."""
+    b = open_backend(name)
+    try:
+        spec = JobSpec(
+            ("bash", "-c", "echo started; sleep 6; echo survived"),
+            time_limit=600,
+            extensions=(CessationWarning(seconds=30),),
+        )
+        sid, _ = run(b, spec)
+        wait(
+            b,
+            sid,
+            lambda e: e.outcome.state is State.RUNNING and b"started" in b"".join(b.stdout(sid)),
+            "the rank runs",
+        )
+        admin(name, "scancel", "--signal=USR1", sid)
+        ev = wait(b, sid, lambda e: e.outcome.state.ended, "the job ends")
+        assert ev.outcome.state is State.SUCCEEDED, ev.outcome
+        assert b"survived" in b"".join(b.stdout(sid))
+    finally:
+        b.close()

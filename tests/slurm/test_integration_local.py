@@ -21,3 +21,7 @@ def test_purged_job_with_and_without_accounting() -> None:
 
 def test_batch_submission_one_script_per_phase() -> None:
     it.batch_submission_one_script_per_phase("local")
+
+
+def test_a_warning_before_the_program_listens_is_not_fatal() -> None:
+    it.warning_before_the_program_listens_is_not_fatal("local")

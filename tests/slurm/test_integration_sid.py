@@ -26,3 +26,7 @@ def test_ssh_cut_mid_submission_leaves_exactly_one_job(cut_before_sbatch: bool) 
 
 def test_batch_submission_one_script_per_phase() -> None:
     it.batch_submission_one_script_per_phase("sid")
+
+
+def test_a_warning_before_the_program_listens_is_not_fatal() -> None:
+    it.warning_before_the_program_listens_is_not_fatal("sid")

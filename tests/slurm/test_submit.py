@@ -107,9 +107,12 @@ def test_cessation_warning_renders_signal_and_exports_it() -> None:
     assert "--signal=USR2@30" in job.argv
     assert "export DISPATCH_CESSATION_SIGNAL=USR2\n" in job.batch
     assert "export DISPATCH_CESSATION_GRACE=30\n" in job.batch
+    # each rank starts with the signal ignored (Slurm may send it early), and the same process runs the program
+    assert '-- /bin/sh -c \'trap "" USR2; exec "$@"\' dispatch-rank python train.py\n' in job.batch
     plain = build(req(JobSpec(("true",))), S, "22.05.8", "/o")
     assert not any(a.startswith("--signal") for a in plain.argv)  # opt-in: USR1's default action ends a process
     assert "DISPATCH_CESSATION" not in plain.batch
+    assert "trap" not in plain.batch and "--kill-on-bad-exit=1 -- true\n" in plain.batch
 
 
 @pytest.mark.parametrize(("fields", "path"), [({"seconds": 0}, "seconds"), ({"signal": "TERM"}, "signal")])

@@ -6,7 +6,8 @@
   ``SLURM_RESTART_COUNT``, unset on the first run), ``DISPATCH_JOB``, ``DISPATCH_SUBMISSION``,
   ``DISPATCH_MARKER``, ``DISPATCH_CHECKPOINT_DIR`` (SharedCheckpoint), ``DISPATCH_CESSATION_SIGNAL`` and
   ``_GRACE`` (CessationWarning, rendered as ``--signal=<sig>@<seconds>``) and the spec's env, then starts the ranks
-  on every node with ``srun --export=ALL`` (nodes x procs_per_node tasks). The user's argv is shlex-quoted
+  on every node with ``srun --export=ALL`` (nodes x procs_per_node tasks; with a CessationWarning each rank
+  starts with the warning signal ignored until the program handles it). The user's argv is shlex-quoted
   word by word inside a heredoc whose terminator carries the script nonce, so it reaches the ranks byte for
   byte.
 * Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``: with
@@ -125,7 +126,19 @@ def build(request: StartRequest, settings: SlurmSettings, release: str, default_
         scheduler_id='"$SLURM_JOB_ID"',
         restart='"${SLURM_RESTART_COUNT:-0}"',
         prelude=prelude,
-        launcher=("srun", "--export=ALL", "--kill-on-bad-exit=1", "--"),
+        launcher=("srun", "--export=ALL", "--kill-on-bad-exit=1", "--", *_ignoring(warning)),
         exports=exports,
     )
     return SbatchJob(tuple(argv), batch, out_dir)
+
+
+def _ignoring(warning: CessationWarning | None) -> tuple[str, ...]:
+    """The words that start each rank with the warning signal ignored, until the program installs its handler
+    (:mod:`dispatch.job` does on first use; a program may replace an ignored disposition at will). Slurm may send
+    ``--signal`` up to 60 s before the time given, so with a short limit it can reach a rank that is still
+    starting (an interpreter, its imports), and the signal's default action would end that rank: measured on
+    22.05, a resumed execution died of SIGUSR1 within its first second under load. A warning that comes before
+    the program listens finds nothing new to save. ``sh -c ... exec``: the same process runs the program."""
+    if warning is None:
+        return ()
+    return ("/bin/sh", "-c", f'trap "" {warning.signal}; exec "$@"', "dispatch-rank")
