@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -157,6 +159,32 @@ def test_logs_stay_readable_while_the_pod_terminates(server: FakeAPIServer) -> N
     assert r.status_code == 200 and r.text == "step 1\nstep 2\n"
     server.control.advance(20)
     assert httpx.get(f"{server.url}{PODS}/p/log", headers=AUTH).status_code == 404
+
+
+def test_a_log_follow_goes_on_while_the_pod_terminates_and_ends_when_it_goes(server: FakeAPIServer) -> None:
+    _running_pod(server, "p")
+    server.control.append_log("p", "before", container="c")
+    _delete(server, "p")
+    got: list[str] = []
+    done = threading.Event()
+
+    def follow() -> None:
+        params = {"follow": "true"}
+        with httpx.stream("GET", f"{server.url}{PODS}/p/log", params=params, headers=AUTH, timeout=10) as resp:
+            assert resp.status_code == 200
+            for line in resp.iter_lines():
+                got.append(line)
+        done.set()
+
+    threading.Thread(target=follow, daemon=True).start()
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:  # the stream is open: it has sent the buffered line
+        time.sleep(0.02)
+    server.control.append_log("p", "saving a checkpoint", container="c")
+    assert not done.wait(0.5), "a Terminating pod's log follow goes on"
+    server.control.advance(30)
+    assert done.wait(10), "the follow ends when the pod goes"
+    assert got == ["before", "saving a checkpoint"]
 
 
 def test_a_deleted_jobs_pods_terminate_and_are_not_counted_active(server: FakeAPIServer) -> None:
