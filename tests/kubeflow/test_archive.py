@@ -21,7 +21,7 @@ from dispatch.capabilities import Answer, Capability
 from dispatch.cluster import Cluster
 from dispatch.errors import NotFound
 from dispatch.kubeflow.backend import KubeflowBackend
-from dispatch.kubetest.resources import TRAINJOB
+from dispatch.kubetest.resources import POD, TRAINJOB
 from dispatch.outcome import Cause, State
 from dispatch.records import SQLiteRecords
 from dispatch.records.archive import ArchiveStatus
@@ -115,9 +115,10 @@ class World:
         return bool(execs) and execs[-1].outcome.state is State.RUNNING
 
     def delete_trainjob(self, sid: str) -> None:
-        """The TrainJob goes (an operator, a TTL), and its pods and their logs with it."""
+        """The TrainJob goes (an operator, a TTL), and its pods and their logs with it (once they have
+        terminated: at most their 30 s grace period)."""
         self.c.control.delete(TRAINJOB, sid)
-        self.c.tick(1.0)
+        self.c.tick(30.0)
         assert self.c.control.pods_of(sid, live=False) == []
 
     def close(self) -> None:
@@ -169,14 +170,39 @@ def test_failed_execution_log_outlives_its_pods_after_the_resubmit(world: World)
     assert retained["answer"] == "yes" and "archives rank 0's log" in retained["reason"]
 
 
-def test_preempted_execution_whose_pods_went_with_the_preemption_is_recorded_gone(world: World) -> None:
-    # The fake deletes a preempted pod at once (graceful termination is not modelled) and the failed Job's
-    # other pods with it; on Kubernetes they stay Terminating for their grace period, when the log can be read.
+def test_preempted_execution_log_is_kept_while_its_pods_terminate(world: World) -> None:
+    # A preempted pod, and the failed Job's other pods, stay Terminating for their grace period (30 s, the
+    # default); the supervisor's cycle that sees the execution end falls within it and reads the log.
+    w = world
+    job_id = w.cluster.submit(job_spec("sleep"), RESUBMIT)
+    rank0, _ = w.running(job_id)
+    w.c.control.append_log(rank0, "epoch 1", "checkpoint saved")
+    w.c.control.preempt_pod(rank0, reason="PreemptionByScheduler")
+    terminating = w.c.control.get(POD, rank0)
+    assert terminating is not None and terminating["metadata"]["deletionGracePeriodSeconds"] == 30
+    cycles(w.c, w.sup, lambda: w.sid(job_id, 2) is not None, "resubmitted")
+    first = w.records.get(job_id).submission(1).executions[-1]
+    assert first.outcome.cause is Cause.PREEMPTED
+    entry = w.records.get_output(job_id, first.identity)
+    assert entry is not None and entry.status is ArchiveStatus.KEPT, entry
+    assert entry.data == b"epoch 1\ncheckpoint saved\n"
+    first_sid = w.sid(job_id, 1)
+    assert first_sid is not None
+    w.c.tick(30.0)  # the grace runs out: the pods go, and their logs with them
+    assert w.c.control.pods_of(first_sid, live=False) == []
+    p = w.cli.run("logs", job_id, "--execution", first.identity)
+    assert p.returncode == 0 and p.stdout == "epoch 1\ncheckpoint saved\n", p.stderr
+
+
+def test_preempted_execution_whose_pod_went_at_once_is_recorded_gone(world: World) -> None:
+    # rank 0 is deleted with grace 0 (as `kubectl delete --force`): its log goes with it before the supervisor
+    # can see the execution end.
     w = world
     job_id = w.cluster.submit(job_spec("sleep"), RESUBMIT)
     rank0, _ = w.running(job_id)
     w.c.control.append_log(rank0, "epoch 1")
-    w.c.control.preempt_pod(rank0, reason="PreemptionByScheduler")
+    w.c.control.preempt_pod(rank0, reason="PreemptionByScheduler", grace_seconds=0)
+    assert w.c.control.get(POD, rank0) is None
     cycles(w.c, w.sup, lambda: w.sid(job_id, 2) is not None, "resubmitted")
     first = w.records.get(job_id).submission(1).executions[-1]
     assert first.outcome.cause is Cause.PREEMPTED
@@ -185,6 +211,22 @@ def test_preempted_execution_whose_pods_went_with_the_preemption_is_recorded_gon
     p = w.cli.run("logs", job_id, "--execution", first.identity)
     assert p.returncode == 3, p.stderr
     assert f"execution {first.identity} of job {job_id}" in p.stderr and "the archive says gone" in p.stderr
+
+
+def test_preempted_execution_seen_after_the_grace_ran_out_is_recorded_gone(world: World) -> None:
+    # No supervisor cycle within the 30 s grace: by the next one the pods have gone, their logs with them.
+    w = world
+    job_id = w.cluster.submit(job_spec("sleep"), RESUBMIT)
+    rank0, _ = w.running(job_id)
+    w.c.control.append_log(rank0, "epoch 1")
+    w.c.control.preempt_pod(rank0, reason="PreemptionByScheduler")
+    w.c.tick(30.0)
+    assert w.c.control.get(POD, rank0) is None
+    cycles(w.c, w.sup, lambda: w.sid(job_id, 2) is not None, "resubmitted")
+    first = w.records.get(job_id).submission(1).executions[-1]
+    assert first.outcome.cause is Cause.PREEMPTED
+    entry = w.records.get_output(job_id, first.identity)
+    assert entry is not None and entry.status is ArchiveStatus.GONE and "has no pod" in entry.reason
 
 
 def test_a_stop_the_supervisor_makes_archives_the_running_log_first(world: World) -> None:

@@ -359,3 +359,14 @@ def test_a_failure_waits_for_its_pods_to_end_before_naming_a_cause() -> None:
     )
     r = read(later, NOW + 31)
     assert ended(r)[:2] == (State.FAILED, Cause.EXIT)
+
+
+def test_a_failure_whose_terminating_pod_shows_a_disruption_does_not_wait_for_the_pods() -> None:
+    failed_now = cond("Failed", reason="FailedJobs", message="x")
+    failed_now["lastTransitionTime"] = "2027-01-15T08:00:00Z"  # == NOW
+    preempted = pod(disruption="PreemptionByScheduler")
+    preempted["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:30Z"  # Terminating: still running
+    other = pod("p1", index=1)
+    other["metadata"]["deletionTimestamp"] = "2027-01-15T08:00:30Z"
+    r = reading(trainjob(failed_now), [preempted, other])
+    assert ended(r)[:2] == (State.FAILED, Cause.PREEMPTED)

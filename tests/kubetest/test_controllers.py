@@ -107,6 +107,22 @@ def test_deleting_a_trainjob_collects_what_it_owns_in_both_servers(
     assert [p for p in control.list(POD) if not p["metadata"].get("deletionTimestamp")] == []
 
 
+def test_the_kubelet_removes_a_terminating_pod_over_the_api_when_its_grace_runs_out(
+    world: FakeAPIServer, http: httpx.Client
+) -> None:
+    ns, control = world.control.namespace, world.control
+    http.post(f"{TRAINER}/namespaces/{ns}/trainjobs", json=trainjob("grace", ns))
+    control.reconcile()
+    [rank0, _] = control.run_pods("grace")
+    name = rank0["metadata"]["name"]
+    r = http.delete(f"/api/v1/namespaces/{ns}/pods/{name}", params={"gracePeriodSeconds": "20"})
+    assert r.status_code == 200 and r.json()["metadata"]["deletionGracePeriodSeconds"] == 20, r.text
+    control.reconcile()
+    assert http.get(f"/api/v1/namespaces/{ns}/pods/{name}").status_code == 200  # Terminating
+    control.advance(20)  # the controllers' kubelet deletes it with grace 0, through the front
+    assert http.get(f"/api/v1/namespaces/{ns}/pods/{name}").status_code == 404
+
+
 def test_kueue_admits_through_the_api(world: FakeAPIServer, http: httpx.Client, crd_server: CRDAPIServer) -> None:
     ns, control = world.control.namespace, world.control
     control.add_cluster_queue(f"cq-{ns}", flavor=f"flavor-{ns}")

@@ -279,6 +279,9 @@ def test_deleting_the_trainjob_collects_everything(server: FakeAPIServer, client
     client.delete(TrainJob, "tj-del", namespace="default")
     assert list(client.list(Workload, namespace="default")) == []
     assert list(client.list(JobSet, namespace="default")) == []
+    terminating = list(client.list(Pod, namespace="default"))
+    assert terminating and all(p.metadata.deletionTimestamp is not None for p in terminating)
+    server.control.advance(30)  # their grace period
     assert list(client.list(Pod, namespace="default")) == []
 
 

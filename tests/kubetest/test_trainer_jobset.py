@@ -319,6 +319,9 @@ def test_node_lost(server: FakeAPIServer, client: Client, how: str) -> None:
         cluster.advance(299)
         assert client.get(Pod, victim["metadata"]["name"], namespace="default").metadata.deletionTimestamp is None
         cluster.advance(1)
+        evicted = client.get(Pod, victim["metadata"]["name"], namespace="default")
+        assert evicted.metadata.deletionTimestamp is not None, "evicted: Terminating for its grace period"
+        cluster.advance(30)
         expected = "DeletionByTaintManager"
     else:
         cluster.delete_node("worker-1")
@@ -348,8 +351,11 @@ def test_pod_start_states_preemption_and_auto_run(server: FakeAPIServer, client:
 
     cluster.run_pods("tj-pods")
     cluster.preempt_pod(second.metadata.name)
+    disrupted = client.get(Pod, second.metadata.name, namespace="default")
+    assert disrupted.metadata.deletionTimestamp is not None, "a disrupted pod is deleted: Terminating"
+    cluster.advance(30)
     gone = [p for p in client.list(Pod, namespace="default") if p.metadata.name == second.metadata.name]
-    assert gone == [], "a disrupted pod is deleted"
+    assert gone == [], "a disrupted pod goes when its grace period runs out"
     job = client.get(Job, "tj-pods-node-0", namespace="default")
     assert {c.type: c.reason for c in job.status.conditions}["Failed"] == "BackoffLimitExceeded"
 

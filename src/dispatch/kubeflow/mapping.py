@@ -351,9 +351,13 @@ another watch. After this the cause is read from whatever the pods show."""
 
 
 def settling(live: Sequence[JSON], failed: JSON, now: float) -> bool:
-    """True while some live pod of the execution has not ended, within SETTLE of the failure."""
+    """True while some live pod of the execution has not ended, within SETTLE of the failure, unless a pod
+    already shows ``DisruptionTarget=True`` (the first rows of the cause table: the evidence is in; its pods may
+    stay Terminating for their whole grace period, and their end is not waited for)."""
     since = parse_time(failed.get("lastTransitionTime"))
     if since is None or now - since >= SETTLE:
+        return False
+    if any(str((condition(p, "DisruptionTarget") or {}).get("status")) == "True" for p in live):
         return False
 
     def ending(p: JSON) -> bool:

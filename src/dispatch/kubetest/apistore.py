@@ -8,8 +8,9 @@ by the project's server, custom resources by the real apiextensions-apiserver), 
   that is not cached (or not synced yet) is read with a GET;
 - writes are POST (create, ``fieldManager`` = the reactor's manager), PUT with ``metadata.resourceVersion`` (spec
   and metadata) or PUT on ``/status``, retried from a fresh GET on 409 Conflict, and DELETE with
-  ``propagationPolicy=Background``. A change that alters nothing sends nothing. What the server answers is put in
-  the cache at once (write-through), so a controller sees its own writes before their watch events arrive;
+  ``propagationPolicy=Background`` (and ``gracePeriodSeconds`` when given). A change that alters nothing sends
+  nothing. What the server answers is put in the cache at once (write-through), so a controller sees its own
+  writes before their watch events arrive;
 - the scope is one test world: namespaced kinds in its namespace only, cluster-scoped custom resources only when
   they carry the world's label (``world_label``), since one real apiextensions-apiserver serves every world;
 - every effective write (one the server stored: a new resourceVersion) is counted in :attr:`writes`, which the
@@ -514,14 +515,20 @@ class APIStore:
             cur = self.fetch(rt, ns, name)
         raise StatusError(409, f"{rt.key} {name}: still conflicting after 10 attempts", "Conflict")
 
-    def delete(self, rt: ResourceType, namespace: str, name: str) -> JSON:
+    def delete(self, rt: ResourceType, namespace: str, name: str, *, grace_seconds: int | None = None) -> JSON:
         ns = (namespace or self.namespace) if rt.namespaced else ""
-        path = object_path(rt, ns, name) + "?propagationPolicy=Background"
+        query = {"propagationPolicy": "Background"}
+        if grace_seconds is not None:
+            query["gracePeriodSeconds"] = str(grace_seconds)
+        path = object_path(rt, ns, name) + "?" + urlencode(query)
         r = self.reflectors.get(rt)
         before = r.find(ns, name) if r is not None else None
         out = self.request("DELETE", path, what=f"delete {rt.key} {name}")
-        if out.get("kind") == rt.kind and (out.get("metadata") or {}).get("deletionTimestamp"):
-            self._remember(rt, out)  # kept by a finalizer, marked deleting
+        out_meta = out.get("metadata") or {}
+        held = out_meta.get("finalizers") or out_meta.get("deletionGracePeriodSeconds")
+        kept = bool(out_meta.get("deletionTimestamp")) and bool(held)
+        if out.get("kind") == rt.kind and kept:
+            self._remember(rt, out)  # kept by a finalizer, marked deleting, or a pod Terminating
             if before is not None and _rv(before) == _rv(out):
                 return out  # it was deleting already: nothing changed
         elif r is not None and before is not None:

@@ -42,6 +42,7 @@ _IDENTITY: set[Path] = {
     ("metadata", "creationTimestamp"),
     ("metadata", "generation"),
     ("metadata", "deletionTimestamp"),
+    ("metadata", "deletionGracePeriodSeconds"),
     ("metadata", "selfLink"),
 }
 

@@ -701,10 +701,12 @@ class Cluster:
         namespace: str | None = None,
         reason: str = "PreemptionByScheduler",
         message: str = "Preempted by a higher priority pod",
+        grace_seconds: int | None = None,
     ) -> None:
         """Delete the pod with ``DisruptionTarget=True`` and ``reason`` (``PreemptionByScheduler``,
-        ``EvictionByEvictionAPI``, ``TerminationByKubelet``, ...)."""
-        self._pod_action(name, namespace, lambda p: self.pods_reactor.disrupt(p, reason, message))
+        ``EvictionByEvictionAPI``, ``TerminationByKubelet``, ...): it stays Terminating for ``grace_seconds``
+        (None: its own ``terminationGracePeriodSeconds``, else 30; 0: it goes at once)."""
+        self._pod_action(name, namespace, lambda p: self.pods_reactor.disrupt(p, reason, message, grace_seconds))
 
     def run_pods(self, trainjob: str, namespace: str | None = None) -> builtins.list[JSON]:
         """Run every live pod of a TrainJob; returns them."""

@@ -339,24 +339,24 @@ class RequestHandler(BaseHTTPRequestHandler):
                         "propagationPolicy Foreground is not modelled by dispatch.kubetest (Background and Orphan are)",
                         "BadRequest",
                     )
-                grace = opts.get("gracePeriodSeconds", self.query.get("gracePeriodSeconds"))
-                if t.rt.kind == "Pod" and grace not in (None, "") and int(grace) > 0:
-                    raise StatusError(
-                        400,
-                        f"gracePeriodSeconds={grace}: graceful pod termination is not modelled by dispatch.kubetest "
-                        "(a deleted pod is removed at once, its containers never see SIGTERM); send 0 or leave it out",
-                        "BadRequest",
-                    )
+                grace = self._grace(opts)
                 if policy not in ("Background", "Orphan"):
                     raise StatusError(
                         400, f'invalid propagationPolicy "{policy}": must be one of Orphan, Foreground, Background'
                     )
                 gone = self.fake.store.delete(
-                    t.rt, t.namespace, t.name, pre.get("uid"), pre.get("resourceVersion"), orphan=policy == "Orphan"
+                    t.rt,
+                    t.namespace,
+                    t.name,
+                    pre.get("uid"),
+                    pre.get("resourceVersion"),
+                    orphan=policy == "Orphan",
+                    grace_seconds=grace,
                 )
                 self._after_write()
                 self._send_json(200, gone)
             else:  # deletecollection
+                grace = self._grace(self._decode(body) if body else {})
                 predicate = self._predicate(t)
                 items, _ = self.fake.store.list(
                     t.rt, t.namespace if t.rt.namespaced and t.namespace else None, predicate
@@ -364,7 +364,7 @@ class RequestHandler(BaseHTTPRequestHandler):
                 for item in items:
                     meta = item["metadata"]
                     try:
-                        self.fake.store.delete(t.rt, meta.get("namespace", ""), meta["name"])
+                        self.fake.store.delete(t.rt, meta.get("namespace", ""), meta["name"], grace_seconds=grace)
                     except StatusError as exc:
                         if exc.code != 404:
                             raise
@@ -378,6 +378,16 @@ class RequestHandler(BaseHTTPRequestHandler):
                         "items": items,
                     },
                 )
+
+    def _grace(self, opts: JSON) -> int | None:
+        """A delete's ``gracePeriodSeconds`` (DeleteOptions body, else query), or None when not sent."""
+        raw = opts.get("gracePeriodSeconds", self.query.get("gracePeriodSeconds"))
+        if raw in (None, ""):
+            return None
+        try:
+            return int(raw)
+        except (TypeError, ValueError):
+            raise errors.bad_request(f'gracePeriodSeconds: Invalid value: "{raw}": must be an integer') from None
 
     def _after_write(self) -> None:
         # in front of the real server the controllers react on their own, by watch (controllers.py)

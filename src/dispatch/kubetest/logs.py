@@ -1,7 +1,8 @@
 """Container logs: lines appended by the test (through the control surface), read by pods/log.
 
 A container's log ends (a follow stream closes) when the test marks it finished, when the pod
-reaches a terminal phase (Succeeded/Failed), or when the pod is deleted. Lines are timestamped
+reaches a terminal phase (Succeeded/Failed), or when the pod is removed (a Terminating pod keeps its log
+until then). Lines are timestamped
 with the injected clock at append time.
 """
 

@@ -10,7 +10,9 @@ Protocol cannot tell which one it has; what it may rely on is what both give:
 - ``create`` answers the stored object (defaulted, pruned); ``keep_status`` seeds a status in the same call;
 - ``mutate(change)`` is read-modify-write: ``change`` gets a copy of the current object and returns the new one;
   a change that alters nothing writes nothing; ``subresource="status"`` writes only the status;
-- ``delete`` deletes with background propagation (a finalizer keeps the object, marked deleting);
+- ``delete`` deletes with background propagation (a finalizer keeps the object, marked deleting); a pod is deleted
+  gracefully (kept Terminating, see store.py) unless ``grace_seconds`` is 0; ``grace_seconds`` is sent as the
+  request's ``gracePeriodSeconds`` (None: not sent) and matters for pods only;
 - errors are :class:`~dispatch.kubetest.errors.StatusError` with the HTTP code (404 gone, 409 conflict...).
 """
 
@@ -49,7 +51,7 @@ class ObjectStore(Protocol):
         subresource: str = "",
     ) -> JSON: ...
 
-    def delete(self, rt: ResourceType, namespace: str, name: str) -> Any: ...
+    def delete(self, rt: ResourceType, namespace: str, name: str, *, grace_seconds: int | None = None) -> Any: ...
 
     def random_suffix(self, seed: str, length: int = 5) -> str: ...
 

@@ -1,7 +1,8 @@
 """``pods/log``: container logs from the LogBook, optionally followed as they are appended.
 
 A follow stream ends after the buffered lines when the container terminates, its log is finished,
-the pod is deleted (or replaced) or the test drops watches.
+the pod is removed (or replaced) or the test drops watches. A Terminating pod (deleted, within its grace
+period) is still there: its log reads, and follows, as before the delete.
 """
 
 from __future__ import annotations

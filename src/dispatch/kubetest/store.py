@@ -8,10 +8,19 @@ Contracts:
 - for types with a status subresource, writes to the main resource keep the stored ``status`` and
   writes to ``/status`` change nothing but ``status`` (and create drops any ``status`` sent);
 - an update carrying a ``resourceVersion`` that is not the stored one is a 409 Conflict;
-- deleting an object with finalizers only sets ``deletionTimestamp``; it goes away when the last
-  finalizer is removed; deleting an object deletes its dependents (ownerReferences) whose owners
-  are all gone, immediately (no graceful deletion; Orphan drops the ownerReferences instead; the
-  handler refuses Foreground);
+- deleting an object with finalizers only sets ``deletionTimestamp`` (and ``deletionGracePeriodSeconds: 0``); it
+  goes away when the last finalizer is removed; deleting an object deletes its dependents (ownerReferences) whose
+  owners are all gone (background propagation; Orphan drops the ownerReferences instead; the handler refuses
+  Foreground);
+- pods are deleted gracefully, as the real pod strategy does: the grace period is the request's
+  ``gracePeriodSeconds`` (negative counts as 1), else the pod's ``spec.terminationGracePeriodSeconds``, else 30, and 0
+  for a pod not bound to a node or already Succeeded/Failed. A grace above 0 leaves the pod Terminating (a MODIFIED
+  event): ``deletionTimestamp`` = now + grace (the time by which it goes), ``deletionGracePeriodSeconds`` = grace.
+  A later delete may shorten the grace (the deadline moves to the first request's time + the new grace), never
+  lengthen it; grace 0 removes the pod (once no finalizer holds it). Removal at the deadline is the kubelet's
+  (``reactors/pods.py``), not the store's: the store never removes a Terminating pod by itself, and an update that
+  drops its last finalizer keeps it while ``deletionGracePeriodSeconds`` is above 0. Dependents collected by
+  cascade are deleted the same way (a Job's pods go Terminating);
 - every change is recorded in a bounded history (``history_window`` events) that watches resume
   from; a resume point older than the retained history is 410 Expired.
 """
@@ -30,12 +39,12 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from . import errors
 from .apply import Ownership
-from .clock import FakeClock, parse_time
+from .clock import FakeClock, format_time, parse_time
 from .requestctx import field_validation, is_external
 from .resources import NAMESPACE, Catalogue, ResourceType
 from .schema import admit as schema_admit
@@ -50,6 +59,40 @@ _RFC1035_LABEL = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 _IGNORED_FOR_NOOP = ("resourceVersion", "managedFields")
+
+_DELETION_FIELDS = ("deletionTimestamp", "deletionGracePeriodSeconds")
+"""Set only by a delete: an update can neither set nor change them."""
+
+DEFAULT_GRACE_SECONDS = 30
+"""The pod spec's default ``terminationGracePeriodSeconds``."""
+
+
+def _is_pod(rt: ResourceType) -> bool:
+    return rt.group == "" and rt.kind == "Pod"
+
+
+def pod_grace_seconds(pod: JSON, requested: int | None) -> int:
+    """The grace period a fresh delete of ``pod`` gets, as the pod strategy's ``CheckGracefulDelete`` decides:
+    ``requested`` (negative counts as 1), else ``spec.terminationGracePeriodSeconds``, else 30; 0 for a pod not
+    bound to a node or in a terminal phase."""
+    spec = pod.get("spec") or {}
+    if requested is not None:
+        period = max(int(requested), 1) if int(requested) < 0 else int(requested)
+    else:
+        default = spec.get("terminationGracePeriodSeconds")
+        period = DEFAULT_GRACE_SECONDS if default is None else int(default)
+    if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return 0
+    return period
+
+
+def grace_deadline(obj: JSON) -> datetime | None:
+    """When a Terminating pod is due to go (its ``deletionTimestamp``), or None when it is not terminating
+    gracefully (not deleting, or deleting with grace 0, held only by finalizers)."""
+    meta = obj.get("metadata") or {}
+    if not meta.get("deletionTimestamp") or not meta.get("deletionGracePeriodSeconds"):
+        return None
+    return parse_time(meta["deletionTimestamp"])
 
 
 @dataclass(frozen=True)
@@ -361,7 +404,8 @@ class Store:
                 _default_job_selector(obj)
             meta["creationTimestamp"] = now
             meta["generation"] = 1
-            meta.pop("deletionTimestamp", None)
+            for field in _DELETION_FIELDS:
+                meta.pop(field, None)
             if rt.kind == "Namespace":
                 obj.setdefault("spec", {"finalizers": ["kubernetes"]})
                 obj["status"] = {"phase": "Active"}
@@ -405,7 +449,7 @@ class Store:
             else:
                 new.pop("status", None)
         meta = new.setdefault("metadata", {})
-        for fixed in ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp"):
+        for fixed in ("uid", "creationTimestamp", "name", "namespace", *_DELETION_FIELDS):
             if fixed in old_meta:
                 meta[fixed] = old_meta[fixed]
             else:
@@ -434,7 +478,7 @@ class Store:
             meta.pop("managedFields", None)
         self._rv += 1
         meta["resourceVersion"] = str(self._rv)
-        if meta.get("deletionTimestamp") and not meta.get("finalizers"):
+        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
             self._bucket(rt).pop(key, None)
             self._record("DELETED", rt, copy.deepcopy(new), copy.deepcopy(old))
             self._collect_dependents(meta["uid"])
@@ -555,10 +599,13 @@ class Store:
         expected_rv: str | None = None,
         *,
         orphan: bool = False,
+        grace_seconds: int | None = None,
     ) -> JSON:
-        """Delete (or mark deleting, when finalizers exist). Preconditions mismatch is a 409. ``orphan``
-        (propagationPolicy Orphan): dependents lose their ownerReference to it instead of being collected,
-        at once (a real garbage collector does it asynchronously behind an ``orphan`` finalizer)."""
+        """Delete (or mark deleting, when finalizers exist, or Terminating, for a pod given a grace period: see
+        the module docstring). Preconditions mismatch is a 409. ``orphan`` (propagationPolicy Orphan): dependents
+        lose their ownerReference to it instead of being collected, at once (a real garbage collector does it
+        asynchronously behind an ``orphan`` finalizer). ``grace_seconds`` (the request's ``gracePeriodSeconds``)
+        matters for pods only."""
         with self.lock:
             key, old = self._current(rt, namespace, name)
             if orphan:
@@ -572,17 +619,41 @@ class Store:
                 )
             if expected_rv and expected_rv != old["metadata"]["resourceVersion"]:
                 raise errors.conflict(rt, name)
+            if _is_pod(rt):
+                return self._delete_pod(rt, key, old, grace_seconds)
             if old["metadata"].get("finalizers"):
                 if old["metadata"].get("deletionTimestamp"):
                     return copy.deepcopy(old)
-                marked = copy.deepcopy(old)
-                marked["metadata"]["deletionTimestamp"] = self.clock.rfc3339()
-                self._rv += 1
-                marked["metadata"]["resourceVersion"] = str(self._rv)
-                self._bucket(rt)[key] = marked
-                self._record("MODIFIED", rt, copy.deepcopy(marked), copy.deepcopy(old))
-                return copy.deepcopy(marked)
+                return self._mark_deleting(rt, key, old, self.clock.rfc3339(), 0)
             return self._remove(rt, key, old)
+
+    def _mark_deleting(self, rt: ResourceType, key: tuple[str, str], old: JSON, when: str, grace: int) -> JSON:
+        marked = copy.deepcopy(old)
+        marked["metadata"]["deletionTimestamp"] = when
+        marked["metadata"]["deletionGracePeriodSeconds"] = grace
+        self._rv += 1
+        marked["metadata"]["resourceVersion"] = str(self._rv)
+        self._bucket(rt)[key] = marked
+        self._record("MODIFIED", rt, copy.deepcopy(marked), copy.deepcopy(old))
+        return copy.deepcopy(marked)
+
+    def _delete_pod(self, rt: ResourceType, key: tuple[str, str], old: JSON, requested: int | None) -> JSON:
+        """Graceful deletion of a pod (the module docstring): start it, shorten it, or remove the pod."""
+        meta = old["metadata"]
+        if meta.get("deletionTimestamp"):
+            current = meta.get("deletionGracePeriodSeconds")
+            if current is None or requested is None:
+                return copy.deepcopy(old)  # graceful deletion already pending: nothing to change
+            period = max(int(requested), 1) if int(requested) < 0 else int(requested)
+            if period >= int(current):
+                return copy.deepcopy(old)  # a grace period may only be shortened
+            deadline = parse_time(meta["deletionTimestamp"]) - timedelta(seconds=int(current) - period)
+        else:
+            period = pod_grace_seconds(old, requested)
+            deadline = self.clock.now() + timedelta(seconds=period)
+        if period == 0 and not meta.get("finalizers"):
+            return self._remove(rt, key, old)
+        return self._mark_deleting(rt, key, old, format_time(deadline), period)
 
     def _remove(self, rt: ResourceType, key: tuple[str, str], old: JSON) -> JSON:
         del self._bucket(rt)[key]
@@ -616,21 +687,19 @@ class Store:
 
     def _collect_dependents(self, owner_uid: str) -> None:
         """Background garbage collection of dependents whose owners are all gone. Dependents with
-        finalizers are only marked deleting (their controllers remove the finalizers)."""
+        finalizers are only marked deleting (their controllers remove the finalizers); pods are deleted
+        gracefully with their own default grace period (they go Terminating)."""
         live = self._live_uids()
         for rt, bucket in list(self._objects.items()):
             for key, obj in list(bucket.items()):
                 refs = obj["metadata"].get("ownerReferences") or []
                 uids = {r.get("uid") for r in refs}
                 if owner_uid in uids and not (uids & live) and key in bucket:
-                    if obj["metadata"].get("finalizers"):
+                    if _is_pod(rt):
+                        self._delete_pod(rt, key, obj, None)
+                    elif obj["metadata"].get("finalizers"):
                         if not obj["metadata"].get("deletionTimestamp"):
-                            marked = copy.deepcopy(obj)
-                            marked["metadata"]["deletionTimestamp"] = self.clock.rfc3339()
-                            self._rv += 1
-                            marked["metadata"]["resourceVersion"] = str(self._rv)
-                            bucket[key] = marked
-                            self._record("MODIFIED", rt, copy.deepcopy(marked), copy.deepcopy(obj))
+                            self._mark_deleting(rt, key, obj, self.clock.rfc3339(), 0)
                     else:
                         self._remove(rt, key, obj)
 

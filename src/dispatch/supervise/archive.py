@@ -23,8 +23,9 @@ were archived, once their job is closed (:meth:`~dispatch.records.archive.Output
 default nothing is deleted.
 
 What it cannot do: keep a log the cluster deleted before the supervisor saw the execution end (Kueue's
-eviction deletes the pods; the entry then says ``gone``). The Kubeflow adapter's ``supervised`` setting turns
-its ``OutputRetained`` answer to yes (docs/adapters/kubeflow.md says why it is a setting).
+eviction deletes the pods: they stay Terminating for their grace period, and past it the entry says ``gone``).
+The Kubeflow adapter's ``supervised`` setting turns its ``OutputRetained`` answer to yes (docs/adapters/kubeflow.md
+says why it is a setting).
 """
 
 from __future__ import annotations

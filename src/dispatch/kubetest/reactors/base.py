@@ -132,10 +132,11 @@ class Reactor:
                 return None
             raise
 
-    def delete(self, rt: ResourceType, obj: JSON) -> None:
+    def delete(self, rt: ResourceType, obj: JSON, grace_seconds: int | None = None) -> None:
+        """Delete ``obj`` (a pod gracefully, unless ``grace_seconds`` is 0); nothing if it is gone already."""
         m = obj["metadata"]
         try:
-            self.store.delete(rt, m.get("namespace", ""), m["name"])
+            self.store.delete(rt, m.get("namespace", ""), m["name"], grace_seconds=grace_seconds)
         except StatusError as exc:
             if exc.code != 404:
                 raise

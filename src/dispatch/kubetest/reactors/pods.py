@@ -11,7 +11,14 @@ What runs on its own (each reconcile):
   taint's ``timeAdded``, after getting ``DisruptionTarget=True`` reason ``DeletionByTaintManager``;
 - pod GC: a pod bound to a node that no longer exists is marked ``phase: Failed`` with
   ``DisruptionTarget=True`` reason ``DeletionByPodGC`` and deleted (immediately; the real 40 s
-  quarantine is not modelled).
+  quarantine is not modelled);
+- graceful termination: a Terminating pod (deleted with a grace period, store.py) keeps running until
+  the kubelet ends it: once the injected clock reaches its ``deletionTimestamp`` (the grace has run out:
+  running containers are killed, ``terminated`` exit 137 reason ``Error``, and a pod not yet terminal
+  becomes ``Failed``), or at once when no container of it runs any more (all exited, or none started),
+  the kubelet deletes it with grace 0 and it goes (a DELETED event). Not modelled: SIGTERM (a test ends
+  containers early with ``fail_pod``/``succeed_pod``), and a kubelet that cannot end its pods (an
+  unreachable node's pods go at their deadline too, where a real cluster leaves them Terminating).
 
 What the test drives (the kubelet): ``PodReactor.run/terminate/wait/disrupt`` via the control
 surface; bound pods show ``waiting: ContainerCreating`` until then (or start at once when
@@ -28,6 +35,7 @@ from typing import Any
 from ..clock import parse_time
 from ..errors import StatusError
 from ..resources import NODE, POD
+from ..store import grace_deadline
 from .base import Reactor, find_condition, set_condition
 
 JSON = dict[str, Any]
@@ -59,6 +67,7 @@ class PodReactor(Reactor):
         nodes, _ = self.store.list(NODE)
         by_name = {n["metadata"]["name"]: n for n in nodes}
         pods, _ = self.store.list(POD)
+        self._end_terminating(pods)
         self._garbage_collect(pods, by_name)
         self._evict_tainted(pods, by_name)
         self._schedule(pods, nodes)
@@ -129,6 +138,26 @@ class PodReactor(Reactor):
             if self.auto_run:
                 self.run(bound)
 
+    # ---- graceful termination -------------------------------------------------------------
+    def _end_terminating(self, pods: list[JSON]) -> None:
+        """End each Terminating pod whose grace has run out or whose containers no longer run (module docstring)."""
+        now = self.store.clock.now()
+        for pod in pods:
+            deadline = grace_deadline(pod)
+            if deadline is None:
+                continue
+            if now >= deadline:
+                if not _terminal(pod):
+                    status = copy.deepcopy(pod.get("status") or {})
+                    _terminate_all(status, pod, 137, "Error", self.now(), only_running=True)
+                    status["phase"] = "Failed"
+                    for type_ in ("Ready", "ContainersReady"):
+                        set_condition(status, type_, "False", "PodFailed", "", self.now())
+                    pod = self.write_status(POD, pod, status)
+            elif not _terminal(pod) and _some_container_runs(pod):
+                continue
+            self.delete(POD, pod, grace_seconds=0)
+
     # ---- node lifecycle -------------------------------------------------------------------
     def _evict_tainted(self, pods: list[JSON], nodes: dict[str, JSON]) -> None:
         now = self.store.clock.now()
@@ -170,13 +199,13 @@ class PodReactor(Reactor):
             self.delete(POD, written)
 
     # ---- kubelet actions driven by tests --------------------------------------------------
-    def disrupt(self, pod: JSON, reason: str, message: str) -> None:
-        """Add ``DisruptionTarget=True`` with ``reason`` and delete the pod (graceful deletion of a
-        running pod is not modelled: the Job controller's finalizer makes it visible as terminating)."""
+    def disrupt(self, pod: JSON, reason: str, message: str, grace_seconds: int | None = None) -> None:
+        """Add ``DisruptionTarget=True`` with ``reason`` and delete the pod, gracefully: it stays Terminating
+        until its grace period runs out on the injected clock or its containers end."""
         status = copy.deepcopy(pod.get("status") or {})
         set_condition(status, "DisruptionTarget", "True", reason, message, self.now())
         written = self.write_status(POD, pod, status)
-        self.delete(POD, written)
+        self.delete(POD, written, grace_seconds)
 
     def wait(self, pod: JSON, reason: str, message: str, container: str | None = None) -> JSON:
         """Container(s) stuck waiting (``ErrImagePull``, ``ImagePullBackOff``,
@@ -233,12 +262,14 @@ class PodReactor(Reactor):
         self, pod: JSON, exit_code: int, reason: str, message: str = "", container: str | None = None
     ) -> JSON:
         """Container(s) exited with ``exit_code``. Under restartPolicy Never (or exit 0 under
-        OnFailure) the pod becomes Succeeded/Failed; otherwise the container restarts in place."""
+        OnFailure), or when the pod is Terminating, the pod becomes Succeeded/Failed; otherwise the
+        container restarts in place."""
         now = self.now()
         policy = (pod.get("spec") or {}).get("restartPolicy", "Always")
         status = copy.deepcopy(pod.get("status") or {})
         names = [container] if container else [c["name"] for c in pod["spec"].get("containers") or []]
         restart = policy == "Always" or (policy == "OnFailure" and exit_code != 0)
+        restart = restart and not pod["metadata"].get("deletionTimestamp")  # a Terminating pod restarts nothing
         for name in names:
             cs = _find_status(status, name)
             if cs is None:
@@ -289,6 +320,10 @@ def _find_status(status: JSON, name: str) -> JSON | None:
     return None
 
 
+def _some_container_runs(pod: JSON) -> bool:
+    return any("running" in (cs.get("state") or {}) for cs in (pod.get("status") or {}).get("containerStatuses") or [])
+
+
 def _terminate_all(status: JSON, pod: JSON, code: int, reason: str, now: str, only_running: bool) -> None:
     for c in pod["spec"].get("containers") or []:
         cs = _find_status(status, c["name"])
@@ -296,7 +331,13 @@ def _terminate_all(status: JSON, pod: JSON, code: int, reason: str, now: str, on
             continue
         if only_running and "running" not in (cs.get("state") or {}):
             continue
-        cs["state"] = {"terminated": {"exitCode": code, "reason": reason, "finishedAt": now}}
+        terminated: JSON = {"exitCode": code, "reason": reason, "finishedAt": now}
+        started = ((cs.get("state") or {}).get("running") or {}).get("startedAt")
+        if started:
+            terminated["startedAt"] = started
+        if cs.get("containerID"):
+            terminated["containerID"] = cs["containerID"]
+        cs["state"] = {"terminated": terminated}
         cs["ready"] = False
 
 
