@@ -25,6 +25,7 @@ from dispatch.kubetest.resources import POD, TRAINJOB
 from dispatch.outcome import Cause, State
 from dispatch.records import SQLiteRecords
 from dispatch.records.archive import ArchiveStatus
+from dispatch.records.model import ExecutionRecord
 from dispatch.supervise import Supervisor
 
 from .harness import FakeCluster, job_spec
@@ -135,6 +136,19 @@ def world(plain: FakeCluster, tmp_path: Path) -> Iterator[World]:
         w.close()
 
 
+def kept(w: World, job_id: str, cause: Cause, data: bytes) -> tuple[ExecutionRecord, str]:
+    """The first submission's last execution, which ended with ``cause`` and whose log the archive kept as
+    ``data``; and that submission's TrainJob."""
+    first = w.records.get(job_id).submission(1).executions[-1]
+    assert first.outcome.cause is cause
+    entry = w.records.get_output(job_id, first.identity)
+    assert entry is not None and entry.status is ArchiveStatus.KEPT, entry
+    assert entry.data == data
+    first_sid = w.sid(job_id, 1)
+    assert first_sid is not None
+    return first, first_sid
+
+
 def test_failed_execution_log_outlives_its_pods_after_the_resubmit(world: World) -> None:
     w = world
     assert w.b.capabilities()[Capability.OUTPUT_RETAINED].answer is Answer.YES
@@ -142,13 +156,7 @@ def test_failed_execution_log_outlives_its_pods_after_the_resubmit(world: World)
     rank0, _ = w.running(job_id)
     w.c.control.append_log(rank0, "epoch 1 loss 0.9", "epoch 2 loss nan")
     cycles(w.c, w.sup, lambda: w.sid(job_id, 2) is not None, "resubmitted")
-    first = w.records.get(job_id).submission(1).executions[-1]
-    assert first.outcome.cause is Cause.EXIT
-    entry = w.records.get_output(job_id, first.identity)
-    assert entry is not None and entry.status is ArchiveStatus.KEPT, entry
-    assert entry.data == b"epoch 1 loss 0.9\nepoch 2 loss nan\n"
-    first_sid = w.sid(job_id, 1)
-    assert first_sid is not None
+    first, first_sid = kept(w, job_id, Cause.EXIT, b"epoch 1 loss 0.9\nepoch 2 loss nan\n")
     w.delete_trainjob(first_sid)
     with pytest.raises(NotFound):
         list(w.b.execution_output(first_sid, first.identity))
@@ -181,27 +189,23 @@ def test_preempted_execution_log_is_kept_while_its_pods_terminate(world: World) 
     terminating = w.c.control.get(POD, rank0)
     assert terminating is not None and terminating["metadata"]["deletionGracePeriodSeconds"] == 30
     cycles(w.c, w.sup, lambda: w.sid(job_id, 2) is not None, "resubmitted")
-    first = w.records.get(job_id).submission(1).executions[-1]
-    assert first.outcome.cause is Cause.PREEMPTED
-    entry = w.records.get_output(job_id, first.identity)
-    assert entry is not None and entry.status is ArchiveStatus.KEPT, entry
-    assert entry.data == b"epoch 1\ncheckpoint saved\n"
-    first_sid = w.sid(job_id, 1)
-    assert first_sid is not None
+    first, first_sid = kept(w, job_id, Cause.PREEMPTED, b"epoch 1\ncheckpoint saved\n")
     w.c.tick(30.0)  # the grace runs out: the pods go, and their logs with them
     assert w.c.control.pods_of(first_sid, live=False) == []
     p = w.cli.run("logs", job_id, "--execution", first.identity)
     assert p.returncode == 0 and p.stdout == "epoch 1\ncheckpoint saved\n", p.stderr
 
 
-def test_preempted_execution_whose_pod_went_at_once_is_recorded_gone(world: World) -> None:
-    # rank 0 is deleted with grace 0 (as `kubectl delete --force`): its log goes with it before the supervisor
-    # can see the execution end.
+@pytest.mark.parametrize("grace", [0, 30], ids=["deleted-at-once", "seen-after-the-grace"])
+def test_preempted_execution_whose_pods_went_before_a_cycle_saw_it_is_recorded_gone(world: World, grace: int) -> None:
+    # rank 0 deleted with grace 0 (as `kubectl delete --force`), or no supervisor cycle within the 30 s grace:
+    # by the cycle that sees the execution end, the pods have gone and their logs with them.
     w = world
     job_id = w.cluster.submit(job_spec("sleep"), RESUBMIT)
     rank0, _ = w.running(job_id)
     w.c.control.append_log(rank0, "epoch 1")
-    w.c.control.preempt_pod(rank0, reason="PreemptionByScheduler", grace_seconds=0)
+    w.c.control.preempt_pod(rank0, reason="PreemptionByScheduler", grace_seconds=grace)
+    w.c.tick(float(grace))
     assert w.c.control.get(POD, rank0) is None
     cycles(w.c, w.sup, lambda: w.sid(job_id, 2) is not None, "resubmitted")
     first = w.records.get(job_id).submission(1).executions[-1]
@@ -211,22 +215,6 @@ def test_preempted_execution_whose_pod_went_at_once_is_recorded_gone(world: Worl
     p = w.cli.run("logs", job_id, "--execution", first.identity)
     assert p.returncode == 3, p.stderr
     assert f"execution {first.identity} of job {job_id}" in p.stderr and "the archive says gone" in p.stderr
-
-
-def test_preempted_execution_seen_after_the_grace_ran_out_is_recorded_gone(world: World) -> None:
-    # No supervisor cycle within the 30 s grace: by the next one the pods have gone, their logs with them.
-    w = world
-    job_id = w.cluster.submit(job_spec("sleep"), RESUBMIT)
-    rank0, _ = w.running(job_id)
-    w.c.control.append_log(rank0, "epoch 1")
-    w.c.control.preempt_pod(rank0, reason="PreemptionByScheduler")
-    w.c.tick(30.0)
-    assert w.c.control.get(POD, rank0) is None
-    cycles(w.c, w.sup, lambda: w.sid(job_id, 2) is not None, "resubmitted")
-    first = w.records.get(job_id).submission(1).executions[-1]
-    assert first.outcome.cause is Cause.PREEMPTED
-    entry = w.records.get_output(job_id, first.identity)
-    assert entry is not None and entry.status is ArchiveStatus.GONE and "has no pod" in entry.reason
 
 
 def test_a_stop_the_supervisor_makes_archives_the_running_log_first(world: World) -> None:

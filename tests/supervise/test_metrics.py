@@ -41,6 +41,13 @@ def cycles(text: str) -> float:
     return 0.0
 
 
+def run_cycles(metrics: Metrics, sup: Supervisor, clock: FakeClock, n: int) -> None:
+    """``n`` cycles, 10 s of the fake clock apart, each accounted for in ``metrics``."""
+    for _ in range(n):
+        metrics.cycle(sup.cycle(), 0.01)
+        clock.advance(10)
+
+
 def test_a_supervisor_process_serves_metrics_and_health(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DISPATCH_", "XDG_"))}
     env.update(PYTHONPATH=SRC, XDG_CONFIG_HOME=str(tmp_path / "config"), XDG_STATE_HOME=str(tmp_path / "state"))
@@ -104,13 +111,9 @@ def test_jobs_decisions_and_health_as_cycles_go_and_stop() -> None:
     sup = Supervisor(b, metrics.timed(records), clock=clock, owner="sup-m", poll=10)
     host, port = metrics.serve("127.0.0.1", 0)
     try:
-        for _ in range(2):
-            metrics.cycle(sup.cycle(), 0.01)
-            clock.advance(10)
+        run_cycles(metrics, sup, clock, 2)
         sched.control.preempt(records.get(job).current.scheduler_id)  # type: ignore[union-attr]
-        for _ in range(2):
-            metrics.cycle(sup.cycle(), 0.01)
-            clock.advance(10)
+        run_cycles(metrics, sup, clock, 2)
         code, text = get(f"http://{host}:{port}/metrics")
         assert code == 200
         assert 'dispatch_supervisor_jobs{cause="",state="running"} 2.0' in text
@@ -137,13 +140,9 @@ def test_the_output_archive_and_its_retention_are_counted() -> None:
     sup = Supervisor(b, metrics.timed(records), clock=clock, owner="sup-m", poll=10, archive=ArchiveSettings(keep=3600))
     host, port = metrics.serve("127.0.0.1", 0)
     try:
-        for _ in range(2):
-            metrics.cycle(sup.cycle(), 0.01)
-            clock.advance(10)
+        run_cycles(metrics, sup, clock, 2)
         sched.control.preempt(records.get(job).current.scheduler_id)  # type: ignore[union-attr]
-        for _ in range(3):  # no rule: the preemption is escalated and the job closed
-            metrics.cycle(sup.cycle(), 0.01)
-            clock.advance(10)
+        run_cycles(metrics, sup, clock, 3)  # no rule: the preemption is escalated and the job closed
         assert records.get(job).closed and len(records.outputs([job])) == 1
         text = get(f"http://{host}:{port}/metrics")[1]
         assert 'dispatch_supervisor_archive_entries_total{status="kept"} 1.0' in text

@@ -398,11 +398,11 @@ def _fold_evidence(
         cur_rec = next(e for e in merged if e.identity == cur.identity)
         if cur_rec.outcome.ended:
             out = cur_rec.outcome.with_evidence(out.evidence) if out.ended else cur_rec.outcome
-    if sub.outcome is not None and sub.outcome.ended and not out.ended and out.state is State.UNKNOWN:
-        # vanished evidence: keep the end we saw, unless the object has run again since (a readmission or a
-        # requeue shows an execution that end was not of): then the end is past, and unknown is what we know
-        if cur is None or cur.identity in by_id:
-            out = sub.outcome
+    # vanished evidence: keep the end we saw, unless the object has run again since (a readmission or a requeue
+    # shows an execution that end was not of): then the end is past, and unknown is what we know
+    ran_again = cur is not None and cur.identity not in by_id
+    if sub.outcome is not None and sub.outcome.ended and not out.ended and out.state is State.UNKNOWN and not ran_again:
+        out = sub.outcome
     before = sub.outcome
     sub.outcome = out
     if before is None or (before.state, before.cause, before.exit_code) != (out.state, out.cause, out.exit_code):
