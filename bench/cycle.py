@@ -132,9 +132,14 @@ class Meter:
 class Phases:
     """CPU time of a supervisor's once-a-cycle steps (``--phases``), each timed around its call."""
 
-    STEPS = {"heads": ("records", ("to_supervise", "peers")), "divide": ("sup", ("_divide",))}
-    STEPS |= {"steady": ("sup", ("_steady",)), "load": ("sup", ("_load",)), "order": ("sup", ("_in_order",))}
-    STEPS |= {"observe": ("sup", ("_observe",))}
+    STEPS = {
+        "heads": ("records", ("to_supervise", "peers")),
+        "divide": ("sup", ("_divide",)),
+        "steady": ("sup", ("_steady",)),
+        "load": ("sup", ("_load",)),
+        "order": ("sup", ("_in_order",)),
+        "observe": ("sup", ("_observe",)),
+    }
 
     def __init__(self, sup: Supervisor) -> None:
         self.seconds: dict[str, float] = dict.fromkeys(self.STEPS, 0.0)

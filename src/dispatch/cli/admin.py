@@ -9,24 +9,12 @@ from typing import Any
 import click
 
 from dispatch.cli.adapternames import AdapterOption, ListsAdapters
-from dispatch.cli.app import App
+from dispatch.cli.app import App, option_duration
 from dispatch.cli.exitcodes import Exit
 from dispatch.errors import ConfigError
 
 pass_app = click.make_pass_decorator(App)
 CTX = {"help_option_names": ["-h", "--help"]}
-
-
-def option_duration(text: str, option: str) -> float:
-    """Seconds from an option's value: a number of seconds (``3600``) or a duration (``30d``, ``12h``, ``1h30m``,
-    :func:`dispatch.settings.parse_duration`). ConfigError naming ``option`` otherwise."""
-    from dispatch.settings import parse_duration
-
-    try:
-        seconds = float(text)  # a plain number is seconds
-    except ValueError:
-        return parse_duration(text, option)
-    return parse_duration(seconds, option)  # checked: finite and not negative
 
 
 def _interfaces(backend: Any) -> list[str]:
@@ -326,10 +314,6 @@ def supervise(
         store.close()
 
 
-PRUNE_BATCH = 1000
-"""Entries ``prune-outputs`` deletes per transaction (it goes on until a batch comes back short)."""
-
-
 @click.command("prune-outputs", context_settings=CTX)
 @click.option(
     "--older-than",
@@ -351,6 +335,7 @@ def prune_outputs(app: App, older_than: str, dry_run: bool, as_json: bool) -> No
     import time
 
     from dispatch.cli import ui
+    from dispatch.supervise.archive import PRUNE_LIMIT
 
     seconds = option_duration(older_than, "--older-than")
     if seconds == 0:
@@ -363,9 +348,9 @@ def prune_outputs(app: App, older_than: str, dry_run: bool, as_json: bool) -> No
     elif records is not None:
         with ui.spinner("deleting archived output"):
             while True:
-                n = records.prune_outputs(before, limit=PRUNE_BATCH)
+                n = records.prune_outputs(before, limit=PRUNE_LIMIT)  # one short transaction each
                 count += n
-                if n < PRUNE_BATCH:
+                if n < PRUNE_LIMIT:
                     break
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(before))
     if as_json:

@@ -145,6 +145,18 @@ class App:
             self._records.close()
 
 
+def option_duration(text: str, option: str) -> float:
+    """Seconds from an option's value: a number of seconds (``3600``) or a duration (``30d``, ``12h``, ``1h30m``,
+    :func:`dispatch.settings.parse_duration`). ConfigError naming ``option`` otherwise."""
+    from dispatch.settings import parse_duration
+
+    try:
+        seconds = float(text)  # a plain number is seconds
+    except ValueError:
+        return parse_duration(text, option)
+    return parse_duration(seconds, option)  # checked: finite and not negative
+
+
 def debug_requested(argv: list[str]) -> bool:
     return "--debug" in argv or os.environ.get("DISPATCH_DEBUG", "") not in ("", "0")
 

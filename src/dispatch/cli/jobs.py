@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from dispatch.cli.app import App
+from dispatch.cli.app import App, option_duration
 from dispatch.cli.exitcodes import Exit
 
 if TYPE_CHECKING:
@@ -81,7 +81,6 @@ def build_spec(
     """A JobSpec from command-line options. Errors name the option."""
     from dispatch.errors import SpecError
     from dispatch.extensions import extension_from_json
-    from dispatch.settings import parse_duration
     from dispatch.spec import JobSpec
 
     variables: dict[str, str] = {}
@@ -104,12 +103,7 @@ def build_spec(
         from dispatch.local.limits import Limits
 
         exts.append(Limits(memory_mb=memory_mb))
-    limit: float | None = None
-    if time_limit is not None:
-        try:
-            limit = float(time_limit)  # a plain number is seconds
-        except ValueError:
-            limit = parse_duration(time_limit, "--time-limit")
+    limit = option_duration(time_limit, "--time-limit") if time_limit is not None else None
     return JobSpec(
         command=command,
         nodes=nodes,

@@ -77,7 +77,7 @@ def pod_grace_seconds(pod: JSON, requested: int | None) -> int:
     bound to a node or in a terminal phase."""
     spec = pod.get("spec") or {}
     if requested is not None:
-        period = max(int(requested), 1) if int(requested) < 0 else int(requested)
+        period = 1 if int(requested) < 0 else int(requested)
     else:
         default = spec.get("terminationGracePeriodSeconds")
         period = DEFAULT_GRACE_SECONDS if default is None else int(default)
@@ -644,7 +644,7 @@ class Store:
             current = meta.get("deletionGracePeriodSeconds")
             if current is None or requested is None:
                 return copy.deepcopy(old)  # graceful deletion already pending: nothing to change
-            period = max(int(requested), 1) if int(requested) < 0 else int(requested)
+            period = 1 if int(requested) < 0 else int(requested)
             if period >= int(current):
                 return copy.deepcopy(old)  # a grace period may only be shortened
             deadline = parse_time(meta["deletionTimestamp"]) - timedelta(seconds=int(current) - period)

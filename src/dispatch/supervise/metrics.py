@@ -38,9 +38,9 @@ from typing import Any
 from dispatch.errors import ConfigError
 
 _RECORD_OPS = (
-    *("create", "get", "get_many", "update", "renew", "to_supervise", "jobs", "summaries", "events"),
-    *("put_output", "prune_outputs"),
-)
+    "create", "get", "get_many", "update", "renew", "to_supervise", "jobs", "summaries", "events", "put_output",
+    "prune_outputs",
+)  # fmt: skip
 
 
 def _client() -> Any:
