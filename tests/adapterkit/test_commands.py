@@ -1,4 +1,6 @@
+import shlex
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +58,48 @@ def test_bad_settings_are_refused() -> None:
         CommandRunner(timeout=0)
     with pytest.raises(ValueError):
         CommandRunner().argv_for([])
+
+
+def fake_ssh(tmp_path: Path, stderr: str) -> str:
+    """An ``ssh`` that fails as OpenSSH does (exit 255) with ``stderr``."""
+    path = tmp_path / "ssh"
+    path.write_text(f"#!/bin/sh\nprintf '%s\\n' {shlex.quote(stderr)} >&2\nexit 255\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_a_refused_connection_is_unavailable_even_for_a_write() -> None:
+    """Real OpenSSH to a port nobody listens on: nothing ran, so a write is Unavailable, not OutcomeUnknown."""
+    runner = CommandRunner(prefix=("ssh", "-p", "1", "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "127.0.0.1"))
+    with pytest.raises(Unavailable, match="before qsub could run.*Connection refused"):
+        runner.write(["qsub", "job.sh"])
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Permission denied (publickey,password).",
+        "Host key verification failed.",
+        "ssh: Could not resolve hostname login9: Name or service not known",
+    ],
+)
+def test_a_session_ssh_never_had_is_unavailable(tmp_path: Path, said: str) -> None:
+    runner = CommandRunner(prefix=(fake_ssh(tmp_path, said), "login1"))
+    with pytest.raises(Unavailable):
+        runner.write(["qhold", "42"])
+
+
+@pytest.mark.parametrize(
+    "said",
+    [
+        "Connection to login1 closed by remote host.",
+        "client_loop: send disconnect: Broken pipe",
+        "qsub: Connection refused",  # the remote command's own words, not ssh's: it may have acted
+    ],
+)
+def test_a_session_lost_while_a_write_ran_is_outcome_unknown(tmp_path: Path, said: str) -> None:
+    runner = CommandRunner(prefix=(fake_ssh(tmp_path, said), "login1"))
+    with pytest.raises(OutcomeUnknown, match="may have acted"):
+        runner.write(["qsub", "job.sh"])
+    with pytest.raises(Unavailable):
+        runner.read(["qstat"])

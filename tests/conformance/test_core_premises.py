@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from dispatch.capabilities import CapabilityAnswer, no
-from dispatch.conformance.checks import ConformanceError, Skip
+from dispatch.conformance.checks import ConformanceError, NotApplicable
 from dispatch.conformance.core import CORE_CHECKS, CoreCheck, CoreHarness
 from dispatch.conformance.memory import memory_core_harness
 from dispatch.errors import Rejected
@@ -74,16 +74,23 @@ def with_backend(h: CoreHarness, cls: type[SlurmShapedBackend]) -> CoreHarness:
 
 def test_a_declared_refusal_refuses_the_rule_at_load_and_skips_by_name() -> None:
     h = with_backend(memory_core_harness("slurm"), RefusesEndedRequeue)
-    with pytest.raises(Skip, match="refused at load on this cluster: an ended --no-requeue job cannot be requeued"):
+    with pytest.raises(
+        NotApplicable, match="refused at load on this cluster: an ended --no-requeue job cannot be requeued"
+    ):
         check("requeue_rule").fn(h)
 
 
-def test_a_declared_refusal_fails_a_strict_run() -> None:
+def test_a_declared_refusal_is_not_applicable_even_in_a_strict_run() -> None:
+    """The backend lacks what the check is about: not applicable, in pytest as in ``dispatch conformance``."""
     from dispatch.conformance.core import run_core_check
+    from dispatch.conformance.runner import Result, run_suites
 
     h = with_backend(memory_core_harness("slurm"), RefusesEndedRequeue)
-    with pytest.raises(ConformanceError, match="skipped under a strict run"):
+    with pytest.raises(pytest.skip.Exception, match="requeue_rule: not applicable: requeue rules are refused"):
         run_core_check(check("requeue_rule"), h, strict=True)
+    [result] = run_suites(h, ["core"], ["requeue_rule"], strict=True)
+    assert result.result is Result.NOT_APPLICABLE
+    assert "an ended --no-requeue job cannot be requeued" in result.detail
 
 
 def test_an_undeclared_refusal_fails_the_check() -> None:

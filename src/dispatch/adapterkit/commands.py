@@ -10,16 +10,49 @@ scheduler's to say (the adapter's errors module).
 
 The argv is never given to a local shell. With a ``prefix`` (``("ssh", "login1")``), the argv becomes one
 word, shell-quoted word by word, because the remote side runs it through its shell.
+
+Through ``ssh``, its own failure (exit 255) is told apart by what ssh said: a failure before any session was
+set up (connection refused or timed out, an unknown host, a refused key or host key) means nothing ran and raises
+Unavailable, for a write too; any other ssh failure (a connection closed or reset while the command ran) may
+have come after the remote command acted, and raises OutcomeUnknown for a write.
 """
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dispatch.errors import OutcomeUnknown, Unavailable
+
+SSH_CONNECT_FAILURES = (
+    "Connection refused",
+    "Connection timed out",
+    "Could not resolve hostname",
+    "Name or service not known",
+    "No route to host",
+    "Network is unreachable",
+)
+"""What OpenSSH prints on a line of its own (``ssh: connect to host h port 22: Connection refused``) when it
+could not connect."""
+
+SSH_REFUSED_SESSION = ("Permission denied (", "Host key verification failed", "Unable to negotiate with")
+"""How OpenSSH's lines begin when it connected but was refused a session (authentication, host key, algorithms)."""
+
+
+def ssh_failed_before_session(stderr: str) -> bool:
+    """True when ssh's own failure (exit 255) came before any remote command could start: one of ssh's own lines
+    says it could not connect or was refused a session. A remote command's output never matches, because its
+    lines are not ssh's (they do not begin ``ssh:``)."""
+    for line in stderr.splitlines():
+        line = line.strip()
+        if line.startswith("ssh: ") and any(m in line for m in SSH_CONNECT_FAILURES):
+            return True
+        if line.startswith(SSH_REFUSED_SESSION):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -86,9 +119,9 @@ class CommandRunner:
             raise Unavailable(what) from None
         except OSError as exc:  # not started: nothing ran
             raise Unavailable(f"{argv[0]} could not be run: {exc}") from None
-        if self.prefix and done.returncode == 255 and self.prefix[0] == "ssh":
-            # ssh's own failure (connection refused, reset): the remote command may have run for a write
-            if write:
-                raise OutcomeUnknown(f"ssh failed around {argv[0]}: {done.stderr.strip()[:300]}")
-            raise Unavailable(f"ssh failed: {done.stderr.strip()[:300]}")
+        if self.prefix and done.returncode == 255 and os.path.basename(self.prefix[0]) == "ssh":
+            said = done.stderr.strip()[:300]
+            if write and not ssh_failed_before_session(done.stderr):
+                raise OutcomeUnknown(f"ssh failed around {argv[0]}, which may have acted: {said}")
+            raise Unavailable(f"ssh failed before {argv[0]} could run: {said}" if write else f"ssh failed: {said}")
         return CommandResult(tuple(argv), done.returncode, done.stdout, done.stderr)

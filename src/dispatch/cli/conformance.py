@@ -57,6 +57,11 @@ def _read_config(path: str | None) -> dict[str, Any]:
 )
 @click.option("--check", "checks", multiple=True, metavar="NAME", help="Run only this check (repeatable).")
 @click.option("--strict", is_flag=True, help="A check that applies but skips counts as failed.")
+@click.option(
+    "--details",
+    is_flag=True,
+    help="Print each failed or skipped check's whole detail (traceback, preconditions), not only its first line.",
+)
 @click.option("--report", metavar="FILE", type=click.Path(dir_okay=False), help="Write the results as JSON.")
 def conformance(
     factory: str,
@@ -64,6 +69,7 @@ def conformance(
     suites: tuple[str, ...],
     checks: tuple[str, ...],
     strict: bool,
+    details: bool,
     report: str | None,
 ) -> int:
     """Run the conformance suites against a real cluster.
@@ -77,6 +83,8 @@ def conformance(
     Adapters installed here: {adapters}. Each brings its own harness factory;
     dispatch ships dispatch.slurm.harness:harness,
     dispatch.gridengine.harness:harness and dispatch.local.harness:harness.
+    A failure's first line is printed; --details prints all of it, and the
+    --report file always holds it whole.
     """
     from dispatch.conformance.runner import Result, load_factory, run_suites, summary
 
@@ -85,9 +93,12 @@ def conformance(
 
     def show(r: Any) -> None:
         line = f"{r.result.value:<14} {r.suite:<7} {r.check:<48} {r.seconds:7.1f}s"
-        if r.detail:
-            line += "  " + r.detail.splitlines()[0][:200]
+        lines = r.detail.splitlines()
+        if lines:
+            line += "  " + lines[0]
         click.echo(line)
+        if details and len(lines) > 1 and r.result is not Result.PASSED:
+            click.echo("\n".join("    " + text for text in lines[1:]))
 
     results = run_suites(harness, suites or ("backend", "core"), checks or None, strict=strict, progress=show)
     counts = summary(results)

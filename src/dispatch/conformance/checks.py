@@ -1,9 +1,17 @@
 """The backend conformance checks: object-level behaviour every adapter must show, through the SPI alone.
 
-Each :class:`Check` is a function of a :class:`~dispatch.conformance.harness.Harness`. A check of an optional
-interface runs only when the backend implements it (``requires``) and is skipped with a reason otherwise; a
-check that needs a hook or a behaviour the harness lacks is skipped with a reason too. A failed check raises
-:class:`ConformanceError` saying what was expected and what was seen.
+Each :class:`Check` is a function of a :class:`~dispatch.conformance.harness.Harness`. Two kinds of "did not
+run", kept apart in both suites:
+
+* **not applicable** (:class:`NotApplicable`): the backend lacks what the check is about (an optional interface it
+  does not implement, ``requires``; a capability its cluster answers no). Never a failure, not even with
+  ``strict``.
+* **skipped** (:class:`Skip`): the check applies but the harness cannot make its situation (a hook or a job
+  behaviour it lacks). With ``strict`` that is a failure.
+
+Each check states its preconditions (``needs``: capacity, queueing, hooks, durations); they are in
+docs/spi.md and in every failure message. A failed check raises :class:`ConformanceError` saying what was
+expected and what was seen.
 """
 
 from __future__ import annotations
@@ -43,7 +51,12 @@ class ConformanceError(AssertionError):
 
 
 class Skip(Exception):
-    """A check does not apply to this backend or harness; the message says why."""
+    """The harness cannot make the situation a check needs; the message says why (a failure under ``strict``)."""
+
+
+class NotApplicable(Skip):
+    """The check cannot apply to this backend (it lacks the interface or capability the check is about); the
+    message is the Reason. Reported not applicable in both suites, never a failure."""
 
 
 @register_extension
@@ -60,17 +73,27 @@ class Check:
     fn: Callable[[Harness], None]
     requires: type | None = None
     doc: str = ""
+    needs: str = ""
+    """The check's preconditions beyond a working backend (hooks, job behaviours, capacity, queueing)."""
 
 
 CHECKS: list[Check] = []
 
 
-def check(requires: type | None = None) -> Callable[[Callable[[Harness], None]], Callable[[Harness], None]]:
+def check(
+    requires: type | None = None, *, needs: str = ""
+) -> Callable[[Callable[[Harness], None]], Callable[[Harness], None]]:
     def deco(fn: Callable[[Harness], None]) -> Callable[[Harness], None]:
-        CHECKS.append(Check(fn.__name__.removeprefix("check_"), fn, requires, (fn.__doc__ or "").strip()))
+        name = fn.__name__.removeprefix("check_")
+        CHECKS.append(Check(name, fn, requires, (fn.__doc__ or "").strip(), needs))
         return fn
 
     return deco
+
+
+def with_needs(message: str, needs: str) -> str:
+    """A failure message followed by the check's preconditions, so a failure says what the check assumed."""
+    return f"{message}\n(this check needs: {needs})" if needs else message
 
 
 # ----- helpers ----------------------------------------------------------------------------------------------
@@ -192,7 +215,7 @@ def check_capabilities_complete(h: Harness) -> None:
 # ----- the start gate ----------------------------------------------------------------------------------------
 
 
-@check()
+@check(needs="a `succeed` job; it is watched for `Timings.quiet` seconds and must not run")
 def check_start_is_gated(h: Harness) -> None:
     """A started object waits behind the closed gate and never runs until opened."""
     with session(h) as s:
@@ -207,7 +230,7 @@ def check_start_is_gated(h: Harness) -> None:
         s.quiet(sid, "a gated object must not run", lambda e: not ran(e) and e.outcome.state is State.PENDING)
 
 
-@check()
+@check(needs="a free slot: a `sleep` job must start within `Timings.wait`")
 def check_open_runs_and_is_idempotent(h: Harness) -> None:
     """Opening the gate lets the job run; opening again is harmless."""
     with session(h) as s:
@@ -220,7 +243,7 @@ def check_open_runs_and_is_idempotent(h: Harness) -> None:
         expect(cur is not None and bool(cur.identity), "a running job shows no execution identity")
 
 
-@check()
+@check(needs="a `succeed` job that starts and ends within `Timings.wait`")
 def check_success_needs_exit_zero(h: Harness) -> None:
     """A job that ends well reads succeeded, cause exit, exit code 0."""
     with session(h) as s:
@@ -230,7 +253,7 @@ def check_success_needs_exit_zero(h: Harness) -> None:
         expect(ev.outcome.cause is Cause.EXIT and ev.outcome.exit_code == 0, f"success reads {ev.outcome}")
 
 
-@check()
+@check(needs="a `fail` job (exit 3) that starts and ends within `Timings.wait`")
 def check_failure_keeps_exit_code(h: Harness) -> None:
     """A non-zero exit reads failed, cause exit, with its exit code."""
     with session(h) as s:
@@ -243,7 +266,7 @@ def check_failure_keeps_exit_code(h: Harness) -> None:
         expect(ev.outcome.exit_code == FAIL_EXIT_CODE, f"exit code read as {ev.outcome.exit_code}")
 
 
-@check()
+@check(needs="a `timeout` job, ended by the scheduler within `Timings.wait` after its time limit")
 def check_timeout_cause(h: Harness) -> None:
     """A job past its time limit ends with cause timeout."""
     with session(h) as s:
@@ -253,7 +276,7 @@ def check_timeout_cause(h: Harness) -> None:
         expect(ev.outcome.cause is Cause.TIMEOUT, f"a timed-out job reads cause {ev.outcome.cause}")
 
 
-@check()
+@check(needs="an `oom` job and a cluster that enforces memory limits, ending it within `Timings.wait`")
 def check_out_of_memory_cause(h: Harness) -> None:
     """A job over its memory limit ends with cause out-of-memory."""
     with session(h) as s:
@@ -274,7 +297,7 @@ def check_unknown_id_is_not_found(h: Harness) -> None:
             raise ConformanceError(f"an unknown id was inspected as {ev.outcome}")
 
 
-@check()
+@check(needs="two gated `succeed` jobs (they never run)")
 def check_inspect_many_is_one_view(h: Harness) -> None:
     """inspect_many answers like inspect, leaving out ids with no trace."""
     with session(h) as s:
@@ -291,7 +314,7 @@ def check_inspect_many_is_one_view(h: Harness) -> None:
             expect(got.gate is one.gate, "inspect_many disagrees with inspect on the gate")
 
 
-@check()
+@check(needs="a gated `succeed` job (it never runs)")
 def check_find_by_marker(h: Harness) -> None:
     """find locates exactly the object carrying a marker, within the horizon."""
     with session(h) as s:
@@ -302,7 +325,7 @@ def check_find_by_marker(h: Harness) -> None:
         expect(s.backend.find(f"{marker}-none", before - 60) == [], "find returned objects for an unused marker")
 
 
-@check()
+@check(needs="a free slot: a `sleep` job must start within `Timings.wait`")
 def check_stop_running(h: Harness) -> None:
     """Stopping a running job ends it with cause cancelled, within the returned bound (plus the wait)."""
     with session(h) as s:
@@ -317,7 +340,7 @@ def check_stop_running(h: Harness) -> None:
         )
 
 
-@check()
+@check(needs="a gated `succeed` job")
 def check_stop_gated_never_runs(h: Harness) -> None:
     """Stopping a gated job ends it without it ever running."""
     with session(h) as s:
@@ -330,7 +353,7 @@ def check_stop_gated_never_runs(h: Harness) -> None:
         expect(not ran(ev), "a job stopped behind its gate ran")
 
 
-@check()
+@check(needs="a `succeed` spec")
 def check_refuses_unaccepted_extension(h: Harness) -> None:
     """An extension the adapter does not accept is Unsupported, and nothing is created."""
     with session(h) as s:
@@ -347,7 +370,7 @@ def check_refuses_unaccepted_extension(h: Harness) -> None:
         raise ConformanceError("an unaccepted extension was not refused")
 
 
-@check()
+@check(needs="the harness's `read_only_backend`")
 def check_read_only_refuses_writes(h: Harness) -> None:
     """A read-only backend refuses every write with ReadOnly and still reads."""
     if h.read_only_backend is None:
@@ -380,7 +403,7 @@ def check_read_only_refuses_writes(h: Harness) -> None:
 # ----- scheduler-made events (hooks) ----------------------------------------------------------------------
 
 
-@check()
+@check(needs="the `preempt` hook; a free slot (a `sleep` job starts within `Timings.wait`)")
 def check_preempted_cause(h: Harness) -> None:
     """A preempted execution ends with cause preempted."""
     if h.preempt is None:
@@ -401,7 +424,7 @@ def check_preempted_cause(h: Harness) -> None:
         )
 
 
-@check()
+@check(needs="the `lose_node` hook; a free slot; the lost node's job ends within `Timings.wait`")
 def check_node_lost_cause(h: Harness) -> None:
     """A job whose node is lost ends with cause node-lost within the NodeLossWindow."""
     if h.lose_node is None:
@@ -414,7 +437,7 @@ def check_node_lost_cause(h: Harness) -> None:
         expect(ev.outcome.cause is Cause.NODE_LOST, f"a job on a lost node reads cause {ev.outcome.cause}")
 
 
-@check()
+@check(needs="the `admin_hold` hook on a gated job; watched for `Timings.quiet` seconds")
 def check_admin_hold_is_foreign(h: Harness) -> None:
     """A hold placed by someone else reads admin-held, and opening our gate does not lift it."""
     if h.admin_hold is None:
@@ -432,7 +455,7 @@ def check_admin_hold_is_foreign(h: Harness) -> None:
 # ----- optional interfaces ------------------------------------------------------------------------------------
 
 
-@check(Holder)
+@check(Holder, needs="a free slot: the released `sleep` job must start within `Timings.wait`")
 def check_hold_by_instance(h: Harness) -> None:
     """A hold keeps an opened job from running; only its own instance lifts it."""
     with session(h) as s:
@@ -459,7 +482,7 @@ def check_hold_by_instance(h: Harness) -> None:
         s.wait(sid, "the released job runs", running)
 
 
-@check(Holder)
+@check(Holder, needs="a free slot: a `sleep` job must start within `Timings.wait`")
 def check_hold_on_running(h: Harness) -> None:
     """A hold on a running execution is Rejected, or ends that execution with cause held."""
     with session(h) as s:
@@ -481,7 +504,13 @@ def b_inspect(s: Session, sid: str) -> JobEvidence:
     return s.backend.inspect(sid)
 
 
-@check(Requeuer)
+@check(
+    Requeuer,
+    needs=(
+        "capacity for two jobs at once: a `sleep` job runs and is requeued while a `fail` job runs and ends "
+        "beside it, each within `Timings.wait`"
+    ),
+)
 def check_requeue_is_a_new_execution(h: Harness) -> None:
     """A running job that is requeued runs again as a new execution with a higher restart count; an ended job
     may be requeued again, or refused with Rejected (Slurm refuses jobs submitted without --requeue)."""
@@ -509,7 +538,7 @@ def check_requeue_is_a_new_execution(h: Harness) -> None:
         s.wait(ended_sid, "the requeued ended job runs again", lambda e: len(e.executions) > 1)
 
 
-@check(Readmitter)
+@check(Readmitter, needs="the `preempt` hook; a free slot (a `sleep` job starts within `Timings.wait`)")
 def check_readmit_after_an_eviction(h: Harness) -> None:
     """A job its queue evicted (preempted) waits at the readmission gate and runs again only when readmitted:
     the same object, as a new execution with a new identity; readmitting it again changes nothing (one new
@@ -611,7 +640,7 @@ def check_compile_policy_partitions(h: Harness) -> None:
         expect(len(pol.native) + len(pol.residual) == len(rules), "compile_policy lost or invented rules")
 
 
-@check(OutputReader)
+@check(OutputReader, needs="an `echo` job that starts and ends within `Timings.wait`")
 def check_output_read_back(h: Harness) -> None:
     """stdout and stderr of a finished job read back what it printed."""
     with session(h) as s:

@@ -30,7 +30,7 @@ from typing import Any
 from dispatch.capabilities import Capability
 from dispatch.clock import Clock, FakeClock
 from dispatch.cluster import Cluster
-from dispatch.conformance.checks import ConformanceError, Skip, expect
+from dispatch.conformance.checks import ConformanceError, NotApplicable, Skip, expect, with_needs
 from dispatch.conformance.harness import FAIL_EXIT_CODE, Harness
 from dispatch.errors import ConfigError, OutcomeUnknown, ReadOnly
 from dispatch.outcome import Cause, State
@@ -68,6 +68,8 @@ class CoreCheck:
     name: str
     fn: Callable[[CoreHarness], None]
     doc: str = ""
+    needs: str = ""
+    """The check's preconditions beyond a working backend (hooks, job behaviours, capacity, queueing)."""
 
     def __str__(self) -> str:
         return self.name
@@ -75,10 +77,15 @@ class CoreCheck:
 
 CORE_CHECKS: list[CoreCheck] = []
 
+CoreFn = Callable[[CoreHarness], None]
 
-def core_check(fn: Callable[[CoreHarness], None]) -> Callable[[CoreHarness], None]:
-    CORE_CHECKS.append(CoreCheck(fn.__name__.removeprefix("check_"), fn, (fn.__doc__ or "").strip()))
-    return fn
+
+def core_check(*, needs: str = "") -> Callable[[CoreFn], CoreFn]:
+    def deco(fn: CoreFn) -> CoreFn:
+        CORE_CHECKS.append(CoreCheck(fn.__name__.removeprefix("check_"), fn, (fn.__doc__ or "").strip(), needs))
+        return fn
+
+    return deco
 
 
 def core_checks() -> list[CoreCheck]:
@@ -87,16 +94,22 @@ def core_checks() -> list[CoreCheck]:
 
 
 def run_core_check(c: CoreCheck, h: CoreHarness, *, strict: bool = False) -> None:
-    """Run one check; under pytest a skip becomes ``pytest.skip`` with its reason. With ``strict``, a skip
-    raises ConformanceError instead (for a harness meant to drive the check)."""
+    """Run one check; under pytest a skip becomes ``pytest.skip`` with its reason. A check that does not apply
+    to the backend (:class:`NotApplicable`) is always skipped, as "not applicable"; with ``strict``, a check
+    that applies but skips (the harness cannot make its situation) raises ConformanceError instead. A failure's
+    message ends with the check's preconditions."""
+    import pytest
+
     try:
         c.fn(h)
+    except NotApplicable as exc:
+        pytest.skip(f"{c.name}: not applicable: {exc}")
     except Skip as exc:
         if strict:
-            raise ConformanceError(f"{c.name} skipped under a strict run: {exc}") from None
-        import pytest
-
+            raise ConformanceError(with_needs(f"{c.name} skipped under a strict run: {exc}", c.needs)) from None
         pytest.skip(f"{c.name}: {exc}")
+    except ConformanceError as exc:
+        raise ConformanceError(with_needs(str(exc), c.needs)) from None
 
 
 # ----- the world a check runs in ------------------------------------------------------------------------------
@@ -200,7 +213,7 @@ EVICTED = {
 # ----- checks ---------------------------------------------------------------------------------------------------
 
 
-@core_check
+@core_check(needs="a `sleep` job")
 def check_submission_is_recorded_before_its_gate_opens(h: CoreHarness) -> None:
     """The start intent is written and done (scheduler id recorded) before the open intent is written."""
     with world(h) as w:
@@ -222,7 +235,7 @@ def check_submission_is_recorded_before_its_gate_opens(h: CoreHarness) -> None:
         )
 
 
-@core_check
+@core_check(needs="a `succeed` job that starts and ends within `Timings.wait`")
 def check_success_is_closed_with_evidence(h: CoreHarness) -> None:
     """A job that exits 0 is recorded succeeded (cause exit, code 0, with an evidence source) and closed."""
     with world(h) as w:
@@ -237,7 +250,7 @@ def check_success_is_closed_with_evidence(h: CoreHarness) -> None:
         expect(bool(out and out.evidence.source), "no evidence source")
 
 
-@core_check
+@core_check(needs="a `fail` job (exit 3) that starts and ends within `Timings.wait`")
 def check_failure_keeps_its_exit_code_and_is_escalated(h: CoreHarness) -> None:
     """A non-zero exit is failed/exit with its code; with no rule, the unmatched policy escalates it."""
     with world(h) as w:
@@ -250,7 +263,7 @@ def check_failure_keeps_its_exit_code_and_is_escalated(h: CoreHarness) -> None:
         expect(job.decisions[-1].rule == "unmatched", "the decision does not name the unmatched policy")
 
 
-@core_check
+@core_check(needs="a `fail` job that starts and ends within `Timings.wait`")
 def check_unmatched_close_policy(h: CoreHarness) -> None:
     """``unmatched = close`` closes an unmatched failure without escalating it."""
     with world(h, {"unmatched": "close"}) as w:
@@ -259,7 +272,7 @@ def check_unmatched_close_policy(h: CoreHarness) -> None:
         expect(not w.get(job_id).escalations, "the close policy escalated")
 
 
-@core_check
+@core_check(needs="a `timeout` job, ended by the scheduler within `Timings.wait` after its time limit")
 def check_timeout_cause(h: CoreHarness) -> None:
     """A job past its time limit is recorded with cause timeout."""
     with world(h) as w:
@@ -268,7 +281,7 @@ def check_timeout_cause(h: CoreHarness) -> None:
         w.until("the timeout", lambda: w.get(job_id).cause is Cause.TIMEOUT, w.limited(spec))
 
 
-@core_check
+@core_check(needs="an `oom` job and a cluster that enforces memory limits")
 def check_out_of_memory_cause(h: CoreHarness) -> None:
     """A job over its memory limit is recorded with cause out-of-memory."""
     with world(h) as w:
@@ -276,7 +289,7 @@ def check_out_of_memory_cause(h: CoreHarness) -> None:
         w.until("the out-of-memory end", lambda: w.get(job_id).cause is Cause.OUT_OF_MEMORY)
 
 
-@core_check
+@core_check(needs="the `preempt` hook; a free slot (a `sleep` job starts within `Timings.wait`, twice)")
 def check_preemption_is_resubmitted_by_rule(h: CoreHarness) -> None:
     """A preempted execution matching a resubmit rule gets submission 2, decided with the rule and reason."""
     with world(h, EVICTED) as w:
@@ -290,7 +303,7 @@ def check_preemption_is_resubmitted_by_rule(h: CoreHarness) -> None:
         expect(bool(d.reason), "the decision has no reason")
 
 
-@core_check
+@core_check(needs="the `preempt` hook; a free slot (a `sleep` job starts within `Timings.wait`, twice)")
 def check_rule_limit_is_honoured(h: CoreHarness) -> None:
     """A rule whose limit is reached no longer matches; the unmatched policy then decides."""
     with world(h, EVICTED) as w:
@@ -311,7 +324,7 @@ def check_rule_limit_is_honoured(h: CoreHarness) -> None:
         expect("limit" in job.decisions[-1].reason, f"last decision: {job.decisions[-1].reason}")
 
 
-@core_check
+@core_check(needs="the `lose_node` hook; a free slot; a bounded NodeLossWindow")
 def check_node_loss_is_not_concluded_early(h: CoreHarness) -> None:
     """A lost node ends its job with cause node-lost within the NodeLossWindow, as the scheduler reports it:
     the supervisor never concludes node-lost before the scheduler says so. (How soon the scheduler says so is
@@ -323,7 +336,9 @@ def check_node_loss_is_not_concluded_early(h: CoreHarness) -> None:
         w.until("the job running", lambda: w.get(job_id).state is State.RUNNING)
         window = w.backend.declarations().node_loss_window
         if not math.isfinite(window):
-            raise Skip("the backend declares an unbounded NodeLossWindow: a lost node's job never ends by itself")
+            raise NotApplicable(
+                "the backend declares an unbounded NodeLossWindow: a lost node's job never ends by itself"
+            )
         sid = w.sid(job_id)
         lost_at = w.clock.now()
         lose(w.backend, sid)
@@ -341,7 +356,12 @@ def check_node_loss_is_not_concluded_early(h: CoreHarness) -> None:
         expect([e.cause for e in job.escalations] == [job.cause], f"escalations {job.escalations}")
 
 
-@core_check
+@core_check(
+    needs=(
+        "the `admin_hold` hook and `admin_release`; `Harness.queue_fill` `sleep` jobs fill the cluster so the "
+        "job under test queues (0 when the scheduler holds a job that could run at once)"
+    )
+)
 def check_admin_hold_is_escalated_and_never_lifted(h: CoreHarness) -> None:
     """Someone else's hold reads admin-held, is escalated once, is never lifted by dispatch, and the escalation
     is resolved when the hold goes."""
@@ -349,8 +369,8 @@ def check_admin_hold_is_escalated_and_never_lifted(h: CoreHarness) -> None:
         raise Skip("the harness cannot lift an admin hold")
     with world(h) as w:
         hold = w.hook("admin_hold")
-        # two long jobs fill a small cluster, so the job under test waits in the queue when it is held
-        blockers = [w.cluster.submit(w.spec("sleep")) for _ in range(2)]
+        # the harness says how many long jobs fill its cluster, so the job under test waits in the queue
+        blockers = [w.cluster.submit(w.spec("sleep")) for _ in range(h.base.queue_fill)]
         job_id = w.cluster.submit(w.spec("sleep"))
         hold(w.backend, w.sid(job_id))
         w.until("admin-held", lambda: w.get(job_id).cause is Cause.ADMIN_HELD or w.get(job_id).escalations != [])
@@ -365,7 +385,7 @@ def check_admin_hold_is_escalated_and_never_lifted(h: CoreHarness) -> None:
             w.cluster.operator.stop(b)
 
 
-@core_check
+@core_check(needs="fault injection (`inject`, given by `with_faults`); a free slot")
 def check_failed_poll_keeps_the_last_state(h: CoreHarness) -> None:
     """An unavailable status read is not a job failure: the record keeps its last state and its evidence."""
     if h.inject is None:
@@ -381,7 +401,7 @@ def check_failed_poll_keeps_the_last_state(h: CoreHarness) -> None:
         expect(job.state is State.RUNNING and not job.closed and job.outcome == before, f"recorded {job.state}")
 
 
-@core_check
+@core_check(needs="fault injection; a polled backend (not a Watcher); a free slot")
 def check_unanswered_read_keeps_the_last_state(h: CoreHarness) -> None:
     """A status read with no answer yet for a job (Unanswered) is not an ending: the record keeps its last
     state, nothing is decided, and the next answer is folded as usual."""
@@ -389,7 +409,7 @@ def check_unanswered_read_keeps_the_last_state(h: CoreHarness) -> None:
         raise Skip("the harness cannot inject faults")
     with world(h) as w:
         if isinstance(w.backend, Watcher):
-            raise Skip("a Watcher's supervisor reads a job only when the watch reports it changed")
+            raise NotApplicable("a Watcher's supervisor reads a job only when the watch reports it changed")
         job_id = w.cluster.submit(w.spec("sleep"))
         w.until("the job running", lambda: w.get(job_id).state is State.RUNNING)
         before = w.get(job_id).outcome
@@ -405,7 +425,7 @@ def check_unanswered_read_keeps_the_last_state(h: CoreHarness) -> None:
         expect(w.get(job_id).state is State.RUNNING, f"after the answer: {w.get(job_id).state}")
 
 
-@core_check
+@core_check(needs="fault injection; a `succeed` job that ends within `Timings.wait` plus the CallBound")
 def check_unknown_start_is_resolved_by_marker(h: CoreHarness) -> None:
     """A start whose outcome is unknown is never made again blindly: after the deadline the object is found
     by its marker and adopted (exactly one object), then opened."""
@@ -429,13 +449,13 @@ def check_unknown_start_is_resolved_by_marker(h: CoreHarness) -> None:
         expect(job.state is State.SUCCEEDED, f"recorded {job.state}")
 
 
-@core_check
+@core_check(needs="a `timeout` job; a cluster whose HOLD capability is yes")
 def check_hold_rule_belongs_to_the_supervisor(h: CoreHarness) -> None:
     """A hold rule starts the next submission under a hold the supervisor owns; an operator does not lift it
     unless a human names its instance."""
     with world(h, {"rules": [{"cause": "timeout", "action": "hold"}]}) as w:
         if not isinstance(w.backend, Holder) or not w.cluster.capabilities()[Capability.HOLD].yes:
-            raise Skip("this cluster cannot hold")
+            raise NotApplicable("this cluster cannot hold")
         spec = w.spec("timeout")
         job_id = w.cluster.submit(spec)
         w.until(
@@ -451,7 +471,7 @@ def check_hold_rule_belongs_to_the_supervisor(h: CoreHarness) -> None:
         w.until("the job running again", lambda: w.get(job_id).state is State.RUNNING)
 
 
-@core_check
+@core_check(needs="`exit_spec` (a job exiting 75); a Requeuer that can requeue an ended execution")
 def check_requeue_rule(h: CoreHarness) -> None:
     """A requeue rule runs the same submission again as a new execution (restart + 1).
 
@@ -464,14 +484,14 @@ def check_requeue_rule(h: CoreHarness) -> None:
     with world(h) as w:
         requeues = isinstance(w.backend, Requeuer)  # kept as a bool: w.backend stays typed as a Backend
         if not requeues:
-            raise Skip("the backend offers no Requeuer")
+            raise NotApplicable("the backend offers no Requeuer")
         answer = action_availability(RuleAction.REQUEUE, w.backend, w.backend.capabilities())
         if not answer.yes:
             try:
                 Supervisor(w.backend, w.records, clock=w.clock, poll=w.poll, default_rules=rules)
             except ConfigError as exc:
                 expect(exc.path == "rules[0]" and "again" in str(exc), f"the error names {exc.path}: {exc}")
-                raise Skip(f"requeue rules are refused at load on this cluster: {answer.reason}") from None
+                raise NotApplicable(f"requeue rules are refused at load on this cluster: {answer.reason}") from None
             raise ConformanceError(f"a requeue rule was accepted although requeue is {answer.answer.value}")
     with world(h, rules) as w:
         spec = h.exit_spec(75)
@@ -493,14 +513,14 @@ def check_requeue_rule(h: CoreHarness) -> None:
         expect(restarts == [0, 1], f"executions {restarts}: no second execution")
 
 
-@core_check
+@core_check(needs="the `preempt` hook; a Readmitter; a free slot")
 def check_readmit_rule(h: CoreHarness) -> None:
     """A readmit rule lets a job its queue preempted run again through the Readmitter: the same submission,
     one new execution, no new submission; the decision and the intent are recorded like any other."""
     probe = h.base.backend()
     try:
         if not isinstance(probe, Readmitter):
-            raise Skip("the backend offers no Readmitter (nothing here waits for dispatch to readmit a job)")
+            raise NotApplicable("the backend offers no Readmitter (nothing here waits for dispatch to readmit a job)")
     finally:
         probe.close()
     with world(h, {"rules": [{"name": "back", "cause": "preempted", "action": "readmit", "limit": 1}]}) as w:
@@ -522,7 +542,7 @@ def check_readmit_rule(h: CoreHarness) -> None:
         w.cluster.operator.stop(job_id)
 
 
-@core_check
+@core_check()
 def check_unavailable_rule_action_is_refused(h: CoreHarness) -> None:
     """Rules naming an action the cluster cannot perform are refused at load, naming the rule."""
     with world(h) as w:
@@ -541,14 +561,14 @@ def check_unavailable_rule_action_is_refused(h: CoreHarness) -> None:
         raise ConformanceError("a hold rule was accepted on a backend without a Holder")
 
 
-@core_check
+@core_check(needs="a polled backend that declares PolledLoss")
 def check_poll_interval_is_checked(h: CoreHarness) -> None:
     """A polled backend refuses a poll interval longer than its shortest PolledLoss window."""
     with world(h) as w:
         loss = w.backend.declarations().polled_loss
         shortest = loss.shortest() if loss is not None else None
         if shortest is None:
-            raise Skip("the backend is a Watcher or loses no evidence")
+            raise NotApplicable("the backend is a Watcher or loses no evidence")
         try:
             Supervisor(w.backend, w.records, clock=w.clock, poll=shortest * 2)
         except ConfigError as exc:
@@ -557,7 +577,7 @@ def check_poll_interval_is_checked(h: CoreHarness) -> None:
         raise ConformanceError("a too-slow poll interval was accepted")
 
 
-@core_check
+@core_check(needs="a free slot: a `sleep` job must start within `Timings.wait`")
 def check_stop_ends_and_closes(h: CoreHarness) -> None:
     """A stop ends the object and the job is recorded cancelled and closed."""
     with world(h) as w:
@@ -568,7 +588,7 @@ def check_stop_ends_and_closes(h: CoreHarness) -> None:
         expect(w.get(job_id).closed, "a stopped job stayed open")
 
 
-@core_check
+@core_check(needs="the harness's `read_only_backend`")
 def check_read_only_refuses_writes(h: CoreHarness) -> None:
     """A read-only cluster refuses every operator write before anything runs."""
     if h.base.read_only_backend is None:
@@ -582,7 +602,7 @@ def check_read_only_refuses_writes(h: CoreHarness) -> None:
         raise ConformanceError("a read-only cluster accepted a write")
 
 
-@core_check
+@core_check(needs="capacity or a queue for four `sleep` jobs")
 def check_observation_is_batched(h: CoreHarness) -> None:
     """One supervisor cycle costs the same number of backend calls with one job as with several."""
     with world(h) as w:

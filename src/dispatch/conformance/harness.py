@@ -12,10 +12,12 @@ from dispatch.spi import Backend
 BEHAVIOURS = ("sleep", "succeed", "fail", "timeout", "oom", "echo")
 """Job behaviours a harness builds specs for:
 
-* ``sleep``: runs far longer than any check waits (until stopped).
-* ``succeed``: ends by itself soon with exit code 0.
-* ``fail``: ends by itself soon with exit code 3.
-* ``timeout``: runs past its time limit (cause timeout).
+* ``sleep``: runs far longer than any check waits (until stopped): longer than ``Timings.wait`` plus any
+  NodeLossWindow the checks wait out (the bundled harnesses sleep an hour).
+* ``succeed``: ends by itself soon with exit code 0 (well within ``Timings.wait``; the bundled ones at once).
+* ``fail``: ends by itself soon with exit code 3 (likewise).
+* ``timeout``: runs past its time limit (cause timeout); the checks wait ``Timings.wait`` plus the limit, so keep
+  the limit short (the bundled harnesses: a few seconds, or the scheduler's smallest).
 * ``oom``: exceeds its memory limit (cause out-of-memory).
 * ``echo``: prints ``dispatch-conformance`` to stdout and ``dispatch-conformance-err`` to stderr, exits 0.
 """
@@ -63,3 +65,7 @@ class Harness:
     admin_hold: Hook | None = None
     cleanup: Hook | None = None
     name: str = "adapter"
+    queue_fill: int = 2
+    """How many ``sleep`` jobs fill the cluster so that the next job waits in the queue (the admin-hold core
+    check holds a queued job). 0 for a scheduler that can hold a job which could run at once, or one with no
+    queue at all."""

@@ -11,9 +11,9 @@ from dispatch.spec import JobSpec
 from dispatch.spi import Backend
 
 
-def memory_core_harness(shape: Shape | str) -> CoreHarness:
+def memory_core_harness(shape: Shape | str, *, nodes: int = 4) -> CoreHarness:
     """A core harness (operator and supervisor checks) over a fresh memory scheduler of ``shape``."""
-    base = memory_harness(shape)
+    base = memory_harness(shape, nodes=nodes)
     sched: MemoryScheduler = base.backend().scheduler  # type: ignore[attr-defined]
     extensions = (Image("registry.example/train:1"),) if sched.shape is Shape.KUBEFLOW else ()
 
@@ -28,10 +28,11 @@ def memory_core_harness(shape: Shape | str) -> CoreHarness:
     )
 
 
-def memory_harness(shape: Shape | str, *, accounting: bool = True) -> Harness:
-    """A harness over a fresh memory scheduler of ``shape`` driven by a fake clock."""
+def memory_harness(shape: Shape | str, *, accounting: bool = True, nodes: int = 4) -> Harness:
+    """A harness over a fresh memory scheduler of ``shape`` with ``nodes`` nodes, driven by a fake clock. Every
+    job takes two nodes, so ``nodes // 2`` sleeping jobs fill it (``queue_fill``)."""
     clock = FakeClock()
-    sched = MemoryScheduler(clock, shape, nodes=4, accounting=accounting, min_job_age=300, node_loss_window=120)
+    sched = MemoryScheduler(clock, shape, nodes=nodes, accounting=accounting, min_job_age=300, node_loss_window=120)
     extensions = (Image("registry.example/train:1"),) if sched.shape is Shape.KUBEFLOW else ()
 
     def spec(behaviour: str) -> JobSpec | None:
@@ -60,4 +61,5 @@ def memory_harness(shape: Shape | str, *, accounting: bool = True) -> Harness:
         lose_node=lose_node,
         admin_hold=lambda b, sid: sched.control.admin_hold(sid),
         name=f"memory-{sched.shape.value}",
+        queue_fill=nodes // 2,
     )

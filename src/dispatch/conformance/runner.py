@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from dispatch.conformance.checks import CHECKS, Check, Skip, applicable
+from dispatch.conformance.checks import CHECKS, Check, NotApplicable, Skip, applicable, with_needs
 from dispatch.conformance.core import CORE_CHECKS, CoreCheck, CoreHarness
 from dispatch.conformance.faults import with_faults
 from dispatch.conformance.harness import Harness
@@ -91,7 +91,11 @@ def run_suites(
     progress: Callable[[CheckResult], None] | None = None,
 ) -> list[CheckResult]:
     """Run the checks of ``suites`` (all, or the names in ``only``) and return their results in order.
-    With ``strict``, a check that applies but skips counts as failed."""
+
+    One rule in both suites: a check that cannot apply to the backend (it lacks the interface or capability the
+    check is about) is ``not-applicable`` with the Reason, never a failure; a check that applies but whose
+    situation the harness cannot make is ``skipped``, and with ``strict`` counts as failed. A failure's detail
+    ends with the check's preconditions."""
     wanted = set(suites)
     bad = wanted - set(SUITES)
     if bad:
@@ -129,25 +133,48 @@ def _run_backend(c: Check, h: Harness, strict: bool) -> CheckResult:
         probe.close()
     if reason is not None:
         return CheckResult("backend", c.name, Result.NOT_APPLICABLE, 0.0, reason)
-    return _timed("backend", c.name, lambda: c.fn(h), t0, strict)
+    return _timed("backend", c.name, c.needs, lambda: c.fn(h), t0, strict)
 
 
 def _run_core(c: CoreCheck, h: CoreHarness, strict: bool) -> CheckResult:
-    return _timed("core", c.name, lambda: c.fn(h), time.monotonic(), strict)
+    return _timed("core", c.name, c.needs, lambda: c.fn(h), time.monotonic(), strict)
 
 
-def _timed(suite: str, name: str, fn: Callable[[], None], t0: float, strict: bool) -> CheckResult:
+def _timed(suite: str, name: str, needs: str, fn: Callable[[], None], t0: float, strict: bool) -> CheckResult:
     try:
         fn()
+    except NotApplicable as exc:
+        return CheckResult(suite, name, Result.NOT_APPLICABLE, time.monotonic() - t0, str(exc))
     except Skip as exc:
-        result = Result.FAILED if strict else Result.SKIPPED
-        return CheckResult(suite, name, result, time.monotonic() - t0, str(exc))
+        if strict:
+            detail = with_needs(f"applies but skipped under --strict: {exc}", needs)
+            return CheckResult(suite, name, Result.FAILED, time.monotonic() - t0, detail)
+        return CheckResult(suite, name, Result.SKIPPED, time.monotonic() - t0, str(exc))
     except Exception as exc:  # a check's failure, or the backend's bug: both are this check's result
         detail = f"{type(exc).__name__}: {exc}"
         if not isinstance(exc, AssertionError):
             detail += "\n" + "".join(traceback.format_exception(exc)[-3:])
-        return CheckResult(suite, name, Result.FAILED, time.monotonic() - t0, detail)
+        return CheckResult(suite, name, Result.FAILED, time.monotonic() - t0, with_needs(detail, needs))
     return CheckResult(suite, name, Result.PASSED, time.monotonic() - t0)
+
+
+def checks_table() -> str:
+    """Every check of both suites as a Markdown table: suite, name, what it proves, what it needs.
+
+    docs/spi.md holds this table verbatim (a test compares them), so the preconditions a check's failure names
+    are the ones a harness author reads beforehand."""
+    rows = ["| suite | check | what it proves | needs |", "|---|---|---|---|"]
+
+    def cell(text: str) -> str:
+        return " ".join(text.split()).replace("|", "\\|") or "-"
+
+    for suite, items in (("backend", CHECKS), ("core", CORE_CHECKS)):
+        for c in items:
+            need = c.needs
+            if isinstance(c, Check) and c.requires is not None:
+                need = f"a {c.requires.__name__}" + (f"; {need}" if need else "")
+            rows.append(f"| {suite} | `{c.name}` | {cell(c.doc.split(chr(10) + chr(10))[0])} | {cell(need)} |")
+    return "\n".join(rows) + "\n"
 
 
 def summary(results: Iterable[CheckResult]) -> dict[str, int]:
@@ -162,6 +189,7 @@ __all__ = [
     "CheckResult",
     "Result",
     "check_names",
+    "checks_table",
     "core_harness_of",
     "load_factory",
     "run_suites",
