@@ -127,15 +127,16 @@ class Source:
         """One round's reads on cluster ``name``: one ``read_slices`` call where the adapter has it, else each
         through its ``stdout``/``stderr`` from the offset (Kubernetes reads a pod's log from its start)."""
         backend: Any = self._backend(name)
+        adapter = str(backend.name)
         if isinstance(backend, OutputSlices):
             return backend.read_slices(asks)
         if not isinstance(backend, OutputReader):
-            raise Unsupported(f"the {backend.name} adapter cannot read output (capability OutputRead)")
+            raise Unsupported(f"the {adapter} adapter cannot read output (capability OutputRead)")
         answers: list[OutputPiece | DispatchError] = []
         for ask in asks:
             try:
                 if ask.rank not in (None, 0):
-                    raise Unsupported(f"the {backend.name} adapter reads rank 0's output only")
+                    raise Unsupported(f"the {adapter} adapter reads rank 0's output only")
                 read = backend.stderr if ask.stream == "stderr" else backend.stdout
                 data = b"".join(read(ask.scheduler_id, ask.execution, False, offset=max(0, ask.offset)))
                 if ask.offset < 0:
