@@ -11,7 +11,7 @@ is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-on
 
 Optional interfaces (``Holder``, ``Requeuer``, ``Readmitter``, ``NativePolicyCompiler``, ``Watcher``,
 ``CessationSignal``, ``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``,
-``ExecutionOutput``) are ``runtime_checkable`` protocols: code asks ``isinstance(backend, Holder)``.
+``OutputSlices``, ``ExecutionOutput``) are ``runtime_checkable`` protocols: code asks ``isinstance(backend, Holder)``.
 :func:`restrict` hands out a backend without some of them.
 """
 
@@ -314,11 +314,62 @@ class BatchStarter(Protocol):
 
 @runtime_checkable
 class OutputReader(Protocol):
-    """Reads a job's output. ``execution`` is a restart number (None: the current one)."""
+    """Reads a job's output. ``execution`` is a restart number (None: the current one); ``offset`` skips that
+    many bytes of it first (read from there, not read and dropped, where the scheduler lets the adapter)."""
 
-    def stdout(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]: ...
+    def stdout(
+        self, scheduler_id: str, execution: int | None = None, follow: bool = False, offset: int = 0
+    ) -> Iterator[bytes]: ...
 
-    def stderr(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]: ...
+    def stderr(
+        self, scheduler_id: str, execution: int | None = None, follow: bool = False, offset: int = 0
+    ) -> Iterator[bytes]: ...
+
+
+SLICE_LIMIT = 256 * 1024
+"""The most bytes one :class:`OutputSlice` asks for by default."""
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSlice:
+    """Part of one execution's output: ``limit`` bytes from byte ``offset`` of ``stream`` ("stdout" or
+    "stderr"); a negative ``offset`` is counted from the end (``-100``: the last 100 bytes, or all when there
+    are fewer). ``execution`` is a restart number (None: the current one); ``rank`` a rank (None: the
+    execution's output as the scheduler keeps it, every rank in one file)."""
+
+    scheduler_id: str
+    stream: str = "stdout"
+    execution: int | None = None
+    rank: int | None = None
+    offset: int = 0
+    limit: int = SLICE_LIMIT
+
+
+@dataclass(frozen=True, slots=True)
+class OutputPiece:
+    """What one :class:`OutputSlice` read: ``data`` starts at byte ``start`` of the output, whose size was
+    ``size`` when read (``start + len(data)`` is where to read on). A file not written yet reads as empty."""
+
+    data: bytes
+    start: int
+    size: int
+
+
+@runtime_checkable
+class OutputSlices(Protocol):
+    """Reads many slices of output at once, each from its offset (one round trip where the transport has
+    them), so that following output costs the bytes that are new, not the whole file each time."""
+
+    def output_per_rank(self) -> bool:
+        """True when the scheduler keeps one file per rank (a slice may name a rank); False when it keeps one
+        per execution (a slice naming a rank is answered with Unsupported)."""
+        ...
+
+    def read_slices(self, slices: Sequence[OutputSlice]) -> list[OutputPiece | DispatchError]:
+        """One answer per slice, in order: the piece, or the error reading it alone would have raised
+        (NotFound, Unsupported, Unavailable ...). Never raises for one slice; raises only when nothing was
+        read (e.g. Unavailable: the cluster did not answer)."""
+        ...
 
 
 @runtime_checkable
@@ -359,6 +410,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     MultiFinder,
     BatchStarter,
     OutputReader,
+    OutputSlices,
     ExecutionOutput,
 )
 
@@ -373,6 +425,7 @@ OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     MultiFinder: ("find_many",),
     BatchStarter: ("start_many", "open_many"),
     OutputReader: ("stdout", "stderr"),
+    OutputSlices: ("read_slices", "output_per_rank"),
     ExecutionOutput: ("execution_output",),
 }
 

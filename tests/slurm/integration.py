@@ -235,3 +235,28 @@ def warning_before_the_program_listens_is_not_fatal(name: str) -> None:
         assert b"survived" in b"".join(b.stdout(sid))
     finally:
         b.close()
+
+
+def output_slices_in_one_script(name: str) -> None:
+    """Two viewers' slices of one running job's output, read in one script (one round trip): from an offset,
+    the tail; a rank is refused (one file per execution, every rank in it)."""
+    from dispatch.errors import Unsupported
+    from dispatch.spi import OutputPiece, OutputSlice
+
+    b = open_backend(name)
+    try:
+        sid, _ = run(b, JobSpec(("bash", "-c", "printf 'abcdefghij'; echo; sleep 300"), nodes=2))
+        wait(b, sid, lambda e: b"abcdefghij" in b"".join(b.stdout(sid)), "the job prints")
+        whole = b"".join(b.stdout(sid, 0))
+        assert b"".join(b.stdout(sid, 0, offset=3)) == whole[3:]
+        asks = [OutputSlice(sid, execution=0, offset=3, limit=4), OutputSlice(sid, execution=0, offset=-3)]
+        b.read_slices(asks)  # looks the path up once (one observation) and keeps it
+        before = b.scripts_run
+        got = b.read_slices([*asks, OutputSlice(sid, execution=0, rank=1)])
+        assert b.scripts_run == before + 1  # every slice in one script
+        assert got[0] == OutputPiece(whole[3:7], 3, len(whole))
+        assert got[1] == OutputPiece(whole[-3:], len(whole) - 3, len(whole))
+        assert isinstance(got[2], Unsupported) and not b.output_per_rank()
+        b.stop_job(sid)
+    finally:
+        b.close()

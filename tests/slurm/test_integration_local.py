@@ -25,3 +25,7 @@ def test_batch_submission_one_script_per_phase() -> None:
 
 def test_a_warning_before_the_program_listens_is_not_fatal() -> None:
     it.warning_before_the_program_listens_is_not_fatal("local")
+
+
+def test_output_slices_of_every_viewer_in_one_script() -> None:
+    it.output_slices_in_one_script("local")

@@ -95,8 +95,10 @@ def dispatch(home: Path, *args: str) -> subprocess.Popen[str]:
 
 
 @contextmanager
-def server(home: Path) -> Iterator[str]:
-    """``dispatch ui --port 0`` with the config under ``home``; yields its base URL."""
+def server(home: Path, driver: webdriver.Chrome | None = None) -> Iterator[str]:
+    """``dispatch ui --port 0`` with the config under ``home``; yields its base URL. With ``driver``, the
+    browser first opens the address ``dispatch ui`` printed (it carries the token and sets the session
+    cookie), as a user does."""
     p = dispatch(home, "ui", "--port", "0")
     assert p.stdout is not None
     url = p.stdout.readline().strip()
@@ -104,7 +106,9 @@ def server(home: Path) -> Iterator[str]:
         p.kill()
         pytest.fail(f"dispatch ui did not start: {p.communicate()[1]}")
     try:
-        yield url.rstrip("/")
+        if driver is not None:
+            driver.get(url)
+        yield url.split("?", 1)[0].rstrip("/")
     finally:
         p.terminate()
         p.wait(10)

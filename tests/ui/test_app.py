@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from dispatch.ui.app import COOKIE, create_app
+from dispatch.ui.app import cookie_value, create_app
 from dispatch.ui.source import Source
 
 from .conftest import Made
@@ -168,13 +168,42 @@ def test_security_headers_and_host_check(client: TestClient) -> None:
 
 
 def test_a_token_is_required_on_every_request(source: Source) -> None:
-    with TestClient(create_app(source, token="s3cret", allowed_hosts=["*"]), base_url="http://10.0.0.5") as c:
+    app = create_app(source, token="s3cret", allowed_hosts=["*"])
+    with TestClient(app, base_url="http://10.0.0.5") as c:
         assert c.get("/jobs").status_code == 401
         assert c.get("/jobs", headers={"authorization": "Bearer wrong"}).status_code == 401
         assert c.get("/jobs", headers={"authorization": "Bearer s3cret"}).status_code == 200
         r = c.get("/jobs?token=s3cret&state=failed", follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"] == "/jobs?state=failed"
-        assert COOKIE in r.headers["set-cookie"] and "httponly" in r.headers["set-cookie"].lower()
+        cookie = r.headers["set-cookie"]
+        assert cookie.startswith(app.state.cookie + "=") and app.state.cookie.startswith("dispatch_ui_")
+        assert "httponly" in cookie.lower() and "samesite=strict" in cookie.lower() and "Path=/" in cookie
+        assert "s3cret" not in cookie  # the cookie holds a value derived from the token, not the token
         assert c.get("/jobs").status_code == 200  # the cookie now carries it
+        value = c.cookies[app.state.cookie]
         c.cookies.clear()
         assert c.get("/static/ui.js").status_code == 401
+        # the cookie's value is no token, and the token is no cookie value
+        assert c.get("/jobs", headers={"authorization": f"Bearer {value}"}).status_code == 401
+        assert c.get("/jobs", headers={"cookie": f"{app.state.cookie}=s3cret"}).status_code == 401
+
+
+def test_a_cookie_of_one_instance_is_not_accepted_by_another(source: Source) -> None:
+    """Two dashboards on one host (cookies are not scoped by port), even with the same token: each has its own
+    cookie name and value, and accepts neither the other's cookie nor the other's value under its own name."""
+    one = create_app(source, token="shared", allowed_hosts=["*"])
+    two = create_app(source, token="shared", allowed_hosts=["*"])
+    assert one.state.cookie != two.state.cookie
+    with TestClient(one, base_url="http://127.0.0.1") as a, TestClient(two, base_url="http://127.0.0.1") as b:
+        assert a.get("/jobs?token=shared").status_code == 200
+        value = a.cookies[one.state.cookie]
+        assert b.get("/jobs", headers={"cookie": f"{one.state.cookie}={value}"}).status_code == 401
+        assert b.get("/jobs", headers={"cookie": f"{two.state.cookie}={value}"}).status_code == 401
+        instance = two.state.cookie.removeprefix("dispatch_ui_")
+        right = cookie_value("shared", instance)
+        assert b.get("/jobs", headers={"cookie": f"{two.state.cookie}={right}"}).status_code == 200
+
+
+def test_without_a_token_there_is_no_gate(client: TestClient) -> None:
+    assert client.get("/jobs").status_code == 200
+    assert "set-cookie" not in client.get("/jobs?token=x").headers

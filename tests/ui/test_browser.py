@@ -58,7 +58,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     home = tmp_path_factory.mktemp("ui-browser")
     made = make(home / "data")
     write_config(home, made.path, made.local_state)
-    with server(home) as url, chromium() as driver:
+    with chromium() as driver, server(home, driver) as url:
         yield Site(made, home, url, driver)
 
 
@@ -181,7 +181,7 @@ def test_a_page_over_ten_thousand_jobs_loads(tmp_path: Path, site: Site) -> None
     records.close()
     assert total >= 10_000
     write_config(home, path, m.local_state)
-    with server(home) as url:
+    with server(home, site.driver) as url:  # a second instance: its own token and cookie
         start = time.monotonic()
         site.driver.get(url + "/jobs?page=2")
         took = time.monotonic() - start

@@ -579,7 +579,11 @@ class KubeflowBackend:
 
     # ---- output ------------------------------------------------------------------------------------------
 
-    def stdout(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]:
+    def stdout(
+        self, scheduler_id: str, execution: int | None = None, follow: bool = False, offset: int = 0
+    ) -> Iterator[bytes]:
+        """Rank 0's container log of the current execution. The pod log API reads from the start (it has no
+        byte offset), so ``offset`` bytes are read and dropped here."""
         if not self.preflight.can_log:
             raise Unsupported("the adapter may not read pods/log on this cluster (OutputRead is no)")
         got = self.cache.reading(scheduler_id)
@@ -593,7 +597,7 @@ class KubeflowBackend:
         if not rank0:
             raise NotFound(f"TrainJob {scheduler_id}: rank 0 of the current execution has no pod (its log is gone)")
         pod = str(meta(rank0[0]).get("name"))
-        return self._lines(pod, follow)
+        return _skip(self._lines(pod, follow), offset)
 
     def _lines(self, pod: str, follow: bool) -> Iterator[bytes]:
         client = k.make_client(self.settings, stream=True) if follow else None
@@ -623,7 +627,9 @@ class KubeflowBackend:
             raise NotFound(f"TrainJob {scheduler_id}: rank 0 of execution {identity} has no pod (its log is gone)")
         return self._lines(str(meta(rank0[0]).get("name")), False)
 
-    def stderr(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]:
+    def stderr(
+        self, scheduler_id: str, execution: int | None = None, follow: bool = False, offset: int = 0
+    ) -> Iterator[bytes]:
         raise Unsupported("Kubernetes keeps one log per container: stdout holds it, stderr is not separate")
 
     # ---- life --------------------------------------------------------------------------------------------
@@ -641,6 +647,16 @@ class KubeflowBackend:
     def __repr__(self) -> str:
         mode = "observe-only" if self.observe_only else "read-only" if self._read_only else "writable"
         return f"KubeflowBackend(namespace={self.settings.namespace!r}, mode={self.settings.mode.value}, {mode})"
+
+
+def _skip(chunks: Iterator[bytes], n: int) -> Iterator[bytes]:
+    """``chunks`` less their first ``n`` bytes."""
+    for chunk in chunks:
+        if n >= len(chunk):
+            n -= len(chunk)
+            continue
+        yield chunk[n:] if n > 0 else chunk
+        n = 0
 
 
 class KueueBackend(KubeflowBackend):

@@ -25,7 +25,7 @@ from dispatch.adapterkit.guards import check_hold, check_release
 from dispatch.capabilities import Capabilities, Capability, no, yes
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
-from dispatch.errors import NotFound, ReadOnly, Rejected, Unsupported
+from dispatch.errors import DispatchError, NotFound, ReadOnly, Rejected, Unsupported
 from dispatch.extensions import CessationWarning, ExtensionPolicy, SharedCheckpoint
 from dispatch.local import output
 from dispatch.local.layout import ExecutionFiles, JobFiles, files, job_lock, read_json, write_json
@@ -34,7 +34,7 @@ from dispatch.local.mapping import job_evidence
 from dispatch.local.plan import build_plan, render_plan
 from dispatch.local.process import kill_groups, signal_pid, spawn_launcher
 from dispatch.spec import JobSpec
-from dispatch.spi import Found, JobEvidence, StartRequest
+from dispatch.spi import Found, JobEvidence, OutputPiece, OutputSlice, StartRequest
 
 NAME = "local"
 CALL_BOUND = 2.0
@@ -341,23 +341,17 @@ class LocalBackend:
         ranks: Sequence[int] | None = None,
         follow: bool = False,
         poll: float = 0.1,
+        offset: int = 0,
     ) -> Iterator[tuple[int, bytes]]:
         """``(rank, chunk)`` pairs of one execution's ``stream`` ("stdout" or "stderr"), for ``ranks`` (all by
-        default). Without follow: each rank's whole file in rank order. With follow: whole lines as they are
-        written, until the execution has ended and every file is drained."""
-        if stream not in ("stdout", "stderr"):
-            raise Unsupported(f"the local adapter has no stream {stream!r}")
-        e = self._execution(scheduler_id, execution)
-        plan = e.plan or {}
-        all_ranks = plan.get("ranks", [])
-        chosen = [r for r in all_ranks if ranks is None or r["rank"] in ranks]
-        if ranks is not None and len(chosen) != len(set(ranks)):
-            known = len(all_ranks)
-            raise NotFound(f"local job {scheduler_id} has ranks 0 to {known - 1}, not {sorted(set(ranks))}")
-        paths = [(int(r["rank"]), str(r[stream])) for r in chosen]
+        default). Without follow: each rank's whole file in rank order, less its first ``offset`` bytes. With
+        follow: whole lines as they are written (from byte ``offset`` of each file), until the execution has
+        ended and every file is drained."""
+        paths = self._paths(scheduler_id, stream, execution, ranks)
         job_dir = self.job_dir(scheduler_id)
+        e = self._execution(scheduler_id, execution)
         if not follow:
-            yield from output.read_whole(paths)
+            yield from output.read_whole(paths, offset)
             return
 
         def ended() -> bool:
@@ -369,20 +363,66 @@ class LocalBackend:
                 return job is None or job.stopped is not None
             return now.launcher is not None and not now.launcher_alive
 
-        yield from output.follow(paths, ended, self.clock, poll)
+        yield from output.follow(paths, ended, self.clock, poll, offset)
+
+    def _paths(
+        self, scheduler_id: str, stream: str, execution: int | None, ranks: Sequence[int] | None
+    ) -> list[tuple[int, str]]:
+        """``(rank, path)`` of the chosen ranks' ``stream`` files of one execution."""
+        if stream not in ("stdout", "stderr"):
+            raise Unsupported(f"the local adapter has no stream {stream!r}")
+        e = self._execution(scheduler_id, execution)
+        plan = e.plan or {}
+        all_ranks = plan.get("ranks", [])
+        chosen = [r for r in all_ranks if ranks is None or r["rank"] in ranks]
+        if ranks is not None and len(chosen) != len(set(ranks)):
+            known = len(all_ranks)
+            raise NotFound(f"local job {scheduler_id} has ranks 0 to {known - 1}, not {sorted(set(ranks))}")
+        return [(int(r["rank"]), str(r[stream])) for r in chosen]
 
     def stdout(
-        self, scheduler_id: str, execution: int | None = None, follow: bool = False, rank: int | None = None
+        self,
+        scheduler_id: str,
+        execution: int | None = None,
+        follow: bool = False,
+        offset: int = 0,
+        rank: int | None = None,
     ) -> Iterator[bytes]:
-        """All ranks' stdout (or one ``rank``'s) of an execution (None: the current one)."""
-        for _, chunk in self.lines(scheduler_id, "stdout", execution, None if rank is None else [rank], follow):
+        """All ranks' stdout (or one ``rank``'s) of an execution (None: the current one), from byte ``offset``."""
+        ranks = None if rank is None else [rank]
+        for _, chunk in self.lines(scheduler_id, "stdout", execution, ranks, follow, offset=offset):
             yield chunk
 
     def stderr(
-        self, scheduler_id: str, execution: int | None = None, follow: bool = False, rank: int | None = None
+        self,
+        scheduler_id: str,
+        execution: int | None = None,
+        follow: bool = False,
+        offset: int = 0,
+        rank: int | None = None,
     ) -> Iterator[bytes]:
-        for _, chunk in self.lines(scheduler_id, "stderr", execution, None if rank is None else [rank], follow):
+        ranks = None if rank is None else [rank]
+        for _, chunk in self.lines(scheduler_id, "stderr", execution, ranks, follow, offset=offset):
             yield chunk
+
+    def output_per_rank(self) -> bool:
+        """Yes: every rank writes its own files."""
+        return True
+
+    def read_slices(self, slices: Sequence[OutputSlice]) -> list[OutputPiece | DispatchError]:
+        """Each slice from its rank's file (a slice without a rank: rank 0 of a one-rank execution), seeking to
+        its offset."""
+        out: list[OutputPiece | DispatchError] = []
+        for sl in slices:
+            try:
+                paths = self._paths(sl.scheduler_id, sl.stream, sl.execution, None if sl.rank is None else [sl.rank])
+                if len(paths) != 1:
+                    raise Unsupported(f"local job {sl.scheduler_id} keeps one file per rank: name a rank")
+                data, start, size = output.read_slice(paths[0][1], sl.offset, sl.limit)
+                out.append(OutputPiece(data, start, size))
+            except DispatchError as exc:
+                out.append(exc)
+        return out
 
     # ----- dry run and preflight ---------------------------------------------------------------------------------
 

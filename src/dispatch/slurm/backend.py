@@ -1,8 +1,8 @@
 """SlurmBackend: the dispatch Backend over Slurm's commands, one script per operation.
 
-Implements Backend, Holder, Requeuer, MultiFinder, BatchStarter, CessationSignal and OutputReader (not Watcher: it is
-polled). Errors follow :mod:`dispatch.slurm.errors`; a transport failure is Unavailable when the script never
-started and, for writes, OutcomeUnknown once it may have run.
+Implements Backend, Holder, Requeuer, MultiFinder, BatchStarter, CessationSignal, OutputReader and OutputSlices (not
+Watcher: it is polled). Errors follow :mod:`dispatch.slurm.errors`; a transport failure is Unavailable when the
+script never started and, for writes, OutcomeUnknown once it may have run.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from dispatch.adapterkit.identity import execution_identity, submission_of
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, no
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
-from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
+from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.extensions import CessationWarning, ExtensionPolicy, Output, SharedCheckpoint
 from dispatch.outcome import Evidence
 from dispatch.slurm import errors as slurm_errors
-from dispatch.slurm import preflight, submit
+from dispatch.slurm import outputs, preflight, submit
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
 from dispatch.slurm.mapping import Reading, outcome_of
@@ -45,11 +45,22 @@ from dispatch.slurm.parse import (
 from dispatch.slurm.scripts import CallOutput, Script, ScriptOutput, parse_output
 from dispatch.slurm.settings import SlurmSettings
 from dispatch.slurm.transport.base import Executor, TransportFailure
-from dispatch.spi import Cessation, ExecutionEvidence, Found, Gate, JobEvidence, StartRequest
+from dispatch.spi import (
+    Cessation,
+    ExecutionEvidence,
+    Found,
+    Gate,
+    JobEvidence,
+    OutputPiece,
+    OutputSlice,
+    StartRequest,
+)
 
 NAME = "slurm"
 BATCH = 100
 """Submissions (or gates) per script in :meth:`SlurmBackend.start_many` / :meth:`SlurmBackend.open_many`."""
+PATHS_KEPT = 1024
+"""Output paths :meth:`SlurmBackend.read_slices` keeps (per job, execution and stream; the oldest go first)."""
 OPEN_GATES = (
     'out=$(squeue -h -t all -j "$1" -o "%i %r" 2>&1) || case "$out" in\n'
     '  *"Invalid job id"*) out="";;\n'
@@ -113,6 +124,7 @@ class SlurmBackend:
         self._offset = 0.0
         self._uncertainty = 0.0
         self.scripts_run = 0
+        self._paths: dict[tuple[str, int | None, str], str] = {}
         self._book = InstanceBook()  # the names of holds this backend placed (for non-canonical instances)
         self._made_dirs: set[str] = (
             set()
@@ -649,9 +661,10 @@ class SlurmBackend:
         ended = outcome_of(rec, self._evidence("squeue")).outcome.state.ended or r < current
         return (out_path if stream == "stdout" else err_path), ended
 
-    def _read(self, scheduler_id: str, execution: int | None, follow: bool, stream: str) -> Iterator[bytes]:
+    def _read(
+        self, scheduler_id: str, execution: int | None, follow: bool, stream: str, offset: int = 0
+    ) -> Iterator[bytes]:
         path, ended = self._output_path(scheduler_id, execution, stream)
-        offset = 0
         while True:
             s = self._script()
             s.shell(
@@ -668,11 +681,59 @@ class SlurmBackend:
             self._clock.sleep(1.0)
             path, ended = self._output_path(scheduler_id, execution, stream)
 
-    def stdout(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]:
-        return self._read(scheduler_id, execution, follow, "stdout")
+    def stdout(
+        self, scheduler_id: str, execution: int | None = None, follow: bool = False, offset: int = 0
+    ) -> Iterator[bytes]:
+        return self._read(scheduler_id, execution, follow, "stdout", max(0, offset))
 
-    def stderr(self, scheduler_id: str, execution: int | None = None, follow: bool = False) -> Iterator[bytes]:
-        return self._read(scheduler_id, execution, follow, "stderr")
+    def stderr(
+        self, scheduler_id: str, execution: int | None = None, follow: bool = False, offset: int = 0
+    ) -> Iterator[bytes]:
+        return self._read(scheduler_id, execution, follow, "stderr", max(0, offset))
+
+    # ---------------------------------------------------------------- OutputSlices
+    def output_per_rank(self) -> bool:
+        """No: every rank of an execution writes to the execution's one file (``%j.%x.<restart>.out``)."""
+        return False
+
+    def read_slices(self, slices: Sequence[OutputSlice]) -> list[OutputPiece | DispatchError]:
+        """Every slice in one script: ``tail -c +OFFSET | head -c LIMIT`` of each file (one round trip for all
+        of them). A file's path is looked up once per job, execution and stream and then kept, except for the
+        current execution (None), whose path changes when the job is requeued."""
+        answers: list[OutputPiece | DispatchError | None] = [None] * len(slices)
+        s = self._script()
+        calls: list[tuple[int, int, str]] = []
+        for i, sl in enumerate(slices):
+            try:
+                if sl.rank is not None:
+                    raise Unsupported("Slurm keeps one output file per execution, holding every rank's output")
+                if sl.stream not in ("stdout", "stderr"):
+                    raise Unsupported(f"the Slurm adapter has no stream {sl.stream!r}")
+                path = self._slice_path(sl)
+            except DispatchError as exc:
+                answers[i] = exc
+                continue
+            calls.append((i, s.shell(outputs.SLICE, path, str(sl.offset), str(max(0, sl.limit))), path))
+        if calls:
+            out = self._run(s, False)
+            for i, index, path in calls:
+                try:
+                    call = self._need(out, index, f"read {path}", write=False)
+                    answers[i] = outputs.parse_slice(call.stdout, slices[i].offset)
+                except DispatchError as exc:
+                    answers[i] = exc
+        return [a if a is not None else Unavailable("not read") for a in answers]
+
+    def _slice_path(self, sl: OutputSlice) -> str:
+        key = (sl.scheduler_id, sl.execution, sl.stream)
+        path = self._paths.get(key)
+        if path is None:
+            path, _ = self._output_path(sl.scheduler_id, sl.execution, sl.stream)
+            if sl.execution is not None:
+                if len(self._paths) >= PATHS_KEPT:
+                    self._paths.pop(next(iter(self._paths)))
+                self._paths[key] = path
+        return path
 
     def __repr__(self) -> str:
         return f"SlurmBackend({self.facts.cluster_name} {self.slurm_release}, transport={self.settings.transport})"

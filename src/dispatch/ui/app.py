@@ -16,8 +16,10 @@ Safety, by construction:
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
+import secrets
 import shlex
 import time
 from collections.abc import Awaitable, Callable
@@ -40,14 +42,15 @@ from dispatch.errors import DispatchError, NotFound
 from dispatch.outcome import Cause, State
 from dispatch.records.browse import NO_CAUSE, JobQuery
 from dispatch.records.model import JobSummary
+from dispatch.spi import SLICE_LIMIT
 from dispatch.ui import svg
+from dispatch.ui.reads import Busy
 from dispatch.ui.source import Source
 
 HERE = Path(__file__).parent
 PER_PAGE = 50
-OUTPUT_TAIL = 256 * 1024
+OUTPUT_TAIL = SLICE_LIMIT
 """The most output one response carries: a first view of a long log starts at its last 256 KiB."""
-COOKIE = "dispatch_ui_token"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
     "base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
@@ -89,16 +92,35 @@ def _templates() -> Environment:
     return env
 
 
+def cookie_name(instance: str) -> str:
+    """The session cookie's name for dashboard ``instance``: cookies are not scoped by port, so each instance
+    has its own name (two dashboards on one host never overwrite or read each other's)."""
+    return f"dispatch_ui_{instance}"
+
+
+def cookie_value(token: str, instance: str) -> str:
+    """What the session cookie holds: an HMAC of the instance id under the token, never the token itself (a
+    server that received the cookie cannot use it as a token, nor on another instance)."""
+    return hmac.new(token.encode(), b"dispatch-ui-session:" + instance.encode(), hashlib.sha256).hexdigest()
+
+
 class TokenGate:
-    """Every request carries the token: a Bearer header, the cookie, or ``?token=`` (answered with a redirect
-    that sets the cookie and drops the token from the address)."""
+    """Every request carries the token: a Bearer header, this instance's session cookie, or ``?token=``
+    (answered with a redirect that sets the cookie and drops the token from the address). Comparisons take
+    the same time whatever the value (``hmac.compare_digest`` over fixed-length digests)."""
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(self, app: ASGIApp, token: str, instance: str) -> None:
         self.app = app
-        self.token = token.encode()
+        self._token = hashlib.sha256(token.encode()).digest()
+        self.cookie = cookie_name(instance)
+        self._session = cookie_value(token, instance)
 
-    def _ok(self, value: str | None) -> bool:
-        return value is not None and hmac.compare_digest(value.encode(), self.token)
+    def _token_ok(self, value: str | None) -> bool:
+        return value is not None and hmac.compare_digest(hashlib.sha256(value.encode()).digest(), self._token)
+
+    def _session_ok(self, value: str | None) -> bool:
+        given = hashlib.sha256((value or "").encode()).digest()
+        return value is not None and hmac.compare_digest(given, hashlib.sha256(self._session.encode()).digest())
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -107,14 +129,14 @@ class TokenGate:
         request = Request(scope)
         auth = request.headers.get("authorization", "")
         bearer = auth[7:] if auth.lower().startswith("bearer ") else None
-        if self._ok(bearer) or self._ok(request.cookies.get(COOKIE)):
+        if self._token_ok(bearer) or self._session_ok(request.cookies.get(self.cookie)):
             await self.app(scope, receive, send)
             return
-        if self._ok(request.query_params.get("token")):
+        if self._token_ok(request.query_params.get("token")):
             rest = [(k, v) for k, v in request.query_params.multi_items() if k != "token"]
             target = request.url.path + (f"?{urlencode(rest)}" if rest else "")
             response: Response = RedirectResponse(target, status_code=303)
-            response.set_cookie(COOKIE, self.token.decode(), httponly=True, samesite="strict")
+            response.set_cookie(self.cookie, self._session, path="/", httponly=True, samesite="strict")
         else:
             response = PlainTextResponse(
                 "401: this dashboard needs its token (open the address dispatch ui printed)", status_code=401
@@ -149,9 +171,13 @@ def create_app(
     allowed_hosts: list[str] | None = None,
     now: Callable[[], float] = time.time,
     per_page: int = PER_PAGE,
+    instance: str | None = None,
 ) -> Starlette:
     """The dashboard over ``source``. ``allowed_hosts`` are the Host header values accepted (default: loopback
-    names); with ``token`` set, every request must carry it. The jobs table shows ``per_page`` rows a page."""
+    names); with ``token`` set, every request must carry it (:class:`TokenGate`). ``instance`` names this
+    dashboard's session cookie (default: random, so no two instances accept each other's cookie;
+    ``app.state.cookie`` holds the name). The jobs table shows ``per_page`` rows a page."""
+    instance = instance or secrets.token_hex(8)
     env = _templates()
     known_clusters: list[Any] = [0.0, []]
 
@@ -261,6 +287,7 @@ def create_app(
             "picture": svg.picture(tl),
             "timeline": tl,
             "live": live,
+            "per_rank": source.per_rank(job.cluster),
             "now": t,
         }
 
@@ -280,38 +307,42 @@ def create_app(
         return page("_live.html", request, **job_context(request.path_params["job_id"]))
 
     def output(request: Request) -> JSONResponse:
+        """Output from ``offset`` (absent: the last :data:`OUTPUT_TAIL` bytes), at most that many bytes; the
+        answer's ``offset`` is where to ask next. 429 when this instance's round of reads is full."""
         job = source.job(request.path_params["job_id"])
         q = request.query_params
         try:
             submission = int(q.get("submission", ""))
             execution = int(q["execution"]) if q.get("execution") else None
-            rank = int(q.get("rank", "0"))
-            offset = max(0, int(q.get("offset", "0")))
+            rank = int(q["rank"]) if q.get("rank") else None
+            offset = max(0, int(q["offset"])) if q.get("offset") else -OUTPUT_TAIL
         except ValueError:
             return JSONResponse({"error": "submission, execution, rank and offset are integers"}, status_code=400)
         stream = q.get("stream", "stdout")
         if stream not in ("stdout", "stderr"):
             return JSONResponse({"error": "stream is stdout or stderr"}, status_code=400)
-        if not 0 <= rank < job.spec.world_size:
+        if rank is not None and not 0 <= rank < job.spec.world_size:
             return JSONResponse({"error": f"rank {rank} is not in 0..{job.spec.world_size - 1}"}, status_code=400)
         try:
-            data = b"".join(source.output(job, submission, execution, rank, stream))
-        except (DispatchError, KeyError) as exc:
+            piece = source.output(job, submission, execution, rank, stream, offset)
+        except KeyError as exc:
+            return JSONResponse({"error": str(exc.args[0]) if exc.args else "not found"}, status_code=404)
+        except DispatchError as exc:
             return JSONResponse({"error": str(exc)}, status_code=404)
-        skipped = 0
-        if offset == 0 and len(data) > OUTPUT_TAIL:
-            skipped = len(data) - OUTPUT_TAIL
-            offset = skipped
-        chunk = data[offset : offset + OUTPUT_TAIL]
+        except Busy as exc:
+            retry = str(max(1, round(exc.retry_after)))
+            return JSONResponse({"error": str(exc)}, status_code=429, headers={"retry-after": retry})
         sub = job.submission(submission)
         # the execution read: the one asked for, else the latest (what the adapter reads by default)
         ex = next((e for e in reversed(sub.executions) if execution is None or e.restart == execution), None)
         running = ex is not None and not ex.outcome.state.ended and not sub.gone
+        more = running or piece.start + len(piece.data) < piece.size
+        data = piece.data[: whole_utf8(piece.data)] if more else piece.data
         return JSONResponse(
             {
-                "text": chunk.decode("utf-8", "replace"),
-                "offset": offset + len(chunk),
-                "skipped": skipped,
+                "text": data.decode("utf-8", "replace"),
+                "offset": piece.start + len(data),
+                "skipped": piece.start if offset < 0 else 0,
                 "running": running and not (job.closed and job.state.ended),
             }
         )
@@ -357,7 +388,7 @@ def create_app(
     hosts = allowed_hosts or ["127.0.0.1", "localhost", "[::1]"]
     middleware = [Middleware(SecurityHeaders), Middleware(TrustedHostMiddleware, allowed_hosts=hosts)]
     if token:
-        middleware.append(Middleware(TokenGate, token=token))
+        middleware.append(Middleware(TokenGate, token=token, instance=instance))
     handlers: dict[Any, Callable[[Request, Exception], Awaitable[Response]]] = {
         NotFound: not_found,
         404: http_error,
@@ -365,7 +396,20 @@ def create_app(
     }
     app = Starlette(routes=routes, middleware=middleware, exception_handlers=handlers)
     app.state.source = source
+    app.state.cookie = cookie_name(instance) if token else None
     return app
+
+
+def whole_utf8(data: bytes) -> int:
+    """The length of ``data`` less a UTF-8 character cut at its end (its rest comes with the next read)."""
+    for back in range(1, min(4, len(data)) + 1):
+        byte = data[-back]
+        if byte < 0x80:
+            return len(data)
+        if byte >= 0xC0:  # a lead byte: is its sequence complete?
+            need = 2 if byte < 0xE0 else 3 if byte < 0xF0 else 4
+            return len(data) if back >= need else len(data) - back
+    return len(data)
 
 
 def _clock_hour(at: float) -> str:

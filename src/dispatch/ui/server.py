@@ -1,7 +1,7 @@
 """Serving the dashboard: bind, print where, run uvicorn until interrupted.
 
-Binding to a loopback address is the default; any other address needs a token, because the dashboard shows
-commands, names and output of every job in the records.
+Binding to a loopback address is the default. Any other address needs a token (``--no-token`` is for loopback
+only), because the dashboard shows commands, names and output of every job in the records.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def check_bind(host: str, token: str | None) -> None:
         raise ConfigError(
             "--host",
             f"{host} is not a loopback address: the dashboard shows every job's command and output, so binding "
-            "there needs a token (--token, or DISPATCH_UI_TOKEN)",
+            "there needs a token (drop --no-token)",
         )
 
 

@@ -1,24 +1,36 @@
 """What the dashboard reads, and nothing it could write with.
 
 A :class:`Source` holds a record store opened read-only (it also answers the browsing queries of
-:mod:`dispatch.records.browse`) and opens clusters read-only, once each, on first use. Whatever builds it decides
-where the records are: ``dispatch ui`` builds it from the CLI's configuration, the same way every other command
-finds its records.
+:mod:`dispatch.records.browse`), opens clusters read-only, once each, on first use, and reads output in rounds
+(:mod:`dispatch.ui.reads`). Whatever builds it decides where the records are: ``dispatch ui`` builds it from the
+CLI's configuration, the same way every other command finds its records.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.cluster import Cluster
-from dispatch.errors import DispatchError, NotFound
+from dispatch.errors import DispatchError, NotFound, Unsupported
 from dispatch.records.base import Records
 from dispatch.records.browse import Browse
 from dispatch.records.model import JobRecord
+from dispatch.spi import SLICE_LIMIT, OutputPiece, OutputReader, OutputSlice, OutputSlices
+from dispatch.ui.reads import Rounds
+
+RETRY_OPEN = 30.0
+"""Seconds before a cluster that could not be opened is tried again."""
+
+
+def _slice(data: bytes, offset: int, limit: int) -> OutputPiece:
+    """``limit`` bytes of ``data`` from ``offset`` (negative: from the end)."""
+    start = max(0, len(data) + offset) if offset < 0 else offset
+    return OutputPiece(data[start : start + limit], start, len(data))
 
 
 @dataclass
@@ -30,10 +42,14 @@ class Source:
     """Opens cluster ``name`` read-only (no record store)."""
     where: str = ""
     """Where the records are, for the page footer."""
+    rounds: Rounds = field(init=False)
+    """Every output read goes through these rounds (one per instance: the rate limit is per dashboard)."""
     _clusters: dict[str, Cluster] = field(default_factory=dict)
+    _failed: dict[str, tuple[float, DispatchError]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
+        self.rounds = Rounds(self._read_many)
         if not (isinstance(self.records, Records) and isinstance(self.records, Browse)):
             raise TypeError(f"{type(self.records).__name__} cannot be browsed")
         if getattr(self.records, "read_only", False) is not True:
@@ -43,27 +59,52 @@ class Source:
         return self.records.get(job_id)  # type: ignore[no-any-return]
 
     def cluster(self, name: str) -> Cluster:
-        """The cluster ``name``, opened read-only (raises the opener's error: not configured, unreachable)."""
+        """The cluster ``name``, opened read-only (raises the opener's error: not configured, unreachable; a
+        failed open is not tried again for :data:`RETRY_OPEN` seconds, its error raised again meanwhile)."""
         with self._lock:
             found = self._clusters.get(name)
+            failed = self._failed.get(name)
+            if found is None and failed is not None and time.monotonic() - failed[0] < RETRY_OPEN:
+                raise failed[1]
             if found is None:
-                found = self.open_cluster(name)
+                try:
+                    found = self.open_cluster(name)
+                except DispatchError as exc:
+                    self._failed[name] = (time.monotonic(), exc)
+                    raise
                 if not found.read_only:
                     found.close()
                     raise ValueError(f"cluster {name} was opened writable; the dashboard opens clusters read-only")
                 self._clusters[name] = found
             return found
 
-    def output(self, job: JobRecord, submission: int, execution: int | None, rank: int, stream: str) -> Iterator[bytes]:
-        """The output of one rank of one execution, as the cluster's adapter reads it (never following); when the
-        cluster has it no more (Kubernetes: the pods are gone), rank 0's stdout as the supervisor archived it."""
+    def per_rank(self, name: str) -> bool:
+        """Whether cluster ``name`` keeps output per rank (the local adapter) rather than per execution (Slurm:
+        one file for every rank; Kubernetes: rank 0's container log). False when the cluster cannot be opened."""
         try:
-            return iter([b"".join(self._live(job, submission, execution, rank, stream))])
+            backend = self._backend(name)
         except DispatchError:
-            kept = self._archived(job, submission, execution, rank, stream)
+            return False
+        return isinstance(backend, OutputSlices) and backend.output_per_rank()
+
+    def output(
+        self, job: JobRecord, submission: int, execution: int | None, rank: int | None, stream: str, offset: int
+    ) -> OutputPiece:
+        """At most :data:`~dispatch.spi.SLICE_LIMIT` bytes of one execution's output from byte ``offset``
+        (negative: from the end), as the cluster's adapter reads it, in the next round of reads
+        (:mod:`dispatch.ui.reads`: Busy when that round is full). When the cluster has it no more (Kubernetes:
+        the pods are gone), rank 0's stdout as the supervisor archived it."""
+        sub = job.submission(submission)
+        try:
+            if sub.scheduler_id is None:
+                raise NotFound(f"submission {submission} of job {job.id} was never created on its cluster")
+            ask = OutputSlice(sub.scheduler_id, stream, execution, rank, offset)
+            return self.rounds.read(job.cluster, ask)
+        except DispatchError:
+            kept = self._archived(job, submission, execution, 0 if rank is None else rank, stream)
             if kept is None:
                 raise
-            return iter([kept])
+            return _slice(kept, offset, SLICE_LIMIT)
 
     def _archived(self, job: JobRecord, submission: int, execution: int | None, rank: int, stream: str) -> bytes | None:
         """The archived output of that execution (the latest of the submission with that restart number)."""
@@ -78,19 +119,33 @@ class Source:
         data: bytes = entry.data
         return data
 
-    def _live(self, job: JobRecord, submission: int, execution: int | None, rank: int, stream: str) -> Iterator[bytes]:
-        sub = job.submission(submission)
-        if sub.scheduler_id is None:
-            raise NotFound(f"submission {submission} of job {job.id} was never created on its cluster")
-        cluster = self.cluster(job.cluster)
-        backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
-        lines = getattr(backend, "lines", None)
-        if callable(lines):
-            return (chunk for _, chunk in lines(sub.scheduler_id, stream, execution=execution, ranks=[rank]))
-        read = getattr(backend, stream, None)
-        if callable(read) and job.spec.world_size == 1:
-            return iter(read(sub.scheduler_id, execution, False))
-        raise DispatchError(f"the {cluster.backend.name} adapter cannot read output per rank")
+    def _backend(self, name: str) -> Any:
+        cluster = self.cluster(name)
+        return getattr(cluster.backend, "unrestricted", cluster.backend)
+
+    def _read_many(self, name: str, asks: Sequence[OutputSlice]) -> Sequence[OutputPiece | DispatchError]:
+        """One round's reads on cluster ``name``: one ``read_slices`` call where the adapter has it, else each
+        through its ``stdout``/``stderr`` from the offset (Kubernetes reads a pod's log from its start)."""
+        backend: Any = self._backend(name)
+        adapter = str(backend.name)
+        if isinstance(backend, OutputSlices):
+            return backend.read_slices(asks)
+        if not isinstance(backend, OutputReader):
+            raise Unsupported(f"the {adapter} adapter cannot read output (capability OutputRead)")
+        answers: list[OutputPiece | DispatchError] = []
+        for ask in asks:
+            try:
+                if ask.rank not in (None, 0):
+                    raise Unsupported(f"the {adapter} adapter reads rank 0's output only")
+                read = backend.stderr if ask.stream == "stderr" else backend.stdout
+                data = b"".join(read(ask.scheduler_id, ask.execution, False, offset=max(0, ask.offset)))
+                if ask.offset < 0:
+                    answers.append(_slice(data, ask.offset, ask.limit))
+                else:
+                    answers.append(OutputPiece(data[: ask.limit], ask.offset, ask.offset + len(data)))
+            except DispatchError as exc:
+                answers.append(exc)
+        return answers
 
     def close(self) -> None:
         with self._lock:

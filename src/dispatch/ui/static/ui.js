@@ -39,21 +39,28 @@ function showOutput(link) {
   document.querySelectorAll("a.rank.active").forEach(a => a.classList.remove("active"));
   link.classList.add("active");
   if (follow) follow.stop = true;
-  const state = { stop: false, offset: 0, label: link.dataset.label };
+  // offset null: the first ask, answered with the end of the output (its last 256 KiB)
+  const state = { stop: false, offset: null, label: link.dataset.label };
   follow = state;
   log.textContent = "";
   title.textContent = link.dataset.label;
   if (hint) hint.hidden = true;
-  const params = new URLSearchParams({
-    submission: link.dataset.submission, execution: link.dataset.execution, rank: link.dataset.rank,
-  });
+  const params = new URLSearchParams({ submission: link.dataset.submission, execution: link.dataset.execution });
+  // a cluster that keeps one file per execution (Slurm) has links without a rank
+  if (link.dataset.rank) params.set("rank", link.dataset.rank);
   const step = async () => {
     if (state.stop) return;
-    params.set("offset", String(state.offset));
+    if (state.offset !== null) params.set("offset", String(state.offset));
     let again = false;
+    let wait = 1000;
     try {
       const r = await fetch(`/jobs/${encodeURIComponent(box.dataset.job)}/output?${params}`, { credentials: "same-origin" });
       const data = await r.json();
+      if (r.status === 429) {  // the dashboard's reads this second are taken: ask again later
+        wait = 1000 * Number(r.headers.get("Retry-After") || 2);
+        setTimeout(step, wait);
+        return;
+      }
       if (!r.ok) { log.textContent = data.error || `error ${r.status}`; return; }
       if (data.skipped) log.textContent = `… ${data.skipped} earlier bytes not shown …\n`;
       if (data.text) {
@@ -65,7 +72,7 @@ function showOutput(link) {
       again = data.running || data.text.length > 0;
       log.dataset.following = data.running ? "yes" : "no";
     } catch (e) { again = true; }
-    if (again) setTimeout(step, 1000);
+    if (again) setTimeout(step, wait);
   };
   step();
 }
@@ -73,7 +80,7 @@ function showOutput(link) {
 // Until the user picks one, show the output of rank 0 of the latest execution (once there is one).
 function openLatest() {
   if (follow) return;
-  const zeros = [...document.querySelectorAll('a.rank[data-rank="0"]')];
+  const zeros = [...document.querySelectorAll('a.rank[data-rank="0"], a.rank[data-rank=""]')];
   if (zeros.length) showOutput(zeros[zeros.length - 1]);
 }
 
