@@ -70,11 +70,11 @@ def test_serves_the_jobs_of_the_quick_start_on_loopback_with_a_token(cli: Env) -
 
 def test_no_token_serves_loopback_only_and_says_what_it_gives_up(cli: Env) -> None:
     assert cli.run("run", "--", sys.executable, "-c", "pass").returncode == 0
-    p = cli.run("ui", "--host", "0.0.0.0", "--port", "0", "--no-token", timeout=20)
+    p = cli.run("ui", "--host", "0.0.0.0", "--port", "0", "--no-token", timeout=120)
     assert p.returncode == Exit.USAGE and "needs a token" in p.stderr and "--host" in p.stderr
-    p = cli.run("ui", "--host", "::", "--port", "0", "--no-token", timeout=20)
+    p = cli.run("ui", "--host", "::", "--port", "0", "--no-token", timeout=120)
     assert p.returncode == Exit.USAGE and "needs a token" in p.stderr
-    p = cli.run("ui", "--port", "0", "--no-token", "--token", "x", timeout=20)
+    p = cli.run("ui", "--port", "0", "--no-token", "--token", "x", timeout=120)
     assert p.returncode == Exit.USAGE and "exclude each other" in p.stderr
     srv, url = start(cli, "--no-token")
     try:
