@@ -36,3 +36,23 @@ def test_submit_from_a_bad_line_submits_nothing(cli: Env) -> None:
     p = cli.run("submit", "--from", str(path))
     assert p.returncode == Exit.USAGE and "line 2" in p.stderr
     assert cli.json("status") == []
+
+
+def test_submit_from_again_with_the_same_key_starts_nothing_twice(cli: Env) -> None:
+    path = cli.home / "jobs.jsonl"
+    path.write_text("".join(json.dumps({"command": ["sh", "-c", f"echo run-{n}"]}) + "\n" for n in range(3)))
+    first = cli.json("submit", "--from", str(path), "--key", "sweep-7")
+    assert first["key"] == "sweep-7" and first["complete"] and not any(j["existed"] for j in first["jobs"])
+    again = cli.json("submit", "--from", str(path), "--key", "sweep-7")
+    assert [j["job"] for j in again["jobs"]] == [j["job"] for j in first["jobs"]]
+    assert all(j["existed"] and j["error"] is None for j in again["jobs"])
+    rows = cli.json("status", "--all")
+    assert sorted(r["id"] for r in rows) == sorted(j["job"] for j in first["jobs"])
+    wait_until(lambda: all(r["state"] == "succeeded" for r in cli.json("status", "--all")))
+    assert [cli.run("logs", j["job"]).stdout for j in first["jobs"]] == [f"run-{n}\n" for n in range(3)]
+    other = cli.run("submit", "--from", str(path), "--key", "sweep-7", "--name", "x")
+    assert other.returncode == Exit.USAGE
+    path.write_text(json.dumps({"command": ["true"]}) + "\n")
+    changed = cli.run("submit", "--from", str(path), "--key", "sweep-7")
+    assert changed.returncode == Exit.CONFLICT and "was used for other jobs" in changed.stderr
+    assert cli.run("submit", "--key", "k", "--", "true").returncode == Exit.USAGE
