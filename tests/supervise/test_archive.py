@@ -235,12 +235,12 @@ def test_overrunning_reads_never_pile_up_threads() -> None:
         assert all(r.archive == {} for r in reports[1:]), "while it hangs, nothing else is tried or counted"
     finally:
         HangingBackend.release.set()
-    env.clock.advance(10)
-    kept = sup.cycle().archive.get("kept", 0)
-    while kept < len(jobs):  # one bound of reads per cycle
+    kept = 0
+    for _ in range(30):  # the freed reader reads again (one bound of reads per cycle)
         env.clock.advance(10)
-        report = sup.cycle()
-        assert report.archive, "the freed reader reads again"
-        kept += report.archive.get("kept", 0)
+        kept += sup.cycle().archive.get("kept", 0)
+        if kept == len(jobs):
+            break
+    assert kept == len(jobs)
     assert all(env.records.get_output(j, env.first_execution(j)) is not None for j in jobs)
     assert {t for t in threading.enumerate() if t.name == "archive-reader"} - before <= started
