@@ -24,6 +24,7 @@ from dispatch.supervise import Supervisor
 from .records.test_contract import postgres_store
 
 FOREIGN = JobSpec(command=("echo", "another batch's job"))
+RULES = {"rules": [{"name": "lost", "cause": ["node-lost", "preempted"], "action": "resubmit", "limit": 2}]}
 
 
 class FaultyRecords:
@@ -149,18 +150,18 @@ def test_a_store_failure_mid_batch_names_what_exists_and_a_retry_finishes_it(
 ) -> None:
     store.fail_at = {3}
     with pytest.raises(BatchIncomplete) as info:
-        cluster.operator.submit_many(specs(), key="sweep-1")
+        cluster.operator.submit_many(specs(), RULES, key="sweep-1")
     failed = info.value
     assert isinstance(failed, OutcomeUnknown) and failed.key == "sweep-1" and failed.total == 5
     assert [s.ok for s in failed.submitted] == [True, True], "the jobs recorded before the failure went through"
     assert "submit again with the same batch key" in str(failed)
     for s in failed.submitted:
         assert len(objects(cluster, s.job_id)) == 1
-    got = cluster.operator.submit_many(specs(), key="sweep-1")
+    got = cluster.operator.submit_many(specs(), RULES, key="sweep-1")
     assert [g.existed for g in got] == [True, True, False, False, False]
     assert [g.job_id for g in got[:2]] == [s.job_id for s in failed.submitted]
     check_each_started_once(cluster, got, 5)
-    again = cluster.operator.submit_many(specs(), key="sweep-1")
+    again = cluster.operator.submit_many(specs(), RULES, key="sweep-1")
     assert [(g.job_id, g.existed, g.ok) for g in again] == [(g.job_id, True, True) for g in got]
     check_each_started_once(cluster, again, 5)
     assert len(store.jobs(active_only=False)) == 5

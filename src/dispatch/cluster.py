@@ -17,6 +17,7 @@ from __future__ import annotations
 import builtins
 import copy
 import hashlib
+import json
 import os
 import secrets
 import socket
@@ -378,7 +379,9 @@ class Operator:
 
     def _same_input(self, job: JobRecord, key: str, spec: JobSpec, rules_json: dict[str, Any] | None) -> None:
         """Conflict unless ``job`` (of batch ``key``) was made from this spec and these rules on this cluster."""
-        if job.cluster != self._c.name or job.spec.to_json() != spec.to_json() or job.rules != rules_json:
+        if job.cluster != self._c.name or _as_stored(job.spec.to_json()) != _as_stored(spec.to_json()) or (
+            _as_stored(job.rules) != _as_stored(rules_json)
+        ):
             index = job.batch.index if job.batch is not None else "?"
             raise Conflict(
                 f"batch key {key!r} was used for other jobs: job {job.id} (index {index}) differs in its"
@@ -602,6 +605,11 @@ def _status(error: DispatchError | None) -> IntentStatus:
     if error is None:
         return IntentStatus.DONE
     return IntentStatus.UNKNOWN if isinstance(error, OutcomeUnknown) else IntentStatus.FAILED
+
+
+def _as_stored(data: Any) -> Any:
+    """``data`` as a store gives it back (JSON: tuples become lists), so a record and an input compare."""
+    return json.loads(json.dumps(data))
 
 
 def _member(job: JobRecord, key: str, index: int) -> bool:
