@@ -145,6 +145,18 @@ def test_a_forced_collision_does_not_break_the_batch(cluster: dispatch.Cluster, 
     assert len(store.jobs(active_only=False)) == 6
 
 
+def test_a_collision_forced_through_the_minter_seam(cluster: dispatch.Cluster) -> None:
+    taken = cluster.submit(JobSpec(command=("true",), name="someone else's"))
+    real = cluster.operator.batch_id
+    cluster.operator.batch_id = lambda key, i, probe: taken if probe == 0 and i in (1, 3) else real(key, i, probe)
+    got = cluster.operator.submit_many(specs(), key="seam")
+    check_each_started_once(cluster, got, 5)
+    assert [g.job_id for g in got] == [real("seam", i, 1 if i in (1, 3) else 0) for i in range(5)]
+    assert cluster.get(taken).spec.name == "someone else's" and len(objects(cluster, taken)) == 1
+    again = cluster.operator.submit_many(specs(), key="seam")
+    assert [g.job_id for g in again] == [g.job_id for g in got] and all(g.existed for g in again)
+
+
 def test_a_store_failure_mid_batch_names_what_exists_and_a_retry_finishes_it(
     cluster: dispatch.Cluster, store: FaultyRecords
 ) -> None:
