@@ -379,8 +379,10 @@ class Operator:
 
     def _same_input(self, job: JobRecord, key: str, spec: JobSpec, rules_json: dict[str, Any] | None) -> None:
         """Conflict unless ``job`` (of batch ``key``) was made from this spec and these rules on this cluster."""
-        if job.cluster != self._c.name or _as_stored(job.spec.to_json()) != _as_stored(spec.to_json()) or (
-            _as_stored(job.rules) != _as_stored(rules_json)
+        if (
+            job.cluster != self._c.name
+            or _as_stored(job.spec.to_json()) != _as_stored(spec.to_json())
+            or (_as_stored(job.rules) != _as_stored(rules_json))
         ):
             index = job.batch.index if job.batch is not None else "?"
             raise Conflict(
@@ -545,19 +547,21 @@ class Submitted:
 
 
 class BatchIncomplete(OutcomeUnknown):
-    """:meth:`Operator.submit_many` could not record every job (the store failed while recording).
+    """:meth:`Operator.submit_many` could not record every job (the store failed while recording, or an id
+    could not be had).
 
     ``submitted`` holds one :class:`Submitted` per job recorded before the failure, in order (each went through
     every phase like any other); the jobs after them were not recorded, except that the one being recorded when
-    the store failed may have been. ``total`` is the batch's size, ``error`` the store's error, ``key`` the
-    batch key: calling ``submit_many`` again with it and the same specs finishes the batch and starts no job
+    the store failed may have been. ``total`` is the batch's size, ``error`` what stopped the recording, ``key``
+    the batch key: calling ``submit_many`` again with it and the same specs finishes the batch and starts no job
     twice.
     """
 
     def __init__(self, key: str, submitted: Sequence[Submitted], total: int, error: DispatchError) -> None:
         super().__init__(
-            f"batch {key}: {len(submitted)} of {total} jobs recorded before the store failed ({error}); submit"
-            " again with the same batch key to finish it (no job runs twice)"
+            f"batch {key}: {len(submitted)} of {total} jobs recorded, then recording stopped"
+            f" ({type(error).__name__}: {error}); submit again with the same batch key to finish it (no job runs"
+            " twice)"
         )
         self.key = key
         self.submitted = list(submitted)
