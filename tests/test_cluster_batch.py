@@ -244,3 +244,34 @@ def test_a_call_that_died_after_recording_is_finished_by_a_supervisor_never_twic
     finally:
         forget("t-died")
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_two_calls_with_one_key_at_once_start_each_job_once(kind: str, tmp_path: Path) -> None:
+    """Two processes (here: threads, each with its own cluster over one store) submit the same batch at once."""
+    import threading
+
+    store = make_store(kind, tmp_path)
+    clusters = [dispatch.open("local", adapter={"stateDir": str(tmp_path / "local")}, store=store) for _ in range(2)]
+    results: list[list[Submitted]] = [[], []]
+    go = threading.Barrier(2)
+
+    def submit(n: int) -> None:
+        go.wait()
+        results[n] = clusters[n].operator.submit_many(specs(10), key="race")
+
+    threads = [threading.Thread(target=submit, args=(n,)) for n in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    try:
+        assert [g.job_id for g in results[0]] == [g.job_id for g in results[1]] and len(results[0]) == 10
+        for a, b in zip(*results, strict=True):
+            assert a.ok or b.ok, (a, b)  # the one that lost a race hands the job to the one that won it
+            assert len(objects(clusters[0], a.job_id)) == 1, "each job created exactly once"
+        assert len(store.jobs(active_only=False)) == 10
+    finally:
+        for c in clusters:
+            c.close()
+        store.close()
