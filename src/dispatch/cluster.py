@@ -15,6 +15,9 @@ anything runs.
 from __future__ import annotations
 
 import builtins
+import copy
+import hashlib
+import json
 import os
 import secrets
 import socket
@@ -39,6 +42,7 @@ from dispatch.errors import (
 from dispatch.records.base import Records
 from dispatch.records.model import (
     Action,
+    BatchMember,
     Event,
     GateState,
     Intent,
@@ -113,9 +117,32 @@ def open(name: str, config: Config | None = None, /, **kwargs: Any) -> Cluster:
     return Cluster(cfg.name or name, backend, cfg.store, cfg.clock, read_only=cfg.read_only)
 
 
+ID_BYTES = 8
+"""A job id is 16 hex digits: 64 random bits (ids made before this were 14: 8 of time and 6 random; they are read,
+typed and matched by prefix as ever)."""
+MINT_TRIES = 8
+"""How many ids one new job tries before giving up with Conflict (another job holds each: never, in practice)."""
+
+
 def new_job_id(now: float) -> str:
-    """A job id: time-ordered, random, safe in file names, scheduler job names and Kubernetes names."""
-    return f"{int(now):08x}{secrets.token_hex(3)}"
+    """A job id: 16 hex digits, 64 random bits, safe in file names, scheduler job names and Kubernetes names.
+
+    ``now`` is not used (an id says nothing about time: records are listed by their creation time); it stays for
+    minters that make ids from the clock, like the simulator's."""
+    return secrets.token_hex(ID_BYTES)
+
+
+def new_batch_key() -> str:
+    """A fresh batch key for :meth:`Operator.submit_many`: 128 random bits."""
+    return secrets.token_hex(16)
+
+
+def batch_job_id(key: str, index: int, probe: int) -> str:
+    """The id job ``index`` of batch ``key`` takes at try ``probe``: 16 hex digits of a hash of the three, so a
+    retry of the batch with the same key finds the same ids. A later probe is tried only when the id is held by a
+    job of another batch (a collision)."""
+    digest = hashlib.blake2b(f"{key}\x00{index}\x00{probe}".encode(), digest_size=ID_BYTES)
+    return digest.hexdigest()
 
 
 def new_hold_instance() -> str:
@@ -180,8 +207,14 @@ class Operator:
     def __init__(self, cluster: Cluster, owner: str | None = None) -> None:
         self._c = cluster
         self.owner = owner or default_owner("operator")
-        self.new_id = new_job_id
-        """Makes job ids from the clock's time (replaceable: the simulator makes them deterministic)."""
+        self.new_id: Callable[[float], str] = new_job_id
+        """Makes the id of a job :meth:`submit` records, from the clock's time (replaceable: the simulator makes
+        them deterministic, tests force collisions)."""
+        self.batch_id: Callable[[str, int, int], str] = batch_job_id
+        """Makes the id of job ``index`` of batch ``key`` at try ``probe`` for :meth:`submit_many`
+        (:func:`batch_job_id`; replaceable like ``new_id``: it must answer the same for the same arguments)."""
+        self.new_batch_key: Callable[[], str] = new_batch_key
+        """Makes the key of a batch submitted without one (replaceable like ``new_id``)."""
         self.new_instance = new_hold_instance
         """Makes hold instances (replaceable, like ``new_id``)."""
 
@@ -225,9 +258,20 @@ class Operator:
         return ruleset
 
     def _record(self, records: Records, spec: JobSpec, ruleset: RuleSet | None) -> JobRecord:
-        """A new job's record with its first submission (not yet started), created in ``records``."""
+        """A new job's record with its first submission (not yet started), created in ``records`` under a fresh
+        id (another is minted when one is taken)."""
+        for _ in range(MINT_TRIES):
+            try:
+                return self._create(records, self.new_id(self._c.clock.now()), spec, ruleset)
+            except Conflict:
+                continue  # the id is taken: nothing was written
+        raise Conflict(f"no free job id after {MINT_TRIES} tries (is the id minter broken?)")
+
+    def _create(
+        self, records: Records, job_id: str, spec: JobSpec, ruleset: RuleSet | None, batch: BatchMember | None = None
+    ) -> JobRecord:
+        """Create job ``job_id``'s record with its first submission, not yet started (Conflict if the id is taken)."""
         now = self._c.clock.now()
-        job_id = self.new_id(now)
         job = JobRecord(
             id=job_id,
             cluster=self._c.name,
@@ -236,11 +280,15 @@ class Operator:
             updated_at=now,
             rules=ruleset.to_json() if ruleset is not None else None,
             submissions=[Submission(1, marker_for(job_id, 1), now)],
+            batch=batch,
         )
-        return records.create(job, [Event(job_id, now, "submitted", {"spec": spec.to_json(), "by": self.owner})])
+        data: dict[str, Any] = {"spec": spec.to_json(), "by": self.owner}
+        if batch is not None:
+            data["batch"] = batch.to_json()
+        return records.create(job, [Event(job_id, now, "submitted", data)])
 
     def submit_many(
-        self, specs: Sequence[JobSpec], rules: RuleSet | Mapping[str, Any] | None = None
+        self, specs: Sequence[JobSpec], rules: RuleSet | Mapping[str, Any] | None = None, *, key: str | None = None
     ) -> list[Submitted]:
         """Submit many jobs, each its own job with its own record, marker, gate and submission, in one backend
         call per phase where the backend is a :class:`BatchStarter` (one by one otherwise): all recorded with
@@ -251,65 +299,144 @@ class Operator:
         error, already recorded exactly as :meth:`submit` records it: refused (``Rejected``), certainly not
         created (``Unavailable``), or unknown (``OutcomeUnknown``: the intent stays for a supervisor, which
         finds the object by its marker). So each job is either recorded and resolvable, or was never created.
+
+        ``key`` names the batch (a fresh random one when None): job ``i``'s id derives from the key and ``i``
+        (:func:`batch_job_id`), so calling again with the same key and the same specs and rules carries the same
+        batch on and never starts a job twice: a job already recorded is returned as it stands (``existed``),
+        and only what certainly did not happen yet is done (recording, a start never tried or certainly refused
+        as Unavailable, an opening). The same key with other specs or rules raises Conflict before anything is
+        recorded. A store error while recording raises :class:`BatchIncomplete`, after the jobs recorded before
+        it went through every phase: it carries their results and the key to call again with.
         """
         records, actor = self._writable()
-        backend = self._c.backend
         ruleset = self._checked(specs, rules)
-        # phase 1: records and start intents
+        key = self.new_batch_key() if key is None else key
+        if not key:
+            raise ConfigError("key", "a batch key must not be empty")
+        rules_json = ruleset.to_json() if ruleset is not None else None
+        known = {j.id: j for j in records.get_many([self.batch_id(key, i, 0) for i in range(len(specs))])}
+        for i, spec in enumerate(specs):
+            found = known.get(self.batch_id(key, i, 0))
+            if found is not None and _member(found, key, i):
+                self._same_input(found, key, spec, rules_json)
+        # phase 1: records and start intents (a job of an earlier call with this key is taken as it stands)
+        results: list[Submitted] = []
         jobs: list[JobRecord] = []
-        intents: list[Intent] = []
-        for spec in specs:
-            job, intent = actor.write_intent(self._record(records, spec, ruleset), Action.START, 1)
-            jobs.append(job)
-            intents.append(intent)
-        results: list[Submitted] = [Submitted(j.id) for j in jobs]
-        # phase 2: create every object gated
-        requests = [StartRequest(j.id, 1, j.submissions[0].marker, j.spec) for j in jobs]
-        answers = _start_all(backend, requests)
-        opened: list[int] = []
-        for i, answer in enumerate(answers):
-            error = answer if isinstance(answer, DispatchError) else None
-            status = (
-                IntentStatus.DONE
-                if error is None
-                else IntentStatus.UNKNOWN
-                if isinstance(error, OutcomeUnknown)
-                else IntentStatus.FAILED
-            )
+        start_intents: dict[int, Intent] = {}
+        to_open: list[int] = []
+        stopped: DispatchError | None = None
+        for i, spec in enumerate(specs):
             try:
-                jobs[i] = actor.record(jobs[i], intents[i], status, None if error else answer, error).job
-            except Conflict as exc:  # a supervisor took the job meanwhile: it carries the submission on
-                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc))
+                job, existed = self._find_or_create(records, key, i, spec, ruleset, rules_json, known)
+            except DispatchError as exc:
+                stopped = exc
+                break
+            results.append(Submitted(job.id, existed=existed))
+            jobs.append(job)
+            step = _resume_step(job) if existed else Action.START
+            if step is None:
+                results[i] = Submitted(job.id, _standing_error(job), existed=True)
+                continue
+            if step is Action.OPEN:
+                to_open.append(i)
+                continue
+            try:
+                jobs[i], intent = actor.write_intent(job, Action.START, 1)
+            except DispatchError as exc:  # a supervisor took the job meanwhile, or the store failed
+                results[i] = Submitted(job.id, _handed(job.id, exc), existed=existed)
+                continue
+            start_intents[i] = intent
+        self._start_phase(actor, jobs, results, start_intents, to_open)
+        self._open_phase(actor, jobs, results, to_open)
+        if stopped is not None:
+            raise BatchIncomplete(key, results, len(specs), stopped)
+        return results
+
+    def _find_or_create(
+        self,
+        records: Records,
+        key: str,
+        index: int,
+        spec: JobSpec,
+        ruleset: RuleSet | None,
+        rules_json: dict[str, Any] | None,
+        known: Mapping[str, JobRecord],
+    ) -> tuple[JobRecord, bool]:
+        """Job ``index`` of batch ``key``: found (True) or created (False), at the first probe whose id no job of
+        another batch holds."""
+        for probe in range(MINT_TRIES):
+            job_id = self.batch_id(key, index, probe)
+            found = known.get(job_id) if probe == 0 else _get_or_none(records, job_id)
+            if found is None:
+                try:
+                    return self._create(records, job_id, spec, ruleset, BatchMember(key, index)), False
+                except Conflict:
+                    found = records.get(job_id)  # made meanwhile: by a concurrent call with this key, or not
+            if _member(found, key, index):
+                self._same_input(found, key, spec, rules_json)
+                return found, True
+        raise Conflict(f"batch {key}: no free id for job {index} after {MINT_TRIES} tries (is the id minter broken?)")
+
+    def _same_input(self, job: JobRecord, key: str, spec: JobSpec, rules_json: dict[str, Any] | None) -> None:
+        """Conflict unless ``job`` (of batch ``key``) was made from this spec and these rules on this cluster."""
+        if (
+            job.cluster != self._c.name
+            or _as_stored(job.spec.to_json()) != _as_stored(spec.to_json())
+            or (_as_stored(job.rules) != _as_stored(rules_json))
+        ):
+            index = job.batch.index if job.batch is not None else "?"
+            raise Conflict(
+                f"batch key {key!r} was used for other jobs: job {job.id} (index {index}) differs in its"
+                " cluster, spec or rules; use a new key for a new batch"
+            )
+
+    def _start_phase(
+        self,
+        actor: Actor,
+        jobs: list[JobRecord],
+        results: list[Submitted],
+        intents: Mapping[int, Intent],
+        to_open: list[int],
+    ) -> None:
+        """Phase 2: create the object of every job with a start intent, gated, and record each answer; the jobs
+        started join ``to_open``."""
+        to_start = sorted(intents)
+        requests = [StartRequest(jobs[i].id, 1, jobs[i].submissions[0].marker, jobs[i].spec) for i in to_start]
+        answers = _start_all(self._c.backend, requests)
+        started: list[int] = []
+        for i, answer in zip(to_start, answers, strict=True):
+            error = answer if isinstance(answer, DispatchError) else None
+            try:
+                jobs[i] = actor.record(jobs[i], intents[i], _status(error), None if error else answer, error).job
+            except DispatchError as exc:  # a supervisor took the job meanwhile: it carries the submission on
+                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc), existed=results[i].existed)
                 continue
             if error is not None:
-                results[i] = Submitted(jobs[i].id, _with_job(error, jobs[i].id))
+                results[i] = Submitted(jobs[i].id, _with_job(error, jobs[i].id), existed=results[i].existed)
             else:
-                opened.append(i)
-        # phase 3: open every gate
+                started.append(i)
+        to_open[:] = sorted([*to_open, *started])
+
+    def _open_phase(self, actor: Actor, jobs: list[JobRecord], results: list[Submitted], to_open: list[int]) -> None:
+        """Phase 3: open every gate of ``to_open``, each behind its intent, and record each answer."""
         open_intents: dict[int, Intent] = {}
-        for i in list(opened):
+        opened: list[int] = []
+        for i in to_open:
             try:
                 jobs[i], open_intents[i] = actor.write_intent(jobs[i], Action.OPEN, 1)
-            except Conflict as exc:
-                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc))
-                opened.remove(i)
+            except DispatchError as exc:
+                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc), existed=results[i].existed)
+                continue
+            opened.append(i)
         sids = [str(jobs[i].submissions[0].scheduler_id) for i in opened]
-        for i, error in zip(opened, _open_all(backend, sids), strict=True):
-            status = (
-                IntentStatus.DONE
-                if error is None
-                else IntentStatus.UNKNOWN
-                if isinstance(error, OutcomeUnknown)
-                else IntentStatus.FAILED
-            )
+        for i, error in zip(opened, _open_all(self._c.backend, sids), strict=True):
             try:
-                jobs[i] = actor.record(jobs[i], open_intents[i], status, None, error).job
-            except Conflict as exc:
-                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc))
+                jobs[i] = actor.record(jobs[i], open_intents[i], _status(error), None, error).job
+            except DispatchError as exc:
+                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc), existed=results[i].existed)
                 continue
             if error is not None:
-                results[i] = Submitted(jobs[i].id, _with_job(error, jobs[i].id))
-        return results
+                results[i] = Submitted(jobs[i].id, _with_job(error, jobs[i].id), existed=results[i].existed)
 
     def stop(self, job_id: str) -> None:
         """Stop the job: no more recovery, and its current scheduler object is ended (if it has one)."""
@@ -407,14 +534,39 @@ def start_submission(
 
 @dataclass(frozen=True)
 class Submitted:
-    """One job of :meth:`Operator.submit_many`: its id, and the recorded error when it did not get through."""
+    """One job of :meth:`Operator.submit_many`: its id, the recorded error when it did not get through, and
+    whether an earlier call with the same batch key had recorded it (``existed``)."""
 
     job_id: str
     error: DispatchError | None = None
+    existed: bool = False
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+class BatchIncomplete(OutcomeUnknown):
+    """:meth:`Operator.submit_many` could not record every job (the store failed while recording, or an id
+    could not be had).
+
+    ``submitted`` holds one :class:`Submitted` per job recorded before the failure, in order (each went through
+    every phase like any other); the jobs after them were not recorded, except that the one being recorded when
+    the store failed may have been. ``total`` is the batch's size, ``error`` what stopped the recording, ``key``
+    the batch key: calling ``submit_many`` again with it and the same specs finishes the batch and starts no job
+    twice.
+    """
+
+    def __init__(self, key: str, submitted: Sequence[Submitted], total: int, error: DispatchError) -> None:
+        super().__init__(
+            f"batch {key}: {len(submitted)} of {total} jobs recorded, then recording stopped"
+            f" ({type(error).__name__}: {error}); submit again with the same batch key to finish it (no job runs"
+            " twice)"
+        )
+        self.key = key
+        self.submitted = list(submitted)
+        self.total = total
+        self.error = error
 
 
 def _each(items: Sequence[_T], call: Callable[[_T], _R]) -> list[_R | DispatchError]:
@@ -433,7 +585,10 @@ def _start_all(backend: Backend, requests: Sequence[StartRequest]) -> list[str |
     if not requests:
         return []
     if isinstance(backend, BatchStarter):
-        return backend.start_many(requests)
+        try:
+            return backend.start_many(requests)
+        except DispatchError as exc:  # the whole call failed: every start has its answer (each its own copy)
+            return [copy.copy(exc) for _ in requests]
     return _each(requests, backend.start)
 
 
@@ -442,8 +597,72 @@ def _open_all(backend: Backend, scheduler_ids: Sequence[str]) -> list[DispatchEr
     if not scheduler_ids:
         return []
     if isinstance(backend, BatchStarter):
-        return backend.open_many(scheduler_ids)
+        try:
+            return backend.open_many(scheduler_ids)
+        except DispatchError as exc:
+            return [copy.copy(exc) for _ in scheduler_ids]
     return _each(scheduler_ids, backend.open)
+
+
+def _status(error: DispatchError | None) -> IntentStatus:
+    """How a call's answer resolves its intent (:mod:`dispatch.actions`)."""
+    if error is None:
+        return IntentStatus.DONE
+    return IntentStatus.UNKNOWN if isinstance(error, OutcomeUnknown) else IntentStatus.FAILED
+
+
+def _as_stored(data: Any) -> Any:
+    """``data`` as a store gives it back (JSON: tuples become lists), so a record and an input compare."""
+    return json.loads(json.dumps(data))
+
+
+def _member(job: JobRecord, key: str, index: int) -> bool:
+    return job.batch is not None and job.batch.key == key and job.batch.index == index
+
+
+def _get_or_none(records: Records, job_id: str) -> JobRecord | None:
+    try:
+        return records.get(job_id)
+    except NotFound:
+        return None
+
+
+def _resume_step(job: JobRecord) -> Action | None:
+    """What a retry of a batch may still do for one of its jobs an earlier call recorded: START when its first
+    submission certainly has no object (never tried, or certainly refused as Unavailable), OPEN when the object
+    exists behind a closed gate, None otherwise (done, ended, stopped, refused, or a call in doubt: a supervisor
+    resolves that by observation). Each is written as an intent under compare-and-set, so a supervisor acting
+    on the job meanwhile makes this call lose, never act twice."""
+    sub = job.submissions[0] if job.submissions else None
+    if sub is None or job.closed or job.stop_requested or len(job.submissions) > 1 or job.open_intents():
+        return None
+    if sub.gate is GateState.PLANNED and sub.scheduler_id is None:
+        return Action.START
+    if sub.gate is GateState.CLOSED and sub.scheduler_id is not None and not sub.gone and not job.holds:
+        return Action.OPEN
+    return None
+
+
+def _standing_error(job: JobRecord) -> DispatchError | None:
+    """The error a job of an earlier call stands with, for a retry that leaves it as it is: None when its
+    submission got through (or went on under a supervisor), OutcomeUnknown for a call in doubt, Rejected for a
+    refused start."""
+    sub = job.submissions[0] if job.submissions else None
+    if sub is None:
+        return None
+    doubt = [i for i in job.open_intents() if i.submission == sub.n]
+    if doubt:
+        return _with_job(
+            OutcomeUnknown(
+                f"job {job.id}: its {doubt[0].action.value} is in doubt; a supervisor resolves it by finding the object"
+            ),
+            job.id,
+        )
+    if sub.gate is GateState.ABANDONED and len(job.submissions) == 1:
+        refused = [i for i in job.intents if i.action is Action.START and i.status is IntentStatus.FAILED]
+        reason = refused[-1].result if refused else "refused"
+        return _with_job(Rejected(f"job {job.id}: {reason}"), job.id)
+    return None
 
 
 def _handed(job_id: str, exc: Exception) -> OutcomeUnknown:
@@ -504,4 +723,17 @@ def pending_start(job: JobRecord) -> bool:
     )
 
 
-__all__ = ["Cluster", "Config", "Observer", "Operator", "check_spec", "new_backend", "open", "start_submission"]
+__all__ = [
+    "BatchIncomplete",
+    "Cluster",
+    "Config",
+    "Observer",
+    "Operator",
+    "Submitted",
+    "batch_job_id",
+    "check_spec",
+    "new_backend",
+    "new_job_id",
+    "open",
+    "start_submission",
+]

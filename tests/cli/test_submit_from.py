@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
 
 from dispatch.cli.exitcodes import Exit
+from dispatch.cli.main import cli
+from dispatch.clock import SystemClock
+from dispatch.errors import Unavailable
+from dispatch.local import LocalBackend
+from dispatch.records import Event, JobRecord, SQLiteRecords
 
 from .conftest import Env, wait_until
 
@@ -36,3 +46,56 @@ def test_submit_from_a_bad_line_submits_nothing(cli: Env) -> None:
     p = cli.run("submit", "--from", str(path))
     assert p.returncode == Exit.USAGE and "line 2" in p.stderr
     assert cli.json("status") == []
+
+
+def test_submit_from_again_with_the_same_key_starts_nothing_twice(cli: Env) -> None:
+    path = cli.home / "jobs.jsonl"
+    path.write_text("".join(json.dumps({"command": ["sh", "-c", f"echo run-{n}"]}) + "\n" for n in range(3)))
+    first = cli.json("submit", "--from", str(path), "--key", "sweep-7")
+    assert first["key"] == "sweep-7" and first["complete"] and not any(j["existed"] for j in first["jobs"])
+    again = cli.json("submit", "--from", str(path), "--key", "sweep-7")
+    assert [j["job"] for j in again["jobs"]] == [j["job"] for j in first["jobs"]]
+    assert all(j["existed"] and j["error"] is None for j in again["jobs"])
+    rows = cli.json("status", "--all")
+    assert sorted(r["id"] for r in rows) == sorted(j["job"] for j in first["jobs"])
+    wait_until(lambda: all(r["state"] == "succeeded" for r in cli.json("status", "--all")))
+    assert [cli.run("logs", j["job"]).stdout for j in first["jobs"]] == [f"run-{n}\n" for n in range(3)]
+    other = cli.run("submit", "--from", str(path), "--key", "sweep-7", "--name", "x")
+    assert other.returncode == Exit.USAGE
+    path.write_text(json.dumps({"command": ["true"]}) + "\n")
+    changed = cli.run("submit", "--from", str(path), "--key", "sweep-7")
+    assert changed.returncode == Exit.CONFLICT and "was used for other jobs" in changed.stderr
+    assert cli.run("submit", "--key", "k", "--", "true").returncode == Exit.USAGE
+
+
+def test_an_incomplete_batch_says_how_to_finish_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process: the record store fails at the third job; the command prints what exists, the command that
+    finishes the batch, and exits 5; that command then finishes it without starting a job twice."""
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_STATE_HOME": str(tmp_path / "s"), "NO_COLOR": "1"}
+    path = tmp_path / "jobs.jsonl"
+    path.write_text("".join(json.dumps({"command": ["true"], "name": f"j{n}"}) + "\n" for n in range(5)))
+    real_create = SQLiteRecords.create
+    creates = 0
+
+    def failing_create(self: SQLiteRecords, job: JobRecord, events: Sequence[Event] = ()) -> JobRecord:
+        nonlocal creates
+        creates += 1
+        if creates == 3:
+            raise Unavailable("injected: the record store went away")
+        return real_create(self, job, events)
+
+    monkeypatch.setattr(SQLiteRecords, "create", failing_create)
+    r = CliRunner().invoke(cli, ["submit", "--from", str(path), "--key", "nightly", "--json"], env=env)
+    assert r.exit_code == Exit.UNKNOWN, r.output
+    data = json.loads(r.stdout)
+    assert data["key"] == "nightly" and data["complete"] is False and len(data["jobs"]) == 2
+    assert f"finish it with: dispatch submit --from {path} --key nightly" in r.stderr
+    monkeypatch.setattr(SQLiteRecords, "create", real_create)
+    r = CliRunner().invoke(cli, ["submit", "--from", str(path), "--key", "nightly", "--json"], env=env)
+    assert r.exit_code == 0, r.output
+    again = json.loads(r.stdout)
+    assert again["complete"] and [j["existed"] for j in again["jobs"]] == [True, True, False, False, False]
+    assert [j["job"] for j in again["jobs"][:2]] == [j["job"] for j in data["jobs"]]
+    local = LocalBackend(tmp_path / "s" / "dispatch" / "local", SystemClock())
+    for job in again["jobs"]:
+        assert len(local.find(f"dsp-{job['job']}-1", 0.0)) == 1, "each job created exactly once"

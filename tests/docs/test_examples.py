@@ -36,7 +36,7 @@ for step in range(2):
     time.sleep(0.1)
     print(f"rank {rank}/{world} step {step}", flush=True)
 """
-_JOB_ID = re.compile(r"\b[0-9a-f]{14}\b")
+_JOB_ID = re.compile(r"\b(?:[0-9a-f]{16}|[0-9a-f]{14})\b")
 _CONFIG_KEYS = {"default", "records", "clusters"}
 
 

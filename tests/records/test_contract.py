@@ -415,3 +415,18 @@ def test_the_memory_store_renews_without_decoding_documents(monkeypatch: pytest.
     assert store.renew(cluster="c", owner="sup-a", now=100.0, expires_at=700.0) == {"m": 2}
     monkeypatch.undo()
     assert store.get("m").lease == Lease("sup-a", 1, 700.0)
+
+
+def test_a_batch_member_round_trips_and_older_records_have_none(store: Records) -> None:
+    from dispatch.records.model import BatchMember
+
+    job = make_job("b1")
+    job.batch = BatchMember("sweep-1", 3)
+    store.create(job)
+    store.create(make_job("6b0e248a437748"))  # an id of the older, 14-digit form
+    assert store.get("b1").batch == BatchMember("sweep-1", 3)
+    assert {j.id: j.batch for j in store.get_many(["b1", "6b0e248a437748"])} == {
+        "b1": BatchMember("sweep-1", 3),
+        "6b0e248a437748": None,
+    }
+    assert "batch" not in store.get("6b0e248a437748").to_json()

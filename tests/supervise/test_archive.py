@@ -206,3 +206,41 @@ def test_no_archiver_where_the_scheduler_keeps_output_or_the_store_has_no_archiv
     assert archiver is not None and archiver.bound == 30.0
     with pytest.raises(Exception, match="archiveMaxBytes"):
         ArchiveSettings(max_bytes=-1)
+
+
+class HangingBackend(KubeflowShapedBackend):
+    """Every ``execution_output`` call blocks until ``release`` is set (reads that all hang)."""
+
+    release = threading.Event()
+
+    def execution_output(self, scheduler_id: str, identity: str) -> Iterator[bytes]:
+        self.release.wait(30)
+        return super().execution_output(scheduler_id, identity)
+
+
+def test_overrunning_reads_never_pile_up_threads() -> None:
+    HangingBackend.release = threading.Event()
+    env = Env(lambda s: HangingBackend(s, call_bound=0.2))
+    jobs = [env.submit("sleep", "100") for _ in range(4)]
+    sup = env.supervisor()
+    before = {t for t in threading.enumerate() if t.name == "archive-reader"}
+    try:
+        env.cycles(sup, 1)
+        for job_id in jobs:
+            env.sched.control.preempt(env.sid(job_id))
+        reports = [sup.cycle() for _ in range(5)]
+        started = {t for t in threading.enumerate() if t.name == "archive-reader"} - before
+        assert len(started) == 1, f"{len(started)} reader threads after 5 cycles of overruns"
+        assert reports[0].archive == {"failed": 1}, "the first read overran and was recorded"
+        assert all(r.archive == {} for r in reports[1:]), "while it hangs, nothing else is tried or counted"
+    finally:
+        HangingBackend.release.set()
+    kept = 0
+    for _ in range(30):  # the freed reader reads again (one bound of reads per cycle)
+        env.clock.advance(10)
+        kept += sup.cycle().archive.get("kept", 0)
+        if kept == len(jobs):
+            break
+    assert kept == len(jobs)
+    assert all(env.records.get_output(j, env.first_execution(j)) is not None for j in jobs)
+    assert {t for t in threading.enumerate() if t.name == "archive-reader"} - before <= started

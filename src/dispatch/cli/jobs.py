@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -164,23 +165,40 @@ def do_submit(app: App, spec: JobSpec, rules: RuleSet | None) -> tuple[Cluster, 
     type=click.Path(dir_okay=False, allow_dash=True),
     help="Submit many jobs: a file of JobSpecs (JSON lines) or one parameter sweep (- reads stdin).",
 )
+@click.option(
+    "--key",
+    "batch_key",
+    metavar="KEY",
+    help="With --from: the batch's key. Submitting FILE again with the same key finishes an interrupted batch"
+    " and starts no job twice [default: a fresh key, shown if the batch is incomplete].",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the job id as JSON.")
 @pass_app
 def submit(
-    app: App, /, rules_file: str | None, dry_run: bool, as_json: bool, from_file: str | None, **opts: Any
+    app: App,
+    /,
+    rules_file: str | None,
+    dry_run: bool,
+    as_json: bool,
+    from_file: str | None,
+    batch_key: str | None,
+    **opts: Any,
 ) -> None:
     """Submit COMMAND as a job and print its id.
 
     \b
     Everything after the options (or after --) is the command, passed as is:
       dispatch submit --nodes 2 -- python train.py --lr 0.1
-    With --from FILE, every job of FILE is submitted in one batch (one id per line).
+    With --from FILE, every job of FILE is submitted in one batch (one id per line);
+    --key KEY makes running the same command again safe: it finishes the batch.
     """
     app.cluster_config()  # a wrong cluster name fails before anything else
     rules = load_rules(rules_file)
     if from_file is not None:
-        submit_from(app, from_file, rules, dry_run, as_json, opts)
+        submit_from(app, from_file, rules, dry_run, as_json, opts, batch_key)
         return
+    if batch_key is not None:
+        raise click.UsageError("--key names a batch: it goes with --from FILE")
     if not opts["command"]:
         raise click.UsageError("Missing argument 'COMMAND...' (or --from FILE).")
     if dry_run:
@@ -198,13 +216,24 @@ def submit(
         click.echo(job_id)
 
 
-def submit_from(app: App, path: str, rules: RuleSet | None, dry_run: bool, as_json: bool, opts: dict[str, Any]) -> None:
-    """``submit --from FILE``: the specs of FILE (:func:`dispatch.batch.load_specs`), in one ``submit_many``."""
+def submit_from(
+    app: App,
+    path: str,
+    rules: RuleSet | None,
+    dry_run: bool,
+    as_json: bool,
+    opts: dict[str, Any],
+    key: str | None = None,
+) -> None:
+    """``submit --from FILE``: the specs of FILE (:func:`dispatch.batch.load_specs`), in one ``submit_many`` with
+    batch key ``key`` (a fresh one when None). An incomplete batch prints what it recorded, then the command
+    that finishes it, and exits 5 (unknown)."""
     from click.core import ParameterSource
 
     from dispatch.batch import load_specs
     from dispatch.cli import ui
     from dispatch.cli.exitcodes import exit_for
+    from dispatch.cluster import BatchIncomplete, new_batch_key
 
     ctx = click.get_current_context()
     given = [n for n in opts if ctx.get_parameter_source(n) is ParameterSource.COMMANDLINE]
@@ -222,18 +251,32 @@ def submit_from(app: App, path: str, rules: RuleSet | None, dry_run: bool, as_js
             show_dry_run(app, spec, rules)
         return
     cluster = app.cluster()
+    key = key if key is not None else new_batch_key()
+    incomplete: BatchIncomplete | None = None
     with ui.spinner(f"submitting {len(specs)} jobs to {cluster.name}"):
-        got = cluster.operator.submit_many(specs, rules)
+        try:
+            got = cluster.operator.submit_many(specs, rules, key=key)
+        except BatchIncomplete as exc:
+            incomplete, got = exc, exc.submitted
     worst = Exit.OK
     for item in got:
         if item.error is not None:
             click.echo(f"dispatch: error: job {item.job_id}: {item.error}", err=True)
             worst = max(worst, exit_for(item.error))
+    if incomplete is not None:
+        again = shlex.join(["dispatch", "submit", "--from", path, "--key", key])
+        click.echo(f"dispatch: error: {incomplete}\nfinish it with: {again}", err=True)
+        worst = max(worst, exit_for(incomplete))
+    elif worst is not Exit.OK:
+        again = shlex.join(["dispatch", "submit", "--from", path, "--key", key])
+        ui.note(f"batch key {key}: {again} tries again what certainly did not start, and starts nothing twice")
     if as_json:
         ui.print_json(
             {
                 "cluster": cluster.name,
-                "jobs": [{"job": g.job_id, "error": None if g.ok else str(g.error)} for g in got],
+                "key": key,
+                "complete": incomplete is None,
+                "jobs": [{"job": g.job_id, "error": None if g.ok else str(g.error), "existed": g.existed} for g in got],
             }
         )
     else:

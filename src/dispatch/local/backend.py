@@ -268,11 +268,14 @@ class LocalBackend:
         if restart is None:
             return
         exec_dir = files.execution_dir(job_dir, restart)
-        write_json(os.path.join(exec_dir, files.SPAWNED), {"at": self.clock.now(), "by": os.getpid()})
+        nonce = secrets.token_hex(8)
+        write_json(os.path.join(exec_dir, files.SPAWNED), {"at": self.clock.now(), "by": os.getpid(), "nonce": nonce})
         try:
-            spawn_launcher(job_dir, restart, self.python)
+            spawn_launcher(job_dir, restart, nonce, self.python)
         except BaseException:
-            os.unlink(os.path.join(exec_dir, files.SPAWNED))
+            # the marker goes only when this launcher provably never runs: otherwise a second one could start
+            if files.abandoned(exec_dir, nonce):
+                os.unlink(os.path.join(exec_dir, files.SPAWNED))
             raise
 
     # ----- reads ------------------------------------------------------------------------------------------------

@@ -50,6 +50,9 @@ LAUNCHER = "launcher.json"
 END_REQUEST = "end-request.json"
 RESULT = "result.json"
 LAUNCHER_LOG = "launcher.log"
+CLAIM = "claim.{nonce}.json"
+"""One spawn's arbitration file, created exclusively by whichever comes first: the spawned launcher (it runs)
+or its spawner giving up on it (it never runs)."""
 
 MEMORY_SAMPLE = 0.05
 """Seconds between two samples of the ranks' resident memory, when a memory limit is set."""
@@ -67,6 +70,23 @@ def write_json(path: str, data: Any) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         json.dump(data, f)
     os.replace(tmp, path)
+
+
+def claim(exec_dir: str, nonce: str, data: dict[str, Any]) -> bool:
+    """Create spawn ``nonce``'s claim file holding ``data``; False if it exists (the other side came first)."""
+    try:
+        fd = os.open(os.path.join(exec_dir, CLAIM.format(nonce=nonce)), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(data, f)
+    return True
+
+
+def abandoned(exec_dir: str, nonce: str) -> bool:
+    """Whether spawn ``nonce``'s spawner won its claim: that launcher never ran and never will."""
+    data = read_json(os.path.join(exec_dir, CLAIM.format(nonce=nonce)))
+    return isinstance(data, dict) and data.get("abandoned") is True
 
 
 def read_json(path: str) -> Any:
@@ -450,10 +470,13 @@ def run_chain(job_dir: str, restart: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or not argv[1].isdigit():
-        print("usage: launcher.py <job directory> <restart>", file=sys.stderr)
+    """Fork the detached launcher of one execution; exit 0 once it runs. With a spawn nonce the launcher first
+    claims the spawn (:func:`claim`) and exits without running anything if its spawner gave up on it."""
+    if len(argv) not in (2, 3) or not argv[1].isdigit():
+        print("usage: launcher.py <job directory> <restart> [<spawn nonce>]", file=sys.stderr)
         return 2
     job_dir, restart = os.path.abspath(argv[0]), int(argv[1])
+    nonce = argv[2] if len(argv) == 3 else None
     signal.pthread_sigmask(signal.SIG_BLOCK, _WAKE)
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -466,6 +489,8 @@ def main(argv: list[str]) -> int:
     with contextlib.suppress(OSError):
         os.setsid()
     exec_dir = execution_dir(job_dir, restart)
+    if nonce is not None and not claim(exec_dir, nonce, {"pid": os.getpid(), "at": time.time()}):
+        os._exit(1)  # the spawner gave up on this start and may have started another launcher: run nothing
     write_json(os.path.join(exec_dir, LAUNCHER), {"pid": os.getpid(), "startedAt": time.time(), "pgids": []})
     os.write(write_end, b"1")
     os.close(write_end)

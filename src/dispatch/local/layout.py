@@ -9,7 +9,10 @@ One directory per scheduler object, ``<state dir>/jobs/<scheduler id>/``::
     stopped.json             present once it was asked to stop
     executions/<R>/          one directory per execution (restart R = 0, 1, ...)
         plan.json            what to run: argv, working directory, env, ranks and their output files, limits
-        spawned.json         the launcher for it was started (written under the lock, before the start)
+        spawned.json         the launcher for it was started (written under the lock, before the start), with
+                             the start's nonce; removed only when that launcher provably never runs
+        claim.<nonce>.json   who settled that start: the launcher (its pid: it runs) or its spawner giving up
+                             ({"abandoned": true}: it never runs), whichever created the file first
         launcher.json        the launcher's pid, start time, MASTER_PORT, the nodes' process groups
         rank-<r>.out/.err    each rank's stdout and stderr (kept after the job ends)
         rank-<r>.exit        each rank's exit code or signal

@@ -314,6 +314,22 @@ class Escalation:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class BatchMember:
+    """Which batch made a job (:meth:`~dispatch.cluster.Operator.submit_many`): the batch's key and the job's
+    index in it. A retry of the batch with the same key finds its jobs by this."""
+
+    key: str
+    index: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "index": self.index}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> BatchMember:
+        return cls(str(d["key"]), int(d["index"]))
+
+
 @dataclass(slots=True)
 class Lease:
     """Which supervisor owns the job, until when, and the fencing token every owner's write carries."""
@@ -369,6 +385,8 @@ class JobRecord:
     """Action counts used for rule limits, keyed ``"<action>"``, ``"<action>:<cause>"`` and ``"total"``."""
     not_before: float = 0.0
     """Backoff: the supervisor takes no recovery action before this time."""
+    batch: BatchMember | None = None
+    """The batch that made the job, if ``submit_many`` did (absent from the JSON otherwise)."""
 
     # ----- derived views -------------------------------------------------------------------------------
 
@@ -432,6 +450,7 @@ class JobRecord:
             "stopRequested": self.stop_requested,
             "counters": dict(self.counters),
             "notBefore": self.not_before,
+            **({"batch": self.batch.to_json()} if self.batch is not None else {}),
         }
 
     @classmethod
@@ -454,6 +473,7 @@ class JobRecord:
             stop_requested=bool(d.get("stopRequested", False)),
             counters=dict(d.get("counters", {})),
             not_before=float(d.get("notBefore", 0.0)),
+            batch=BatchMember.from_json(d["batch"]) if d.get("batch") else None,
         )
 
 

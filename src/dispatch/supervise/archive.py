@@ -12,7 +12,10 @@ the execution's pods go. The contract:
   and the archive work of one cycle at most that long in all. A read that does not finish in time, or fails, is
   recorded as ``failed`` with the reason (and retried in later cycles, at most :data:`MAX_ATTEMPTS` times in
   all); executions left over when the cycle's time is spent are read in the next cycle. The job's own steps
-  are never held back longer than that bound, and an archive failure never touches the job's record.
+  are never held back longer than that bound, and an archive failure never touches the job's record. Reads run
+  on one worker thread per archiver: a read that overruns keeps it until the read ends on its own (the
+  backend's request timeout), and meanwhile later reads wait for it within the cycle's budget and otherwise stay
+  queued, untried and with no attempt counted, so overruns never pile up threads.
 * **Idempotent**: one entry per (job, execution); a ``kept`` or ``gone`` entry is final (a supervisor that
   takes a job over reads the archive once and skips what is there).
 * **Off the hot path**: nothing is read or queried for a job whose fold recorded no ending; a supervisor asks
@@ -204,7 +207,10 @@ class Archiver:
             left = self._spent_until - time.monotonic()
             if left <= 0:
                 break  # the cycle's time is spent: read in the next cycle
-            entry, retry = self._read(item, min(self.bound, left))
+            read = self._read(item, min(self.bound, left))
+            if read is None:
+                break  # an earlier read still holds the reader: tried in a later cycle, no attempt counted
+            entry, retry = read
             try:
                 stored = self.records.put_output(entry)
             except DispatchError:
@@ -216,12 +222,15 @@ class Archiver:
             self._pending.pop(job_id, None)
         return written
 
-    def _read(self, item: _Item, timeout: float) -> tuple[ArchivedOutput, bool]:
-        """The entry for ``item`` and whether a failure may be retried."""
+    def _read(self, item: _Item, timeout: float) -> tuple[ArchivedOutput, bool] | None:
+        """The entry for ``item`` and whether a failure may be retried; None when the reader is still held by an
+        earlier read that overran (nothing was tried)."""
         cap = self.settings.max_bytes
         done, result = self._reader.run(
             lambda: keep_tail(self.backend.execution_output(item.scheduler_id, item.identity), cap), timeout
         )
+        if result is BUSY:
+            return None
         base = ArchivedOutput(
             job_id=item.job_id,
             execution=item.identity,
@@ -291,37 +300,51 @@ _Task = tuple[Callable[[], Any], list[Any], threading.Event]
 
 
 class _Reader:
-    """Runs reads on one worker thread, each waited for at most a timeout. A read that overruns is abandoned
-    with its thread (it ends when the backend's own request timeout fires) and the next read gets a new one."""
+    """Runs reads on one worker thread, each waited for at most a timeout. A read that overruns is left to end on
+    its own (when the backend's own request timeout fires) and its result is dropped; the worker is never
+    replaced while it is stuck, so overruns cannot pile up threads: until it is free again every read answers
+    :data:`BUSY` without being tried."""
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[_Task | None] | None = None
+        self._jobs: queue.SimpleQueue[_Task] | None = None
+        self._idle = threading.Event()
+        self._idle.set()
 
-    def _worker(self, jobs: queue.SimpleQueue[_Task | None]) -> None:
+    def _worker(self, jobs: queue.SimpleQueue[_Task]) -> None:
         while True:
-            task = jobs.get()
-            if task is None:
-                return  # abandoned: its overrun read has ended
-            fn, out, finished = task
+            fn, out, finished = jobs.get()
             try:
                 out.append(fn())
             except Exception as exc:  # handed back and recorded: an archive failure never reaches the cycle
                 out.append(exc)
             finished.set()
+            self._idle.set()
+
+    @property
+    def threads(self) -> int:
+        """How many worker threads this reader has started (at most one, ever)."""
+        return 0 if self._jobs is None else 1
 
     def run(self, fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]:
-        """``(True, result or exception)``, or ``(False, None)`` when ``fn`` did not finish within ``timeout``."""
+        """``(True, result or exception)``; ``(False, None)`` when ``fn`` did not finish within ``timeout``;
+        ``(False, BUSY)`` when an earlier read still holds the worker after ``timeout`` (``fn`` was not called)."""
+        deadline = time.monotonic() + timeout
+        if not self._idle.wait(timeout):
+            return False, BUSY
         if self._jobs is None:
             self._jobs = queue.SimpleQueue()
             threading.Thread(target=self._worker, args=(self._jobs,), name="archive-reader", daemon=True).start()
         out: list[Any] = []
         finished = threading.Event()
+        self._idle.clear()
         self._jobs.put((fn, out, finished))
-        if not finished.wait(timeout):
-            self._jobs.put(None)  # that worker is stuck in the read: it ends after it
-            self._jobs = None
+        if not finished.wait(max(0.0, deadline - time.monotonic())):
             return False, None
         return True, out[0]
+
+
+BUSY = object()
+"""What :meth:`_Reader.run` answers while an earlier, overrun read still holds the worker."""
 
 
 def _with(entry: ArchivedOutput, **changes: Any) -> ArchivedOutput:
