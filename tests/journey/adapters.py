@@ -34,6 +34,14 @@ class Adapter:
     """Seconds a job may take to start, or to end once told to."""
     forgotten: Callable[[str], bool] | None = None
     """True once the scheduler no longer lists the object (None: it keeps every job, as the local adapter)."""
+    extensions: tuple[str, ...] = ()
+    """``-x KIND=JSON`` options every job needs here (Kubeflow: an image and a runtime)."""
+    every_rank_logged: bool = True
+    """``logs`` shows every rank's output; False: rank 0's only (Kubernetes keeps one log per pod, and dispatch
+    reads rank 0's)."""
+    separate_stderr: bool = True
+    """stderr is kept apart from stdout; False: ``logs --stderr`` is refused (Kubernetes: one log per container)."""
+    close: Callable[[], None] | None = None
 
 
 def config_toml(a: Adapter) -> str:
@@ -97,10 +105,44 @@ def gridengine(tmp: Path) -> Adapter:
     return Adapter("gridengine", "gridengine", settings, 1, "5s", 90.0, forgotten)
 
 
+def kubeflow(tmp: Path) -> Adapter:
+    from tests.journey.kubelet import ProcessKubelet
+
+    kubelet = ProcessKubelet(tmp)
+    return Adapter(
+        "kubeflow",
+        "kubeflow",
+        kubelet.settings(),
+        2,
+        "5s",
+        60.0,
+        kubelet.forgotten,
+        extensions=(
+            "-x",
+            'dispatch.Image={"ref": "registry.example/journey:1"}',
+            "-x",
+            'kubeflow.RuntimeRef={"name": "torch-distributed"}',
+        ),
+        every_rank_logged=False,
+        separate_stderr=False,
+        close=kubelet.close,
+    )
+
+
 ADAPTERS = [
     pytest.param(local, id="local"),
     pytest.param(slurm("local"), id="slurm-22.05", marks=pytest.mark.slurm_local),
     pytest.param(slurm("trixie"), id="slurm-24.11", marks=pytest.mark.slurm_trixie),
     pytest.param(slurm("sid"), id="slurm-26.05", marks=pytest.mark.slurm_sid),
     pytest.param(gridengine, id="gridengine", marks=pytest.mark.gridengine),
+    pytest.param(
+        kubeflow,
+        id="kubeflow",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="Kubeflow does not hold the journey yet: a rank not started by torchrun sees only the torch"
+            " runtime's PET_* variables (no RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); and a timed-out"
+            " execution's output is lost (its pods go at the deadline, before a supervisor archives rank 0's log)",
+        ),
+    ),
 ]

@@ -74,34 +74,41 @@ class Journey:
         return [s["schedulerId"] for s in self.record(job)["submissions"] if s.get("schedulerId")]
 
 
-def rank_env(stdout: str, world: int) -> dict[int, tuple[int, int, str, str]]:
-    """Each rank's (WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) from the script's ``env`` lines."""
+def rank_env(stdout: str, ranks: int) -> dict[int, tuple[int, int, str, str]]:
+    """Each rank's (WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) from the script's ``env`` lines; the
+    output shows ranks 0 to ``ranks`` - 1."""
     found = {}
     for line in stdout.splitlines():
         m = ENV_LINE.search(line)
         assert m is not None or "env rank=" not in line, f"a rank lacks a variable: {line!r}"
         if m:
             found[int(m.group(1))] = (int(m.group(2)), int(m.group(3)), m.group(4), m.group(5))
-    assert sorted(found) == list(range(world)), stdout
+    assert sorted(found) == list(range(ranks)), stdout
     return found
 
 
 @pytest.fixture(params=ADAPTERS)
 def journey(request: pytest.FixtureRequest, cli: Env, tmp_path: Path) -> Iterator[Journey]:
     j = Journey(cli, request.param(tmp_path))
-    yield j
-    for row in json.loads(cli.run("status", "--all", "--json", "--no-refresh").stdout or "[]"):
-        if not row["closed"]:  # what a failed journey left running on a shared cluster
-            cli.run("stop", row["id"])
+    try:
+        yield j
+    finally:
+        for row in json.loads(cli.run("status", "--all", "--json", "--no-refresh").stdout or "[]"):
+            if not row["closed"]:  # what a failed journey left running on a shared cluster
+                cli.run("stop", row["id"])
+        if j.a.close is not None:
+            j.a.close()
 
 
 def test_one_journey(journey: Journey) -> None:
     j, a = journey, journey.a
     n = str(a.nodes)
+    shown = a.nodes if a.every_rank_logged else 1  # the ranks whose output dispatch shows
+    x = a.extensions
 
     # run: the rank environment torchrun gives, every rank's output, the outcome as the exit code
-    p = j.cmd("run", "-N", n, "--name", "journey", "--", *script("ok"))
-    ranks = rank_env(p.stdout, a.nodes)
+    p = j.cmd("run", "-N", n, "--name", "journey", *x, "--", *script("ok"))
+    ranks = rank_env(p.stdout, shown)
     assert {(w, local) for w, local, _, _ in ranks.values()} == {(a.nodes, 0)}  # one rank per node
     assert len({(addr, port) for _, _, addr, port in ranks.values()}) == 1, ranks  # one rendezvous for all
     end = p.stderr.strip().splitlines()[-1]
@@ -110,14 +117,14 @@ def test_one_journey(journey: Journey) -> None:
     assert (ok["state"], ok["cause"], ok["exitCode"], ok["closed"]) == ("succeeded", "exit", 0, True)
     assert "succeeded" in j.cmd("show", ok["id"]).stdout
     if a.nodes == 1:  # a one-slot cluster refuses more, clearly, before anything is recorded
-        p = j.cmd("run", "-N", "2", "--", *script("ok"), code=Exit.REFUSED)
+        p = j.cmd("run", "-N", "2", *x, "--", *script("ok"), code=Exit.REFUSED)
         assert "one-slot" in p.stderr and "Traceback" not in p.stderr
         assert len(json.loads(j.cmd("status", "--json").stdout)) == 1
 
     # submit; status, show and logs while it runs; stop --wait; a second stop
-    work = j.cmd("submit", "-N", n, "--", *script("work")).stdout.strip()
+    work = j.cmd("submit", "-N", n, *x, "--", *script("work")).stdout.strip()
     until(lambda: j.row(work)["state"] == "running", "the submitted job runs", a.patience)
-    until(lambda: j.cmd("logs", work).stdout.count("working") == a.nodes, "every rank's output", a.patience)
+    until(lambda: j.cmd("logs", work).stdout.count("working") == shown, "the ranks' output", a.patience)
     assert work in j.cmd("status").stdout
     assert "running" in j.cmd("show", work).stdout
     p = j.cmd("stop", work, "--wait", timeout=4 * a.patience)
@@ -127,15 +134,15 @@ def test_one_journey(journey: Journey) -> None:
     assert f"job {work} is already closed" in p.stderr
 
     # a rank exits 3: the program's own code, of the rank that failed, on every adapter
-    p = j.cmd("run", "-N", n, "--", *script("fail"), code=Exit.JOB_FAILED)
+    p = j.cmd("run", "-N", n, *x, "--", *script("fail"), code=Exit.JOB_FAILED)
     failed = j.row(re.findall(r"job (\w+) failed", p.stderr)[-1])
     assert (failed["state"], failed["cause"], failed["exitCode"]) == ("failed", "exit", 3), failed
-    assert f"rank {a.nodes - 1} fails" in j.cmd("logs", failed["id"], "--stderr").stdout
+    check_stderr(j, failed["id"])
 
     # a time limit, and a rule that resubmits once: two attempts, each one's output readable by submission
     rules = j.env.home / "timeout.yaml"
     rules.write_text("rules:\n  - cause: [timeout]\n    action: resubmit\n    limit: 1\n")
-    p = j.cmd("run", "-t", a.time_limit, "--rules", str(rules), "--", *script("attempt"), code=Exit.JOB_FAILED)
+    p = j.cmd("run", "-t", a.time_limit, "--rules", str(rules), *x, "--", *script("attempt"), code=Exit.JOB_FAILED)
     timed = j.row(re.findall(r"job (\w+) failed", p.stderr)[-1])
     assert (timed["state"], timed["cause"]) == ("failed", "timeout"), timed
     assert [s["n"] for s in j.record(timed["id"])["submissions"]] == [1, 2]
@@ -147,6 +154,15 @@ def test_one_journey(journey: Journey) -> None:
         sids = [s for job in (ok["id"], failed["id"], timed["id"]) for s in j.scheduler_ids(job)]
         forgotten = a.forgotten
         until(lambda: all(forgotten(s) for s in sids), "the scheduler forgets the jobs", 120.0)
-    assert rank_env(j.cmd("logs", ok["id"]).stdout, a.nodes) == ranks
+    assert rank_env(j.cmd("logs", ok["id"]).stdout, shown) == ranks
     assert "attempt 1" in j.cmd("logs", timed["id"], "--submission", "1").stdout
-    assert f"rank {a.nodes - 1} fails" in j.cmd("logs", failed["id"], "--stderr").stdout
+    check_stderr(j, failed["id"])
+
+
+def check_stderr(j: Journey, job: str) -> None:
+    """The failing rank's stderr, where the cluster keeps stderr apart; else the clear refusal."""
+    if j.a.separate_stderr:
+        assert f"rank {j.a.nodes - 1} fails" in j.cmd("logs", job, "--stderr").stdout
+    else:
+        p = j.cmd("logs", job, "--stderr", code=Exit.REFUSED)
+        assert "stderr is not separate" in p.stderr, p.stderr
