@@ -41,6 +41,10 @@ class Adapter:
     reads rank 0's)."""
     separate_stderr: bool = True
     """stderr is kept apart from stdout; False: ``logs --stderr`` is refused (Kubernetes: one log per container)."""
+    read_files: Callable[[str, str], str] | None = None
+    """Where the adapter does not read output back (capability OutputRead no: Grid Engine), the text of a
+    scheduler object's ``out`` or ``err`` file in the output directory it leaves; the journey then asserts that
+    ``logs`` refuses clearly and reads the files as the user would."""
     close: Callable[[], None] | None = None
 
 
@@ -102,7 +106,11 @@ def gridengine(tmp: Path) -> Adapter:
         p = subprocess.run(["qstat", "-j", scheduler_id], capture_output=True, text=True, env=env, check=False)
         return p.returncode != 0
 
-    return Adapter("gridengine", "gridengine", settings, 1, "5s", 90.0, forgotten)
+    def read_files(scheduler_id: str, stream: str) -> str:
+        (path,) = (tmp / "ge-output").glob(f"*.{scheduler_id}.{stream}")
+        return path.read_text()
+
+    return Adapter("gridengine", "gridengine", settings, 1, "5s", 90.0, forgotten, read_files=read_files)
 
 
 def kubeflow(tmp: Path) -> Adapter:

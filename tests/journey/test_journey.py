@@ -108,23 +108,24 @@ def test_one_journey(journey: Journey) -> None:
 
     # run: the rank environment torchrun gives, every rank's output, the outcome as the exit code
     p = j.cmd("run", "-N", n, "--name", "journey", *x, "--", *script("ok"))
-    ranks = rank_env(p.stdout, shown)
-    assert {(w, local) for w, local, _, _ in ranks.values()} == {(a.nodes, 0)}  # one rank per node
-    assert len({(addr, port) for _, _, addr, port in ranks.values()}) == 1, ranks  # one rendezvous for all
     end = p.stderr.strip().splitlines()[-1]
     assert " succeeded" in end and "--stderr" not in end, end
     ok = j.row(re.findall(r"job (\w+) succeeded", end)[0])
+    ranks = rank_env(p.stdout if a.read_files is None else output(j, ok["id"]), shown)
+    assert {(w, local) for w, local, _, _ in ranks.values()} == {(a.nodes, 0)}  # one rank per node
+    assert len({(addr, port) for _, _, addr, port in ranks.values()}) == 1, ranks  # one rendezvous for all
     assert (ok["state"], ok["cause"], ok["exitCode"], ok["closed"]) == ("succeeded", "exit", 0, True)
     assert "succeeded" in j.cmd("show", ok["id"]).stdout
-    if a.nodes == 1:  # a one-slot cluster refuses more, clearly, before anything is recorded
+    if a.nodes == 1:  # a one-slot cluster refuses more, clearly; the refusal is recorded, nothing runs
         p = j.cmd("run", "-N", "2", *x, "--", *script("ok"), code=Exit.REFUSED)
         assert "one-slot" in p.stderr and "Traceback" not in p.stderr
-        assert len(json.loads(j.cmd("status", "--json").stdout)) == 1
+        refused = json.loads(j.cmd("status", "--json").stdout)[0]
+        assert (refused["state"], refused["cause"]) == ("failed", "rejected"), refused
 
     # submit; status, show and logs while it runs; stop --wait; a second stop
     work = j.cmd("submit", "-N", n, *x, "--", *script("work")).stdout.strip()
     until(lambda: j.row(work)["state"] == "running", "the submitted job runs", a.patience)
-    until(lambda: j.cmd("logs", work).stdout.count("working") == shown, "the ranks' output", a.patience)
+    until(lambda: output(j, work).count("working") == shown, "the ranks' output", a.patience)
     assert work in j.cmd("status").stdout
     assert "running" in j.cmd("show", work).stdout
     p = j.cmd("stop", work, "--wait", timeout=4 * a.patience)
@@ -146,23 +147,35 @@ def test_one_journey(journey: Journey) -> None:
     timed = j.row(re.findall(r"job (\w+) failed", p.stderr)[-1])
     assert (timed["state"], timed["cause"]) == ("failed", "timeout"), timed
     assert [s["n"] for s in j.record(timed["id"])["submissions"]] == [1, 2]
-    assert "attempt 1" in j.cmd("logs", timed["id"], "--submission", "1").stdout
-    assert "attempt 2" in j.cmd("logs", timed["id"]).stdout
+    assert "attempt 1" in output(j, timed["id"], submission=1)
+    assert "attempt 2" in output(j, timed["id"])
 
     # once the scheduler has forgotten them, every job's output is still readable
     if a.forgotten is not None:
         sids = [s for job in (ok["id"], failed["id"], timed["id"]) for s in j.scheduler_ids(job)]
         forgotten = a.forgotten
         until(lambda: all(forgotten(s) for s in sids), "the scheduler forgets the jobs", 120.0)
-    assert rank_env(j.cmd("logs", ok["id"]).stdout, shown) == ranks
-    assert "attempt 1" in j.cmd("logs", timed["id"], "--submission", "1").stdout
+    assert rank_env(output(j, ok["id"]), shown) == ranks
+    assert "attempt 1" in output(j, timed["id"], submission=1)
     check_stderr(j, failed["id"])
+
+
+def output(j: Journey, job: str, *, submission: int | None = None, stderr: bool = False) -> str:
+    """What ``dispatch logs`` shows of the job (of ``submission``; its stderr); where the cluster does not read
+    output back (capability OutputRead no), its clear refusal, and the output from the files it leaves."""
+    args = ["logs", job, *(["--submission", str(submission)] if submission else []), *(["--stderr"] if stderr else [])]
+    if j.a.read_files is None:
+        return str(j.cmd(*args).stdout)
+    p = j.cmd(*args, code=Exit.REFUSED)
+    assert "OutputRead" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    subs = j.record(job)["submissions"]
+    return j.a.read_files(subs[(submission or len(subs)) - 1]["schedulerId"], "err" if stderr else "out")
 
 
 def check_stderr(j: Journey, job: str) -> None:
     """The failing rank's stderr, where the cluster keeps stderr apart; else the clear refusal."""
     if j.a.separate_stderr:
-        assert f"rank {j.a.nodes - 1} fails" in j.cmd("logs", job, "--stderr").stdout
+        assert f"rank {j.a.nodes - 1} fails" in output(j, job, stderr=True)
     else:
         p = j.cmd("logs", job, "--stderr", code=Exit.REFUSED)
         assert "stderr is not separate" in p.stderr, p.stderr
