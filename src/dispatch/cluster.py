@@ -7,6 +7,7 @@ preflight (inside the adapter's factory), checks its declarations, and returns a
   :meth:`~Operator.release`. Every call goes through the intent protocol (:mod:`dispatch.actions`).
 * ``cluster.observer`` reads: :meth:`Observer.get`, :meth:`~Observer.list`, :meth:`~Observer.events`,
   :meth:`~Observer.inspect`.
+* :meth:`Cluster.wait` and :meth:`Cluster.run` wait for an outcome, supervising the job in this process.
 
 A read-only open needs no record store; every operator call raises :class:`~dispatch.errors.ReadOnly` before
 anything runs.
@@ -189,6 +190,20 @@ class Cluster:
 
     def get(self, job_id: str) -> JobRecord:
         return self.observer.get(job_id)
+
+    def wait(self, job_id: str, timeout: float | None = None) -> JobRecord:
+        """Supervise the job in this process until it is over, as ``dispatch run`` does, and return its final
+        record (``record.outcome``: state, cause, exit code). Its rules are applied here. ``timeout`` seconds
+        (None: no limit) raise :class:`TimeoutError` and leave the job running. See :mod:`dispatch.follow`."""
+        from dispatch.follow import follow
+
+        return follow(self, job_id, timeout=timeout)
+
+    def run(
+        self, spec: JobSpec, rules: RuleSet | Mapping[str, Any] | None = None, *, timeout: float | None = None
+    ) -> JobRecord:
+        """Submit ``spec`` and :meth:`wait` for its outcome: the library's ``dispatch run``."""
+        return self.wait(self.operator.submit(spec, rules), timeout=timeout)
 
 
 def check_spec(backend: Backend, spec: JobSpec) -> None:

@@ -1,9 +1,17 @@
+import os
+import re
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from dispatch.errors import ConfigError
 from dispatch.settings import decode
 from dispatch.slurm import schema
 from dispatch.slurm.settings import SlurmSettings
+from dispatch.slurm.transport.ssh import control_dir
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "adapters" / "slurm.md"
 
 
 def test_defaults_are_local_and_pass_path() -> None:
@@ -64,3 +72,16 @@ def test_unknown_transport_is_refused_at_new() -> None:
     with pytest.raises(ConfigError) as err:
         slurm.new({"transport": "carrier-pigeon"})
     assert err.value.path == "transport"
+
+
+def test_the_ssh_control_directory_is_the_same_in_the_schema_the_docs_and_the_code(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ssh = schema()["properties"]["ssh"]["anyOf"][0]["properties"]
+    said = re.search(r"\(default: ([^)]+)\)", ssh["controlDir"]["description"])
+    assert said is not None
+    row = next(ln for ln in DOC.read_text().splitlines() if ln.startswith("| `ssh.controlDir` |"))
+    assert row.split("|")[2].strip() == f"`{said.group(1)}`"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    expected = said.group(1).replace("$TMPDIR", str(tmp_path)).replace("<uid>", str(os.getuid()))
+    assert control_dir() == expected

@@ -116,7 +116,8 @@ def test_jobs_decisions_and_health_as_cycles_go_and_stop() -> None:
         run_cycles(metrics, sup, clock, 2)
         code, text = get(f"http://{host}:{port}/metrics")
         assert code == 200
-        assert 'dispatch_supervisor_jobs{cause="",state="running"} 2.0' in text
+        assert 'dispatch_supervisor_jobs{state="running"} 2.0' in text
+        assert 'cause=""' not in text and "_created" not in text
         assert 'dispatch_supervisor_decisions_total{action="resubmit",rule="evicted"} 1.0' in text
         assert 'dispatch_supervisor_records_seconds_count{op="to_supervise"} 4.0' in text
         assert get(f"http://{host}:{port}/healthz")[0] == 200

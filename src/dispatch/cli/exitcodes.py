@@ -17,7 +17,8 @@ class Exit(IntEnum):
     NOT_FOUND = 3
     """No such job, cluster object, execution, rank or file."""
     REFUSED = 4
-    """The cluster cannot or will not do it: Unsupported, Rejected, or a read-only open."""
+    """The cluster cannot or will not do it: Unsupported, Rejected, a read-only open, or a ``stop`` of a job
+    already closed (nothing to stop)."""
     UNKNOWN = 5
     """The outcome is unknown: the job's evidence is gone, or a call may or may not have taken effect."""
     UNAVAILABLE = 6
@@ -32,10 +33,12 @@ class Exit(IntEnum):
 
 MEANING: dict[Exit, str] = {
     Exit.OK: "Success (for `run`: the job succeeded).",
-    Exit.JOB_FAILED: "The job ended without success: failed (any cause) or cancelled (`run`, `stop --wait`).",
+    Exit.JOB_FAILED: "The job ended without success: failed (any cause) or cancelled (`run`; not `stop --wait`,"
+    " which exits 0 once the job has ended).",
     Exit.USAGE: "Bad command line, configuration, rules file or job spec. Nothing was done.",
     Exit.NOT_FOUND: "No such job, execution or rank.",
-    Exit.REFUSED: "The cluster cannot or will not do it: Unsupported, Rejected, or a read-only open.",
+    Exit.REFUSED: "The cluster cannot or will not do it: Unsupported, Rejected, a read-only open, or a `stop` of"
+    " a job already closed.",
     Exit.UNKNOWN: "The outcome is unknown: the job's evidence is gone, or a call may or may not have taken effect.",
     Exit.UNAVAILABLE: "The cluster could not be reached, or preflight failed; nothing was done. Try again.",
     Exit.CONFLICT: "Another writer changed the job at the same time; nothing was done. Try again.",

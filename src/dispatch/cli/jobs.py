@@ -325,7 +325,7 @@ def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json
 
         ui.print_json(JobSummary.of(job).to_json())
     else:
-        ui.note(describe_end(job))
+        ui.note(describe_end(job, stderr=wrote_stderr(cluster, job)))
     raise click.exceptions.Exit(int(code))
 
 
@@ -340,7 +340,28 @@ def outcome_exit(job: JobRecord) -> Exit:
     return Exit.UNKNOWN
 
 
-def describe_end(job: JobRecord) -> str:
+def wrote_stderr(cluster: Cluster, job: JobRecord) -> bool:
+    """True when the job's last execution wrote to stderr (as far as the cluster can still tell; False when it
+    cannot read the output)."""
+    from dispatch.errors import DispatchError
+
+    sub = job.current
+    if sub is None or sub.scheduler_id is None:
+        return False
+    backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
+    read = getattr(backend, "stderr", None)
+    if not callable(read):
+        return False
+    restart = sub.executions[-1].restart if sub.executions else None
+    try:
+        return any(chunk.strip() for chunk in read(sub.scheduler_id, restart, False))
+    except (DispatchError, OSError):
+        return False
+
+
+def describe_end(job: JobRecord, *, stderr: bool = False) -> str:
+    """One line on how the job ended. ``stderr``: its last execution wrote to stderr (then the line says how to
+    read it)."""
     from dispatch.cli import ui
 
     out = job.outcome
@@ -358,7 +379,7 @@ def describe_end(job: JobRecord) -> str:
     if cur and cur.executions and cur.executions[-1].started_at and cur.executions[-1].ended_at:
         took = f" after {ui.duration(cur.executions[-1].ended_at - cur.executions[-1].started_at)}"
     more = ""
-    if out.cause is not None and out.cause.value in ("exit", "launch-failed"):
+    if stderr and out.cause is not None and out.cause.value in ("exit", "launch-failed"):
         more = f"; stderr: dispatch logs {job.id} --stderr"
     elif out.state.value != "succeeded":
         more = f"; see: dispatch show {job.id}"
@@ -435,20 +456,16 @@ class OutputPump:
                 continue
 
 
-def follow_job(app: App, cluster: Cluster, job_id: str, *, show_output: bool, poll: float = 0.25) -> JobRecord:
-    """Drive observation of one job in this process until it is over; show its output meanwhile.
-
-    Uses the supervisor (``dispatch.supervise``) when it is installed, else folds evidence into the record
-    itself (no rules are applied then). Ctrl-C stops the job; a second Ctrl-C leaves it running.
-    """
+def follow_job(app: App, cluster: Cluster, job_id: str, *, show_output: bool) -> JobRecord:
+    """Supervise one job in this process until it is over (:func:`dispatch.follow.follow`, the library's
+    ``Cluster.wait``); show its output meanwhile. Ctrl-C stops the job; a second Ctrl-C leaves it running."""
     from dispatch.cli import ui
-    from dispatch.cli.observe import refresh
+    from dispatch.follow import follow
 
-    records = app.records()
-    job = records.get(job_id)
+    job = app.records().get(job_id)
     pump = OutputPump(cluster.backend, prefix_ranks=job.spec.world_size > 1) if show_output else None
-    supervisor = _supervisor(cluster, records, job)
     interrupted = 0
+    stopping = False
     previous = signal.getsignal(signal.SIGINT)
 
     def on_interrupt(signum: int, frame: Any) -> None:
@@ -457,31 +474,21 @@ def follow_job(app: App, cluster: Cluster, job_id: str, *, show_output: bool, po
         if interrupted >= 2:
             raise KeyboardInterrupt
 
+    def each(job: JobRecord) -> None:
+        nonlocal stopping
+        if pump is not None:
+            for sub in job.submissions:
+                for e in sub.executions:
+                    if sub.scheduler_id is not None:
+                        pump.offer(sub.scheduler_id, e.restart)
+        if interrupted and not stopping:
+            stopping = True
+            ui.note(f"stopping job {job_id} (Ctrl-C again to leave it running)")
+            cluster.operator.stop(job_id)
+
     signal.signal(signal.SIGINT, on_interrupt)
-    stopping = False
     try:
-        while True:
-            if interrupted and not stopping:
-                stopping = True
-                ui.note(f"stopping job {job_id} (Ctrl-C again to leave it running)")
-                cluster.operator.stop(job_id)
-            if supervisor is not None:
-                supervisor.cycle()
-                job = records.get(job_id)
-            else:
-                job = refresh(records, cluster.backend, [records.get(job_id)], cluster.clock.now())[0]
-            if pump is not None:
-                for sub in job.submissions:
-                    for e in sub.executions:
-                        if sub.scheduler_id is not None:
-                            pump.offer(sub.scheduler_id, e.restart)
-            if supervisor is None and job.outcome is not None and job.outcome.state.ended:
-                break  # without a supervisor no rule can act on the end: it is final here
-            if job.closed and (
-                job.outcome is None or job.outcome.state.ended or job.current is None or job.current.gone
-            ):
-                break
-            cluster.clock.sleep(poll)
+        return follow(cluster, job_id, each=each)
     except KeyboardInterrupt:
         ui.note(f"left job {job_id} running; see: dispatch status {job_id}")
         raise
@@ -489,16 +496,6 @@ def follow_job(app: App, cluster: Cluster, job_id: str, *, show_output: bool, po
         signal.signal(signal.SIGINT, previous)
         if pump is not None:
             pump.finish()
-    return job
-
-
-def _supervisor(cluster: Cluster, records: Any, job: JobRecord) -> Any:
-    try:
-        from dispatch.supervise import Supervisor  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return None
-    # only this job: a run's supervisor takes no share of the jobs that the cluster's services supervise
-    return Supervisor(cluster.backend, records, clock=cluster.clock, cluster=cluster.name, only={job.id})
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
@@ -506,16 +503,32 @@ def _supervisor(cluster: Cluster, records: Any, job: JobRecord) -> Any:
 @click.option("--wait/--no-wait", default=False, help="Wait until the job has ended.")
 @pass_app
 def stop(app: App, job: str, wait: bool) -> None:
-    """Stop JOB: no more recovery; its processes get SIGTERM, then SIGKILL after the grace period."""
+    """Stop JOB: no more recovery; its processes get SIGTERM, then SIGKILL after the grace period.
+
+    \b
+    Exit code 0 once the stop is requested (with --wait: once the job has ended,
+    whatever its outcome; 5 if its end is unknown). A job already closed is not
+    touched: its outcome is printed and the exit code is 4.
+    """
     from dispatch.cli import ui
+    from dispatch.cli.views import refresh_active
+    from dispatch.follow import over
 
     record = app.resolve_job(job)
+    if not over(record):
+        (record,) = refresh_active(app, [record])  # it may have ended since it was last observed
+    if over(record):
+        ui.note(f"job {record.id} is already closed: nothing to stop")
+        ui.note(describe_end(record))
+        raise click.exceptions.Exit(int(Exit.REFUSED))
     cluster = app.cluster_of(record)
     cluster.operator.stop(record.id)
     ui.note(f"job {record.id}: stop requested")
     if wait:
-        follow_job(app, cluster, record.id, show_output=False)
-        ui.note(describe_end(app.records().get(record.id)))
+        ended = follow_job(app, cluster, record.id, show_output=False)
+        ui.note(describe_end(ended, stderr=wrote_stderr(cluster, ended)))
+        if not ended.state.ended:
+            raise click.exceptions.Exit(int(Exit.UNKNOWN))
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

@@ -85,6 +85,44 @@ for command in (
 ):
     cli.add_command(command)
 
+
+def _set_global(ctx: click.Context, param: click.Parameter, value: object) -> None:
+    """A global option given after the subcommand: it overrides the one given before (or the environment)."""
+    if value is None or value is False or ctx.resilient_parsing:
+        return
+    app = ctx.find_object(App)
+    if app is None:
+        return
+    if param.name == "cluster":
+        app.cluster_name = str(value)
+    elif param.name == "config_path":
+        app.config_path = str(value)
+    elif param.name == "debug":
+        app.debug = True
+
+
+def _global_options() -> list[click.Option]:
+    """The group's options, accepted after a subcommand too (``dispatch status -c hpc``). Hidden in each
+    command's help: the group's help and docs/cli.md list them once."""
+    return [
+        click.Option(["-c", "--cluster"], metavar="NAME", expose_value=False, callback=_set_global, hidden=True),
+        click.Option(
+            ["--config", "config_path"],
+            metavar="FILE",
+            type=click.Path(dir_okay=False),
+            expose_value=False,
+            callback=_set_global,
+            hidden=True,
+        ),
+        click.Option(["--debug"], is_flag=True, expose_value=False, callback=_set_global, hidden=True),
+    ]
+
+
+for _command in cli.commands.values():
+    taken = {o for p in _command.params for o in (*p.opts, *p.secondary_opts)}
+    _command.params.extend(o for o in _global_options() if not taken & set(o.opts))
+
+
 SHORT_HELP = {
     "run": "Submit a command, show its output, wait for the end.",
     "submit": "Submit a command as a job; print its id.",

@@ -15,6 +15,7 @@ from dispatch.cli.app import App
 
 if TYPE_CHECKING:
     from dispatch.cli.logsource import Target
+    from dispatch.records.base import Records
     from dispatch.records.model import JobRecord, JobSummary
 
 pass_app = click.make_pass_decorator(App)
@@ -161,6 +162,9 @@ def status(
         click.echo(status_rows(rows, now, show_cluster=len({r.cluster for r in rows}) > 1))
         if len(rows) < total:
             ui.note(f"({len(rows)} of {total} jobs; --all for every one)")
+        assert records is not None
+        for line in escalation_hints(records, rows):
+            ui.note(line)
 
     if not watch:
         once()
@@ -188,6 +192,23 @@ def status(
         return
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def escalation_hints(records: Records, rows: list[JobSummary]) -> list[str]:
+    """One line per listed job with an escalation no one has resolved: a supervisor handed it to a human.
+    Succeeded jobs are not read (nothing escalates a success)."""
+    from dispatch.outcome import State
+
+    candidates = [r.id for r in rows if r.state is not State.SUCCEEDED]
+    found = {j.id: j for j in records.get_many(candidates)} if candidates else {}
+    lines = []
+    for r in rows:
+        job = found.get(r.id)
+        open_ = [e for e in job.escalations if e.resolved_at is None] if job is not None else []
+        if open_:
+            e = open_[-1]
+            lines.append(f"job {r.id} waits for a human ({e.cause.value}: {e.reason}); see: dispatch show {r.id}")
+    return lines
 
 
 def _summary(job: JobRecord) -> JobSummary:

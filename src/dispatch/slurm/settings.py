@@ -52,8 +52,8 @@ class SSHSettings:
     control_dir: str | None = field(
         default=None,
         metadata={
-            "doc": "directory of the shared connection's socket (default: a per-user directory under "
-            "$XDG_RUNTIME_DIR or the temp dir), so two processes in a row, say two CLI calls, reuse one connection"
+            "doc": "directory of the shared connection's socket, of this user, mode 700 (default: "
+            "$TMPDIR/dispatch-ssh-<uid>), so two processes in a row, say two CLI calls, reuse one connection"
         },
     )
 

@@ -11,7 +11,8 @@ Served over HTTP on ``host:port`` (127.0.0.1 unless told otherwise):
 Metrics (all prefixed ``dispatch_supervisor_``):
 
 =================================  =========  =====================================================
-``jobs{state,cause}``              gauge      open jobs this supervisor owns, after the last cycle
+``jobs{state,cause}``              gauge      open jobs this supervisor owns, after the last cycle (no
+                                             ``cause`` label for a state without one, e.g. running)
 ``decisions_total{action,rule}``   counter    decisions recorded (resubmit, hold, escalate, ...)
 ``escalations_total{cause}``       counter    escalations recorded
 ``cycle_seconds``                  histogram  wall time of a cycle
@@ -26,6 +27,10 @@ Metrics (all prefixed ``dispatch_supervisor_``):
 ``archive_pruned_total``           counter    output archive entries deleted by retention
 ``archive_prune_errors_total``     counter    retention calls that failed (the cycle went on)
 =================================  =========  =====================================================
+
+The client library's ``*_created`` series (when each counter and histogram was created) are not served: they
+say when this process started, which ``process_start_time_seconds``-style tooling already knows, and they
+double the number of series.
 """
 
 from __future__ import annotations
@@ -65,9 +70,8 @@ class Metrics:
         self.last_cycle: float | None = None
         p = "dispatch_supervisor_"
         r = self.registry
-        self.jobs = pc.Gauge(
-            p + "jobs", "Open jobs this supervisor owns, by state and cause", ["state", "cause"], registry=r
-        )
+        self.jobs = _Jobs(pc, p + "jobs")
+        r.register(self.jobs)
         self.decisions = pc.Counter(p + "decisions", "Decisions recorded", ["action", "rule"], registry=r)
         self.escalations = pc.Counter(p + "escalations", "Escalations recorded", ["cause"], registry=r)
         self.cycle_seconds = pc.Histogram(p + "cycle_seconds", "Wall time of a supervisor cycle", registry=r)
@@ -105,9 +109,7 @@ class Metrics:
             self.archived.labels(status=status).inc(n)
         self.pruned.inc(report.archive_pruned)
         self.prune_errors.inc(report.archive_prune_errors)
-        self.jobs.clear()
-        for (state, cause), n in report.states.items():
-            self.jobs.labels(state=state, cause=cause).set(n)
+        self.jobs.states = dict(report.states)
         self.last_cycle = time.monotonic()
         self.last_cycle_ts.set(time.time())
 
@@ -134,7 +136,7 @@ class Metrics:
             def do_GET(self) -> None:
                 path = self.path.split("?", 1)[0]
                 if path == "/metrics":
-                    body = metrics._pc.generate_latest(metrics.registry)
+                    body = metrics._pc.generate_latest(_WithoutCreated(metrics.registry))
                     self._send(200, body, metrics._pc.CONTENT_TYPE_LATEST)
                 elif path == "/healthz":
                     ok, text = metrics.healthy()
@@ -165,6 +167,36 @@ class Metrics:
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
+
+
+class _Jobs:
+    """The ``jobs`` gauge: one sample per (state, cause) of the last cycle, with no ``cause`` label where the
+    state has none (a labelled gauge would write ``cause=""``)."""
+
+    def __init__(self, pc: Any, name: str) -> None:
+        self._pc = pc
+        self.name = name
+        self.states: dict[tuple[str, str], int] = {}
+
+    def collect(self) -> Any:
+        family = self._pc.metrics_core.GaugeMetricFamily(
+            self.name, "Open jobs this supervisor owns, by state and cause"
+        )
+        for (state, cause), n in sorted(self.states.items()):
+            family.add_sample(self.name, {"state": state, **({"cause": cause} if cause else {})}, float(n))
+        yield family
+
+
+class _WithoutCreated:
+    """A registry's metrics without the ``*_created`` samples (see the module docstring)."""
+
+    def __init__(self, registry: Any) -> None:
+        self._registry = registry
+
+    def collect(self) -> Any:
+        for metric in self._registry.collect():
+            metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
+            yield metric
 
 
 class _TimedRecords:

@@ -1,0 +1,72 @@
+"""Waiting for a job's outcome in this process: what ``dispatch run`` does, as a library call.
+
+:func:`follow` supervises ONE job in the calling process (a :class:`~dispatch.supervise.Supervisor` limited to
+that job, so its rules are applied here: resubmission, requeue, hold, ...) until the job is over, and returns
+its record. It takes no share of the other jobs of the cluster, so it runs beside the cluster's supervisor
+services without taking their jobs; a job a live service already holds is left to it, and this call simply
+watches its record until it ends.
+
+``Cluster.wait(job_id)`` and ``Cluster.run(spec, rules=...)`` are the public doors (:mod:`dispatch.cluster`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from dispatch.errors import ReadOnly
+
+if TYPE_CHECKING:
+    from dispatch.cluster import Cluster
+    from dispatch.records.model import JobRecord
+
+DEFAULT_POLL = 0.25
+"""Seconds between two cycles of the in-process supervisor (bounded below by nothing else: one batched
+``inspect_many`` per cycle)."""
+
+
+def over(job: JobRecord) -> bool:
+    """True when nothing more will happen to ``job``: it is closed (no rule will act again) and its last
+    submission has ended, has no outcome to wait for, or is gone from the scheduler."""
+    if not job.closed:
+        return False
+    out, cur = job.outcome, job.current
+    return out is None or out.state.ended or cur is None or cur.gone
+
+
+def follow(
+    cluster: Cluster,
+    job_id: str,
+    *,
+    timeout: float | None = None,
+    poll: float = DEFAULT_POLL,
+    each: Callable[[JobRecord], None] | None = None,
+) -> JobRecord:
+    """Supervise job ``job_id`` here until it is over (:func:`over`); return its final record.
+
+    ``timeout`` (seconds on the cluster's clock; None waits for ever) raises :class:`TimeoutError` naming the
+    job and its state when it passes; the job runs on. ``each`` is called with the record after every cycle
+    (``dispatch run`` shows output and handles Ctrl-C there). ReadOnly on a cluster opened read-only or without
+    a record store: waiting writes what it observes.
+    """
+    from dispatch.supervise import Supervisor
+
+    if cluster.read_only or cluster.records is None:
+        raise ReadOnly(f"cluster {cluster.name} is open read-only: waiting for a job records what it observes")
+    if timeout is not None and (not math.isfinite(timeout) or timeout < 0):
+        raise ValueError(f"timeout must be a finite number of seconds >= 0, not {timeout!r}")
+    records = cluster.records
+    records.get(job_id)  # NotFound for an unknown id, before anything else
+    supervisor = Supervisor(cluster.backend, records, clock=cluster.clock, cluster=cluster.name, only={job_id})
+    deadline = None if timeout is None else cluster.clock.now() + timeout
+    while True:
+        supervisor.cycle()
+        job = records.get(job_id)
+        if each is not None:
+            each(job)
+        if over(job):
+            return job
+        if deadline is not None and cluster.clock.now() >= deadline:
+            raise TimeoutError(f"job {job_id} has not ended after {timeout:g}s (it is {job.state.value}; it runs on)")
+        cluster.clock.sleep(poll)
