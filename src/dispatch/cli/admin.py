@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from dispatch import present
 from dispatch.cli.adapternames import AdapterOption, ListsAdapters
 from dispatch.cli.app import App, option_duration
 from dispatch.cli.exitcodes import Exit
@@ -352,7 +353,7 @@ def prune_outputs(app: App, older_than: str, dry_run: bool, as_json: bool) -> No
                 count += n
                 if n < PRUNE_LIMIT:
                     break
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(before))
+    when = present.when(before)
     if as_json:
         ui.print_json(
             {

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dispatch import present
 from dispatch.cli.app import App, option_duration
 from dispatch.cli.exitcodes import Exit
 
@@ -313,7 +314,7 @@ def describe_end(job: JobRecord) -> str:
     cur = job.current
     took = ""
     if cur and cur.executions and cur.executions[-1].started_at and cur.executions[-1].ended_at:
-        took = f" after {ui.duration(cur.executions[-1].ended_at - cur.executions[-1].started_at)}"
+        took = f" after {present.duration(cur.executions[-1].ended_at - cur.executions[-1].started_at)}"
     more = ""
     if out.cause is not None and out.cause.value in ("exit", "launch-failed"):
         more = f"; stderr: dispatch logs {job.id} --stderr"
