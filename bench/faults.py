@@ -458,7 +458,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
     camp = Campaign(targets, sups, rng)
     clusters = {
-        t.name: dispatch.open("slurm", dispatch.Config(adapter=t.settings(), store=records, name=t.name))
+        t.name: dispatch.open("slurm", dispatch.Config(adapter=t.settings(), records=records, name=t.name))
         for t in targets
     }
     submitted: list[Submitted] = []

@@ -49,7 +49,7 @@ def main() -> None:
     for name, desc in clusters(a.clusters.split(",")).items():
         with tempfile.TemporaryDirectory() as tmp:
             store = SQLiteRecords(f"{tmp}/records.db")
-            cluster = dispatch.open("slurm", adapter=settings_for(desc), store=store, name=f"bench-{name}")
+            cluster = dispatch.open("slurm", adapter=settings_for(desc), records=store, name=f"bench-{name}")
             sids: list[str] = []
             d_rate = b_rate = p_rate = 0.0
             try:

@@ -35,7 +35,7 @@ def clock() -> FakeClock:
 @pytest.fixture
 def cluster(clock: FakeClock, request: pytest.FixtureRequest) -> Iterator[dispatch.Cluster]:
     name = f"t-{request.node.name}"
-    c = dispatch.open("memory", adapter={"cluster": name}, store=MemoryRecords(), clock=clock)
+    c = dispatch.open("memory", adapter={"cluster": name}, records=MemoryRecords(), clock=clock)
     yield c
     forget(name)
 
@@ -57,7 +57,7 @@ def test_submit_records_then_opens(cluster: dispatch.Cluster) -> None:
 def test_intent_is_written_before_the_call(clock: FakeClock) -> None:
     """The scheduler object's marker is already in the record when start runs."""
     store = MemoryRecords()
-    c = dispatch.open("memory", adapter={"cluster": "t-intent"}, store=store, clock=clock)
+    c = dispatch.open("memory", adapter={"cluster": "t-intent"}, records=store, clock=clock)
     sched = scheduler_for("t-intent")
     seen: list[str] = []
     real_create = sched.create
@@ -121,10 +121,33 @@ def test_open_takes_name_as_a_config_keyword(clock: FakeClock) -> None:
     assert c.name == "x"
 
 
-def test_writable_open_without_store_is_a_config_error() -> None:
+def test_writable_open_without_records_is_a_config_error() -> None:
     with pytest.raises(ConfigError) as err:
         dispatch.open("memory", adapter={"cluster": "t-nostore"})
-    assert err.value.path == "store"
+    assert err.value.path == "records"
+
+
+def test_store_is_the_deprecated_spelling_of_records(clock: FakeClock) -> None:
+    """``store=`` still opens (to ``open`` and to ``Config``) with a DeprecationWarning pointing at the caller."""
+    records = MemoryRecords()
+    with pytest.warns(DeprecationWarning, match="use records=") as caught:
+        c = dispatch.open("memory", adapter={"cluster": "t-store"}, store=records, clock=clock)
+    assert c.records is records and caught[0].filename == __file__
+    with pytest.warns(DeprecationWarning, match="use records=") as caught:
+        cfg = dispatch.Config(adapter={"cluster": "t-store"}, store=records, clock=clock)
+    assert cfg.records is records and caught[0].filename == __file__
+    assert dispatch.open("memory", cfg).records is records
+    with pytest.raises(TypeError, match="different record stores"), pytest.warns(DeprecationWarning):
+        dispatch.open("memory", adapter={"cluster": "t-store"}, store=records, records=MemoryRecords())
+    forget("t-store")
+
+
+def test_records_opens_without_a_warning(clock: FakeClock, recwarn: pytest.WarningsRecorder) -> None:
+    records = MemoryRecords()
+    assert dispatch.open("memory", adapter={"cluster": "t-rec"}, records=records, clock=clock).records is records
+    assert dispatch.Config(records=records).records is records
+    assert not [w for w in recwarn if issubclass(w.category, DeprecationWarning)]
+    forget("t-rec")
 
 
 def test_unknown_adapter_names_the_known_ones() -> None:

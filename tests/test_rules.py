@@ -186,7 +186,7 @@ def test_a_restart_rule_nothing_carries_out_is_refused_before_anything_is_record
     rules = {"rules": [{"name": "again", "cause": "exit", "action": "restart"}]}
     opens = (("local", {"stateDir": str(tmp_path / "local")}), ("memory", {"cluster": "t-restart"}))
     for name, adapter_settings in opens:
-        with dispatch.open(name, adapter=adapter_settings, store=store) as cluster:
+        with dispatch.open(name, adapter=adapter_settings, records=store) as cluster:
             reason = cluster.capabilities()[Capability.NATIVE_RESTART].reason
             refused = r"rules\[0\] \(rule 'again'\): action restart is refused on this cluster: .+"
             with pytest.raises(Unsupported, match=refused) as err:
@@ -221,7 +221,7 @@ def test_a_readmit_rule_is_accepted_only_where_a_readmitter_meets_a_readmission_
     store = MemoryRecords()
     opens = (("local", {"stateDir": str(tmp_path / "local")}), ("memory", {"cluster": "t-readmit"}))
     for name, adapter_settings in opens:
-        with dispatch.open(name, adapter=adapter_settings, store=store) as cluster:
+        with dispatch.open(name, adapter=adapter_settings, records=store) as cluster:
             assert not isinstance(cluster.backend, Readmitter)
             with pytest.raises(Unsupported, match=r"action readmit is refused on this cluster: .*use resubmit"):
                 cluster.submit(dispatch.JobSpec(command=("true",)), rules=rules)

@@ -3,7 +3,7 @@
 The public surface, in one place::
 
     import dispatch
-    cluster = dispatch.open("memory", store=dispatch.records.MemoryRecords())
+    cluster = dispatch.open("memory", records=dispatch.records.MemoryRecords())
     job_id = cluster.operator.submit(dispatch.JobSpec(command=("python", "train.py"), nodes=2))
     record = cluster.observer.get(job_id)
 

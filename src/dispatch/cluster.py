@@ -1,6 +1,6 @@
 """Opening a cluster: :func:`open` composes the core (an operator and an observer) over an adapter's backend.
 
-``open(name, Config(adapter=..., store=...))`` finds the adapter, decodes its settings strictly, runs its
+``open(name, Config(adapter=..., records=...))`` finds the adapter, decodes its settings strictly, runs its
 preflight (inside the adapter's factory), checks its declarations, and returns a :class:`Cluster`:
 
 * ``cluster.operator`` writes: :meth:`Operator.submit`, :meth:`~Operator.stop`, :meth:`~Operator.hold`,
@@ -22,8 +22,9 @@ import json
 import os
 import secrets
 import socket
+import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import Any, TypeVar
 
 from dispatch.actions import Actor, marker_for
@@ -75,15 +76,34 @@ _R = TypeVar("_R")
 class Config:
     """How to open a cluster.
 
-    ``adapter``: the adapter's settings (its settings dataclass, a mapping, or JSON text). ``store``: the record
-    store (required unless ``read_only``). ``name``: the cluster's name in records (default: the adapter's).
+    ``adapter``: the adapter's settings (its settings dataclass, a mapping, or JSON text). ``records``: the
+    record store (required unless ``read_only``). ``name``: the cluster's name in records (default: the adapter's).
+    ``store`` is the old spelling of ``records``: accepted with a DeprecationWarning until the next release.
     """
 
     adapter: Any = None
-    store: Records | None = None
+    records: Records | None = None
     read_only: bool = False
     clock: Clock = SYSTEM_CLOCK
     name: str | None = None
+    _: KW_ONLY
+    store: InitVar[Records | None] = None
+
+    def __post_init__(self, store: Records | None) -> None:
+        if store is not None:
+            self.records = _renamed_store(store, self.records, stacklevel=4)
+
+
+def _renamed_store(store: Records, records: Records | None, *, stacklevel: int) -> Records:
+    """The records given as ``store=``, the old spelling, with its deprecation warning."""
+    warnings.warn(
+        "store= is deprecated, use records= (store= is accepted until the next release)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    if records is not None and records is not store:
+        raise TypeError("records= and store= (its old spelling) name different record stores")
+    return store
 
 
 def new_backend(name: str, settings: Any = None, *, read_only: bool = False, clock: Clock = SYSTEM_CLOCK) -> Backend:
@@ -109,13 +129,16 @@ def checked(backend: Backend) -> Backend:
 def open(name: str, config: Config | None = None, /, **kwargs: Any) -> Cluster:
     """Open cluster ``name`` (an adapter name). Keyword arguments fill a :class:`Config` (``name=`` included:
     the adapter name and the config are positional-only, so they never collide with a Config field)."""
-    cfg = config or Config(**kwargs)
     if config is not None and kwargs:
         raise TypeError("pass either a Config or keyword arguments, not both")
-    if not cfg.read_only and cfg.store is None:
-        raise ConfigError("store", "a writable open needs a record store (or open read-only)")
+    store = kwargs.pop("store", None)
+    if store is not None:
+        kwargs["records"] = _renamed_store(store, kwargs.get("records"), stacklevel=3)
+    cfg = config or Config(**kwargs)
+    if not cfg.read_only and cfg.records is None:
+        raise ConfigError("records", "a writable open needs a record store (or open read-only)")
     backend = new_backend(name, cfg.adapter, read_only=cfg.read_only, clock=cfg.clock)
-    return Cluster(cfg.name or name, backend, cfg.store, cfg.clock, read_only=cfg.read_only)
+    return Cluster(cfg.name or name, backend, cfg.records, cfg.clock, read_only=cfg.read_only)
 
 
 ID_BYTES = 8
@@ -159,11 +182,11 @@ class Cluster:
     """One cluster as dispatch sees it: a backend, a record store, an operator and an observer."""
 
     def __init__(
-        self, name: str, backend: Backend, store: Records | None, clock: Clock, *, read_only: bool = False
+        self, name: str, backend: Backend, records: Records | None, clock: Clock, *, read_only: bool = False
     ) -> None:
         self.name = name
         self.backend = backend
-        self.records = store
+        self.records = records
         self.clock = clock
         self.read_only = read_only or backend.read_only
         self.operator = Operator(self)

@@ -151,7 +151,6 @@ def test_table_aligns_wide_characters() -> None:
     lines = text.splitlines()
     assert [ui.width(ln.split("  ")[0]) for ln in lines[1:]] == [4, 2]
     assert ui.width(lines[1][: lines[1].index("x")]) == ui.width(lines[2][: lines[2].index("y")]) == 6
-    assert ui.age(59) == "59s" and ui.age(3600) == "1h" and ui.age(None) == "-"
     assert ui.cell("a\nb") == "a?b"
 
 

@@ -125,7 +125,7 @@ def test_a_supervisor_with_a_password_in_its_dsn_leaks_it_nowhere(tmp_path: Path
     except Unavailable as exc:
         pytest.fail(f"{exc}\nstart PostgreSQL (scripts/postgres-up.sh) or set DISPATCH_TEST_POSTGRES")
     try:
-        cluster = dispatch.open("memory", dispatch.Config(adapter={"cluster": schema}, store=store, name="memory"))
+        cluster = dispatch.open("memory", dispatch.Config(adapter={"cluster": schema}, records=store, name="memory"))
         job_id = cluster.submit(JobSpec(command=("true",), name="secret-test"))
         r = supervise(
             "--adapter", "memory", "--settings", json.dumps({"cluster": schema}), "--store", dsn,

@@ -15,7 +15,7 @@ def test_submit_through_the_core_runs_the_job(plain: FakeCluster) -> None:
         "preflight": {"probeWatch": "0.1s"},
         "timeouts": {"apiserverRequest": "10s"},
     }
-    with dispatch.open("kubeflow", adapter=settings, store=MemoryRecords(), clock=plain.clock) as cluster:
+    with dispatch.open("kubeflow", adapter=settings, records=MemoryRecords(), clock=plain.clock) as cluster:
         job_id = cluster.submit(job_spec("succeed"))
         record = cluster.get(job_id)
         sub = record.current

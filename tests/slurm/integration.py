@@ -193,7 +193,7 @@ def batch_submission_one_script_per_phase(name: str) -> None:
     import dispatch
     from dispatch.records import MemoryRecords
 
-    cluster = dispatch.open("slurm", adapter=settings_for(description(name)), store=MemoryRecords(), name=name)
+    cluster = dispatch.open("slurm", adapter=settings_for(description(name)), records=MemoryRecords(), name=name)
     backend = getattr(cluster.backend, "unrestricted", cluster.backend)
     try:
         before = backend.scripts_run

@@ -180,7 +180,7 @@ class Env:
         self.records = records
         self.tmp = tmp
         self.sups: list[Supervisor] = []
-        self.cluster = dispatch.open(kind, dispatch.Config(adapter=settings, store=records, name="mp"))
+        self.cluster = dispatch.open(kind, dispatch.Config(adapter=settings, records=records, name="mp"))
         self.t0 = time.time()
 
     def supervisor(self, owner: str, *extra: str) -> Supervisor:

@@ -167,7 +167,7 @@ class Case:
 
     def submit(self) -> str:
         self.started = time.time()
-        with dispatch.open("slurm", adapter=self.settings, store=SQLiteRecords(self.db)) as cluster:
+        with dispatch.open("slurm", adapter=self.settings, records=SQLiteRecords(self.db)) as cluster:
             self.job_id = cluster.operator.submit(self.spec(), rules=RuleSet.load(RULES))
         return self.job_id
 

@@ -69,7 +69,9 @@ def make(root: Path) -> Made:
     held = scenarios.held_after_timeout(m)
     escalated = scenarios.escalated_after_limit(m)
     story = scenarios.preempted_then_resubmitted(m, name="train-llm-7b", preemptions=2)
-    local = dispatch.open("local", dispatch.Config(adapter={"stateDir": str(local_state)}, store=records, name="local"))
+    local = dispatch.open(
+        "local", dispatch.Config(adapter={"stateDir": str(local_state)}, records=records, name="local")
+    )
     ok = [local.submit(JobSpec((sys.executable, "-c", ECHO, "hello", "world"), name=f"ok-{k}")) for k in range(3)]
     failed = local.submit(JobSpec((sys.executable, "-c", ECHO, "3", "bye"), name="exits-3"))
     hostile = [local.submit(JobSpec((sys.executable, "-c", ECHO, *HOSTILE), name=name)) for name in NAMES]

@@ -41,7 +41,7 @@ def running(tmp_path: Path) -> Iterator[tuple[Source, str, Path]]:
     """A local job that wrote 50 MB and goes on writing a line at a time, recorded as running; the Source."""
     path, state, stop = tmp_path / "records.db", tmp_path / "local", tmp_path / "stop"
     records = SQLiteRecords(path)
-    cfg = dispatch.Config(adapter={"stateDir": str(state)}, store=records, name="local")
+    cfg = dispatch.Config(adapter={"stateDir": str(state)}, records=records, name="local")
     cluster = dispatch.open("local", cfg)
     backend = cluster.backend
     assert isinstance(backend, OutputSlices)

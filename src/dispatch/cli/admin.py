@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from dispatch import present
 from dispatch.cli.adapternames import AdapterOption, ListsAdapters
 from dispatch.cli.app import App, option_duration
 from dispatch.cli.exitcodes import Exit
@@ -168,10 +169,9 @@ def clusters(app: App, as_json: bool) -> None:
 )
 @click.option(
     "--records",
-    "--store",
-    "records",
     help="Records setting for this process (a SQLite path or postgresql:// DSN) [default: the configured one].",
 )
+@click.option("--store", "old_store", hidden=True, help="The old spelling of --records (deprecated).")
 @click.option("--schema", help="PostgreSQL schema [default: the setting's schema=, else dispatch].")
 @click.option(
     "--adapter",
@@ -217,6 +217,7 @@ def supervise(
     owner: str | None,
     lease_ttl: float | None,
     records: str | None,
+    old_store: str | None,
     schema: str | None,
     adapter: str | None,
     settings_text: str | None,
@@ -249,6 +250,7 @@ def supervise(
 
     if settings_text is not None and adapter is None:
         raise ConfigError("settings", "--settings goes with --adapter (a configured cluster has its own)")
+    records = renamed_option(old_store, "--store", records, "--records")
     keep = option_duration(archive_keep, "--archive-keep") if archive_keep is not None else None
     for module in plugin:
         load_plugin(module)
@@ -352,7 +354,7 @@ def prune_outputs(app: App, older_than: str, dry_run: bool, as_json: bool) -> No
                 count += n
                 if n < PRUNE_LIMIT:
                     break
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(before))
+    when = present.when(before)
     if as_json:
         ui.print_json(
             {
@@ -367,6 +369,18 @@ def prune_outputs(app: App, older_than: str, dry_run: bool, as_json: bool) -> No
     verb = "would delete" if dry_run else "deleted"
     click.echo(f"{verb} {count} archived output{'' if count == 1 else 's'} of closed jobs, archived before {when}")
     ui.note(f"records: {app.records_where()}" if records is not None else f"no records yet at {app.records_where()}")
+
+
+def renamed_option(old_value: str | None, old: str, value: str | None, new: str) -> str | None:
+    """The value of option ``new``, also given by its deprecated spelling ``old`` (with a note on stderr)."""
+    from dispatch.cli import ui
+
+    if old_value is None:
+        return value
+    ui.note(f"{old} is deprecated, use {new} ({old} is accepted until the next release)")
+    if value is not None and value != old_value:
+        raise ConfigError(new.lstrip("-"), f"{new} and {old} (its old spelling) differ: give one")
+    return old_value
 
 
 def _logger(owner: str, as_json: bool) -> Any:

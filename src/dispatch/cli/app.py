@@ -102,7 +102,7 @@ class App:
                 cc.adapter,
                 dispatch.Config(
                     adapter=cc.settings,
-                    store=self.records() if store else None,
+                    records=self.records() if store else None,
                     read_only=read_only,
                     name=cc.name,
                 ),

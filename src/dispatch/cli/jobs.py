@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dispatch import present
 from dispatch.cli.app import App, option_duration
 from dispatch.cli.exitcodes import Exit
 
@@ -377,7 +378,7 @@ def describe_end(job: JobRecord, *, stderr: bool = False) -> str:
     cur = job.current
     took = ""
     if cur and cur.executions and cur.executions[-1].started_at and cur.executions[-1].ended_at:
-        took = f" after {ui.duration(cur.executions[-1].ended_at - cur.executions[-1].started_at)}"
+        took = f" after {present.duration(cur.executions[-1].ended_at - cur.executions[-1].started_at)}"
     more = ""
     if stderr and out.cause is not None and out.cause.value in ("exit", "launch-failed"):
         more = f"; stderr: dispatch logs {job.id} --stderr"

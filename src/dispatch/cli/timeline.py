@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+from dispatch import present
 from dispatch.timeline import Timeline
 
 STATE_CHARS = {
@@ -40,8 +41,8 @@ def render_text(tl: Timeline, width: int = 64) -> str:
 
     label_w = max([len(lane.title) for lane in tl.lanes] + [len("markers")]) + 2
     lines = [
-        f"timeline  {_clock(tl.start)} -> {_clock(tl.end)} ({ui.duration(tl.end - tl.start)}),"
-        f" one column = {ui.duration(tl.span / width)}",
+        f"timeline  {_clock(tl.start)} -> {_clock(tl.end)} ({present.duration(tl.end - tl.start)}),"
+        f" one column = {present.duration(tl.span / width)}",
         " " * label_w + _clock(tl.start).ljust(width - 8) + _clock(tl.end),
     ]
     for lane in tl.lanes:
@@ -74,13 +75,13 @@ def render_text(tl: Timeline, width: int = 64) -> str:
             what = f"execution {b.execution}" if b.kind == "execution" else "waiting"
             until = "now" if b.open else _clock(b.end)
             lines.append(
-                f"  {ui.cell(lane.title)}  {what}  {_clock(b.start)} - {until}  {ui.duration(b.end - b.start)}"
+                f"  {ui.cell(lane.title)}  {what}  {_clock(b.start)} - {until}  {present.duration(b.end - b.start)}"
                 f"  {ui.state_style(b.state)} ({ui.cell(b.label)})"
             )
         for s in lane.shades:
             until = "now" if s.open else _clock(s.end)
             lines.append(
-                f"  {ui.cell(lane.title)}  {s.kind}  {_clock(s.start)} - {until}  {ui.duration(s.end - s.start)}"
+                f"  {ui.cell(lane.title)}  {s.kind}  {_clock(s.start)} - {until}  {present.duration(s.end - s.start)}"
                 f"  {ui.cell(s.label)}"
             )
     for m in tl.markers:

@@ -72,30 +72,6 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]], styles: Sequenc
     return "\n".join(lines)
 
 
-def age(seconds: float | None) -> str:
-    """``42s``, ``5m``, ``3h``, ``2d``: short and sortable by eye."""
-    if seconds is None:
-        return "-"
-    s = max(0, int(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h"
-    return f"{s // 86400}d"
-
-
-def duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    if seconds < 60:
-        return f"{seconds:.1f}s"
-    m, s = divmod(int(seconds), 60)
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
-
-
 def print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=False, default=str, ensure_ascii=False))
 

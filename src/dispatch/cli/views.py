@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from dispatch import present
 from dispatch.cli.app import App
 
 if TYPE_CHECKING:
@@ -69,14 +70,6 @@ def refresh_active(app: App, jobs: list[JobRecord]) -> list[JobRecord]:
     return [seen.get(j.id, j) for j in jobs]
 
 
-def cause_text(s: JobSummary) -> str:
-    if s.cause is None:
-        return "-"
-    if s.cause.value == "exit" and s.exit_code is not None:
-        return f"exit {s.exit_code}"
-    return s.cause.value
-
-
 def status_rows(rows: list[JobSummary], now: float, show_cluster: bool) -> str:
     from dispatch.cli import ui
 
@@ -89,9 +82,9 @@ def status_rows(rows: list[JobSummary], now: float, show_cluster: bool) -> str:
                 ui.cell(s.name),
                 *([ui.cell(s.cluster)] if show_cluster else []),
                 s.state.value,
-                cause_text(s),
+                present.cause_text(s),
                 ui.cell(s.execution),
-                ui.age(now - s.created_at),
+                present.age(now - s.created_at),
             ]
         )
     state_col = headers.index("STATE")
@@ -253,12 +246,6 @@ def show(app: App, job: str, refresh: bool, as_json: bool, timeline: bool) -> No
     click.echo(render_show(record, events, time.time()))
 
 
-def _when(at: float | None) -> str:
-    if at is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
-
-
 def render_show(job: JobRecord, events: list[Any], now: float) -> str:
     import shlex
 
@@ -276,8 +263,8 @@ def render_show(job: JobRecord, events: list[Any], now: float) -> str:
         + ("  closed" if job.closed else ""),
         f"  command    {ui.cell(shlex.join(job.spec.command))}",
         f"  shape      {job.spec.nodes} node(s) x {job.spec.procs_per_node} rank(s)"
-        + (f", time limit {ui.duration(job.spec.time_limit)}" if job.spec.time_limit else ""),
-        f"  created    {_when(job.created_at)} ({ui.age(now - job.created_at)} ago)",
+        + (f", time limit {present.duration(job.spec.time_limit)}" if job.spec.time_limit else ""),
+        f"  created    {present.when(job.created_at)} ({present.age(now - job.created_at)} ago)",
         f"  rules      {'none' if job.rules is None else str(len(job.rules.get('rules', []))) + ' rule(s)'}",
     ]
     if out and out.detail:
@@ -305,8 +292,8 @@ def render_show(job: JobRecord, events: list[Any], now: float) -> str:
                     o.state.value,
                     (o.cause.value if o.cause else "-"),
                     "-" if o.exit_code is None else str(o.exit_code) + (f" (signal {o.signal})" if o.signal else ""),
-                    _when(e.started_at),
-                    ui.duration(ran),
+                    present.when(e.started_at),
+                    present.duration(ran),
                     ui.cell(o.detail),
                 ]
             )
@@ -320,9 +307,9 @@ def render_show(job: JobRecord, events: list[Any], now: float) -> str:
         lines.append("")
         lines.append("holds")
         for h in job.holds:
-            status = "active" if h.active else f"released {_when(h.released_at)}"
+            status = "active" if h.active else f"released {present.when(h.released_at)}"
             lines.append(
-                f"  {h.instance}  by {h.owner}  on submission {h.submission}  placed {_when(h.placed_at)}"
+                f"  {h.instance}  by {h.owner}  on submission {h.submission}  placed {present.when(h.placed_at)}"
                 f"  {status}" + (f"  ({h.reason})" if h.reason else "")
             )
     if job.escalations:
@@ -330,7 +317,8 @@ def render_show(job: JobRecord, events: list[Any], now: float) -> str:
         lines.append("escalations")
         for x in job.escalations:
             lines.append(
-                f"  #{x.seq} {_when(x.at)}  {x.cause.value}: {x.reason}" + ("  resolved" if x.resolved_at else "")
+                f"  #{x.seq} {present.when(x.at)}  {x.cause.value}: {x.reason}"
+                + ("  resolved" if x.resolved_at else "")
             )
     if job.decisions:
         lines.append("")
@@ -338,17 +326,17 @@ def render_show(job: JobRecord, events: list[Any], now: float) -> str:
         last = 0.0
         for d in job.decisions:
             lines.append(
-                f"  #{d.seq} {_when(d.at)}  execution {d.execution} ended {d.cause.value} -> {d.action}"
+                f"  #{d.seq} {present.when(d.at)}  execution {d.execution} ended {d.cause.value} -> {d.action}"
                 f"  (rule {d.rule}: {d.reason}; by {d.by})"
             )
             for e in events:
                 if last < e.at <= d.at and e.kind in ("observed", "execution", "gone", "call"):
-                    lines.append(f"      {_when(e.at)}  {e.kind:<9} {_event_text(e)}")
+                    lines.append(f"      {present.when(e.at)}  {e.kind:<9} {_event_text(e)}")
             last = d.at
     lines.append("")
     lines.append("events")
     for e in events:
-        lines.append(f"  {_when(e.at)}  {e.kind:<14} {_event_text(e)}")
+        lines.append(f"  {present.when(e.at)}  {e.kind:<14} {_event_text(e)}")
     return "\n".join(lines)
 
 

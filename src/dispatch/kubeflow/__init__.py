@@ -3,7 +3,7 @@
 Importing it registers the adapter ``kubeflow`` and the ``kubeflow.RuntimeRef`` extension::
 
     cluster = dispatch.open("kubeflow", adapter={"kubeconfig": {"path": "~/.kube/config"}, "namespace": "ml",
-                                                 "mode": "kueue", "localQueue": "team-a"}, store=...)
+                                                 "mode": "kueue", "localQueue": "team-a"}, records=...)
 
 Modules: ``settings`` (strict settings), ``client`` (transport and the error table), ``preflight``,
 ``render`` (JobSpec -> TrainJob), ``mapping`` (evidence -> state and cause), ``watch`` (informers, cache,

@@ -1,7 +1,7 @@
 """The memory adapter: a clock-driven simulator of a Slurm-shaped or Kubeflow-shaped cluster.
 
 It is the backend the conformance suite is proven against and the one the simulator runs. Open it like any
-adapter (``dispatch.open("memory", adapter={"shape": "kubeflow"}, store=...)``) or build one directly::
+adapter (``dispatch.open("memory", adapter={"shape": "kubeflow"}, records=...)``) or build one directly::
 
     sched = MemoryScheduler(FakeClock(), "slurm", nodes=4)
     backend = dispatch.memory.backend(sched)

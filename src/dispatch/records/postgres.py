@@ -174,7 +174,7 @@ class PostgresRecords:
         a write raises :class:`~dispatch.errors.ReadOnly` before it reaches the server; the schema must exist at
         this dispatch's version."""
         if psycopg is None:
-            raise ConfigError("store", "the PostgreSQL store needs psycopg: install dispatch-jobs[postgres]")
+            raise ConfigError("records", "the PostgreSQL store needs psycopg: install dispatch-jobs[postgres]")
         if not _SCHEMA_NAME.fullmatch(schema):
             raise ConfigError("store.schema", f"{schema!r} is not a plain lower-case schema name")
         self.schema = schema

@@ -37,11 +37,11 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from dispatch import present
 from dispatch import timeline as model
 from dispatch.errors import DispatchError, NotFound
 from dispatch.outcome import Cause, State
 from dispatch.records.browse import NO_CAUSE, JobQuery
-from dispatch.records.model import JobSummary
 from dispatch.spi import SLICE_LIMIT
 from dispatch.ui import svg
 from dispatch.ui.reads import Busy
@@ -58,26 +58,6 @@ CSP = (
 STATE_ORDER = [s.value for s in State]
 
 
-def _age(seconds: float) -> str:
-    s = max(0, int(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if s >= size:
-            return f"{s // size}{unit}"
-    return f"{s}s"
-
-
-def _when(at: float | None) -> str:
-    return "-" if at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
-
-
-def cause_text(s: JobSummary) -> str:
-    if s.cause is None:
-        return "-"
-    if s.cause is Cause.EXIT and s.exit_code is not None:
-        return f"exit {s.exit_code}"
-    return s.cause.value
-
-
 def _templates() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
@@ -85,9 +65,9 @@ def _templates() -> Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["age"] = _age
-    env.filters["when"] = _when
-    env.filters["cause"] = cause_text
+    env.filters["age"] = present.age
+    env.filters["when"] = present.when
+    env.filters["cause"] = present.cause_text
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, sort_keys=True)
     return env
 
