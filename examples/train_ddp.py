@@ -87,7 +87,11 @@ def save(directory: str, step: int, model: nn.Module, opt: torch.optim.Optimizer
 
 
 def write_params(path: str, model: nn.Module) -> None:
-    data = b"".join(t.detach().contiguous().to(torch.float32).numpy().tobytes() for t in model.state_dict().values())
+    # raw float32 bytes without numpy (torch's wheels do not bring it): a uint8 view of each tensor
+    data = b"".join(
+        bytes(t.detach().to(torch.float32).contiguous().flatten().view(torch.uint8).tolist())
+        for t in model.state_dict().values()
+    )
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "wb") as f:
         f.write(data)
