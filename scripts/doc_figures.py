@@ -2,7 +2,7 @@
 """Figures quoted in the docs, produced here so they can be re-measured instead of copied.
 
     python scripts/doc_figures.py mutations   # docs/invariants.md: which seeds of 0-99 catch each planted bug
-    python scripts/doc_figures.py tests       # README.md: how many tests the suite collects
+    python scripts/doc_figures.py tests       # docs/performance.md: how many tests the suite collects
 
 Each prints JSON (one object) and, with ``--markdown``, the rows as they appear in the docs.
 """
