@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 
 from dispatch.capabilities import Answer, Capability
-from dispatch.errors import NotFound, ReadOnly, Rejected, Unsupported
+from dispatch.errors import NotFound, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow.backend import KubeflowBackend
 from dispatch.kubetest import rule
-from dispatch.kubetest.resources import ADMISSION_CHECK, NODE, TRAINJOB, WORKLOAD
+from dispatch.kubetest.resources import ADMISSION_CHECK, NODE, TRAINING_RUNTIME, TRAINJOB, WORKLOAD
 from dispatch.outcome import Cause, State
 from dispatch.spi import Gate, JobEvidence, StartRequest
 
@@ -393,6 +393,44 @@ def test_start_is_idempotent_for_the_same_marker_and_find_honours_the_horizon(pl
         yaml_text = b.render(StartRequest("j2", 1, "dsp-j2-1", job_spec("sleep")))
         assert "kind: TrainJob" in yaml_text and "kind: TrainingRuntime" in yaml_text
     finally:
+        b.close()
+
+
+def _owners(c: FakeCluster, name: str) -> list[str]:
+    copy = c.control.get(TRAINING_RUNTIME, name, c.ns)
+    assert copy is not None, f"no runtime copy {name}"
+    return [str(r.get("name")) for r in copy["metadata"].get("ownerReferences") or [] if r.get("kind") == "TrainJob"]
+
+
+def test_a_failed_owner_link_of_the_runtime_copy_is_retried(plain: FakeCluster) -> None:
+    b = kb(plain.backend())
+    try:
+        plain.server.faults.fail_next(1, 503, method="PATCH", path_contains="/trainingruntimes/")
+        sid = start(b)
+        assert _owners(plain, sid) == [sid]  # linked: the copy goes with its TrainJob
+    finally:
+        plain.server.faults.clear()
+        b.close()
+
+
+def test_an_owner_link_that_keeps_failing_leaves_nothing_behind(plain: FakeCluster) -> None:
+    b = kb(plain.backend())
+    try:
+        plain.server.faults.fail_next(10, 500, method="PATCH", path_contains="/trainingruntimes/")
+        with pytest.raises(Unavailable, match="runtime copy"):
+            start(b)
+        plain.server.faults.clear()
+        leftovers = [
+            (rt.kind, o["metadata"]["name"])
+            for rt in (TRAINJOB, TRAINING_RUNTIME)
+            for o in plain.control.list(rt, plain.ns)
+            if o["metadata"]["name"] == "dj-j1-1"
+        ]
+        assert leftovers == []  # neither a gated TrainJob nor an orphaned copy
+        sid = start(b)  # the next try starts it, linked
+        assert _owners(plain, sid) == [sid]
+    finally:
+        plain.server.faults.clear()
         b.close()
 
 

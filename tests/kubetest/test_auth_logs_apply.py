@@ -287,3 +287,15 @@ def test_requests_without_credentials_are_refused_unless_anonymous_is_allowed(se
     assert httpx.get(f"{server.url}/api/v1/namespaces").status_code == 401
     server.rbac.allow_anonymous = True
     assert httpx.get(f"{server.url}/api/v1/namespaces").status_code == 200
+
+
+def test_a_revoked_token_is_refused_until_restored_and_others_are_not(server: FakeAPIServer) -> None:
+    url = f"{server.url}/api/v1/namespaces"
+    other = {"Authorization": "Bearer another-token"}
+    assert httpx.get(url, headers=AUTH).status_code == 200
+    server.control.revoke_token(AUTH["Authorization"].split()[1])
+    refused = httpx.get(url, headers=AUTH)
+    assert refused.status_code == 401 and refused.json()["reason"] == "Unauthorized"
+    assert httpx.get(url, headers=other).status_code == 200
+    server.control.restore_token(AUTH["Authorization"].split()[1])
+    assert httpx.get(url, headers=AUTH).status_code == 200

@@ -301,7 +301,7 @@ def test_adapter_informer_resumes_a_dropped_watch_of_the_real_server(
             seen.append((type_, obj["metadata"]["name"]))
 
     inf = Informer(
-        "trainjobs", lambda: make_client(settings, stream=True), TrainJob, sink, lambda k, i: None, namespace=ns
+        "trainjobs", lambda live: make_client(settings, live=live), TrainJob, sink, lambda k, i: None, namespace=ns
     )
     inf.start()
     try:

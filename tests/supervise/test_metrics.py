@@ -157,3 +157,37 @@ def test_the_output_archive_and_its_retention_are_counted() -> None:
         assert 'dispatch_supervisor_records_seconds_count{op="prune_outputs"} 2.0' in text
     finally:
         metrics.close()
+
+
+class _Watching:
+    """A backend with a watch cache, as the supervisor sees it (the Kubeflow adapter's two methods)."""
+
+    def __init__(self) -> None:
+        self.failures = {("pods", "401 Unauthorized"): 3, ("nodes", "ReadTimeout"): 1}
+        self.age = 0.0
+
+    def watch_failures(self) -> dict[tuple[str, str], int]:
+        return dict(self.failures)
+
+    def watch_age(self) -> float:
+        return self.age
+
+
+def test_a_backends_watch_failures_and_cache_age_are_scraped_as_they_are_now() -> None:
+    metrics = Metrics(stale_after=60)
+    watching = _Watching()
+    metrics.watch(watching)
+    metrics.watch(object())  # a backend without a watch cache adds nothing
+    host, port = metrics.serve("127.0.0.1", 0)
+    try:
+        text = get(f"http://{host}:{port}/metrics")[1]
+        assert 'dispatch_supervisor_watch_failures_total{reason="401 Unauthorized",watch="pods"} 3.0' in text
+        assert 'dispatch_supervisor_watch_failures_total{reason="ReadTimeout",watch="nodes"} 1.0' in text
+        assert "dispatch_supervisor_watch_age_seconds 0.0" in text
+        watching.failures[("pods", "401 Unauthorized")] = 5
+        watching.age = 42.0
+        text = get(f"http://{host}:{port}/metrics")[1]
+        assert 'dispatch_supervisor_watch_failures_total{reason="401 Unauthorized",watch="pods"} 5.0' in text
+        assert "dispatch_supervisor_watch_age_seconds 42.0" in text
+    finally:
+        metrics.close()

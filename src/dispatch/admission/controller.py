@@ -33,7 +33,8 @@ from lightkube.types import PatchType
 from dispatch.kubeflow import client as k
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow.mapping import annotations_of, condition, evictions, labels, meta
-from dispatch.kubeflow.watch import Informer
+from dispatch.kubeflow.streams import Liveness, watch_transport
+from dispatch.kubeflow.watch import Freshness, Informer
 
 JSON = dict[str, Any]
 FIELD_MANAGER = "dispatch-admission"
@@ -144,7 +145,8 @@ class Controller:
         self._thread = threading.Thread(target=self.run, name="dispatch-admission", daemon=True)
         self.client = self._client(stream=False)
 
-    def _client(self, *, stream: bool) -> Client:
+    def _client(self, *, stream: bool, live: Liveness | None = None) -> Client:
+        """A client; with ``live``, a watching one (its watch streams report to ``live``)."""
         import httpx2
 
         s = self.settings
@@ -158,7 +160,8 @@ class Controller:
 
             conf = conf._replace(user=User(token=s.token))
         timeout = httpx2.Timeout(s.request_timeout, read=None) if stream else httpx2.Timeout(s.request_timeout)
-        return Client(conf, timeout=timeout, field_manager=FIELD_MANAGER, trust_env=False)
+        transport = watch_transport(conf, live) if live is not None else None
+        return Client(conf, timeout=timeout, field_manager=FIELD_MANAGER, trust_env=False, transport=transport)
 
     # ---- informers ----------------------------------------------------------------------------------------
 
@@ -186,7 +189,15 @@ class Controller:
 
     def _start_informers(self) -> None:
         for kind, res in (("admissionchecks", k.AdmissionCheck), ("trainjobs", k.TrainJob), ("workloads", k.Workload)):
-            inf = Informer(kind, lambda: self._client(stream=True), res, self._sink, self._reset, namespace=None)
+            inf = Informer(
+                kind,
+                lambda live: self._client(stream=False, live=live),
+                res,
+                self._sink,
+                self._reset,
+                namespace=None,
+                freshness=Freshness.of(self.settings.request_timeout, self.settings.request_timeout + 5.0),
+            )
             # cluster-wide: namespaced kinds are listed and watched across all namespaces
             self.informers.append(inf)
             inf.start()

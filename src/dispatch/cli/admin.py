@@ -283,15 +283,16 @@ def supervise(
             app._records = store
             cluster = app.cluster()
             backend, clock, name = cluster.backend, cluster.clock, cluster.name
-        if trace_calls:
-            backend = traced(backend, lambda call: emit(call=call, at=clock.now()))
         metrics = None
         used: Any = store
         if metrics_port is not None:
             from dispatch.supervise.metrics import Metrics
 
             metrics = Metrics(stale_after=0.0)
+            metrics.watch(backend)
             used = metrics.timed(store)
+        if trace_calls:
+            backend = traced(backend, lambda call: emit(call=call, at=clock.now()))
         if pause_action:
             used = PausingRecords(used, pause_action, emit)
         extra: dict[str, Any] = {} if lease_ttl is None else {"lease_ttl": lease_ttl}

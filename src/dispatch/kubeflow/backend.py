@@ -5,6 +5,11 @@ Requeuer, MultiFinder or NativePolicyCompiler: Kubeflow has no requeue); in Kueu
 (:class:`KueueBackend`). Reads (inspect, inspect_many, find, watch,
 cessation, weakened) come from the watch cache: no request in steady state. Writes go to the apiserver.
 
+The cache's age is honest: evidence is stamped with the time the cache was last known in sync (the stalest
+informer's: now while every watch is open and live), and a read of a cache older than the CallBound raises
+Unavailable (:class:`~dispatch.kubeflow.watch.Freshness`). Watch failures are logged and counted
+(:meth:`KubeflowBackend.watch_failures`).
+
 Gates and holds (names in :mod:`dispatch.kubeflow.names`):
 
 * start: a runtime copy, then the TrainJob, gated (kueue: our entry in ``admission-gated-by``; plain:
@@ -24,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -32,7 +38,7 @@ import yaml
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
 from dispatch.clock import Clock
 from dispatch.declarations import Declarations
-from dispatch.errors import NotFound, ReadOnly, Rejected, Unavailable, Unsupported
+from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.extensions import ExtensionPolicy
 from dispatch.identity import AttemptId
 from dispatch.kubeflow import client as k
@@ -56,7 +62,7 @@ from dispatch.kubeflow.mapping import (
 )
 from dispatch.kubeflow.preflight import PreflightResult
 from dispatch.kubeflow.settings import KubeflowSettings, Mode
-from dispatch.kubeflow.watch import Cache, Informer
+from dispatch.kubeflow.watch import Cache, Freshness, Informer
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.spi import Cessation, ExecutionEvidence, Found, JobEvidence, StartRequest, WatchBatch
 
@@ -64,6 +70,8 @@ NAME = "kubeflow"
 JSON = dict[str, Any]
 DEFAULT_GRACE = 30.0
 """Kubernetes' default terminationGracePeriodSeconds: the longest a stopped pod keeps running."""
+LINK_TRIES = 3
+"""Tries of the patch that makes a TrainJob the owner of its runtime copy, before start undoes both."""
 
 
 class KubeflowBackend:
@@ -87,6 +95,7 @@ class KubeflowBackend:
         self.kueue = settings.mode is Mode.KUEUE
         self.cache = Cache(kueue=self.kueue, gate_name=settings.gate_name, clock_now=clock.now)
         self.informers: list[Informer] = []
+        self.freshness = Freshness.of(settings.timeouts.api_server_request, settings.call_bound)
         self.watch_requests = 0
         self._lock = threading.Lock()
         self._closed = False
@@ -112,20 +121,51 @@ class KubeflowBackend:
         for name, res, namespace, sel in specs:
             inf = Informer(
                 name,
-                lambda: k.make_client(self.settings, stream=True),
+                lambda live: k.make_client(self.settings, live=live),
                 res,
                 self.cache.event,
                 self.cache.replace,
                 namespace=namespace,
                 labels=sel,
                 on_request=self._count,
+                freshness=self.freshness,
+                now=self.clock.now,
             )
             self.informers.append(inf)
             inf.start()
-        timeout = self.settings.timeouts.api_server_request
+        # each list is one call (or a page each); all of them, made at once, within the CallBound
+        timeout = self.settings.call_bound
         if not self.cache.wait_synced([s[0] for s in specs], timeout):
+            failed = "; ".join(f"{i.name}: {i.last_failure}" for i in self.informers if i.last_failure)
             self.close()
-            raise Unavailable(f"the watches did not list everything within {timeout:g}s")
+            raise Unavailable(
+                f"the watches did not list everything within {timeout:g}s" + (f" ({failed})" if failed else "")
+            )
+
+    def watch_failures(self) -> dict[tuple[str, str], int]:
+        """Failed lists and watch requests since the backend opened, by (watch, reason), e.g.
+        ``("pods", "401 Unauthorized")``: what the supervisor exports as ``dispatch_supervisor_watch_failures``."""
+        return {(i.name, reason): count for i in self.informers for reason, count in i.failure_counts().items()}
+
+    def watch_age(self) -> float:
+        """Seconds since the watch cache was last known in sync (0 while every watch is open and live)."""
+        ages = [i.live.age() for i in self.informers]
+        return max((a if a is not None else float("inf") for a in ages), default=0.0)
+
+    def _synced_at(self) -> float:
+        """The time the cache was last known in sync (the stalest watch's), to stamp evidence with; Unavailable
+        when it is older than the bound (a watch that cannot resume: revoked credentials, lost RBAC, ...)."""
+        if not self.informers:
+            return self.clock.now()
+        worst = max(self.informers, key=lambda i: _age(i.live.age()))
+        age = _age(worst.live.age())
+        if age > self.freshness.bound:
+            why = f": {worst.last_failure}" if worst.last_failure else ""
+            raise Unavailable(
+                f"the watch cache is {age:.0f}s old, past its bound of {self.freshness.bound:g}s "
+                f"(the watch of {worst.name} cannot resume{why})"
+            )
+        return min((i.live.synced_at() or 0.0) for i in self.informers)
 
     # ---- identity ----------------------------------------------------------------------------------------
 
@@ -273,6 +313,7 @@ class KubeflowBackend:
         existing = self.cache.trainjobs.get(name)
         if existing is not None:
             if annotations_of(existing).get(n.MARKER_FULL) == request.marker:
+                self._ensure_linked(name, existing)
                 return str(name)
             raise Rejected(f"TrainJob {name} already exists for another submission")
         try:
@@ -289,15 +330,56 @@ class KubeflowBackend:
                 raise
             created = current
         self.cache.put("trainjobs", created)
+        self._link(name, created)
+        return str(name)
+
+    def _link(self, name: str, trainjob: JSON) -> None:
+        """Make the TrainJob the owner of its runtime copy, so the copy goes when the TrainJob goes (whoever
+        deletes it). The copy cannot name its owner when it is created (the TrainJob, which names the copy,
+        comes after it), so a patch links them: tried LINK_TRIES times; if it still fails, the gated TrainJob
+        (it never ran) and the copy are deleted and start raises Unavailable (nothing was left), or
+        OutcomeUnknown if that cleaning failed too (the TrainJob may exist: the supervisor finds it by marker,
+        and a retried start links it)."""
         owner = {
             "apiVersion": "trainer.kubeflow.org/v1alpha1",
             "kind": "TrainJob",
             "name": name,
-            "uid": meta(created).get("uid"),
+            "uid": meta(trainjob).get("uid"),
         }
-        with contextlib.suppress(Exception):
-            self.kube.merge_patch(k.TrainingRuntime, name, {"metadata": {"ownerReferences": [owner]}})
-        return str(name)
+        patch = {"metadata": {"ownerReferences": [owner]}}
+        failure: DispatchError | None = None
+        for attempt in range(LINK_TRIES):
+            try:
+                self.kube.merge_patch(k.TrainingRuntime, name, patch)
+                return
+            except (Unavailable, OutcomeUnknown) as exc:  # a lost or refused-for-now patch: the same patch again
+                failure = exc
+                time.sleep(0.1 * 2**attempt)
+            except DispatchError as exc:
+                failure = exc
+                break
+        try:
+            self.kube.delete(k.TrainJob, name)
+            with contextlib.suppress(NotFound):
+                self.kube.delete(k.TrainingRuntime, name)
+        except DispatchError as exc:
+            raise OutcomeUnknown(
+                f"TrainJob {name}: its runtime copy could not be linked to it ({failure}), and deleting them "
+                f"failed ({exc}): the gated TrainJob may exist"
+            ) from exc
+        raise Unavailable(
+            f"TrainJob {name}: its runtime copy could not be linked to it ({failure}); both were deleted, nothing "
+            "was started"
+        )
+
+    def _ensure_linked(self, name: str, trainjob: JSON) -> None:
+        """On a retried start: link the runtime copy if an earlier try left it without its owner."""
+        try:
+            copy = self.kube.get(k.TrainingRuntime, name)
+        except NotFound:
+            return
+        if not any(r.get("kind") == "TrainJob" for r in meta(copy).get("ownerReferences") or []):
+            self._link(name, trainjob)
 
     # ---- gate, holds, stop -------------------------------------------------------------------------------
 
@@ -446,8 +528,11 @@ class KubeflowBackend:
 
     # ---- reading -----------------------------------------------------------------------------------------
 
-    def _evidence(self, name: str) -> JobEvidence | None:
-        got = self.cache.reading(name)
+    def _evidence(self, name: str, at: float | None = None) -> JobEvidence | None:
+        """The evidence of TrainJob ``name`` as the cache shows it, stamped ``at`` (default: when the cache was
+        last known in sync; Unavailable past the bound)."""
+        at = self._synced_at() if at is None else at
+        got = self.cache.reading(name, at)
         if got is None:
             return None
         o, r, journal = got
@@ -455,8 +540,7 @@ class KubeflowBackend:
         job_id = ann.get(n.JOB_ID) or name
         raw_sub = ann.get(n.SUBMISSION, "1")
         submission = int(raw_sub) if raw_sub.isdigit() and int(raw_sub) >= 1 else 1
-        now = self.clock.now()
-        ev = Evidence("kubernetes:watch", now)
+        ev = Evidence("kubernetes:watch", at)
         execs: list[ExecutionEvidence] = []
         if self.kueue and r.key.attempt > 1 and not any(key.attempt < r.key.attempt for key in journal.execs):
             # earlier attempts ran before this process watched: one entry stands for them (attempt numbers
@@ -517,13 +601,15 @@ class KubeflowBackend:
 
     def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
         out: dict[str, JobEvidence] = {}
+        at = self._synced_at()
         for sid in scheduler_ids:
-            ev = self._evidence(sid)
+            ev = self._evidence(sid, at)
             if ev is not None:
                 out[sid] = ev
         return out
 
     def find(self, marker: str, since: float) -> list[Found]:
+        self._synced_at()
         want = n.marker_label(marker)
         found = []
         with self.cache.lock:
@@ -538,6 +624,7 @@ class KubeflowBackend:
         return sorted(found, key=lambda f: (f.created_at or 0.0, f.scheduler_id))
 
     def watch(self, cursor: str | None, timeout: float) -> WatchBatch:
+        self._synced_at()  # a watch that cannot resume reports no change: say so instead
         if cursor is None:
             seq, _, _ = self.cache.changes_since(self.cache.seq)
             return WatchBatch(str(seq), (), reset=True)
@@ -546,13 +633,15 @@ class KubeflowBackend:
         except ValueError:
             return WatchBatch(str(self.cache.seq), (), reset=True)
         self.cache.wait_change(position, max(0.0, timeout))
+        self._synced_at()
         seq, names, reset = self.cache.changes_since(position)
         return WatchBatch(str(seq), tuple(names), reset)
 
     def cessation(self, scheduler_ids: Sequence[str]) -> Mapping[str, Cessation]:
         out: dict[str, Cessation] = {}
+        at = self._synced_at()
         for sid in scheduler_ids:
-            ev = self._evidence(sid)
+            ev = self._evidence(sid, at)
             if ev is None:
                 continue
             nodes = {x for e in ev.executions for x in e.nodes}
@@ -569,6 +658,7 @@ class KubeflowBackend:
         return out
 
     def weakened(self, scheduler_id: str) -> str | None:
+        self._synced_at()
         tj = self.cache.trainjobs.get(scheduler_id)
         if tj is None:
             raise NotFound(f"no TrainJob {scheduler_id}")
@@ -687,6 +777,10 @@ def _identity(job_id: str, submission: int, attempt: int, a: int, j: int) -> str
         return str(AttemptId(job_id, submission, attempt, a, j))
     except ValueError:
         return f"{n.short_hash(job_id)}.{submission}.{attempt}.{a}.{j}"
+
+
+def _age(age: float | None) -> float:
+    return float("inf") if age is None else age
 
 
 def _failed(tj: JSON) -> bool:

@@ -33,6 +33,7 @@ from lightkube import ApiError, Client, KubeConfig
 from lightkube.config.kubeconfig import SingleConfig
 from lightkube.config.models import User
 from lightkube.core.exceptions import ConfigError as LightkubeConfigError
+from lightkube.core.resource import api_info
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.types import PatchType
 
@@ -47,6 +48,7 @@ from dispatch.errors import (
     Unsupported,
 )
 from dispatch.kubeflow.settings import KubeflowSettings
+from dispatch.kubeflow.streams import Liveness, watch_transport
 
 JSON = dict[str, Any]
 T = TypeVar("T")
@@ -98,13 +100,22 @@ def load_config(settings: KubeflowSettings) -> SingleConfig:
     return conf
 
 
-def make_client(settings: KubeflowSettings, *, stream: bool = False) -> Client:
-    """A lightkube client bound to the settings' namespace. ``stream`` clients (watches, log follow) have no
-    read timeout; the others time out after ``timeouts.apiserverRequest``."""
+def make_client(settings: KubeflowSettings, *, stream: bool = False, live: Liveness | None = None) -> Client:
+    """A lightkube client bound to the settings' namespace. ``stream`` clients (log follow) have no read
+    timeout; the others time out after ``timeouts.apiserverRequest``. With ``live``, a watching client: its
+    watch streams go through a :class:`~dispatch.kubeflow.streams.WatchTransport` reporting to ``live``."""
     conf = load_config(settings)
     t = settings.timeouts.api_server_request
     timeout = httpx2.Timeout(t, read=None) if stream else httpx2.Timeout(t)
-    return Client(conf, namespace=settings.namespace, timeout=timeout, field_manager=FIELD_MANAGER, trust_env=False)
+    transport = watch_transport(conf, live) if live is not None else None
+    return Client(
+        conf,
+        namespace=settings.namespace,
+        timeout=timeout,
+        field_manager=FIELD_MANAGER,
+        trust_env=False,
+        transport=transport,
+    )
 
 
 def status_of(exc: ApiError) -> tuple[int, str, str]:
@@ -184,7 +195,7 @@ class Kube:
 
     def get(self, res: Any, name: str, *, namespace: str | None = None) -> JSON:
         ns = namespace if namespace is not None else self.namespace
-        kind = res._api_info.resource.kind
+        kind = api_info(res).resource.kind
         return as_dict(self.call("get", f"{kind} {name}", lambda: self._get(res, name, ns)))
 
     def _get(self, res: Any, name: str, ns: str) -> Any:
@@ -196,7 +207,7 @@ class Kube:
         self, res: Any, *, labels: dict[str, Any] | None = None, namespace: str | None = None
     ) -> tuple[list[JSON], str]:
         """Every object (one request per page) and the list's resourceVersion."""
-        kind = res._api_info.resource.kind
+        kind = api_info(res).resource.kind
 
         def run() -> tuple[list[JSON], str]:
             if _namespaced(res):
@@ -210,7 +221,7 @@ class Kube:
 
     def list_one(self, res: Any) -> None:
         """List at most one object: proves the resource is served (404 otherwise) and readable."""
-        kind = res._api_info.resource.kind
+        kind = api_info(res).resource.kind
 
         def run() -> None:
             if _namespaced(res):
@@ -223,12 +234,12 @@ class Kube:
         self.call("list", kind, run)
 
     def create(self, res: Any, body: JSON) -> JSON:
-        kind = res._api_info.resource.kind
+        kind = api_info(res).resource.kind
         name = body.get("metadata", {}).get("name", "")
         return as_dict(self.call("create", f"{kind} {name}", lambda: self.client.create(build(res, body))))
 
     def merge_patch(self, res: Any, name: str, patch: JSON, *, namespace: str | None = None) -> JSON:
-        kind = res._api_info.resource.kind
+        kind = api_info(res).resource.kind
         ns = namespace or self.namespace
 
         def run() -> Any:
@@ -239,7 +250,7 @@ class Kube:
         return as_dict(self.call("patch", f"{kind} {name}", run))
 
     def delete(self, res: Any, name: str, *, namespace: str | None = None) -> None:
-        kind = res._api_info.resource.kind
+        kind = api_info(res).resource.kind
         ns = namespace or self.namespace
         self.call("delete", f"{kind} {name}", lambda: self.client.delete(res, name, namespace=ns))
 

@@ -16,20 +16,22 @@ executions built from what the watches showed.
 from __future__ import annotations
 
 import contextlib
-import socket
+import json
+import logging
 import threading
-from collections import deque
+import time
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx2
 from lightkube import ApiError, Client
-from lightkube.core.selector import build_selector
 from lightkube.types import OnErrorAction, OnErrorResult
 
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow.mapping import ExecKey, Objects, Reading, labels, meta, of_key, pod_cause, read
+from dispatch.kubeflow.streams import Liveness
 from dispatch.outcome import Cause, Evidence, Outcome, State
 
 JSON = dict[str, Any]
@@ -50,14 +52,80 @@ def _weight(outcome: Outcome) -> int:
 
 CHANGES_KEPT = 100_000
 
+log = logging.getLogger("dispatch.kubeflow.watch")
+
+
+@dataclass(frozen=True)
+class Freshness:
+    """The time bounds of the informers, from the request timeout (``timeouts.apiserverRequest``).
+
+    * ``server_timeout``: each watch asks the server to end it after this many seconds (``timeoutSeconds``);
+      the informer then resumes it from the last resourceVersion. A clean end is a sign of life, so a live
+      stream shows one at least this often even when nothing changes (a real apiserver also sends a bookmark
+      about once a minute, the project's server after each second of silence).
+    * ``silence``: a stream that shows no life for this long is dead (its read timeout); the cache is then in
+      sync only as of its last sign of life. Longer than ``server_timeout`` by at least 2 s.
+    * ``bound``: a read of a cache older than this raises Unavailable: the backend's CallBound (a read is a
+      call, and its answer may be no older than a call may take to land).
+    """
+
+    server_timeout: int
+    silence: float
+    bound: float
+
+    @classmethod
+    def of(cls, request_timeout: float, bound: float) -> Freshness:
+        server_timeout = max(1, int(request_timeout / 2))
+        return cls(server_timeout, max(request_timeout, server_timeout + 2.0), bound)
+
+
+class WatchFailure(Exception):
+    """A watch request the server refused or that broke; ``reason`` is its label in the failure counts."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+
+def status_code(exc: BaseException) -> int | None:
+    """The HTTP status of a refused list or watch (lightkube raises ApiError, or, for the answer to a watch
+    request, httpx's HTTPStatusError), None for anything else."""
+    if isinstance(exc, ApiError):
+        return int(exc.status.code or 0)
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return exc.response.status_code
+    return None
+
+
+def failure_reason(exc: BaseException) -> tuple[str, str]:
+    """(reason, detail) of a failed list or watch: ``"401 Unauthorized"`` and the Status message for an API
+    answer, the exception's type for a transport error (``ReadTimeout``, ``ConnectError``, ...)."""
+    if isinstance(exc, ApiError):
+        code, reason = int(exc.status.code or 0), str(exc.status.reason or "")
+        return f"{code} {reason}".strip(), str(exc.status.message or "")
+    if isinstance(exc, httpx2.HTTPStatusError):
+        code = exc.response.status_code
+        reason, message = "", ""
+        with contextlib.suppress(Exception):  # a Status body, when there is one
+            body = json.loads(exc.response.read())
+            reason, message = str(body.get("reason") or ""), str(body.get("message") or "")
+        return f"{code} {reason or exc.response.reason_phrase}".strip(), message
+    return type(exc).__name__, str(exc)
+
 
 class Informer:
-    """list+watch one resource kind (in a namespace, or cluster-wide) into ``sink``, on its own thread."""
+    """list+watch one resource kind (in a namespace, or cluster-wide) into ``sink``, on its own thread.
+
+    Only lightkube's public API: ``Client.list`` and ``Client.watch`` (from the list's resourceVersion, with a
+    server timeout), the client given a :class:`~dispatch.kubeflow.streams.WatchTransport` by ``make_client``.
+    Every failure (a refused or broken list or watch) is logged with its status and reason (the first of a
+    run of failures, then the 2nd, 4th, 8th, ...; and the recovery) and counted in :attr:`failures`; the
+    informer retries with a backoff of up to 5 s. :attr:`live` says how fresh the cache is."""
 
     def __init__(
         self,
         name: str,
-        make_client: Callable[[], Client],
+        make_client: Callable[[Liveness], Client],
         res: Any,
         sink: Callable[[str, str, JSON], None],
         reset: Callable[[str, list[JSON]], None],
@@ -65,6 +133,8 @@ class Informer:
         namespace: str | None = None,
         labels: dict[str, Any] | None = None,
         on_request: Callable[[str], None] | None = None,
+        freshness: Freshness | None = None,
+        now: Callable[[], float] = time.time,
     ) -> None:
         self.name = name
         self._make_client = make_client
@@ -74,24 +144,28 @@ class Informer:
         self.namespace = namespace
         self.labels = labels
         self.on_request = on_request or (lambda what: None)
+        self.freshness = freshness or Freshness.of(60.0, 65.0)
+        self.live = Liveness(self.freshness.silence, now, on_open=self._recovered)
         self.synced = threading.Event()
         self.stopping = threading.Event()
         self.relists = 0
         self.resumes = 0
         self.resource_version: str | None = None
+        self.failures: Counter[str] = Counter()
+        """Failed lists and watch requests, by reason."""
+        self.last_failure = ""
+        self._streak = 0
+        self._lock = threading.Lock()
         self._client: Client | None = None
-        self._response: Any = None
         self._thread = threading.Thread(target=self._run, name=f"dispatch-kubeflow-watch-{name}", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop now, even while the watch is silent: closing the client does not wake a thread blocked reading
-        the stream (a real apiserver may send nothing but a bookmark a minute), shutting its socket down does."""
+        """Stop now, even while the watch is silent (see :meth:`Liveness.shut`)."""
         self.stopping.set()
-        if self._response is not None:
-            _shut(self._response)
+        self.live.shut()
         client = self._client
         if client is not None:
             with contextlib.suppress(Exception):
@@ -106,10 +180,35 @@ class Informer:
         """The informer's thread is still running."""
         return self._thread.is_alive()
 
-    def _track(self, response: Any) -> None:
-        self._response = response
-        if self.stopping.is_set():  # stop() ran before this stream's answer arrived
-            _shut(response)
+    def failure_counts(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self.failures)
+
+    def _failed(self, exc: BaseException) -> float:
+        """Log and count one failure; the backoff before the next try."""
+        reason, detail = failure_reason(exc)
+        with self._lock:
+            self.failures[reason] += 1
+            self._streak += 1
+            streak = self._streak
+            self.last_failure = f"{reason}: {detail}" if detail else reason
+        if streak & (streak - 1) == 0:  # 1, 2, 4, 8, ...: a long outage stays readable
+            age = self.live.age()
+            log.warning(
+                "watch of %s failed (%s, failure %d in a row; cache in sync %s): %s",
+                self.name,
+                reason,
+                streak,
+                "never" if age is None else f"{age:.0f}s ago",
+                detail or type(exc).__name__,
+            )
+        return float(min(5.0, 0.2 * 2 ** min(streak - 1, 5)))
+
+    def _recovered(self) -> None:
+        with self._lock:
+            streak, self._streak = self._streak, 0
+        if streak:
+            log.info("watch of %s recovered after %d failures", self.name, streak)
 
     def _list(self, client: Client) -> tuple[list[JSON], str]:
         self.on_request("list")
@@ -121,55 +220,60 @@ class Informer:
         return items, str(it.resourceVersion)
 
     def _run(self) -> None:
-        backoff = 0.0
         while not self.stopping.is_set():
+            backoff = 0.0
             try:
-                self._client = self._make_client()
-                # lightkube wraps an httpx client: its response hook hands over each stream, for stop()
-                self._client._client._client.event_hooks["response"].append(self._track)
-                items, rv = self._list(self._client)
-                self.resource_version = rv
-                self.reset(self.name, items)
-                self.synced.set()
-                backoff = 0.0
-                gone = self._watch(self._client)
-                if gone:
-                    self.relists += 1
-            except Exception:
+                self._client = self._make_client(self.live)
+                while not self.stopping.is_set():
+                    if self.resource_version is None:
+                        items, rv = self._list(self._client)
+                        self.live.heard()
+                        self._recovered()
+                        self.resource_version = rv
+                        self.reset(self.name, items)
+                        self.synced.set()
+                    else:
+                        self.resumes += 1
+                    if self._watch(self._client):
+                        self.relists += 1
+                        self.resource_version = None
+            except Exception as exc:
                 if self.stopping.is_set():
                     break
-                backoff = min(5.0, backoff * 2 or 0.2)
-                self.stopping.wait(backoff)
+                backoff = self._failed(exc)
             finally:
                 if self._client is not None:
                     with contextlib.suppress(Exception):
                         self._client.close()
+            self.stopping.wait(backoff)
 
     def _watch(self, client: Client) -> bool:
-        """Watch from ``resource_version`` until stopped (False) or told the version is gone (True)."""
+        """Watch from ``resource_version`` until stopped (False), told the version is gone (True), or a failure
+        (raised: the caller counts it, backs off and resumes from the last version seen)."""
+        failure: Exception | None = None
         gone = False
 
         def on_error(exc: Exception, count: int) -> OnErrorResult:
-            nonlocal gone
-            if self.stopping.is_set():
-                return OnErrorResult(OnErrorAction.STOP)
-            if isinstance(exc, ApiError) and exc.status.code == 410:
+            nonlocal failure, gone
+            self.live.ended(clean=False)
+            if status_code(exc) == 410:
                 gone = True
-                return OnErrorResult(OnErrorAction.STOP)
-            self.resumes += 1
-            self.on_request("watch")
-            return OnErrorResult(OnErrorAction.RETRY, sleep=min(5.0, 0.1 * count))
+            elif not self.stopping.is_set():
+                failure = exc
+            return OnErrorResult(OnErrorAction.STOP)
 
-        params = {
-            "resourceVersion": self.resource_version,
-            "allowWatchBookmarks": "true",
-            "labelSelector": build_selector(self.labels) if self.labels else None,
-            "timeoutSeconds": "300",
-        }
-        # lightkube's public watch() cannot ask for bookmarks; its request builder and watch driver can.
-        br = client._client.prepare_request("list", res=self.res, namespace=self.namespace, watch=True, params=params)
         self.on_request("watch")
-        for kind, obj in client._client.watch(br, on_error=on_error):
+        kwargs: dict[str, Any] = {"labels": self.labels} if self.labels else {}
+        if self.namespace is not None:
+            kwargs["namespace"] = self.namespace
+        events = client.watch(
+            self.res,
+            server_timeout=self.freshness.server_timeout,
+            resource_version=self.resource_version,
+            on_error=on_error,
+            **kwargs,
+        )
+        for kind, obj in events:
             if self.stopping.is_set():
                 return False
             data = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
@@ -179,6 +283,8 @@ class Informer:
             if kind == "BOOKMARK":
                 continue
             self.sink(self.name, kind, data)
+        if failure is not None:
+            raise failure
         return gone
 
 
@@ -377,13 +483,14 @@ class Cache:
             gate_name=self.gate_name,
         )
 
-    def reading(self, name: str) -> tuple[Objects, Reading, Journal] | None:
-        """The objects, their reading now, and the journal with the reading folded in (under the lock)."""
+    def reading(self, name: str, at: float | None = None) -> tuple[Objects, Reading, Journal] | None:
+        """The objects, their reading as of ``at`` (default now: an event just arrived), and the journal with
+        the reading folded in (under the lock)."""
         with self.lock:
             o = self.objects(name)
             if o is None:
                 return None
-            now = self.now()
+            now = self.now() if at is None else at
             r = read(o, now, "kubernetes:watch")
             journal = self.journals.setdefault(name, Journal())
             journal.fold(r, o.gone_pods, Evidence("kubernetes:watch", now))
@@ -403,12 +510,6 @@ class Cache:
     def wait_change(self, cursor: int, timeout: float) -> None:
         with self.lock:
             self.lock.wait_for(lambda: self.seq > cursor, timeout)
-
-
-def _shut(response: Any) -> None:
-    """Shut down the socket under an httpx response (wakes a thread blocked reading it)."""
-    with contextlib.suppress(Exception):
-        response.extensions["network_stream"].get_extra_info("socket").shutdown(socket.SHUT_RDWR)
 
 
 def _rv(obj: JSON) -> int:

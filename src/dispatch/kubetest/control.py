@@ -732,6 +732,13 @@ class Cluster:
         """Authorise ``token`` by ``rules`` only (403 on anything else)."""
         self.rbac.set_rules(token, rules, user)
 
+    def revoke_token(self, token: str) -> None:
+        """Refuse ``token`` with 401 on every request from now on (open watches run until they end)."""
+        self.rbac.revoke(token)
+
+    def restore_token(self, token: str) -> None:
+        self.rbac.restore(token)
+
     def unserve(self, group_version: str) -> None:
         """Stop serving a group-version (discovery and its paths answer 404)."""
         self.server.catalogue.unserve(group_version)

@@ -6,7 +6,10 @@ one rule matches its verb, API group, resource (``pods``, or ``pods/log`` for a 
 namespace. Tokens without a table are governed by ``default_allow`` (True: the whole cluster, like
 a cluster-admin kubeconfig). ``require_token`` makes an unknown token a 401. A request without
 credentials is a 401, as on a cluster whose API server runs with ``--anonymous-auth=false``, unless
-``allow_anonymous`` is set (then it is ``system:anonymous``, governed like an unknown token).
+``allow_anonymous`` is set (then it is ``system:anonymous``, governed like an unknown token). A revoked
+token (``revoke``: a rotated service-account token, a deleted secret) is a 401 on every request that starts
+after the revocation; a watch already open goes on until it ends, as on a real API server, which
+authenticates a request once, when it starts.
 Not modelled: roles/bindings objects, groups, impersonation, resourceNames on list/watch, aggregation.
 """
 
@@ -81,6 +84,7 @@ class Authorizer:
         self._lock = threading.Lock()
         self._tables: dict[str, list[Rule]] = {}
         self._users: dict[str, str] = {}
+        self._revoked: set[str] = set()
         self.default_allow = True
         self.require_token = False
         self.allow_anonymous = False
@@ -95,6 +99,16 @@ class Authorizer:
         with self._lock:
             self._users[token] = user
 
+    def revoke(self, token: str) -> None:
+        """Refuse ``token`` from now on (401), whatever its table."""
+        with self._lock:
+            self._revoked.add(token)
+
+    def restore(self, token: str) -> None:
+        """Accept a revoked ``token`` again."""
+        with self._lock:
+            self._revoked.discard(token)
+
     def clear(self, token: str) -> None:
         with self._lock:
             self._tables.pop(token, None)
@@ -107,6 +121,8 @@ class Authorizer:
             if scheme.lower() == "bearer" and value.strip():
                 token = value.strip()
         with self._lock:
+            if token is not None and token in self._revoked:
+                return None
             known = token is not None and (token in self._tables or token in self._users)
             if token is None:
                 return Identity(None, "system:anonymous") if self.allow_anonymous and not self.require_token else None

@@ -26,19 +26,28 @@ Metrics (all prefixed ``dispatch_supervisor_``):
 ``archive_entries_total{status}``  counter    output archive entries written (kept, gone, failed)
 ``archive_pruned_total``           counter    output archive entries deleted by retention
 ``archive_prune_errors_total``     counter    retention calls that failed (the cycle went on)
+``watch_failures_total{watch,      counter    failed lists and watch requests of the backend's watches
+reason}``                                     (e.g. ``watch="pods",reason="401 Unauthorized"``)
+``watch_age_seconds``              gauge      seconds since the backend's watch cache was last known in
+                                              sync (0 while every watch is open and live)
 =================================  =========  =====================================================
 
 The client library's ``*_created`` series (when each counter and histogram was created) are not served: they
 say when this process started, which ``process_start_time_seconds``-style tooling already knows, and they
 double the number of series.
+The last two exist for a backend that keeps a watch cache (the Kubeflow adapter): :meth:`Metrics.watch` reads
+its ``watch_failures()`` and ``watch_age()`` at each scrape (the :class:`WatchHealth` protocol; no adapter
+pushes metrics, and none of them depends on prometheus-client).
 """
 
 from __future__ import annotations
 
+import importlib
 import threading
 import time
+from collections.abc import Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from dispatch.errors import ConfigError
 
@@ -56,6 +65,19 @@ def _client() -> Any:
             "metricsPort", "metrics need the prometheus-client library: install dispatch-jobs[supervisor]"
         ) from None
     return prometheus_client
+
+
+@runtime_checkable
+class WatchHealth(Protocol):
+    """A backend that keeps a watch cache says how its watches fare (read at each scrape)."""
+
+    def watch_failures(self) -> Mapping[tuple[str, str], int]:
+        """Failed lists and watch requests since it opened, by (watch, reason)."""
+        ...
+
+    def watch_age(self) -> float:
+        """Seconds since its cache was last known in sync."""
+        ...
 
 
 class Metrics:
@@ -112,6 +134,11 @@ class Metrics:
         self.jobs.states = dict(report.states)
         self.last_cycle = time.monotonic()
         self.last_cycle_ts.set(time.time())
+
+    def watch(self, backend: object) -> None:
+        """Export ``backend``'s watch failures and cache age (if it is a :class:`WatchHealth`)."""
+        if isinstance(backend, WatchHealth):
+            self.registry.register(_WatchCollector(backend))
 
     def healthy(self) -> tuple[bool, str]:
         """Whether a cycle completed within ``stale_after`` seconds (counting from the start for the first)."""
@@ -197,6 +224,27 @@ class _WithoutCreated:
         for metric in self._registry.collect():
             metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
             yield metric
+class _WatchCollector:
+    """Reads a :class:`WatchHealth` backend at each scrape."""
+
+    def __init__(self, backend: WatchHealth) -> None:
+        self._core: Any = importlib.import_module("prometheus_client.core")
+        self._backend = backend
+
+    def collect(self) -> Iterator[Any]:
+        failures = self._core.CounterMetricFamily(
+            "dispatch_supervisor_watch_failures",
+            "Failed lists and watch requests of the backend's watches",
+            labels=["watch", "reason"],
+        )
+        for (watch, reason), n in sorted(self._backend.watch_failures().items()):
+            failures.add_metric([watch, reason], n)
+        yield failures
+        yield self._core.GaugeMetricFamily(
+            "dispatch_supervisor_watch_age_seconds",
+            "Seconds since the backend's watch cache was last known in sync",
+            value=self._backend.watch_age(),
+        )
 
 
 class _TimedRecords:

@@ -1,0 +1,122 @@
+"""The watcher's staleness is bounded and visible: a watch that cannot be resumed (its token revoked) is logged and
+counted, the evidence read from its cache carries the time of its last successful sync, and a read of a cache
+older than the bound raises Unavailable; restoring the token brings fresh reads back."""
+
+from __future__ import annotations
+
+import ast
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dispatch.errors import Unavailable
+from dispatch.kubeflow.backend import KubeflowBackend
+from dispatch.kubeflow.watch import Freshness
+from dispatch.spi import StartRequest
+from dispatch.supervise.metrics import WatchHealth
+
+from .harness import TOKEN, FakeCluster, job_spec
+
+pytestmark = pytest.mark.both_worlds
+
+REQUEST = 2.0
+"""timeouts.apiserverRequest of these tests: the CallBound, hence the staleness bound, is REQUEST + 5 s."""
+
+
+def kb(b: Any) -> KubeflowBackend:
+    assert isinstance(b, KubeflowBackend)
+    return b
+
+
+def test_a_revoked_token_makes_reads_unavailable_within_the_bound(
+    plain: FakeCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="dispatch.kubeflow")
+    b = kb(plain.backend(timeouts={"apiserverRequest": f"{REQUEST:g}s"}))
+    bound = b.settings.call_bound
+    try:
+        sid = b.start(StartRequest("j1", 1, "dsp-j1-1", job_spec("sleep")))
+        b.open(sid)
+        plain.tick(1)
+        fresh = b.inspect(sid)
+        assert fresh.outcome.evidence.observed_at == plain.clock.now()  # the watches are open: in sync now
+
+        revoked_at = time.monotonic()
+        plain.control.revoke_token(TOKEN)
+        last_ok: tuple[float, float] | None = None  # (clock now, observed_at) of the last read that answered
+        unavailable: Unavailable | None = None
+        # the open watches end by their server timeout, their resumption is refused (401), and from their last
+        # sign of life the cache ages: a read past the bound must fail, within the server timeout + the bound
+        while time.monotonic() - revoked_at < bound + REQUEST + 6:
+            plain.tick(1)  # the injected clock runs on (1 s a step), so a stamp of "now" would show
+            try:
+                ev = b.inspect(sid)
+            except Unavailable as exc:
+                unavailable = exc
+                break
+            last_ok = (plain.clock.now(), ev.outcome.evidence.observed_at)
+            time.sleep(0.2)
+        waited = time.monotonic() - revoked_at
+        assert unavailable is not None, f"reads still answered {waited:.1f}s after the token was revoked"
+        assert waited <= bound + REQUEST + 3, f"Unavailable only after {waited:.1f}s (bound {bound:g}s)"
+        assert "401" in str(unavailable)
+        assert last_ok is not None and last_ok[0] - last_ok[1] >= 3, f"evidence stamped now: {last_ok}"
+        for read in (
+            lambda: b.inspect_many([sid]),
+            lambda: b.find("dsp-j1-1", 0),
+            lambda: b.watch(None, 0),
+            lambda: b.cessation([sid]),
+        ):
+            with pytest.raises(Unavailable):
+                read()
+
+        assert isinstance(b, WatchHealth) and b.watch_age() > bound  # what the supervisor's metrics read
+        failures = b.watch_failures()
+        assert failures.get(("trainjobs", "401 Unauthorized"), 0) >= 1, failures
+        logged = [r.getMessage() for r in caplog.records if r.name.startswith("dispatch.kubeflow")]
+        assert any("trainjobs" in m and "401" in m and "Unauthorized" in m for m in logged), logged
+        assert TOKEN not in caplog.text
+
+        plain.control.restore_token(TOKEN)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                ev = b.inspect(sid)
+                if ev.outcome.evidence.observed_at == plain.clock.now():
+                    break
+            except Unavailable:
+                pass
+            assert time.monotonic() < deadline, "reads did not come back after the token was restored"
+            time.sleep(0.2)
+        assert any("recovered" in r.getMessage() for r in caplog.records if r.name.startswith("dispatch.kubeflow"))
+    finally:
+        plain.control.restore_token(TOKEN)
+        b.close()
+
+
+def test_the_bounds_follow_the_request_timeout() -> None:
+    assert Freshness.of(60.0, 65.0) == Freshness(30, 60.0, 65.0)  # the defaults docs/adapters/kubeflow.md names
+    assert Freshness.of(REQUEST, REQUEST + 5) == Freshness(1, 3.0, 7.0)
+    assert Freshness.of(0.5, 5.5) == Freshness(1, 3.0, 5.5)  # a stream outlives its server timeout
+
+
+def test_the_adapter_uses_no_private_attribute_of_lightkube() -> None:
+    """Its objects' own attributes aside (``self._x``), the adapter and dispatch-admission read no ``_name`` of
+    another object: lightkube's internals change without notice. ``_replace`` is a NamedTuple's public method."""
+    src = Path(__file__).resolve().parents[2] / "src" / "dispatch"
+    files = [*sorted((src / "kubeflow").glob("*.py")), src / "admission" / "controller.py"]
+    found = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and node.attr != "_replace"
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            ):
+                found.append(f"{path.name}:{node.lineno}: .{node.attr}")
+    assert found == []
