@@ -224,6 +224,8 @@ class _WithoutCreated:
         for metric in self._registry.collect():
             metric.samples = [s for s in metric.samples if not s.name.endswith("_created")]
             yield metric
+
+
 class _WatchCollector:
     """Reads a :class:`WatchHealth` backend at each scrape."""
 
