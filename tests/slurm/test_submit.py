@@ -1,6 +1,9 @@
 import os
+import shlex
 import subprocess
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -107,12 +110,29 @@ def test_cessation_warning_renders_signal_and_exports_it() -> None:
     assert "--signal=USR2@30" in job.argv
     assert "export DISPATCH_CESSATION_SIGNAL=USR2\n" in job.batch
     assert "export DISPATCH_CESSATION_GRACE=30\n" in job.batch
-    # each rank starts with the signal ignored (Slurm may send it early), and the same process runs the program
-    assert '-- /bin/sh -c \'trap "" USR2; exec "$@"\' dispatch-rank python train.py\n' in job.batch
+    # each rank starts with the signal blocked (Slurm may send it early), and the same process runs the program
+    wrapper = "-- /usr/bin/env --block-signal=USR2 /bin/sh -c 'exec \"$@\"' dispatch-rank python train.py\n"
+    assert wrapper in job.batch
     plain = build(req(JobSpec(("true",))), S, "22.05.8", "/o")
     assert not any(a.startswith("--signal") for a in plain.argv)  # opt-in: USR1's default action ends a process
     assert "DISPATCH_CESSATION" not in plain.batch
-    assert "trap" not in plain.batch and "--kill-on-bad-exit=1 -- true\n" in plain.batch
+    assert "block-signal" not in plain.batch and "--kill-on-bad-exit=1 -- true\n" in plain.batch
+
+
+def test_the_rank_wrapper_blocks_the_warning_and_passes_argv_byte_for_byte(tmp_path: Path) -> None:
+    """What srun runs for each rank, run here: the program starts with the warning signal blocked (pending, not
+    lost, until dispatch.job unblocks it) and receives its argv unchanged, a first word with ``=`` included."""
+    probe = (
+        "import signal, sys; print(sorted(s.name for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])), sys.argv[1:])"
+    )
+    program = tmp_path / "py=3"  # a program whose name ``env`` alone would take for a variable
+    program.symlink_to(sys.executable)
+    spec = JobSpec((str(program), "-c", probe, "a=b", "$HOME", "-n"), extensions=(CessationWarning(seconds=30),))
+    line = build(req(spec), S, "22.05.8", "/o").batch.splitlines()[-1]
+    words = shlex.split(line)
+    rank = words[words.index("--") + 1 :]
+    out = subprocess.run(rank, capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.strip() == "['SIGUSR1'] ['a=b', '$HOME', '-n']"
 
 
 @pytest.mark.parametrize(("fields", "path"), [({"seconds": 0}, "seconds"), ({"signal": "TERM"}, "signal")])
