@@ -36,7 +36,6 @@ sys.path.insert(0, str(ROOT))  # the proof scenarios are the package tests.train
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _slurm_clusters import clusters  # noqa: E402
-
 from tests.training import scenarios  # noqa: E402
 from tests.training.harness import EVERY, EXAMPLE, STEPS, Result, description  # noqa: E402
 
