@@ -1,11 +1,13 @@
 """Every script in bench/ runs: each one's ``--help`` starts it in a fresh interpreter (so every import at the
-top of the script resolves, the way ``python bench/<name>.py`` resolves it), and each helper module imports.
+top of the script resolves, the way ``python bench/<name>.py`` resolves it), each helper module imports, and the
+scripts that need no cluster measure a tiny case to the end and print JSON.
 
-The measurements themselves need real clusters and minutes; they are run by hand (docs name each command).
+The full measurements need real clusters and minutes; they are run by hand (docs name each command).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -49,3 +51,28 @@ def test_the_helper_imports(helper: str) -> None:
         [sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120
     )
     assert got.returncode == 0, got.stderr[-2000:]
+
+
+TINY = {
+    "archive.py": ["--jobs", "2", "--lines", "10", "--store", "memory"],
+    "cycle.py": ["--adapter", "memory", "--jobs", "5", "--closed", "0", "--store", "memory"],
+    "prune.py": ["--entries", "10", "--jobs", "2", "--store", "sqlite"],
+    "records.py": ["--jobs", "20", "--executions", "2", "--stores", "memory"],
+    "cli.py": ["--jobs", "20", "--repeat", "1", "--records", "sqlite"],
+    "supervisors.py": ["--store", "memory", "--supervisors", "2", "--jobs", "4"],
+}
+"""A case of a few seconds for each script that needs no cluster and no database server."""
+
+
+@pytest.mark.parametrize("script", sorted(TINY))
+def test_the_script_measures_a_tiny_case(script: str) -> None:
+    got = subprocess.run(
+        [sys.executable, str(BENCH / script), *TINY[script], "--json"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert got.returncode == 0, got.stderr[-2000:]
+    assert json.loads(got.stdout), got.stdout[:500]
