@@ -32,13 +32,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT))  # the proof scenarios are the package tests.training
 sys.path.insert(0, str(ROOT / "bench"))
 
 from _slurm_clusters import clusters  # noqa: E402
-
-from training import scenarios  # noqa: E402
-from training.harness import EVERY, EXAMPLE, STEPS, Result, description  # noqa: E402
+from tests.training import scenarios  # noqa: E402
+from tests.training.harness import EVERY, EXAMPLE, STEPS, Result, description  # noqa: E402
 
 CASES = {
     "preempted": (scenarios.preempted, 0.1),

@@ -106,6 +106,35 @@ def test_the_job_module_needs_nothing_outside_the_standard_library() -> None:
     assert out.stdout.strip() == "[]"
 
 
+def test_importing_the_job_module_loads_the_standard_library_and_nothing_else_of_dispatch() -> None:
+    """A training script's ``from dispatch import job`` must be cheap and safe before anything else: the package
+    imports its public names lazily, so only ``dispatch`` itself and ``dispatch.job`` are added."""
+    code = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "from dispatch import job\n"
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    added = out.stdout.split()
+    assert "dispatch.job" in added, added
+    ours = sorted(m for m in added if m.split(".")[0] == "dispatch")
+    assert ours == ["dispatch", "dispatch.job"], ours
+    foreign = [m for m in added if m.split(".")[0] not in (*sys.stdlib_module_names, "dispatch")]
+    assert not foreign, foreign
+
+
+def test_the_package_still_offers_its_public_names() -> None:
+    import dispatch
+
+    for name in dispatch.__all__:
+        assert getattr(dispatch, name) is not None, name
+    assert dispatch.JobSpec.__module__ == "dispatch.spec"
+    assert set(dispatch.__all__) <= set(dir(dispatch))
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = dispatch.no_such_name  # type: ignore[attr-defined]
+
+
 CHILD = textwrap.dedent(
     """
     import sys, time
@@ -155,6 +184,39 @@ def test_sigterm_alone_is_a_warning_and_repeated_ones_do_not_end_the_process() -
     proc.send_signal(signal.SIGTERM)
     assert proc.stdout.readline().split() == ["terminating", "SIGTERM", "True", "['SIGTERM']"]
     assert proc.wait(30) == 128 + signal.SIGTERM
+
+
+EARLY = textwrap.dedent(
+    """
+    import sys
+    print("started", flush=True)
+    sys.stdin.readline()  # the test signals this process here, before dispatch.job is imported
+    from dispatch import job
+    seen = []
+    job.on_cessation(lambda n: seen.append(n.name))
+    print("listening", job.ceasing(), seen, flush=True)
+    """
+)
+
+
+def test_a_warning_sent_before_the_handler_exists_is_delivered_once_it_is_installed() -> None:
+    """The adapters start a rank with the warning signal blocked (here as the Slurm adapter does it, with
+    ``env --block-signal``): a warning that comes while the interpreter starts stays pending and reaches the
+    handler when :mod:`dispatch.job` installs it, instead of being lost or ending the process."""
+    proc = subprocess.Popen(
+        ["env", "--block-signal=USR1", sys.executable, "-c", EARLY],
+        env={**os.environ, "DISPATCH_CESSATION_SIGNAL": "USR1"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    assert proc.stdout.readline().strip() == "started"
+    proc.send_signal(signal.SIGUSR1)
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline().split() == ["listening", "True", "['SIGUSR1']"]
+    assert proc.wait(30) == 0
 
 
 def test_without_a_warning_signal_usr1_keeps_its_default_action() -> None:

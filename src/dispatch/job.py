@@ -29,12 +29,15 @@ rendezvous         ``MASTER_ADDR``/``MASTER_PORT``; under srun ``SLURM_LAUNCH_NO
 =================  =====================================================================================
 
 Signal handling contract. The handlers are installed on first use of :func:`on_cessation`, :func:`ceasing` or
-:func:`cessation`, in the main thread. A handled SIGTERM does **not** end the process: the script is expected to
-checkpoint at its next safe point and exit (``sys.exit(notice.exit_code)`` keeps the "killed by SIGTERM" status
-a scheduler would have seen). Further SIGTERMs are ignored: Slurm sends it twice on preemption (slurmstepd, then
-srun), and a process that died of the second would lose its checkpoint; SIGKILL still ends the grace.
-Callbacks run in the main thread between two Python bytecodes, inside the signal handler: keep them short (set a
-flag), never run a collective there.
+:func:`cessation`, in the main thread. The adapters that send a warning start each rank with the warning signal
+blocked (a blocked signal stays pending across ``exec``); installing the handlers unblocks it in the calling thread,
+so a warning that came while the interpreter was still starting is delivered then, not lost. A program that handles
+the warning without this module must unblock it itself (``signal.pthread_sigmask``).
+A handled SIGTERM does **not** end the process: the script is expected to checkpoint at its next safe point and exit
+(``sys.exit(notice.exit_code)`` keeps the "killed by SIGTERM" status a scheduler would have seen). Further SIGTERMs
+are ignored: Slurm sends it twice on preemption (slurmstepd, then srun), and a process that died of the second would
+lose its checkpoint; SIGKILL still ends the grace. Callbacks run in the main thread between two Python bytecodes,
+inside the signal handler: keep them short (set a flag), never run a collective there.
 """
 
 from __future__ import annotations
@@ -216,6 +219,11 @@ class _Cessation:
             for sig in signals:
                 signal.signal(sig, self.handle)
             self.installed = True
+        if len(signals) > 1:
+            # The adapters start a rank with its warning signal blocked, so a warning that comes before this
+            # handler exists stays pending instead of ending the process; unblocking delivers it here, now (outside
+            # the lock: the handler's callbacks may call this module again).
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, signals[1:])
 
     def handle(self, signum: int, frame: object) -> None:
         notice = Notice(signum, time.time())
@@ -236,9 +244,11 @@ _STATE = _Cessation()
 
 
 def on_cessation(callback: Callable[[Notice], None]) -> None:
-    """Call ``callback(notice)`` when the warning arrives (and again on SIGTERM if that comes later)."""
-    _STATE.install()
+    """Call ``callback(notice)`` when the warning arrives (and again on SIGTERM if that comes later). A warning
+    that arrived before the handlers were installed (pending in the blocked mask the rank started with) reaches
+    the first callback registered."""
     _STATE.callbacks.append(callback)
+    _STATE.install()
 
 
 def ceasing() -> bool:

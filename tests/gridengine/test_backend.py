@@ -6,6 +6,7 @@ import os
 import secrets
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,12 +23,35 @@ from .cell import description
 pytestmark = pytest.mark.gridengine
 
 
-def backend(tmp_path: Path) -> GridEngineBackend:
+def _cell_env() -> dict[str, str]:
+    d = description()
+    return dict(os.environ, SGE_ROOT=d["sge_root"], SGE_CELL=d["sge_cell"])
+
+
+@pytest.fixture
+def b(tmp_path: Path) -> Iterator[GridEngineBackend]:
+    """A backend on the shared cell. Afterwards, whatever the test's end, every job it started is deleted (none
+    is left sleeping on the cell) and the backend is closed."""
     d = description()
     settings = GridEngineSettings(
         sge_root=d["sge_root"], sge_cell=d["sge_cell"], state_dir=str(tmp_path / "s"), output_dir=str(tmp_path / "o")
     )
-    return GridEngineBackend(settings, SystemClock())
+    backend = GridEngineBackend(settings, SystemClock())
+    started: list[str] = []
+    backend_start = backend.start
+
+    def start_and_remember(request: StartRequest) -> str:
+        sid = backend_start(request)
+        started.append(sid)
+        return sid
+
+    backend.start = start_and_remember  # type: ignore[method-assign]
+    try:
+        yield backend
+    finally:
+        for sid in started:  # "does not exist" once it ended: nothing to delete
+            subprocess.run(["qdel", sid], env=_cell_env(), capture_output=True, timeout=30)
+        backend.close()
 
 
 def start(b: GridEngineBackend, argv: tuple[str, ...]) -> str:
@@ -44,8 +68,7 @@ def until(b: GridEngineBackend, sid: str, pred: object, wait: float = 60.0) -> J
         time.sleep(0.5)
 
 
-def test_a_job_stopped_while_waiting_reads_cancelled_though_grid_engine_forgets_it(tmp_path: Path) -> None:
-    b = backend(tmp_path)
+def test_a_job_stopped_while_waiting_reads_cancelled_though_grid_engine_forgets_it(b: GridEngineBackend) -> None:
     sid = start(b, ("sleep", "60"))
     b.stop_job(sid)
     ev = until(b, sid, lambda e: e.outcome.state.ended, 20)
@@ -54,14 +77,11 @@ def test_a_job_stopped_while_waiting_reads_cancelled_though_grid_engine_forgets_
     assert ev.current.started_at is None
 
 
-def test_a_qdel_by_someone_else_is_never_cancelled(tmp_path: Path) -> None:
-    b = backend(tmp_path)
+def test_a_qdel_by_someone_else_is_never_cancelled(b: GridEngineBackend) -> None:
     sid = start(b, ("sleep", "60"))
     b.open(sid)
     until(b, sid, lambda e: e.outcome.state is State.RUNNING)
-    d = description()
-    env = dict(os.environ, SGE_ROOT=d["sge_root"], SGE_CELL=d["sge_cell"])
-    subprocess.run(["qdel", sid], env=env, check=True, capture_output=True, timeout=30)
+    subprocess.run(["qdel", sid], env=_cell_env(), check=True, capture_output=True, timeout=30)
     ev = until(b, sid, lambda e: e.outcome.state.ended, 30)
     assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.UNKNOWN), ev.outcome
     assert "does not say by whom" in ev.outcome.detail

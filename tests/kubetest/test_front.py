@@ -459,6 +459,7 @@ def test_kubectl_wait_and_rbac_through_the_front(kubectl, tls_front: FakeAPIServ
     front = tls_front
     kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(trainjob("tj-wait")))
     env = kubectl.env  # type: ignore[attr-defined]
+    reads_before = len(front.requests("GET", "/trainjobs"))
     waiter = subprocess.Popen(
         [KUBECTL, "wait", "--for=condition=Complete", "trainjob/tj-wait", "--timeout=30s"],
         env=env,
@@ -467,8 +468,10 @@ def test_kubectl_wait_and_rbac_through_the_front(kubectl, tls_front: FakeAPIServ
         text=True,
     )
     try:
-        time.sleep(1.0)
-        assert waiter.poll() is None  # waiting: nothing is Complete yet
+        # kubectl read the TrainJob (not Complete) through the front and still waits: the condition written next
+        # can only reach it through its watch (a watch is logged when it ends, a read when it is answered)
+        _wait("kubectl's first read", lambda: len(front.requests("GET", "/trainjobs")) > reads_before, 30)
+        assert waiter.poll() is None, waiter.communicate()
         done = {
             "type": "Complete",
             "status": "True",

@@ -89,3 +89,22 @@ def test_without_the_extension_a_stop_is_sigterm_only(backend: LocalBackend) -> 
     backend.wait_ended(sid, 30)
     first, term = _lines(backend, sid, 0)
     assert json.loads(first)["sig"] is None and term.split()[0] == "SIGTERM"
+
+
+def test_a_warning_before_the_rank_listens_reaches_its_handler_once_installed(backend: LocalBackend) -> None:
+    """A stop right after the start warns a rank that has not imported dispatch.job yet: the rank started with
+    the warning signal blocked, so it is neither killed by the signal's default action nor loses the warning."""
+    late = "import time\nprint('started', flush=True)\ntime.sleep(1.5)\n" + RANK
+    sid = _run(backend, JobSpec((sys.executable, "-c", late), extensions=(CessationWarning(seconds=3),)))
+    deadline = time.monotonic() + 15
+    while len(_lines(backend, sid, 0)) < 1:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    backend.stop_job(sid)  # the warning goes out now, while the rank sleeps before it listens
+    ev = backend.wait_ended(sid, 30)
+    assert ev.outcome.state is State.CANCELLED
+    lines = _lines(backend, sid, 0)
+    assert len(lines) == 4 and lines[0] == "started", lines
+    warned, term = lines[2].split(), lines[3].split()
+    assert warned[0] == "SIGUSR1" and float(warned[1]) < 0.5, warned  # delivered as the handler was installed
+    assert term[0] == "SIGTERM", term

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -60,7 +61,8 @@ def hostile_argv_byte_for_byte(name: str) -> None:
         for line in lines:
             got = [bytes.fromhex(h) for h in line.split(",")[:-1]]
             assert got == [w.encode() for w in HOSTILE], got
-        assert not os.path.exists("/tmp/pwned")
+        root = description(name).get("chroot") or ""  # the ranks' filesystem: the host's, or a chroot's
+        assert not os.path.exists(root + "/tmp/pwned"), "a word of the argv ran as a command on the cluster"
     finally:
         b.close()
 
@@ -210,16 +212,46 @@ def batch_submission_one_script_per_phase(name: str) -> None:
         cluster.close()
 
 
-def warning_before_the_program_listens_is_not_fatal(name: str) -> None:
+SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "src")
+
+LISTENER_PYTHON = (
+    sys.executable,
+    "-c",
+    "from dispatch import job\n"
+    "seen = []\n"
+    "job.on_cessation(lambda n: seen.append(n.name))\n"
+    "print('listening', *seen, flush=True)\n",
+)
+"""A rank program that listens through :mod:`dispatch.job` (needs the host's Python: the clusters on this host)."""
+
+LISTENER_PERL = (
+    "perl",
+    "-MPOSIX",
+    "-e",
+    '$| = 1; my @seen; $SIG{USR1} = sub { push @seen, "SIGUSR1" }; '
+    'sigprocmask(SIG_UNBLOCK, POSIX::SigSet->new(SIGUSR1)); print join(" ", "listening", @seen), "\\n";',
+)
+"""The same contract as dispatch.job (install the handler, then unblock the warning) in Perl, which every Debian
+system has (perl-base is essential): for the chroot clusters, whose nodes have no Python."""
+
+
+def warning_before_the_program_listens_is_delivered_once_it_does(name: str, listener: tuple[str, ...]) -> None:
     """Slurm may send a CessationWarning's ``--signal`` up to 60 s early, so it can reach a rank that has not
-    installed its handler yet (here: one that never does). The rank starts with the signal ignored, so the
-    warning is lost rather than fatal (SIGUSR1's default action ends a process). ``scancel --signal`` reaches
-    the steps' tasks as the warning does."""
+    installed its handler yet. The rank starts with the signal blocked: the warning is neither fatal (SIGUSR1's
+    default action ends a process) nor lost: it stays pending across ``exec`` and reaches the handler as the
+    program installs it. The rank waits for a file the test creates only after it sent the signal, so the
+    signal always comes first. ``scancel --signal`` reaches the steps' tasks as the warning does."""
+    root = description(name).get("chroot") or ""
+    go_dir = tempfile.mkdtemp(prefix="dsp-warn-", dir=root + "/tmp")
+    os.chmod(go_dir, 0o777)  # over SSH the job runs as the cluster's user
+    go = os.path.join(go_dir, "go")
+    wait_then_run = 'echo started; while [ ! -e "$1" ]; do sleep 0.2; done; shift; exec "$@"'
     b = open_backend(name)
     try:
         spec = JobSpec(
-            ("bash", "-c", "echo started; sleep 6; echo survived"),
+            ("bash", "-c", wait_then_run, "rank", go[len(root) :], *listener),
             time_limit=600,
+            env={"PYTHONPATH": SRC},
             extensions=(CessationWarning(seconds=30),),
         )
         sid, _ = run(b, spec)
@@ -230,11 +262,16 @@ def warning_before_the_program_listens_is_not_fatal(name: str) -> None:
             "the rank runs",
         )
         admin(name, "scancel", "--signal=USR1", sid)
+        time.sleep(1.0)  # scancel returns once the controller took the request; the stepd signals soon after
+        with open(go, "w"):
+            pass
         ev = wait(b, sid, lambda e: e.outcome.state.ended, "the job ends")
-        assert ev.outcome.state is State.SUCCEEDED, ev.outcome
-        assert b"survived" in b"".join(b.stdout(sid))
+        out = b"".join(b.stdout(sid)).decode()
+        assert ev.outcome.state is State.SUCCEEDED, (ev.outcome, out)
+        assert "listening SIGUSR1\n" in out, out
     finally:
         b.close()
+        shutil.rmtree(go_dir, ignore_errors=True)
 
 
 def output_slices_in_one_script(name: str) -> None:

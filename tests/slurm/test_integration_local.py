@@ -23,8 +23,8 @@ def test_batch_submission_one_script_per_phase() -> None:
     it.batch_submission_one_script_per_phase("local")
 
 
-def test_a_warning_before_the_program_listens_is_not_fatal() -> None:
-    it.warning_before_the_program_listens_is_not_fatal("local")
+def test_a_warning_before_the_program_listens_reaches_it_once_it_does() -> None:
+    it.warning_before_the_program_listens_is_delivered_once_it_does("local", it.LISTENER_PYTHON)
 
 
 def test_output_slices_of_every_viewer_in_one_script() -> None:

@@ -28,5 +28,5 @@ def test_batch_submission_one_script_per_phase() -> None:
     it.batch_submission_one_script_per_phase("sid")
 
 
-def test_a_warning_before_the_program_listens_is_not_fatal() -> None:
-    it.warning_before_the_program_listens_is_not_fatal("sid")
+def test_a_warning_before_the_program_listens_reaches_it_once_it_does() -> None:
+    it.warning_before_the_program_listens_is_delivered_once_it_does("sid", it.LISTENER_PERL)

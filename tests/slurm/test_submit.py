@@ -1,6 +1,9 @@
 import os
+import shlex
 import subprocess
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -107,12 +110,47 @@ def test_cessation_warning_renders_signal_and_exports_it() -> None:
     assert "--signal=USR2@30" in job.argv
     assert "export DISPATCH_CESSATION_SIGNAL=USR2\n" in job.batch
     assert "export DISPATCH_CESSATION_GRACE=30\n" in job.batch
-    # each rank starts with the signal ignored (Slurm may send it early), and the same process runs the program
-    assert '-- /bin/sh -c \'trap "" USR2; exec "$@"\' dispatch-rank python train.py\n' in job.batch
+    # each rank starts with the signal blocked (Slurm may send it early), and the same process runs the program
+    assert '-- /bin/sh -c \'trap "" USR2; if env --block-signal=USR2 true' in job.batch
+    assert job.batch.endswith("dispatch-rank python train.py\n")
     plain = build(req(JobSpec(("true",))), S, "22.05.8", "/o")
     assert not any(a.startswith("--signal") for a in plain.argv)  # opt-in: USR1's default action ends a process
     assert "DISPATCH_CESSATION" not in plain.batch
-    assert "trap" not in plain.batch and "--kill-on-bad-exit=1 -- true\n" in plain.batch
+    assert "block-signal" not in plain.batch and "--kill-on-bad-exit=1 -- true\n" in plain.batch
+
+
+PROBE = "import signal as s, sys; print(sorted(x.name for x in s.pthread_sigmask(s.SIG_BLOCK, [])), sys.argv[1:])"
+
+
+def _rank_words(tmp_path: Path) -> list[str]:
+    """What srun runs for each rank (the words after ``--``) of a job whose program prints its blocked signals
+    and its arguments; the program's name has a ``=``, which ``env`` alone would take for a variable."""
+    program = tmp_path / "py=3"
+    program.symlink_to(sys.executable)
+    spec = JobSpec((str(program), "-c", PROBE, "a=b", "$HOME", "-n"), extensions=(CessationWarning(seconds=30),))
+    words = shlex.split(build(req(spec), S, "22.05.8", "/o").batch.splitlines()[-1])
+    return words[words.index("--") + 1 :]
+
+
+def test_the_rank_wrapper_blocks_the_warning_and_passes_argv_byte_for_byte(tmp_path: Path) -> None:
+    """Run here: the program starts with the warning signal blocked (pending, not lost, until dispatch.job
+    unblocks it) and receives its argv unchanged."""
+    out = subprocess.run(_rank_words(tmp_path), capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.strip() == "['SIGUSR1'] ['a=b', '$HOME', '-n']"
+
+
+def test_without_env_block_signal_the_rank_starts_with_the_warning_ignored(tmp_path: Path) -> None:
+    """Nodes whose coreutils predate ``env --block-signal`` (RHEL 8): the program still starts, with the warning
+    ignored (an early one is lost, not fatal), and its argv unchanged."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "env").write_text("#!/bin/sh\necho 'env: unrecognized option' >&2\nexit 125\n")
+    (fake / "env").chmod(0o755)
+    probe = PROBE.replace("print(", "print(s.getsignal(s.SIGUSR1) is s.SIG_IGN, ")
+    words = [probe if w == PROBE else w for w in _rank_words(tmp_path)]
+    path = f"{fake}:{os.environ['PATH']}"
+    out = subprocess.run(words, capture_output=True, text=True, check=True, timeout=60, env={"PATH": path}).stdout
+    assert out.strip() == "True [] ['a=b', '$HOME', '-n']"
 
 
 @pytest.mark.parametrize(("fields", "path"), [({"seconds": 0}, "seconds"), ({"signal": "TERM"}, "signal")])

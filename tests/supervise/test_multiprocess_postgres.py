@@ -301,7 +301,9 @@ def test_a_paused_supervisor_cannot_write_after_its_lease_was_taken_over(env: En
     while not a.stopped() and time.time() < deadline:
         time.sleep(0.1)
     assert a.stopped(), "sup-a did not stop itself"
-    calls_before = len([r for r in a.lines() if "call" in r])
+    # the trace holds sup-a's calls before the pause (it read submission 1's end), so an empty list of writes
+    # after it wakes means it made none, not that nothing was traced
+    assert [r for r in a.lines() if "call" in r], "sup-a's call trace is empty before the pause"
     job = env.records.get(job_id)
     assert job.lease is not None and job.lease.owner == "sup-a" and paused["fence"] == job.lease.token
     # sup-b takes the job once sup-a's lease has run out, and carries out the resubmission itself
@@ -320,7 +322,6 @@ def test_a_paused_supervisor_cannot_write_after_its_lease_was_taken_over(env: En
     after = _lines_after(a, "resumed")
     writes = [r for r in after if r.get("call") in WRITE_CALLS]
     assert writes == [], f"sup-a made scheduler calls after waking with a stale lease: {writes}"
-    assert len([r for r in a.lines() if "call" in r]) >= calls_before
     # the job ends under sup-b: two submissions (one resubmission), each one Slurm object
     env.wait(lambda js: js[0].closed, 90, "the job closed")
     job = env.records.get(job_id)

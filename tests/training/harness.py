@@ -62,6 +62,22 @@ class Result:
     def executions(self) -> list[str]:
         return [e.identity for s in self.job.submissions for e in s.executions]
 
+    def interruptions(self) -> list[str]:
+        """What shows that this run was not one uninterrupted execution (empty for a clean run): more than one
+        submission or execution, a decision, a resume from a checkpoint, a warning or stop seen by a rank."""
+        found = []
+        if len(self.job.submissions) != 1 or len(self.executions) != 1:
+            found.append(f"{len(self.job.submissions)} submissions, executions {self.executions}")
+        if self.causes:
+            found.append(f"decisions on {self.causes}")
+        if not any(ln.get("event") == "done" for lines in self.logs.values() for ln in lines):
+            found.append("no rank logged 'done' (the logs were not read)")
+        for execution, lines in self.logs.items():
+            seen = sorted({str(ln.get("event")) for ln in lines} & {"resumed", "warned", "stopped"})
+            if seen:
+                found.append(f"{execution}: {', '.join(seen)}")
+        return found
+
     def steps_redone(self) -> int:
         """Steps an interrupted execution had done beyond the checkpoint the next execution resumed from."""
         redone = 0

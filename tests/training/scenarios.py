@@ -15,19 +15,28 @@ from ..slurm.clusters import admin, description
 from .harness import Case, Result
 
 
-def reference(cluster: str) -> Result:
-    case = Case(cluster, "reference")
-    try:
-        case.submit()
-        case.supervise()
-        res = case.finish()
-        assert res.job.submissions[-1].outcome is not None
-        assert res.job.submissions[-1].outcome.state.value == "succeeded", case.describe()
-        assert len(res.params) > 0
-        res.assert_no_overlap()
-        return res
-    finally:
-        case.cleanup(keep=False)
+def reference(cluster: str, attempts: int = 3) -> Result:
+    """The uninterrupted run the others are compared with, provably so: one submission, one execution, no
+    decision, no resume, no warning (:meth:`Result.interruptions`). The clusters are shared, so a run that
+    something else interrupted is run again, never accepted: "bit-identical to an uninterrupted run" must not
+    compare two recovered runs."""
+    interrupted = []
+    for _ in range(attempts):
+        case = Case(cluster, "reference")
+        try:
+            case.submit()
+            case.supervise()
+            res = case.finish()
+            assert res.job.submissions[-1].outcome is not None
+            assert res.job.submissions[-1].outcome.state.value == "succeeded", case.describe()
+            assert len(res.params) > 0
+            res.assert_no_overlap()
+            if not res.interruptions():
+                return res
+            interrupted.append(res.interruptions())
+        finally:
+            case.cleanup(keep=False)
+    raise AssertionError(f"no uninterrupted reference run in {attempts} attempts: {interrupted}")
 
 
 def _check(res: Result, ref: bytes, cause: str) -> None:

@@ -19,7 +19,7 @@ def ref() -> Result:
 
 
 def test_uninterrupted_reference(ref: Result) -> None:
-    assert ref.causes == [] or set(ref.causes) <= {"preempted", "node-lost"}  # only someone else's fault
+    assert ref.interruptions() == [], ref.interruptions()  # reference() retries an interrupted run
     print(f"reference: {ref.wall:.1f}s")
 
 

@@ -11,12 +11,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from jinja2 import Environment, StrictUndefined
 
 import dispatch
 from dispatch.cli.observe import refresh
 from dispatch.errors import ConfigError
 from dispatch.records import SQLiteRecords
 from dispatch.spec import JobSpec
+from dispatch.ui import app as ui_app
 from dispatch.ui import scenarios
 from dispatch.ui.source import Source
 
@@ -73,12 +75,26 @@ def make(root: Path) -> Made:
         "local", dispatch.Config(adapter={"stateDir": str(local_state)}, records=records, name="local")
     )
     ok = [local.submit(JobSpec((sys.executable, "-c", ECHO, "hello", "world"), name=f"ok-{k}")) for k in range(3)]
-    failed = local.submit(JobSpec((sys.executable, "-c", ECHO, "3", "bye"), name="exits-3"))
+    failed = local.submit(JobSpec((sys.executable, "-c", ECHO, "3", "bye"), name="exits-3", working_dir=str(root)))
     hostile = [local.submit(JobSpec((sys.executable, "-c", ECHO, *HOSTILE), name=name)) for name in NAMES]
     wait_ended(records, local, [*ok, failed, *hostile])
     local.close()
     records.close()
     return Made(path, local_state, resubmitted, held, escalated, story, ok, failed, hostile)
+
+
+@pytest.fixture(autouse=True)
+def strict_templates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages render with StrictUndefined here: a template naming a field that does not exist fails the test
+    instead of rendering nothing (the lenient default hid a misspelt field)."""
+    lenient = ui_app._templates
+
+    def strict() -> Environment:
+        env = lenient()
+        env.undefined = StrictUndefined
+        return env
+
+    monkeypatch.setattr(ui_app, "_templates", strict)
 
 
 @pytest.fixture(scope="session")

@@ -68,6 +68,12 @@ def test_job_page_has_the_timeline_with_both_executions_and_the_decision(client:
     assert 'class="shade hold"' in held and 'class="pin escalation"' in held
 
 
+def test_job_page_shows_the_working_directory(client: TestClient, made: Made) -> None:
+    page = client.get(f"/jobs/{made.failed}").text
+    assert f"<dt>working dir</dt><dd><code>{made.path.parent}</code></dd>" in page
+    assert "<dt>working dir</dt>" not in client.get(f"/jobs/{made.succeeded[0]}").text  # none given: none shown
+
+
 def test_everything_a_user_or_job_wrote_is_escaped(client: TestClient, made: Made) -> None:
     table = client.get("/jobs").text + client.get("/jobs?page=2").text
     for name in NAMES:

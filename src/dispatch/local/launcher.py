@@ -230,6 +230,7 @@ class Execution:
         plan = self.plan
         env_base = dict(os.environ)
         env_base.update(plan.get("env") or {})
+        blocked = {signal.Signals["SIG" + str(self.warning["signal"])]} if self.warning else set()
         for rank in plan["ranks"]:
             env = dict(env_base)
             env.update(rank_env(plan, rank, self.port, self.deadline))
@@ -245,7 +246,7 @@ class Execution:
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
-                    preexec_fn=_child_setup(group),
+                    preexec_fn=_child_setup(group, blocked),
                     close_fds=True,
                 )
             except OSError as exc:
@@ -413,9 +414,13 @@ class Execution:
         return {**base, "state": "succeeded", "cause": "exit", "exitCode": 0, "detail": ""}
 
 
-def _child_setup(group: int) -> Any:
+def _child_setup(group: int, blocked: set[signal.Signals]) -> Any:
+    """The rank's start, between fork and exec: its own mask (``blocked`` only: the cessation warning, pending
+    until :mod:`dispatch.job` installs its handler and unblocks it, so an early warning is neither fatal nor
+    lost) and its node's process group."""
+
     def setup() -> None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         try:
             os.setpgid(0, group)
         except OSError:

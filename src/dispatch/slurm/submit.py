@@ -126,19 +126,31 @@ def build(request: StartRequest, settings: SlurmSettings, release: str, default_
         scheduler_id='"$SLURM_JOB_ID"',
         restart='"${SLURM_RESTART_COUNT:-0}"',
         prelude=prelude,
-        launcher=("srun", "--export=ALL", "--kill-on-bad-exit=1", "--", *_ignoring(warning)),
+        launcher=("srun", "--export=ALL", "--kill-on-bad-exit=1", "--", *_blocking(warning)),
         exports=exports,
     )
     return SbatchJob(tuple(argv), batch, out_dir)
 
 
-def _ignoring(warning: CessationWarning | None) -> tuple[str, ...]:
-    """The words that start each rank with the warning signal ignored, until the program installs its handler
-    (:mod:`dispatch.job` does on first use; a program may replace an ignored disposition at will). Slurm may send
-    ``--signal`` up to 60 s before the time given, so with a short limit it can reach a rank that is still
-    starting (an interpreter, its imports), and the signal's default action would end that rank: measured on
-    22.05, a resumed execution died of SIGUSR1 within its first second under load. A warning that comes before
-    the program listens finds nothing new to save. ``sh -c ... exec``: the same process runs the program."""
+def _blocking(warning: CessationWarning | None) -> tuple[str, ...]:
+    """The words that start each rank with the warning signal blocked, until the program installs its handler
+    and unblocks it (:mod:`dispatch.job` does both on first use). Slurm may send ``--signal`` up to 60 s before
+    the time given, so with a short limit it can reach a rank that is still starting (an interpreter, its
+    imports), and the signal's default action would end that rank: measured on 22.05, a resumed execution died
+    of SIGUSR1 within its first second under load. A blocked signal stays pending across ``exec``, so that early
+    warning is delivered once the handler exists, neither fatal nor lost.
+
+    ``sh`` ignores the signal first (so the shell itself cannot die of it), then, where ``env --block-signal``
+    exists (GNU coreutils 8.31 or later), execs the program through it with the signal blocked: a blocked signal
+    is queued even while ignored, and the handler dispatch.job installs replaces the ignored disposition. Where
+    it does not exist (RHEL 8 ships 8.30) the program starts with the signal ignored: an early warning is lost,
+    still not fatal. The inner ``sh -c 'exec "$@"'`` keeps the argv byte for byte (``env`` would read a first
+    word with a ``=`` as a variable); every ``exec`` keeps the same process."""
     if warning is None:
         return ()
-    return ("/bin/sh", "-c", f'trap "" {warning.signal}; exec "$@"', "dispatch-rank")
+    sig = warning.signal  # USR1 or USR2: checked by CessationWarning
+    script = (
+        f'trap "" {sig}; if env --block-signal={sig} true 2>/dev/null; then '
+        f'exec env --block-signal={sig} /bin/sh -c \'exec "$@"\' dispatch-rank "$@"; fi; exec "$@"'
+    )
+    return ("/bin/sh", "-c", script, "dispatch-rank")
