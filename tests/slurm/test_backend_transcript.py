@@ -397,6 +397,7 @@ def test_output_reader_reads_per_execution_file() -> None:
     )
     b, _ = backend(
         RELEASE_2605,
+        Exchange(".jobs/", wrapped(ok("NONE\n"))),  # submitted before pointers: squeue/sacct say where
         Exchange("squeue --json", wrapped(ok(sq))),
         Exchange("sacct --json", wrapped(ok(hist))),
         Exchange("/out/dsp-j-1.4.0.out", wrapped(ok(base64.b64encode(b"first\xff\n").decode()))),
@@ -419,11 +420,47 @@ def test_output_follow_reads_until_the_job_ends() -> None:
     done = squeue_json(RELEASE_2605, Job(4, "dsp-j-1", "COMPLETED", stdout="/out/dsp-j-1.%j.%r.out"))
     b, ex = backend(
         RELEASE_2605,
+        Exchange(".jobs/", wrapped(ok("NONE\n"))),
         Exchange("squeue --json", wrapped(ok(running))),
         Exchange("tail -c", wrapped(ok(base64.b64encode(b"one\n").decode()))),
+        Exchange(".jobs/", wrapped(ok("NONE\n"))),
         Exchange("squeue --json", wrapped(ok(done))),
         Exchange("tail -c", wrapped(ok(base64.b64encode(b"two\n").decode()))),
     )
     assert list(b.stdout("4", follow=True)) == [b"one\n", b"two\n"]
     assert "'5'" in ex.scripts[-1] or " 5 " in ex.scripts[-1]  # the second read starts after the 4 bytes read
     ex.assert_done()
+
+
+@pytest.mark.parametrize("release", [RELEASE_2205, RELEASE_2605])
+def test_output_is_found_from_the_pointer_after_the_scheduler_forgot_the_job(release: str) -> None:
+    """A read-only open without accounting, a job squeue no longer lists: the pointer written at submission
+    names the files, and the highest execution with a file is the latest."""
+    import base64
+
+    b, ex = backend(
+        release,
+        Exchange(".jobs/testcluster.4", wrapped(ok("/out/dsp-j-1\n0.out\n1.out\n"))),
+        Exchange("squeue -h -t all -j", wrapped(absent("4"))),
+        Exchange("/out/dsp-j-1.4.1.out", wrapped(ok(base64.b64encode(b"second\n").decode()))),
+        Exchange(".jobs/testcluster.4", wrapped(ok("/out/dsp-j-1\n0.out\n1.out\n"))),
+        Exchange("squeue -h -t all -j", wrapped(absent("4"))),
+        Exchange("/out/dsp-j-1.4.0.err", wrapped(ok(base64.b64encode(b"oops\n").decode()))),
+        Exchange(".jobs/testcluster.4", wrapped(ok("/out/dsp-j-1\n0.out\n1.out\n"))),
+        Exchange("squeue -h -t all -j", wrapped(absent("4"))),
+        read_only=True,
+    )
+    assert b.capabilities().answer(slurm_cap("AccountingHistory")) is not Answer.YES
+    assert b"".join(b.stdout("4")) == b"second\n"
+    assert b"".join(b.stderr("4", execution=0)) == b"oops\n"
+    with pytest.raises(NotFound, match="no execution 2"):
+        b"".join(b.stdout("4", execution=2))
+    ex.assert_done()
+
+
+def test_each_submission_records_where_its_output_goes() -> None:
+    b, ex = backend(RELEASE_2605, Exchange("sbatch", wrapped(ok(), ok("77\n"))))
+    assert b.start(req()) == "77"
+    script = ex.scripts[-1]
+    assert "/home/ada/dispatch-output/.jobs" in script  # made with the output directory
+    assert " _ /home/ada/dispatch-output/.jobs/testcluster /home/ada/dispatch-output/dsp-j-1 --parsable" in script

@@ -30,3 +30,7 @@ def test_batch_submission_one_script_per_phase() -> None:
 
 def test_a_warning_before_the_program_listens_is_not_fatal() -> None:
     it.warning_before_the_program_listens_is_not_fatal("sid")
+
+
+def test_output_is_readable_after_the_scheduler_forgot_the_job() -> None:
+    it.output_after_the_scheduler_forgot("sid")

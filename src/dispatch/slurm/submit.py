@@ -10,7 +10,9 @@
   starts with the warning signal ignored until the program handles it). The user's argv is shlex-quoted
   word by word inside a heredoc whose terminator carries the script nonce, so it reaches the ranks byte for
   byte.
-* Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``: with
+* Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``
+  (:func:`output_paths`; the submitting script records ``<dir>/<marker>`` under the job id, see
+  :func:`pointer_path`, so the files are found after the scheduler forgot the job): with
   ``%j``/``%r`` in ``--output``/``--error`` on 25.11+, and by an ``exec`` redirect in the batch script on older
   releases (whose ``--output`` then only catches Slurm's own messages, in ``<marker>.<job id>.slurm.out``).
 """
@@ -23,11 +25,13 @@ import shlex
 from dataclasses import dataclass
 
 from dispatch.adapterkit import render_job_script
+from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude, rank_wrapper
 from dispatch.errors import SpecError, Unsupported
 from dispatch.extensions import CessationWarning, Image, Output
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.parse import has_export_nil, has_restart_pattern
 from dispatch.slurm.settings import SlurmSettings, check_output_dir
+from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
 
 _MARKER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -35,16 +39,29 @@ _MARKER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 @dataclass(frozen=True)
 class SbatchJob:
-    """What :func:`build` made: sbatch's argv (after ``sbatch``), the batch script, and the output dir."""
+    """What :func:`build` made: sbatch's argv (after ``sbatch``), the batch script, the output dir, and the
+    files' common prefix ``<dir>/<marker>`` (each execution's files are ``<base>.<job id>.<restart>.out|.err``)."""
 
     argv: tuple[str, ...]
     batch: str
     output_dir: str
+    base: str
 
 
 def output_paths(output_dir: str, marker: str, job_id: str, restart: int) -> tuple[str, str]:
     base = f"{output_dir.rstrip('/')}/{marker}.{job_id}.{restart}"
     return base + ".out", base + ".err"
+
+
+POINTERS = ".jobs"
+"""The directory, inside the cluster's output directory, of the pointer files written at submission."""
+
+
+def pointer_path(output_root: str, cluster: str, job_id: str) -> str:
+    """Where the submission of job ``job_id`` on ``cluster`` recorded its files' prefix ``<dir>/<marker>``
+    (one line): ``<output root>/.jobs/<cluster>.<job id>``. ``output_root`` is ``output.dir`` (default
+    ``~/dispatch-output``) even for a job whose ``dispatch.Output`` puts its files elsewhere."""
+    return f"{output_root.rstrip('/') or ''}/{POINTERS}/{cluster}.{job_id}"
 
 
 def build(request: StartRequest, settings: SlurmSettings, release: str, default_output_dir: str) -> SbatchJob:
@@ -126,10 +143,33 @@ def build(request: StartRequest, settings: SlurmSettings, release: str, default_
         scheduler_id='"$SLURM_JOB_ID"',
         restart='"${SLURM_RESTART_COUNT:-0}"',
         prelude=prelude,
-        launcher=("srun", "--export=ALL", "--kill-on-bad-exit=1", "--", *_ignoring(warning)),
+        launcher=(
+            "srun",
+            "--export=ALL",
+            "--kill-on-bad-exit=1",
+            "--",
+            *_ignoring(warning),  # first: the signal is ignored from the rank's first instruction
+            *rank_wrapper(_rank_prelude(spec)),
+        ),
         exports=exports,
     )
-    return SbatchJob(tuple(argv), batch, out_dir)
+    return SbatchJob(tuple(argv), batch, out_dir, base)
+
+
+def _rank_prelude(spec: JobSpec) -> list[str]:
+    """Each rank's environment (:mod:`dispatch.adapterkit.rankenv`) from what srun tells the task: its rank
+    ``SLURM_PROCID``, ``SLURM_LOCALID`` and ``SLURM_NODEID``; the rendezvous at ``SLURM_LAUNCH_NODE_IPADDR``, the
+    address of the node running the batch script (node 0, where rank 0 runs: an address, so it needs no name
+    resolution), on a port derived from the job id."""
+    return rank_prelude(
+        RankLayout(spec.nodes, spec.procs_per_node),
+        rank='"$SLURM_PROCID"',
+        local_rank='"$SLURM_LOCALID"',
+        node_rank='"$SLURM_NODEID"',
+        master_addr='"$SLURM_LAUNCH_NODE_IPADDR"',
+        master_port=port_expression("SLURM_JOB_ID"),
+        node='"$SLURMD_NODENAME"',
+    )
 
 
 def _ignoring(warning: CessationWarning | None) -> tuple[str, ...]:
