@@ -59,7 +59,7 @@ def wait_purged(name: str, sid: str, timeout: float = 150.0) -> None:
 
 
 @pytest.mark.parametrize("name", CLUSTERS)
-def test_logs_after_the_scheduler_forgot_the_job_and_one_rank_refused(cli: Env, name: str) -> None:
+def test_logs_after_the_scheduler_forgot_the_job(cli: Env, name: str) -> None:
     on(cli, name)
     code, out = run(cli, "--", "bash", "-c", "echo hello; echo oops >&2")
     assert code == 0, out
@@ -70,6 +70,48 @@ def test_logs_after_the_scheduler_forgot_the_job_and_one_rank_refused(cli: Env, 
     assert (p.returncode, p.stdout) == (0, "hello\n"), p.stderr
     p = cli.run("logs", job, "--stderr")
     assert (p.returncode, p.stdout) == (0, "oops\n"), p.stderr
-    p = cli.run("logs", job, "--rank", "0")
+
+
+SHOW = (
+    'printf "%s\\n" "rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE node=$NODE_RANK/$GROUP_RANK '
+    "master=$MASTER_ADDR:$MASTER_PORT ours=$DISPATCH_RANK/$DISPATCH_WORLD_SIZE@$DISPATCH_NODE "
+    'exec=$DISPATCH_SCHEDULER_ID.$DISPATCH_RESTART"'
+)
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_every_rank_gets_the_rank_environment_and_one_rank_is_refused(cli: Env, name: str) -> None:
+    """2 nodes x 2 ranks: the variables the local adapter and torchrun set, node by node; one rendezvous."""
+    on(cli, name)
+    code, out = run(cli, "-N", "2", "-p", "2", "--", "bash", "-u", "-c", SHOW)
+    assert code == 0, out
+    sid = out["execution"].split(".")[1]
+    p = cli.run("logs", out["id"])
+    assert p.returncode == 0, p.stderr
+    lines = sorted(p.stdout.splitlines())
+    assert len(lines) == 4, lines
+    fields = [dict(w.split("=", 1) for w in line.split()) for line in lines]
+    masters = {f["master"] for f in fields}
+    assert len(masters) == 1 and masters.pop().endswith(f":{20000 + int(sid) % 20000}"), fields
+    nodes = {}
+    for rank, f in enumerate(fields):
+        node_rank, local = divmod(rank, 2)
+        assert f["rank"] == str(rank) and f["world"] == "4", f
+        assert f["local"] == f"{local}/2" and f["node"] == f"{node_rank}/{node_rank}", f
+        ours, _, node = f["ours"].partition("@")
+        assert ours == f"{rank}/4" and node, f
+        nodes.setdefault(node_rank, set()).add(node)
+        assert f["exec"] == f"{sid}.0", f
+    assert all(len(v) == 1 for v in nodes.values()) and nodes[0] != nodes[1], nodes
+    p = cli.run("logs", out["id"], "--rank", "0")
     assert p.returncode == Exit.REFUSED, p.stderr
     assert "one stdout and one stderr file per execution" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_a_failed_rank_reports_its_own_exit_code(cli: Env, name: str) -> None:
+    """Rank 1 exits 3, the others are ended by Slurm: the job failed with exit code 3, as on the local adapter."""
+    on(cli, name)
+    code, out = run(cli, "-N", "2", "--", "bash", "-c", '[ "$SLURM_PROCID" = 1 ] && exit 3; sleep 60')
+    assert code == 1, out
+    assert (out["state"], out["cause"], out["exitCode"]) == ("failed", "exit", 3), out

@@ -453,8 +453,8 @@ class SlurmBackend:
         current = obs.live or obs.history[-1]
         r = current.restart_cnt or 0
         same = [h for h in obs.history if (h.restart_cnt or 0) == r]
-        if obs.live is not None and same and same[-1].step_states:
-            current = replace(current, step_states=same[-1].step_states)
+        if obs.live is not None and same and (same[-1].step_states or same[-1].step_exit_code):
+            current = replace(current, step_states=same[-1].step_states, step_exit_code=same[-1].step_exit_code)
         source = "squeue" if obs.live is not None else "sacct"
         reading = self._reading(current, source, now, memo)
         if r not in seen:
@@ -475,7 +475,7 @@ class SlurmBackend:
         if memo is None:
             return outcome_of(rec, Evidence(source, now))
         key = (source, rec.state, rec.flags, rec.reason, rec.description, rec.eligible_time, rec.restart_cnt,
-               rec.start_time is None, rec.exit_code, rec.signal, rec.step_states)  # fmt: skip
+               rec.start_time is None, rec.exit_code, rec.signal, rec.step_states, rec.step_exit_code)  # fmt: skip
         reading = memo.get(key)
         if reading is None:
             reading = memo[key] = outcome_of(rec, Evidence(source, now))
