@@ -115,3 +115,21 @@ def test_a_failed_rank_reports_its_own_exit_code(cli: Env, name: str) -> None:
     code, out = run(cli, "-N", "2", "--", "bash", "-c", '[ "$SLURM_PROCID" = 1 ] && exit 3; sleep 60')
     assert code == 1, out
     assert (out["state"], out["cause"], out["exitCode"]) == ("failed", "exit", 3), out
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_the_default_working_directory_is_shown_and_used(cli: Env, name: str) -> None:
+    """The local transport: the directory dispatch runs in; over SSH: the home directory on the cluster."""
+    on(cli, name)
+    dry = cli.run("run", "--dry-run", "--", "pwd")
+    assert dry.returncode == 0, dry.stderr
+    shown = [w.split("=", 1)[1].strip("'") for w in dry.stdout.split() if w.strip("'").startswith("--chdir=")]
+    assert len(shown) == 1, dry.stdout
+    if name == "local":
+        assert shown[0] == str(cli.home)
+    else:
+        assert shown[0] != str(cli.home) and shown[0].startswith("/")
+    code, out = run(cli, "--", "pwd")
+    assert code == 0, out
+    p = cli.run("logs", out["id"])
+    assert p.stdout == shown[0] + "\n", p.stderr

@@ -464,3 +464,17 @@ def test_each_submission_records_where_its_output_goes() -> None:
     script = ex.scripts[-1]
     assert "/home/ada/dispatch-output/.jobs" in script  # made with the output directory
     assert " _ /home/ada/dispatch-output/.jobs/testcluster /home/ada/dispatch-output/dsp-j-1 --parsable" in script
+
+
+def test_the_working_directory_is_always_sent_and_shown_by_a_dry_run() -> None:
+    """Local transport: the current directory; SSH: the home directory on the cluster (this machine's current
+    directory need not exist there); the spec's wins over both."""
+    import os
+
+    b, _ = backend(RELEASE_2605)
+    assert f"--chdir={os.getcwd()}" in b.render(req())
+    spec = JobSpec(("true",), working_dir="/scratch/run 1")
+    assert "'--chdir=/scratch/run 1'" in b.render(StartRequest("j", 1, "dsp-j-1", spec))
+    ex = TranscriptExecutor(ready_preflight(RELEASE_2605, now=NOW))
+    ssh = slurm.new({"transport": "ssh", "ssh": {"host": "login"}}, executor=ex, clock=FakeClock(NOW))
+    assert "--chdir=/home/ada " in ssh.render(req())

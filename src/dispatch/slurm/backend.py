@@ -8,6 +8,7 @@ started and, for writes, OutcomeUnknown once it may have run.
 from __future__ import annotations
 
 import base64
+import os
 import posixpath
 import re
 import shlex
@@ -209,7 +210,15 @@ class SlurmBackend:
 
     def build(self, request: StartRequest) -> submit.SbatchJob:
         self.extension_policy().check(request.spec.extensions, NAME)
-        return submit.build(request, self.settings, self.slurm_release, self.default_output_dir)
+        return submit.build(request, self.settings, self.slurm_release, self.default_output_dir, self.default_workdir())
+
+    def default_workdir(self) -> str:
+        """Where a job without a working directory starts: with the local transport the current directory (this
+        machine is the login node, its directories are the cluster's); over SSH (or any other transport) the
+        login user's home directory there, since this machine's current directory need not exist on the cluster."""
+        if self.settings.transport == "local":
+            return os.getcwd()
+        return self.facts.home
 
     def render(self, request: StartRequest) -> str:
         """The exact sbatch command and batch script :meth:`start` would submit (a dry run; nothing runs)."""

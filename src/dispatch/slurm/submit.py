@@ -1,5 +1,6 @@
 """One submission to one ``sbatch`` job: the options and the batch script (see the table in the docs).
 
+* The working directory is ``--chdir``: the spec's, else the backend's default (:meth:`SlurmBackend.default_workdir`).
 * The start gate is ``--hold``; requeue is off (``--no-requeue``); the job name is the submission's marker
   (``Find`` searches it in squeue and sacct).
 * The batch script exports the execution identity ``DISPATCH_EXECUTION=<N>.<job id>.<restart>`` (restart from
@@ -64,9 +65,12 @@ def pointer_path(output_root: str, cluster: str, job_id: str) -> str:
     return f"{output_root.rstrip('/') or ''}/{POINTERS}/{cluster}.{job_id}"
 
 
-def build(request: StartRequest, settings: SlurmSettings, release: str, default_output_dir: str) -> SbatchJob:
-    """The sbatch options and batch script of ``request``. Raises Unsupported for an image, SpecError for a
-    marker or extension Slurm cannot carry."""
+def build(
+    request: StartRequest, settings: SlurmSettings, release: str, default_output_dir: str, default_workdir: str = ""
+) -> SbatchJob:
+    """The sbatch options and batch script of ``request``. The job starts in the spec's working directory, else
+    in ``default_workdir`` (always sent as ``--chdir``, so a dry run shows it; empty: sbatch's own default).
+    Raises Unsupported for an image, SpecError for a marker or extension Slurm cannot carry."""
     spec = request.spec
     if spec.extension(Image) is not None:
         raise Unsupported("Slurm runs no container images (ContainerImage is no): remove the dispatch.Image extension")
@@ -108,8 +112,9 @@ def build(request: StartRequest, settings: SlurmSettings, release: str, default_
         argv.append(f"--mem-per-cpu={res.mem_per_cpu}")
     if res.exclusive:
         argv.append("--exclusive")
-    if spec.working_dir:
-        argv.append(f"--chdir={spec.working_dir}")
+    workdir = spec.working_dir or default_workdir
+    if workdir:
+        argv.append(f"--chdir={workdir}")
     if spec.time_limit is not None:
         argv.append(f"--time={max(1, math.ceil(spec.time_limit / 60))}")
     warning = spec.extension(CessationWarning)
