@@ -438,16 +438,18 @@ def test_output_is_found_from_the_pointer_after_the_scheduler_forgot_the_job(rel
     names the files, and the highest execution with a file is the latest."""
     import base64
 
+    pointer = "/out/dsp-j-1\n0.out\n1.out\n"
     b, ex = backend(
         release,
-        Exchange(".jobs/testcluster.4", wrapped(ok("/out/dsp-j-1\n0.out\n1.out\n"))),
+        Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
         Exchange("squeue -h -t all -j", wrapped(absent("4"))),
+        Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),  # which executions have files
         Exchange("/out/dsp-j-1.4.1.out", wrapped(ok(base64.b64encode(b"second\n").decode()))),
-        Exchange(".jobs/testcluster.4", wrapped(ok("/out/dsp-j-1\n0.out\n1.out\n"))),
-        Exchange("squeue -h -t all -j", wrapped(absent("4"))),
+        Exchange("squeue -h -t all -j", wrapped(absent("4"))),  # the prefix is remembered
+        Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
         Exchange("/out/dsp-j-1.4.0.err", wrapped(ok(base64.b64encode(b"oops\n").decode()))),
-        Exchange(".jobs/testcluster.4", wrapped(ok("/out/dsp-j-1\n0.out\n1.out\n"))),
         Exchange("squeue -h -t all -j", wrapped(absent("4"))),
+        Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
         read_only=True,
     )
     assert b.capabilities().answer(slurm_cap("AccountingHistory")) is not Answer.YES

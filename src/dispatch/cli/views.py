@@ -392,8 +392,8 @@ def logs(
         except (NotFound, Unsupported, Unavailable) as exc:
             if entry is None and t.execution is None:
                 raise  # no execution to look up in the archive
-            kept = entry is not None and entry.status is ArchiveStatus.KEPT
-            if isinstance(exc, (Unavailable, Unsupported)) and not kept:
+            in_archive = entry is not None and entry.status is ArchiveStatus.KEPT
+            if isinstance(exc, (Unavailable, Unsupported)) and not in_archive:
                 raise  # the cluster did not answer, or cannot do that: say so, unless the archive has the output
             logsource.from_archive(entry, f"{what} (the cluster: {exc})", stderr_, ranks)
             archived = True

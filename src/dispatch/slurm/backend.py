@@ -133,6 +133,7 @@ class SlurmBackend:
         self._uncertainty = 0.0
         self.scripts_run = 0
         self._book = InstanceBook()  # the names of holds this backend placed (for non-canonical instances)
+        self._bases: dict[str, str] = {}  # job id -> its output files' prefix, from its pointer (never changes)
         self._made_dirs: set[str] = (
             set()
         )  # output directories this backend already created  # hold code -> the instance string this backend placed
@@ -674,19 +675,22 @@ class SlurmBackend:
         Once neither squeue nor sacct has the job, it has ended, and its latest execution is the highest one
         with a file. A job submitted without a pointer is looked up in squeue/sacct (:meth:`_listed_path`)."""
         jid = _job_id(scheduler_id)
-        pointed = self._pointed(jid)
-        if pointed is None:
-            return self._listed_path(scheduler_id, execution, stream)
-        base, restarts = pointed
+        base = self._bases.get(jid)
+        if base is None:
+            pointed = self._pointed(jid)
+            if pointed is None:
+                return self._listed_path(scheduler_id, execution, stream)
+            base = self._bases[jid] = pointed[0]
         obs = self._observe([jid]).get(jid)
         if obs is not None:
             rec = obs.live or obs.history[-1]
             current = rec.restart_cnt or 0
             over = outcome_of(rec, self._evidence(rec.source)).outcome.state.ended
-        elif restarts:
-            current, over = max(restarts), True
         else:
-            raise NotFound(f"Slurm job {jid} has no output file (it never ran, or its files were removed)")
+            restarts = (self._pointed(jid) or ("", []))[1]
+            if not restarts:
+                raise NotFound(f"Slurm job {jid} has no output file (it never ran, or its files were removed)")
+            current, over = max(restarts), True
         r = current if execution is None else execution
         if r < 0 or r > current:
             raise NotFound(f"job {jid} has no execution {r}")
