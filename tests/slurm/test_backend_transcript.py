@@ -480,3 +480,28 @@ def test_the_working_directory_is_always_sent_and_shown_by_a_dry_run() -> None:
     ex = TranscriptExecutor(ready_preflight(RELEASE_2605, now=NOW))
     ssh = slurm.new({"transport": "ssh", "ssh": {"host": "login"}}, executor=ex, clock=FakeClock(NOW))
     assert "--chdir=/home/ada " in ssh.render(req())
+
+
+def test_the_submit_call_keeps_sbatchs_answer_and_writes_the_pointer(tmp_path: object) -> None:
+    """The SUBMIT snippet under bash with a fake sbatch: stdout and status are sbatch's; the pointer names the
+    files' prefix under the job id (the last line's, ``<id>;<cluster>`` too); a refusal writes none."""
+    import os
+    import subprocess
+
+    from dispatch.slurm.backend import SUBMIT
+
+    d = str(tmp_path)
+    fake = os.path.join(d, "sbatch")
+    with open(fake, "w") as f:
+        f.write('#!/bin/bash\ncat >/dev/null\n[ "$1" = --bad ] && { echo "sbatch: error: no" >&2; exit 1; }\n')
+        f.write('echo "note"; echo "42;clu"\n')
+    os.chmod(fake, 0o755)
+    env = {"PATH": f"{d}:/usr/bin:/bin"}
+    argv = ["bash", "-c", SUBMIT, "_", f"{d}/p", "/o/dsp-j-1"]
+    good = subprocess.run([*argv, "--parsable"], input="#!/bin/bash\n", capture_output=True, text=True, env=env)
+    assert (good.returncode, good.stdout) == (0, "note\n42;clu\n")
+    with open(f"{d}/p.42") as f:
+        assert f.read() == "/o/dsp-j-1\n"
+    bad = subprocess.run([*argv, "--bad"], input="", capture_output=True, text=True, env=env)
+    assert (bad.returncode, bad.stderr) == (1, "sbatch: error: no\n")
+    assert sorted(os.listdir(d)) == ["p.42", "sbatch"]

@@ -94,7 +94,7 @@ SUBMIT = (
     'out=$(sbatch "${@:3}"); rc=$?\n'
     'printf "%s\\n" "$out"\n'
     '[ "$rc" = 0 ] || exit "$rc"\n'
-    "jid=${out%%;*}\n"
+    "jid=${out##*$'\\n'}; jid=${jid%%;*}\n"
     'case "$jid" in ""|*[!0-9]*) exit 0;; esac\n'
     'printf "%s\\n" "$2" >"$1.$jid" 2>/dev/null || true'
 )
