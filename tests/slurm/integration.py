@@ -186,9 +186,7 @@ def ssh_cut_mid_submission_leaves_one_job(name: str, cut_before_sbatch: bool) ->
         def cutting_run(script: str, timeout: float) -> object:
             if "sbatch" in script and "--hold" in script:
                 if cut_before_sbatch:
-                    script = script.replace(
-                        " sbatch --parsable", " bash -c 'sleep 3; exec \"$@\"' _ sbatch --parsable", 1
-                    )
+                    script = script.replace("out=$(sbatch ", "out=$(sleep 3; sbatch ", 1)  # in SUBMIT
                 else:
                     script = script.replace("printf '\\n@@", "sleep 3; printf '\\n@@", 0)
                     script = script.rsplit("\nprintf '\\n@@", 1)
