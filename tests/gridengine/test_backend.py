@@ -85,3 +85,24 @@ def test_a_qdel_by_someone_else_is_never_cancelled(b: GridEngineBackend) -> None
     ev = until(b, sid, lambda e: e.outcome.state.ended, 30)
     assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.UNKNOWN), ev.outcome
     assert "does not say by whom" in ev.outcome.detail
+
+
+def test_the_job_gets_the_rank_environment_as_rank_0_of_1(tmp_path: Path) -> None:
+    """The kit's rank environment (dispatch.adapterkit.rankenv), as the local adapter and Slurm give it."""
+    b = backend(tmp_path)
+    names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR",
+             "MASTER_PORT", "DISPATCH_RANK", "DISPATCH_WORLD_SIZE", "DISPATCH_SCHEDULER_ID",
+             "DISPATCH_RESTART")  # fmt: skip
+    show = 'for n in "$@"; do printf "%s=%s\\n" "$n" "${!n-unset}"; done; printf "node=%s\\n" "$DISPATCH_NODE"'
+    job = secrets.token_hex(6)
+    marker = marker_for(job, 1)
+    sid = b.start(StartRequest(job, 1, marker, JobSpec(("bash", "-c", show, "show", *names), working_dir="/")))
+    b.open(sid)
+    ev = until(b, sid, lambda e: e.outcome.state.ended)
+    assert ev.outcome.state is State.SUCCEEDED, ev.outcome
+    got = dict(line.split("=", 1) for line in (tmp_path / "o" / f"{marker}.{sid}.out").read_text().splitlines())
+    port = str(20000 + int(sid) % 20000)
+    assert got.pop("node") not in ("", "unset")
+    assert got == {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "NODE_RANK": "0",
+                   "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "DISPATCH_RANK": "0",
+                   "DISPATCH_WORLD_SIZE": "1", "DISPATCH_SCHEDULER_ID": sid, "DISPATCH_RESTART": "0"}  # fmt: skip

@@ -131,6 +131,46 @@ def purged_with_and_without_accounting(name: str) -> None:
         ro.close()
 
 
+def wait_purged(name: str, sid: str, timeout: float = 150.0) -> None:
+    """Until the controller forgot job ``sid`` (MinJobAge plus the purge period)."""
+    end = time.time() + timeout
+    while True:
+        r = admin(name, "squeue", "-h", "-t", "all", "-j", sid, check=False)
+        if r.returncode != 0 or not r.stdout.strip():
+            return
+        assert time.time() < end, "the job was never purged from squeue"
+        time.sleep(3)
+
+
+def output_after_the_scheduler_forgot(name: str) -> None:
+    """Every execution's output stays readable after squeue forgot the job, even by a read-only open that
+    has no accounting to ask (what ``dispatch logs`` opens): the files are found from the submission's pointer."""
+    b = open_backend(name)
+    script = (
+        'echo "out=$DISPATCH_EXECUTION"; echo "err=$DISPATCH_EXECUTION" >&2; '
+        'case "$DISPATCH_EXECUTION" in *.0) sleep 300;; esac'
+    )
+    try:
+        sid, _ = run(b, JobSpec(("bash", "-c", script)))
+        wait(b, sid, lambda e: e.outcome.state is State.RUNNING and b"out=" in b"".join(b.stdout(sid)), "it prints")
+        b.requeue(sid)
+        wait(b, sid, lambda e: e.outcome.state.ended, "the requeued execution ends", 120)
+    finally:
+        b.close()
+    wait_purged(name, sid)
+    desc = description(name)
+    import dispatch.slurm as slurm
+
+    ro = slurm.new({**settings_for(desc), "preflight": {}}, read_only=True)
+    try:
+        assert b"".join(ro.stdout(sid)) == f"out=1.{sid}.1\n".encode()
+        assert b"".join(ro.stdout(sid, 0)) == f"out=1.{sid}.0\n".encode()
+        assert b"".join(ro.stderr(sid, 0)).startswith(f"err=1.{sid}.0\n".encode())
+        assert b"".join(ro.stderr(sid, 1, follow=True)) == f"err=1.{sid}.1\n".encode()  # ended: no waiting
+    finally:
+        ro.close()
+
+
 def ssh_cut_mid_submission_leaves_one_job(name: str, cut_before_sbatch: bool) -> None:
     desc = description(name)
     import dispatch.slurm as slurm
@@ -148,9 +188,7 @@ def ssh_cut_mid_submission_leaves_one_job(name: str, cut_before_sbatch: bool) ->
         def cutting_run(script: str, timeout: float) -> object:
             if "sbatch" in script and "--hold" in script:
                 if cut_before_sbatch:
-                    script = script.replace(
-                        " sbatch --parsable", " bash -c 'sleep 3; exec \"$@\"' _ sbatch --parsable", 1
-                    )
+                    script = script.replace("out=$(sbatch ", "out=$(sleep 3; sbatch ", 1)  # in SUBMIT
                 else:
                     script = script.replace("printf '\\n@@", "sleep 3; printf '\\n@@", 0)
                     script = script.rsplit("\nprintf '\\n@@", 1)

@@ -397,6 +397,7 @@ def test_output_reader_reads_per_execution_file() -> None:
     )
     b, _ = backend(
         RELEASE_2605,
+        Exchange(".jobs/", wrapped(ok("NONE\n"))),  # submitted before pointers: squeue/sacct say where
         Exchange("squeue --json", wrapped(ok(sq))),
         Exchange("sacct --json", wrapped(ok(hist))),
         Exchange("/out/dsp-j-1.4.0.out", wrapped(ok(base64.b64encode(b"first\xff\n").decode()))),
@@ -419,11 +420,88 @@ def test_output_follow_reads_until_the_job_ends() -> None:
     done = squeue_json(RELEASE_2605, Job(4, "dsp-j-1", "COMPLETED", stdout="/out/dsp-j-1.%j.%r.out"))
     b, ex = backend(
         RELEASE_2605,
+        Exchange(".jobs/", wrapped(ok("NONE\n"))),
         Exchange("squeue --json", wrapped(ok(running))),
         Exchange("tail -c", wrapped(ok(base64.b64encode(b"one\n").decode()))),
+        Exchange(".jobs/", wrapped(ok("NONE\n"))),
         Exchange("squeue --json", wrapped(ok(done))),
         Exchange("tail -c", wrapped(ok(base64.b64encode(b"two\n").decode()))),
     )
     assert list(b.stdout("4", follow=True)) == [b"one\n", b"two\n"]
     assert "'5'" in ex.scripts[-1] or " 5 " in ex.scripts[-1]  # the second read starts after the 4 bytes read
     ex.assert_done()
+
+
+@pytest.mark.parametrize("release", [RELEASE_2205, RELEASE_2605])
+def test_output_is_found_from_the_pointer_after_the_scheduler_forgot_the_job(release: str) -> None:
+    """A read-only open without accounting, a job squeue no longer lists: the pointer written at submission
+    names the files, and the highest execution with a file is the latest."""
+    import base64
+
+    pointer = "/out/dsp-j-1\n0.out\n1.out\n"
+    b, ex = backend(
+        release,
+        Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
+        Exchange("squeue -h -t all -j", wrapped(absent("4"))),
+        Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),  # which executions have files
+        Exchange("/out/dsp-j-1.4.1.out", wrapped(ok(base64.b64encode(b"second\n").decode()))),
+        Exchange("squeue -h -t all -j", wrapped(absent("4"))),  # the prefix is remembered
+        Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
+        Exchange("/out/dsp-j-1.4.0.err", wrapped(ok(base64.b64encode(b"oops\n").decode()))),
+        Exchange("squeue -h -t all -j", wrapped(absent("4"))),
+        Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
+        read_only=True,
+    )
+    assert b.capabilities().answer(slurm_cap("AccountingHistory")) is not Answer.YES
+    assert b"".join(b.stdout("4")) == b"second\n"
+    assert b"".join(b.stderr("4", execution=0)) == b"oops\n"
+    with pytest.raises(NotFound, match="no execution 2"):
+        b"".join(b.stdout("4", execution=2))
+    ex.assert_done()
+
+
+def test_each_submission_records_where_its_output_goes() -> None:
+    b, ex = backend(RELEASE_2605, Exchange("sbatch", wrapped(ok(), ok("77\n"))))
+    assert b.start(req()) == "77"
+    script = ex.scripts[-1]
+    assert "/home/ada/dispatch-output/.jobs" in script  # made with the output directory
+    assert " _ /home/ada/dispatch-output/.jobs/testcluster /home/ada/dispatch-output/dsp-j-1 --parsable" in script
+
+
+def test_the_working_directory_is_always_sent_and_shown_by_a_dry_run() -> None:
+    """Local transport: the current directory; SSH: the home directory on the cluster (this machine's current
+    directory need not exist there); the spec's wins over both."""
+    import os
+
+    b, _ = backend(RELEASE_2605)
+    assert f"--chdir={os.getcwd()}" in b.render(req())
+    spec = JobSpec(("true",), working_dir="/scratch/run 1")
+    assert "'--chdir=/scratch/run 1'" in b.render(StartRequest("j", 1, "dsp-j-1", spec))
+    ex = TranscriptExecutor(ready_preflight(RELEASE_2605, now=NOW))
+    ssh = slurm.new({"transport": "ssh", "ssh": {"host": "login"}}, executor=ex, clock=FakeClock(NOW))
+    assert "--chdir=/home/ada " in ssh.render(req())
+
+
+def test_the_submit_call_keeps_sbatchs_answer_and_writes_the_pointer(tmp_path: object) -> None:
+    """The SUBMIT snippet under bash with a fake sbatch: stdout and status are sbatch's; the pointer names the
+    files' prefix under the job id (the last line's, ``<id>;<cluster>`` too); a refusal writes none."""
+    import os
+    import subprocess
+
+    from dispatch.slurm.backend import SUBMIT
+
+    d = str(tmp_path)
+    fake = os.path.join(d, "sbatch")
+    with open(fake, "w") as f:
+        f.write('#!/bin/bash\ncat >/dev/null\n[ "$1" = --bad ] && { echo "sbatch: error: no" >&2; exit 1; }\n')
+        f.write('echo "note"; echo "42;clu"\n')
+    os.chmod(fake, 0o755)
+    env = {"PATH": f"{d}:/usr/bin:/bin"}
+    argv = ["bash", "-c", SUBMIT, "_", f"{d}/p", "/o/dsp-j-1"]
+    good = subprocess.run([*argv, "--parsable"], input="#!/bin/bash\n", capture_output=True, text=True, env=env)
+    assert (good.returncode, good.stdout) == (0, "note\n42;clu\n")
+    with open(f"{d}/p.42") as f:
+        assert f.read() == "/o/dsp-j-1\n"
+    bad = subprocess.run([*argv, "--bad"], input="", capture_output=True, text=True, env=env)
+    assert (bad.returncode, bad.stderr) == (1, "sbatch: error: no\n")
+    assert sorted(os.listdir(d)) == ["p.42", "sbatch"]

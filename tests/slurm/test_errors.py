@@ -1,7 +1,7 @@
 import pytest
 
 from dispatch.errors import NotFound, OutcomeUnknown, Rejected, Unavailable
-from dispatch.slurm.errors import classify
+from dispatch.slurm.errors import classify, error_for
 
 ROWS = [
     ("slurm_load_jobs error: Invalid job id specified", False, NotFound),
@@ -34,3 +34,13 @@ def test_error_table(stderr: str, write: bool, cls: type) -> None:
 def test_expired_write_is_unknown_read_is_unavailable() -> None:
     assert classify("", write=True, status=124) is OutcomeUnknown
     assert classify("", write=False, status=124) is Unavailable
+
+
+def test_a_command_prefix_is_said_once() -> None:
+    err = error_for(
+        "sbatch", "sbatch: error: Batch job submission failed: Invalid partition name specified\n", write=True, status=1
+    )
+    assert isinstance(err, Rejected)
+    assert str(err) == "sbatch: Batch job submission failed: Invalid partition name specified"
+    other = error_for("open 5", "scontrol: error: Invalid job id specified", write=True, status=1)
+    assert str(other) == "open 5: scontrol: error: Invalid job id specified"

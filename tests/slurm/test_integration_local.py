@@ -29,3 +29,7 @@ def test_a_warning_before_the_program_listens_reaches_it_once_it_does() -> None:
 
 def test_output_slices_of_every_viewer_in_one_script() -> None:
     it.output_slices_in_one_script("local")
+
+
+def test_output_is_readable_after_the_scheduler_forgot_the_job() -> None:
+    it.output_after_the_scheduler_forgot("local")

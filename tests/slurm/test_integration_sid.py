@@ -30,3 +30,7 @@ def test_batch_submission_one_script_per_phase() -> None:
 
 def test_a_warning_before_the_program_listens_reaches_it_once_it_does() -> None:
     it.warning_before_the_program_listens_is_delivered_once_it_does("sid", it.LISTENER_PERL)
+
+
+def test_output_is_readable_after_the_scheduler_forgot_the_job() -> None:
+    it.output_after_the_scheduler_forgot("sid")

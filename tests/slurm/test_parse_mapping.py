@@ -328,3 +328,33 @@ def test_2205_completing_right_after_a_requeue_reads_pending_not_running() -> No
 def test_detail_never_shows_a_raw_none_reason() -> None:
     _, jobs = parse_squeue(squeue_json("22.05.8", Job(13, "c", "COMPLETED", reason="None")))
     assert outcome_of(jobs[0], EV).outcome.detail == "COMPLETED"
+
+
+def test_a_failed_ranks_own_code_wins_over_the_batch_shells() -> None:
+    """22.05's text for a 2-node job whose rank 1 exited 3 (the other ended by srun): job 15:0, step 3:0."""
+    text = (
+        sacct_text(Job(14, "m", "FAILED", exit_code=15))
+        + "14.batch|batch|FAILED|15:0|1|1|1|2|n1|\n14.extern|extern|COMPLETED|0:0|1|1|1|2|n1,n2|\n"
+        + "14.0|bash|FAILED|3:0|1|1|1|2|n1,n2|\n"
+    )
+    rec = parse_sacct_text(text)[0]
+    assert rec.step_exit_code == 3
+    outcome = outcome_of(rec, EV).outcome
+    assert (outcome.state, outcome.cause, outcome.exit_code, outcome.signal) == (State.FAILED, Cause.EXIT, 3, None)
+    # the same from JSON (26.05): the srun step's return code, not the batch step's
+    import json
+
+    doc = json.loads(sacct_json("26.05.5", Job(14, "m", "FAILED", exit_code=15)))
+    code = {"status": ["ERROR"], "return_code": {"set": True, "infinite": False, "number": 3}}
+    batch = {"status": ["ERROR"], "return_code": {"set": True, "infinite": False, "number": 15}}
+    doc["jobs"][0]["steps"] = [
+        {"step": {"id": "14.batch", "name": "batch"}, "state": ["FAILED"], "exit_code": batch},
+        {"step": {"id": "14.0", "name": "bash"}, "state": ["FAILED"], "exit_code": code},
+    ]
+    _, jobs = parse_sacct(json.dumps(doc))
+    assert jobs[0].step_exit_code == 3 and outcome_of(jobs[0], EV).outcome.exit_code == 3
+    # no srun step failed: the job's own code, as before
+    plain = parse_sacct_text(
+        sacct_text(Job(15, "m", "FAILED", exit_code=3)) + "15.batch|batch|FAILED|3:0|1|1|1|2|n1|\n"
+    )
+    assert plain[0].step_exit_code is None and outcome_of(plain[0], EV).outcome.exit_code == 3

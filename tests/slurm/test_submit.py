@@ -88,7 +88,8 @@ def test_argv_and_env_reach_the_ranks_byte_for_byte(argv: list[str], env: dict[s
     with tempfile.TemporaryDirectory() as d:
         fake = os.path.join(d, "srun")
         with open(fake, "w") as f:
-            f.write('#!/bin/bash\nwhile [ "$1" != "--" ]; do shift; done; shift\nprintf "%s\\0" "$@"\n')
+            # the words after the rank wrapper (which runs in each rank, tests/adapterkit/test_rankenv.py)
+            f.write('#!/bin/bash\nwhile [ "$1" != "dispatch-rank" ]; do shift; done; shift\nprintf "%s\\0" "$@"\n')
         os.chmod(fake, 0o755)
         run_env = {"PATH": f"{d}:/usr/bin:/bin", "SLURM_JOB_ID": "77"}
         out = subprocess.run(
@@ -112,11 +113,11 @@ def test_cessation_warning_renders_signal_and_exports_it() -> None:
     assert "export DISPATCH_CESSATION_GRACE=30\n" in job.batch
     # each rank starts with the signal blocked (Slurm may send it early), and the same process runs the program
     assert '-- /bin/sh -c \'trap "" USR2; if env --block-signal=USR2 true' in job.batch
-    assert job.batch.endswith("dispatch-rank python train.py\n")
+    assert job.batch.endswith('exec "$@"\' dispatch-rank python train.py\n')
     plain = build(req(JobSpec(("true",))), S, "22.05.8", "/o")
     assert not any(a.startswith("--signal") for a in plain.argv)  # opt-in: USR1's default action ends a process
     assert "DISPATCH_CESSATION" not in plain.batch
-    assert "block-signal" not in plain.batch and "--kill-on-bad-exit=1 -- true\n" in plain.batch
+    assert "block-signal" not in plain.batch and "--kill-on-bad-exit=1 -- /bin/bash -c " in plain.batch
 
 
 PROBE = "import signal as s, sys; print(sorted(x.name for x in s.pthread_sigmask(s.SIG_BLOCK, [])), sys.argv[1:])"

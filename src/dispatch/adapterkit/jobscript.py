@@ -4,7 +4,8 @@ Every batch adapter submits some script; what dispatch needs in it is the same e
 
 * ``DISPATCH_EXECUTION=<N>.<scheduler id>.<R>``, built at run time from the scheduler's own variables (the
   adapter passes shell expressions for the id and the restart count, e.g. ``"$JOB_ID"`` and
-  ``"${RESTARTED:-0}"``), so each execution sees its own identity;
+  ``"${RESTARTED:-0}"``), so each execution sees its own identity, and those two as ``DISPATCH_SCHEDULER_ID``
+  and ``DISPATCH_RESTART``;
 * ``DISPATCH_JOB``, ``DISPATCH_SUBMISSION``, ``DISPATCH_MARKER``, ``DISPATCH_CHECKPOINT_DIR`` (with a
   :class:`~dispatch.extensions.SharedCheckpoint`) and the spec's ``env``, every value shell-quoted;
 * ``exec`` of the launcher words (``srun ... --``, or nothing) and the spec's command, each word quoted with
@@ -41,6 +42,8 @@ def render_job_script(
     directives, output redirects); ``launcher`` words go before the command (quoted like it); ``exports`` are
     the adapter's own variables, exported (quoted, in the given order) after dispatch's and before the spec's."""
     lines = [f"#!{interpreter}", *prelude]
+    lines.append(f"export DISPATCH_SCHEDULER_ID={scheduler_id}")
+    lines.append(f"export DISPATCH_RESTART={restart}")
     lines.append(f"export DISPATCH_EXECUTION={request.submission}.{scheduler_id}.{restart}")
     lines.append(f"export DISPATCH_JOB={shlex.quote(request.job_id)}")
     lines.append(f"export DISPATCH_SUBMISSION={request.submission}")

@@ -47,7 +47,11 @@ def spec_options(fn: Any, *, command_required: bool = True) -> Any:
         click.option("--name", help="A human name for the job (not unique)."),
         click.option("-e", "--env", "env", multiple=True, metavar="NAME=VALUE", help="Set a variable (repeatable)."),
         click.option(
-            "-w", "--workdir", type=click.Path(file_okay=False), help="Working directory (default: the current one)."
+            "-w",
+            "--workdir",
+            type=click.Path(file_okay=False),
+            help="Working directory (default: the current one; on a cluster reached over SSH, your home directory"
+            " there; Kubeflow: the image's).",
         ),
         click.option("-t", "--time-limit", metavar="DURATION", help="Wall time limit: 90s, 30m, 2h, 1h30m."),
         click.option("--memory-mb", type=click.IntRange(1), help="Memory limit per rank in MiB (local: local.Limits)."),

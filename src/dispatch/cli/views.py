@@ -401,8 +401,9 @@ def logs(
         except (NotFound, Unsupported, Unavailable) as exc:
             if entry is None and t.execution is None:
                 raise  # no execution to look up in the archive
-            if isinstance(exc, Unavailable) and (entry is None or entry.status is not ArchiveStatus.KEPT):
-                raise  # the cluster did not answer: say so, unless the archive has the output anyway
+            in_archive = entry is not None and entry.status is ArchiveStatus.KEPT
+            if isinstance(exc, (Unavailable, Unsupported)) and not in_archive:
+                raise  # the cluster did not answer, or cannot do that: say so, unless the archive has the output
             logsource.from_archive(entry, f"{what} (the cluster: {exc})", stderr_, ranks)
             archived = True
     if archived:
@@ -441,7 +442,11 @@ def _live(app: App, record: JobRecord, t: Target, stream: str, ranks: tuple[int,
         return lines(sid, stream, execution=t.restart, ranks=list(ranks) or None, follow=follow)
     if isinstance(backend, OutputReader):
         if ranks:
-            raise Unsupported(f"the {cluster.backend.name} adapter cannot select ranks")
+            from dispatch.capabilities import Capability
+
+            how = cluster.backend.capabilities()[Capability.OUTPUT_READ].reason
+            name = cluster.backend.name
+            raise Unsupported(f"the {name} adapter cannot show one rank's output ({how}): leave out --rank")
         read = backend.stderr if stream == "stderr" else backend.stdout
         return ((None, c) for c in read(sid, t.restart, follow))
     raise Unsupported(f"the {backend.name} adapter cannot read output (capability OutputRead)")

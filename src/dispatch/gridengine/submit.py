@@ -3,6 +3,8 @@
 * The start gate is a user hold (``-h``); the job name is the submission's marker (``-N``), which ``find``
   searches in qstat and qacct.
 * Output: ``<dir>/<marker>.<job id>.out`` and ``.err`` (``$JOB_ID`` expanded by Grid Engine).
+* Every job gets the kit's rank environment (:mod:`dispatch.adapterkit.rankenv`) as rank 0 of 1, its
+  rendezvous at 127.0.0.1 on a port derived from ``$JOB_ID``.
 * A time limit is ``-l h_rt``; the working directory ``-wd``; the job runs under ``/bin/bash`` (``-S``).
 * One slot per job: several nodes or several processes per node need a parallel environment, which this
   adapter does not use (Unsupported, with that reason).
@@ -16,6 +18,7 @@ import re
 from dataclasses import dataclass
 
 from dispatch.adapterkit import render_job_script
+from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude
 from dispatch.errors import SpecError, Unsupported
 from dispatch.gridengine.settings import GridEngineSettings
 from dispatch.spi import StartRequest
@@ -61,5 +64,15 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         argv += ["-q", settings.queue]
     if spec.time_limit is not None:
         argv += ["-l", f"h_rt={max(1, math.ceil(spec.time_limit))}"]
-    script = render_job_script(request, scheduler_id='"$JOB_ID"', restart="0")
+    # one slot: rank 0 of 1, its rendezvous on this host
+    prelude = rank_prelude(
+        RankLayout(1, 1),
+        rank="0",
+        local_rank="0",
+        node_rank="0",
+        master_addr="127.0.0.1",
+        master_port=port_expression("JOB_ID"),
+        node='"${HOSTNAME:-$(hostname)}"',
+    )
+    script = render_job_script(request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude)
     return QsubJob(tuple(argv), script, output_dir)

@@ -123,29 +123,42 @@ def rank_exit_path(exec_dir: str, rank: int) -> str:
 # ----- the plan ---------------------------------------------------------------------------------------------------
 
 
+def _load_rankenv() -> Any:
+    """:mod:`dispatch.adapterkit.rankenv`, by path (this file imports nothing of dispatch; that module needs
+    the standard library only)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "adapterkit", "rankenv.py")
+    spec = importlib.util.spec_from_file_location("_dispatch_rankenv", path)
+    assert spec is not None and spec.loader is not None, path
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, module)  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    return module
+
+
+_RANKENV = _load_rankenv()
+
+
 def rank_env(
     plan: dict[str, Any], rank: dict[str, Any], master_port: int | str, deadline: float | None = None
 ) -> dict[str, str]:
-    """The variables dispatch sets for one rank (on top of the inherited environment and the spec's env)."""
-    world = int(plan["nodes"]) * int(plan["procsPerNode"])
-    env = {
-        "RANK": str(rank["rank"]),
-        "WORLD_SIZE": str(world),
-        "LOCAL_RANK": str(rank["localRank"]),
-        "LOCAL_WORLD_SIZE": str(plan["procsPerNode"]),
-        "NODE_RANK": str(rank["nodeRank"]),
-        "GROUP_RANK": str(rank["nodeRank"]),
-        "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(master_port),
-        "DISPATCH_JOB": str(plan["jobId"]),
-        "DISPATCH_SUBMISSION": str(plan["submission"]),
-        "DISPATCH_SCHEDULER_ID": str(plan["schedulerId"]),
-        "DISPATCH_EXECUTION": str(plan["execution"]),
-        "DISPATCH_RESTART": str(plan["restart"]),
-        "DISPATCH_RANK": str(rank["rank"]),
-        "DISPATCH_WORLD_SIZE": str(world),
-        "DISPATCH_NODE": f"local-{rank['nodeRank']}",
-    }
+    """The variables dispatch sets for one rank (on top of the inherited environment and the spec's env): the
+    kit's rank environment (:func:`dispatch.adapterkit.rankenv.rank_env`) and the execution's own."""
+    layout = _RANKENV.RankLayout(int(plan["nodes"]), int(plan["procsPerNode"]))
+    env: dict[str, str] = _RANKENV.rank_env(
+        layout, int(rank["rank"]), master_addr="127.0.0.1", master_port=master_port,
+        node=f"local-{rank['nodeRank']}",
+    )  # fmt: skip
+    env.update(
+        {
+            "DISPATCH_JOB": str(plan["jobId"]),
+            "DISPATCH_SUBMISSION": str(plan["submission"]),
+            "DISPATCH_SCHEDULER_ID": str(plan["schedulerId"]),
+            "DISPATCH_EXECUTION": str(plan["execution"]),
+            "DISPATCH_RESTART": str(plan["restart"]),
+        }
+    )
     if plan.get("checkpointDir"):
         env["DISPATCH_CHECKPOINT_DIR"] = str(plan["checkpointDir"])
     warning = plan.get("warning")

@@ -8,10 +8,11 @@ script never started and, for writes, OutcomeUnknown once it may have run.
 from __future__ import annotations
 
 import base64
+import os
 import posixpath
 import re
 import shlex
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from dispatch.adapterkit.holds import InstanceBook, encode_instance
@@ -100,6 +101,24 @@ RELEASE_SCRIPT = _READ_HOLD + (
     'if [ "$elig" = "$2" ]; then scontrol update JobId="$1" StartTime=now; fi'
 )
 """Lift hold ``$2`` from job ``$1`` if it carries it; exit 5 when it carries another."""
+SUBMIT = (
+    'out=$(sbatch "${@:3}"); rc=$?\n'
+    'printf "%s\\n" "$out"\n'
+    '[ "$rc" = 0 ] || exit "$rc"\n'
+    "jid=${out##*$'\\n'}; jid=${jid%%;*}\n"
+    'case "$jid" in ""|*[!0-9]*) exit 0;; esac\n'
+    'printf "%s\\n" "$2" >"$1.$jid" 2>/dev/null || true'
+)
+"""``sbatch "${@:3}"`` (the batch script on stdin), then the pointer: ``$2`` (the files' prefix) written to
+``$1.<job id>`` (:func:`~dispatch.slurm.submit.pointer_path`). sbatch's stdout and status are the call's; a
+pointer that could not be written leaves the files to be found through squeue/sacct as before."""
+POINTED = (
+    'base=$(cat -- "$1" 2>/dev/null) || { echo NONE; exit 0; }\n'
+    'printf "%s\\n" "$base"\n'
+    'for f in "$base.$2".*.out; do [ -e "$f" ] && printf "%s\\n" "${f#"$base.$2."}"; done; exit 0'
+)
+"""The pointer ``$1`` of job ``$2``: ``NONE``, or the files' prefix and then one line ``<restart>.out`` per
+execution that has a stdout file."""
 ACCEPTED = frozenset({Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind, CessationWarning.kind})
 
 
@@ -126,6 +145,7 @@ class SlurmBackend:
         self.scripts_run = 0
         self._paths: dict[tuple[str, int | None, str], str] = {}
         self._book = InstanceBook()  # the names of holds this backend placed (for non-canonical instances)
+        self._bases: dict[str, str] = {}  # job id -> its output files' prefix, from its pointer (never changes)
         self._made_dirs: set[str] = (
             set()
         )  # output directories this backend already created  # hold code -> the instance string this backend placed
@@ -203,7 +223,15 @@ class SlurmBackend:
 
     def build(self, request: StartRequest) -> submit.SbatchJob:
         self.extension_policy().check(request.spec.extensions, NAME)
-        return submit.build(request, self.settings, self.slurm_release, self.default_output_dir)
+        return submit.build(request, self.settings, self.slurm_release, self.default_output_dir, self.default_workdir())
+
+    def default_workdir(self) -> str:
+        """Where a job without a working directory starts: with the local transport the current directory (this
+        machine is the login node, its directories are the cluster's); over SSH (or any other transport) the
+        login user's home directory there, since this machine's current directory need not exist on the cluster."""
+        if self.settings.transport == "local":
+            return os.getcwd()
+        return self.facts.home
 
     def render(self, request: StartRequest) -> str:
         """The exact sbatch command and batch script :meth:`start` would submit (a dry run; nothing runs)."""
@@ -219,9 +247,9 @@ class SlurmBackend:
         s = self._script()
         index = 0
         if job.output_dir not in self._made_dirs:
-            s.call(["mkdir", "-p", job.output_dir])
+            s.call(["mkdir", "-p", job.output_dir, posixpath.dirname(self._pointer(""))])
             index = 1
-        s.call(["sbatch", *job.argv], stdin=job.batch)
+        self._submit(s, job, s.call)
         out = self._run(s, True)
         call = self._need(out, index, "sbatch", write=True)
         self._made_dirs.add(job.output_dir)
@@ -229,6 +257,16 @@ class SlurmBackend:
             return parse_sbatch_id(call.stdout)
         except ParseError as exc:
             raise OutcomeUnknown(str(exc)) from None
+
+    def _pointer(self, jid: str) -> str:
+        cluster = re.sub(r"[^A-Za-z0-9_.-]", "_", self.facts.cluster_name) or "slurm"
+        return submit.pointer_path(self.settings.output.dir or self.default_output_dir, cluster, jid)
+
+    def _submit(self, s: Script, job: submit.SbatchJob, add: Callable[..., int]) -> int:
+        """Add the ``sbatch`` of ``job`` to ``s`` with ``add`` (a call, or a concurrent one), recording where its
+        output files go (:data:`SUBMIT`)."""
+        pointer = self._pointer("")
+        return int(add(["bash", "-c", SUBMIT, "_", pointer[:-1], job.base, *job.argv], stdin=job.batch))
 
     def open(self, scheduler_id: str) -> None:
         error = self.open_many([scheduler_id])[0]
@@ -258,10 +296,10 @@ class SlurmBackend:
             s = self._script()
             dirs = sorted({job.output_dir for _, job in built} - self._made_dirs)
             if dirs:
-                s.call(["mkdir", "-p", *dirs])
+                s.call(["mkdir", "-p", *dirs, posixpath.dirname(self._pointer(""))])
             first = 1 if dirs else 0
             for _, job in built:  # a few at a time: the controller answers several clients at once
-                s.call_concurrently(["sbatch", *job.argv], stdin=job.batch)
+                self._submit(s, job, s.call_concurrently)
             try:
                 out = self._run(s, True, partial=True)
             except (Unavailable, OutcomeUnknown) as exc:
@@ -437,8 +475,8 @@ class SlurmBackend:
         current = obs.live or obs.history[-1]
         r = current.restart_cnt or 0
         same = [h for h in obs.history if (h.restart_cnt or 0) == r]
-        if obs.live is not None and same and same[-1].step_states:
-            current = replace(current, step_states=same[-1].step_states)
+        if obs.live is not None and same and (same[-1].step_states or same[-1].step_exit_code):
+            current = replace(current, step_states=same[-1].step_states, step_exit_code=same[-1].step_exit_code)
         source = "squeue" if obs.live is not None else "sacct"
         reading = self._reading(current, source, now, memo)
         if r not in seen:
@@ -459,7 +497,7 @@ class SlurmBackend:
         if memo is None:
             return outcome_of(rec, Evidence(source, now))
         key = (source, rec.state, rec.flags, rec.reason, rec.description, rec.eligible_time, rec.restart_cnt,
-               rec.start_time is None, rec.exit_code, rec.signal, rec.step_states)  # fmt: skip
+               rec.start_time is None, rec.exit_code, rec.signal, rec.step_states, rec.step_exit_code)  # fmt: skip
         reading = memo.get(key)
         if reading is None:
             reading = memo[key] = outcome_of(rec, Evidence(source, now))
@@ -643,6 +681,48 @@ class SlurmBackend:
 
     # ---------------------------------------------------------------- OutputReader
     def _output_path(self, scheduler_id: str, execution: int | None, stream: str) -> tuple[str, bool]:
+        """The path of one execution's ``stream`` file and whether that execution has ended. The files' prefix
+        comes from the pointer written at submission (:data:`SUBMIT`), so nothing depends on the scheduler
+        still knowing the job; the scheduler is asked only which execution is current and whether it ended.
+        Once neither squeue nor sacct has the job, it has ended, and its latest execution is the highest one
+        with a file. A job submitted without a pointer is looked up in squeue/sacct (:meth:`_listed_path`)."""
+        jid = _job_id(scheduler_id)
+        base = self._bases.get(jid)
+        if base is None:
+            pointed = self._pointed(jid)
+            if pointed is None:
+                return self._listed_path(scheduler_id, execution, stream)
+            base = self._bases[jid] = pointed[0]
+        obs = self._observe([jid]).get(jid)
+        if obs is not None:
+            rec = obs.live or obs.history[-1]
+            current = rec.restart_cnt or 0
+            over = outcome_of(rec, self._evidence(rec.source)).outcome.state.ended
+        else:
+            restarts = (self._pointed(jid) or ("", []))[1]
+            if not restarts:
+                raise NotFound(f"Slurm job {jid} has no output file (it never ran, or its files were removed)")
+            current, over = max(restarts), True
+        r = current if execution is None else execution
+        if r < 0 or r > current:
+            raise NotFound(f"job {jid} has no execution {r}")
+        out_path, err_path = submit.output_paths(posixpath.dirname(base), posixpath.basename(base), jid, r)
+        return (out_path if stream == "stdout" else err_path), over or r < current
+
+    def _pointed(self, jid: str) -> tuple[str, list[int]] | None:
+        """The files' prefix the submission of ``jid`` recorded and the restarts that have a stdout file; None
+        when there is no pointer."""
+        s = self._script()
+        s.shell(POINTED, self._pointer(jid), jid)
+        call = self._need(self._run(s, False), 0, f"read the output pointer of job {jid}", write=False)
+        lines = call.stdout.strip().splitlines()
+        if not lines or lines[0] == "NONE" or not lines[0].startswith("/"):
+            return None
+        restarts = [int(x[: -len(".out")]) for x in lines[1:] if x.endswith(".out") and x[: -len(".out")].isdigit()]
+        return lines[0], restarts
+
+    def _listed_path(self, scheduler_id: str, execution: int | None, stream: str) -> tuple[str, bool]:
+        """The path as squeue/sacct show it (jobs submitted before submissions wrote pointers)."""
         ev_obs = self._observe([scheduler_id], full=True).get(_job_id(scheduler_id))
         if ev_obs is None:
             raise NotFound(f"Slurm job {scheduler_id} is gone")

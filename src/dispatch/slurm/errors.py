@@ -56,6 +56,17 @@ def classify(stderr: str, *, write: bool, status: int | None) -> type[DispatchEr
 
 
 def error_for(what: str, stderr: str, *, write: bool, status: int | None) -> DispatchError:
+    """The error of a failed call, its message ``<what>: <stderr>``. A command's own prefix on a line
+    (``sbatch: error: ``) is dropped when ``what`` already names that command, so it is said once."""
     cls = classify(stderr, write=write, status=status)
-    text = stderr.strip().replace("\n", " | ")[:400]
+    command = what.split(None, 1)[0] if what.strip() else ""
+    lines = [_unprefixed(line, command) for line in stderr.strip().splitlines()]
+    text = " | ".join(lines)[:400]
     return cls(f"{what}: {text or f'exit status {status}'}")
+
+
+def _unprefixed(line: str, command: str) -> str:
+    for prefix in (f"{command}: error: ", f"{command}: "):
+        if command and line.startswith(prefix):
+            return line[len(prefix) :]
+    return line

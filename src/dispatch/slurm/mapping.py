@@ -33,7 +33,10 @@ code and no signal; a ``FAILED`` job whose records say ``0:0`` has neither. Wher
 the execution (timeout, preempted, node lost, out of memory, cancelled, requeued) both are None: the records
 disagree there (squeue's raw wait status 143 where sacct's job line says ``0:0`` and the batch step ``15:0``;
 a node failure reads signal 1 live and exit 1 in 26.05's accounting, exit 0 in 22.05's), and an execution's
-code must not change when its evidence moves from squeue to sacct.
+code must not change when its evidence moves from squeue to sacct. A ``FAILED`` job whose srun step exited
+non-zero reports that step's code (``step_exit_code``, from sacct, also while squeue still lists the job): the
+ranks' own, the highest of them (with ``--kill-on-bad-exit`` the others are ended by a signal), where the job's
+code is the batch shell's (22.05: ``15:0`` when rank 1 exited 3).
 
 A job gone from squeue without accounting is not mapped here: the backend raises NotFound (never success).
 """
@@ -155,6 +158,8 @@ def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
             return Reading(out(State.FAILED, Cause.LAUNCH_FAILED, *_exit_pair(job)))
         if "OUT_OF_MEMORY" in job.step_states:
             return Reading(out(State.FAILED, Cause.OUT_OF_MEMORY))
+        if job.step_exit_code:  # a rank's own code, where the job's is srun's or the signal it died of
+            return Reading(out(State.FAILED, Cause.EXIT, job.step_exit_code))
         code, sig = _exit_pair(job)
         return Reading(out(State.FAILED, Cause.EXIT, code, sig))
     if state in ENDED:

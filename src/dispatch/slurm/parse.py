@@ -81,6 +81,9 @@ class SlurmJob:
     release: str = ""
     step_states: frozenset[str] = frozenset()
     """States of the execution's steps (sacct): a step OUT_OF_MEMORY under a FAILED job means OOM."""
+    step_exit_code: int | None = None
+    """The exit code of the first srun step (``<id>.<n>``, sacct) that exited non-zero: the ranks' own code,
+    where the job's is the batch shell's (srun's, or the SIGTERM it died of when Slurm ended the other ranks)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -288,11 +291,15 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
         code, sig = _exit(raw.get("exit_code"), raw_status=False)
         nodes = raw.get("nodes")
         steps: set[str] = set()
+        step_code: int | None = None
         for step in raw.get("steps") or []:
             cur = (
                 (step.get("state") or {}) if isinstance(step.get("state"), Mapping) else {"current": step.get("state")}
             )
             steps.update(_states(cur.get("current"))[0:1])
+            if step_code is None and _srun_step(step):
+                c, _ = _exit(step.get("exit_code"), raw_status=False)
+                step_code = c or None
         jobs.append(
             SlurmJob(
                 job_id=str(raw.get("job_id")),
@@ -315,9 +322,27 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
                 source="sacct",
                 release=release,
                 step_states=frozenset(x for x in steps if x),
+                step_exit_code=step_code,
             )
         )
     return release, jobs
+
+
+def _srun_step(step: Mapping[str, Any]) -> bool:
+    """Whether a JSON step is an srun step (``<id>.<n>``), not the batch or extern step."""
+    ident = (step.get("step") or {}).get("id")
+    if isinstance(ident, Mapping):  # older dialects: {"job_id": ..., "step_id": ...}
+        ident = ident.get("step_id")
+    text = str(ident if ident is not None else "")
+    return text.rsplit(".", 1)[-1].isdigit() and text != ""
+
+
+def _step_code(code: str) -> int | None:
+    """A step's non-zero exit code from sacct's ``<code>:<signal>`` (None: zero, a signal, or unreadable)."""
+    a, _, b = code.partition(":")
+    if a.isdigit() and int(a) and (b == "" or b == "0"):
+        return int(a)
+    return None
 
 
 SACCT_TEXT_FIELDS = "JobIDRaw,JobName,State,ExitCode,Submit,Eligible,Start,End,NodeList,Reason"
@@ -342,8 +367,11 @@ def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:
         jid, name, state, code, sub, elig, start, end, nodes, reason = parts[:10]
         base = state.split()[0].upper() if state.strip() else ""
         if "." in jid:  # a step line (sacct without -X): belongs to the execution printed before it
-            if jobs and jobs[-1].job_id == jid.split(".", 1)[0] and base:
+            owner, step = jid.split(".", 1)
+            if jobs and jobs[-1].job_id == owner and base:
                 jobs[-1] = replace(jobs[-1], step_states=jobs[-1].step_states | {base})
+            if jobs and jobs[-1].job_id == owner and step.isdigit() and jobs[-1].step_exit_code is None:
+                jobs[-1] = replace(jobs[-1], step_exit_code=_step_code(code))
             continue
         exit_code: int | None = None
         sig: int | None = None

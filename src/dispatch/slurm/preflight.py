@@ -305,12 +305,19 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
             Capability.PRE_TERMINATION_SIGNAL: yes(pre_termination_reason(facts.config, kill_wait)),
             Capability.ACCOUNTING_HISTORY: facts.accounting,
             Capability.ATTEMPT_INJECTION: yes("DISPATCH_EXECUTION=<N>.<job id>.<restart> is exported to every rank"),
-            Capability.WORKING_DIRECTORY: yes("sbatch --chdir"),
+            Capability.WORKING_DIRECTORY: yes(
+                "sbatch --chdir; default: the current directory with the local transport, the home directory on"
+                " the cluster over SSH"
+            ),
             Capability.PROCS_PER_NODE: yes("sbatch --ntasks-per-node; srun starts the ranks"),
             Capability.OUTPUT_PATH: yes("per-execution files in output.dir or the dispatch.Output directory"),
-            Capability.OUTPUT_READ: yes("output files are read through the transport"),
+            Capability.OUTPUT_READ: yes("Slurm keeps one stdout and one stderr file per execution, all ranks together"),
             Capability.OUTPUT_FOLLOW: yes("output files are re-read from the last offset while the job runs"),
-            Capability.OUTPUT_RETAINED: yes("output files stay after the job ends"),
+            Capability.OUTPUT_RETAINED: yes(
+                "output files stay in the output directory after the job ends, and each submission records where"
+                " they are (<output.dir>/.jobs/<cluster>.<job id>), so they are read after squeue and sacct forgot"
+                " the job"
+            ),
             Capability.READMISSION_GATE: yes(
                 "--no-requeue: Slurm never restarts an evicted job; only dispatch's requeue or resubmission does"
             ),

@@ -1,5 +1,6 @@
 """One submission to one ``sbatch`` job: the options and the batch script (see the table in the docs).
 
+* The working directory is ``--chdir``: the spec's, else the backend's default (:meth:`SlurmBackend.default_workdir`).
 * The start gate is ``--hold``; requeue is off (``--no-requeue``); the job name is the submission's marker
   (``Find`` searches it in squeue and sacct).
 * The batch script exports the execution identity ``DISPATCH_EXECUTION=<N>.<job id>.<restart>`` (restart from
@@ -10,7 +11,9 @@
   starts with the warning signal ignored until the program handles it). The user's argv is shlex-quoted
   word by word inside a heredoc whose terminator carries the script nonce, so it reaches the ranks byte for
   byte.
-* Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``: with
+* Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``
+  (:func:`output_paths`; the submitting script records ``<dir>/<marker>`` under the job id, see
+  :func:`pointer_path`, so the files are found after the scheduler forgot the job): with
   ``%j``/``%r`` in ``--output``/``--error`` on 25.11+, and by an ``exec`` redirect in the batch script on older
   releases (whose ``--output`` then only catches Slurm's own messages, in ``<marker>.<job id>.slurm.out``).
 """
@@ -23,11 +26,13 @@ import shlex
 from dataclasses import dataclass
 
 from dispatch.adapterkit import render_job_script
+from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude, rank_wrapper
 from dispatch.errors import SpecError, Unsupported
 from dispatch.extensions import CessationWarning, Image, Output
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.parse import has_export_nil, has_restart_pattern
 from dispatch.slurm.settings import SlurmSettings, check_output_dir
+from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
 
 _MARKER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
@@ -35,11 +40,13 @@ _MARKER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 @dataclass(frozen=True)
 class SbatchJob:
-    """What :func:`build` made: sbatch's argv (after ``sbatch``), the batch script, and the output dir."""
+    """What :func:`build` made: sbatch's argv (after ``sbatch``), the batch script, the output dir, and the
+    files' common prefix ``<dir>/<marker>`` (each execution's files are ``<base>.<job id>.<restart>.out|.err``)."""
 
     argv: tuple[str, ...]
     batch: str
     output_dir: str
+    base: str
 
 
 def output_paths(output_dir: str, marker: str, job_id: str, restart: int) -> tuple[str, str]:
@@ -47,9 +54,23 @@ def output_paths(output_dir: str, marker: str, job_id: str, restart: int) -> tup
     return base + ".out", base + ".err"
 
 
-def build(request: StartRequest, settings: SlurmSettings, release: str, default_output_dir: str) -> SbatchJob:
-    """The sbatch options and batch script of ``request``. Raises Unsupported for an image, SpecError for a
-    marker or extension Slurm cannot carry."""
+POINTERS = ".jobs"
+"""The directory, inside the cluster's output directory, of the pointer files written at submission."""
+
+
+def pointer_path(output_root: str, cluster: str, job_id: str) -> str:
+    """Where the submission of job ``job_id`` on ``cluster`` recorded its files' prefix ``<dir>/<marker>``
+    (one line): ``<output root>/.jobs/<cluster>.<job id>``. ``output_root`` is ``output.dir`` (default
+    ``~/dispatch-output``) even for a job whose ``dispatch.Output`` puts its files elsewhere."""
+    return f"{output_root.rstrip('/') or ''}/{POINTERS}/{cluster}.{job_id}"
+
+
+def build(
+    request: StartRequest, settings: SlurmSettings, release: str, default_output_dir: str, default_workdir: str = ""
+) -> SbatchJob:
+    """The sbatch options and batch script of ``request``. The job starts in the spec's working directory, else
+    in ``default_workdir`` (always sent as ``--chdir``, so a dry run shows it; empty: sbatch's own default).
+    Raises Unsupported for an image, SpecError for a marker or extension Slurm cannot carry."""
     spec = request.spec
     if spec.extension(Image) is not None:
         raise Unsupported("Slurm runs no container images (ContainerImage is no): remove the dispatch.Image extension")
@@ -91,8 +112,9 @@ def build(request: StartRequest, settings: SlurmSettings, release: str, default_
         argv.append(f"--mem-per-cpu={res.mem_per_cpu}")
     if res.exclusive:
         argv.append("--exclusive")
-    if spec.working_dir:
-        argv.append(f"--chdir={spec.working_dir}")
+    workdir = spec.working_dir or default_workdir
+    if workdir:
+        argv.append(f"--chdir={workdir}")
     if spec.time_limit is not None:
         argv.append(f"--time={max(1, math.ceil(spec.time_limit / 60))}")
     warning = spec.extension(CessationWarning)
@@ -126,10 +148,33 @@ def build(request: StartRequest, settings: SlurmSettings, release: str, default_
         scheduler_id='"$SLURM_JOB_ID"',
         restart='"${SLURM_RESTART_COUNT:-0}"',
         prelude=prelude,
-        launcher=("srun", "--export=ALL", "--kill-on-bad-exit=1", "--", *_blocking(warning)),
+        launcher=(
+            "srun",
+            "--export=ALL",
+            "--kill-on-bad-exit=1",
+            "--",
+            *_blocking(warning),  # first: the signal is blocked from the rank's first instruction
+            *rank_wrapper(_rank_prelude(spec)),
+        ),
         exports=exports,
     )
-    return SbatchJob(tuple(argv), batch, out_dir)
+    return SbatchJob(tuple(argv), batch, out_dir, base)
+
+
+def _rank_prelude(spec: JobSpec) -> list[str]:
+    """Each rank's environment (:mod:`dispatch.adapterkit.rankenv`) from what srun tells the task: its rank
+    ``SLURM_PROCID``, ``SLURM_LOCALID`` and ``SLURM_NODEID``; the rendezvous at ``SLURM_LAUNCH_NODE_IPADDR``, the
+    address of the node running the batch script (node 0, where rank 0 runs: an address, so it needs no name
+    resolution), on a port derived from the job id."""
+    return rank_prelude(
+        RankLayout(spec.nodes, spec.procs_per_node),
+        rank='"$SLURM_PROCID"',
+        local_rank='"$SLURM_LOCALID"',
+        node_rank='"$SLURM_NODEID"',
+        master_addr='"$SLURM_LAUNCH_NODE_IPADDR"',
+        master_port=port_expression("SLURM_JOB_ID"),
+        node='"$SLURMD_NODENAME"',
+    )
 
 
 def _blocking(warning: CessationWarning | None) -> tuple[str, ...]:
