@@ -87,9 +87,8 @@ def test_a_qdel_by_someone_else_is_never_cancelled(b: GridEngineBackend) -> None
     assert "does not say by whom" in ev.outcome.detail
 
 
-def test_the_job_gets_the_rank_environment_as_rank_0_of_1(tmp_path: Path) -> None:
+def test_the_job_gets_the_rank_environment_as_rank_0_of_1(b: GridEngineBackend, tmp_path: Path) -> None:
     """The kit's rank environment (dispatch.adapterkit.rankenv), as the local adapter and Slurm give it."""
-    b = backend(tmp_path)
     names = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR",
              "MASTER_PORT", "DISPATCH_RANK", "DISPATCH_WORLD_SIZE", "DISPATCH_SCHEDULER_ID",
              "DISPATCH_RESTART")  # fmt: skip

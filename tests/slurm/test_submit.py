@@ -129,7 +129,8 @@ def _rank_words(tmp_path: Path) -> list[str]:
     program = tmp_path / "py=3"
     program.symlink_to(sys.executable)
     spec = JobSpec((str(program), "-c", PROBE, "a=b", "$HOME", "-n"), extensions=(CessationWarning(seconds=30),))
-    words = shlex.split(build(req(spec), S, "22.05.8", "/o").batch.splitlines()[-1])
+    batch = build(req(spec), S, "22.05.8", "/o").batch
+    words = shlex.split(batch[batch.index("exec srun ") :])  # the srun line, with the rank prelude's lines
     return words[words.index("--") + 1 :]
 
 
