@@ -182,6 +182,8 @@ def test_ctrl_c_on_run_stops_the_job(cli: Env) -> None:
 
 
 def test_killed_dispatch_leaves_truth_for_a_new_process(cli: Env) -> None:
+    # the ranks go on only once the test has seen the job running (a timed sleep raced a slow `status` under load)
+    go = cli.home / "go"
     proc = cli.popen(
         "run",
         "-N",
@@ -189,7 +191,9 @@ def test_killed_dispatch_leaves_truth_for_a_new_process(cli: Env) -> None:
         "--",
         "sh",
         "-c",
-        "echo started; sleep 2; echo finished $RANK; [ $RANK = 0 ] && sleep 0.5 && exit 5; exit 0",
+        'echo started; while [ ! -e "$0" ]; do sleep 0.1; done; echo finished $RANK; '
+        "[ $RANK = 0 ] && sleep 0.5 && exit 5; exit 0",
+        str(go),
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().endswith("started\n")
@@ -197,6 +201,7 @@ def test_killed_dispatch_leaves_truth_for_a_new_process(cli: Env) -> None:
     proc.wait()
     (row,) = cli.json("status")
     assert row["state"] == "running"
+    go.touch()
     wait_until(lambda: cli.json("status")[0]["state"] == "failed")
     (row,) = cli.json("status")
     assert (row["cause"], row["exitCode"]) == ("exit", 5)
