@@ -8,8 +8,8 @@
 # binary there and returns in well under a second. The module and build caches
 # (/opt/dispatch-k8s-cp/gomod, /opt/dispatch-k8s-cp/go-build) are kept, so a change of one
 # pin recompiles only what changed.
-# Usage: controlplane-build.sh [core|all]   (default all; core = etcd, the three kube-*
-#        binaries and kwok)
+# Usage: controlplane-build.sh [core|controllers|all]   (default all; core = etcd, the three
+#        kube-* binaries and kwok; controllers = JobSet, Kueue, Trainer)
 # Env: K8S_CP_ROOT (default /opt/dispatch-k8s-cp), CP_NICE (default 10),
 #      DISPATCH_TEST_STATE. See docs/dev/k8s-control-plane.md.
 set -euo pipefail
@@ -24,8 +24,9 @@ T0=$SECONDS
 what=${1:-all}
 case $what in
   core) names=("${CP_CORE[@]}") ;;
+  controllers) names=("${CP_CONTROLLERS[@]}") ;;
   all) names=("${CP_CORE[@]}" "${CP_CONTROLLERS[@]}") ;;
-  *) die "usage: $0 [core|all]" ;;
+  *) die "usage: $0 [core|controllers|all]" ;;
 esac
 
 BIN=$(cp_bin)
