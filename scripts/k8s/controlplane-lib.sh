@@ -34,11 +34,13 @@ declare -A CP_VERSION=(
 CP_CORE=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 CP_CONTROLLERS=(jobset kueue trainer-controller-manager)
 
-# The binaries live in a directory keyed by a hash of the module pins, the own sources and
-# the build script: a change to any of them builds into a fresh directory.
+# The binaries live in a directory keyed by the versions: a hash of the module pins (go.mod,
+# go.sum), etcd's own main and CP_BUILD_FLAGS_VERSION (bump it when the go build flags in
+# controlplane-build.sh change). Another pin builds into a fresh directory.
+CP_BUILD_FLAGS_VERSION=1
 cp_key() {
-  cat "$CP_SRC/go.mod" "$CP_SRC/go.sum" "$CP_SRC"/etcd/main.go \
-    "$CP_SRC/../controlplane-build.sh" "$CP_SRC/../controlplane-lib.sh" | sha256sum | cut -c1-12
+  { cat "$CP_SRC/go.mod" "$CP_SRC/go.sum" "$CP_SRC"/etcd/main.go; echo "$CP_BUILD_FLAGS_VERSION"; } \
+    | sha256sum | cut -c1-12
 }
 cp_bin() { printf '%s/bin/%s-%s\n' "$CP_ROOT" "$KUBE_VERSION" "$(cp_key)"; }
 
