@@ -97,8 +97,9 @@ start() {
 # ------------------------------------------------------------------ 2. etcd
 if ! pidfile_alive "$S/etcd.pid" etcd /; then
   # a store that is gone takes everything built on it
-  for n in trainer kueue jobset kwok kube-scheduler kube-controller-manager kube-apiserver; do
-    stop_pidfile "$S/$n.pid" "$(cut -c1-15 <<<"$n")" / 10
+  for n in trainer:trainer-control kueue:kueue jobset:jobset kwok:kwok kube-scheduler:kube-scheduler \
+    kube-controller-manager:kube-controller kube-apiserver:kube-apiserver; do
+    stop_pidfile "$S/${n%%:*}.pid" "${n#*:}" / 10   # pid file : process name (comm, 15 characters)
   done
   rm -rf -- "$S/etcd-data"
   port_free "$PEER_PORT" "etcd (peer)"
