@@ -209,6 +209,10 @@ if [ "$what" = all ]; then
   kc apply --server-side --force-conflicts -f "$M/crds.yaml" >>"$LOGHINT" 2>&1 || die "applying the CRDs failed"
   kc wait --for condition=Established --timeout 60s crd --all >>"$LOGHINT" 2>&1 || die "CRDs not established"
   LOGHINT=""
+  # Kueue 0.19 reads its metrics serving certificate from this fixed path when internal cert management is off
+  mkdir -p /etc/kueue/metrics/certs
+  install -m 644 "$S/webhook.crt" /etc/kueue/metrics/certs/tls.crt
+  install -m 600 "$S/webhook.key" /etc/kueue/metrics/certs/tls.key
   export KUBECONFIG=$KC TMPDIR=$S/webhook-tmp
   if start jobset jobset "$JOBSET_PORT" -- "$BIN/jobset" --config "$M/jobset-config.yaml"; then
     waitfor 60 "jobset /readyz" probe $((JOBSET_PORT + 10)); LOGHINT=""
