@@ -31,6 +31,9 @@ CLUSTER_MARKERS = ("slurm_local", "slurm_sid", "slurm_trixie", "gridengine")
 # faults by anyone (each test has its own namespace there), and its tests are long enough (the Kubeflow suite in
 # front of it) to lengthen `rest` by minutes.
 OWN_GROUP_MARKERS = ("apiserver",)
+# Markers whose daemons the test command does not start yet (the real control plane: docs/dev/k8s-control-plane.md):
+# left out of every group; run them by hand with `pytest -m controlplane` after scripts/k8s/controlplane-up.sh.
+NOT_STARTED_MARKERS = ("controlplane",)
 
 
 @dataclass
@@ -46,9 +49,12 @@ def groups() -> list[Group]:
         expr = " and ".join([marker, *(f"not {m}" for m in earlier)])
         out.append(Group(marker.removeprefix("slurm_"), expr))
         earlier.append(marker)
+    absent = [f"not {m}" for m in NOT_STARTED_MARKERS]
     for marker in OWN_GROUP_MARKERS:
-        out.append(Group(marker, " and ".join([marker, *(f"not {m}" for m in earlier)])))
-    out.append(Group("rest", " and ".join(f"not {m}" for m in (*CLUSTER_MARKERS, *OWN_GROUP_MARKERS))))
+        out.append(Group(marker, " and ".join([marker, *(f"not {m}" for m in earlier), *absent])))
+    out.append(
+        Group("rest", " and ".join(f"not {m}" for m in (*CLUSTER_MARKERS, *OWN_GROUP_MARKERS, *NOT_STARTED_MARKERS)))
+    )
     return out
 
 
