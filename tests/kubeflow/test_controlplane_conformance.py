@@ -5,6 +5,11 @@ the Job controller, scheduler and garbage collector, kwok's kubelets and the rea
 The checks run are those whose situations the control plane makes by itself with kwok's stages (see
 controlplane_harness); the checks that need a preemption, a node loss, an administrator's hold or output are
 not selected yet (docs/dev/k8s-control-plane.md says what each still needs).
+
+Known difference, not fixed yet: the adapter's preflight probe creates a TrainJob naming a runtime that does not
+exist; the project's model accepted it, the real Trainer's webhook refuses it ("specified trainingRuntime must be
+created before the TrainJob is created"), so the adapter opens observe-only and refuses every start. The checks
+are marked as expected to fail (strict: a pass after the probe is fixed fails until the mark goes).
 """
 
 from __future__ import annotations
@@ -55,6 +60,9 @@ def cluster(control_plane: dict[str, Any], tmp_path: Path) -> Iterator[ControlPl
         c.close()
 
 
+@pytest.mark.xfail(
+    strict=True, reason="the preflight probe names a runtime that does not exist, which the real Trainer refuses"
+)
 @pytest.mark.parametrize("check", [c for c in backend_checks() if str(c) in SELECTED], ids=str)
 def test_conformance_plain(check: Check, cluster: ControlPlaneCluster) -> None:
     run_check(check, harness(cluster), strict=True)
