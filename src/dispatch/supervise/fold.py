@@ -101,11 +101,15 @@ def fold(
 
 def _mark_unknown(old: Submission, new: Submission, at: float) -> None:
     """Start (or end) the clock on an unknown: a submission not seen to end whose evidence turns ``unknown``
-    gets ``unknown_since``; evidence that is known again clears it."""
+    gets ``unknown_since``; evidence that is known again clears it. An object shown again after it was marked
+    gone starts the clock afresh: the scheduler had it all along (the reader that missed it may have had a
+    narrower view), so the time it was missing says nothing of how long its unknown has lasted."""
     out = new.outcome
+    shown_again = old.gone and not new.gone
+    was_unknown = old.outcome is not None and old.outcome.state is State.UNKNOWN
     if out is None or out.state is not State.UNKNOWN:
         new.unknown_since = None
-    elif new.unknown_since is None and not (old.outcome is not None and old.outcome.state is State.UNKNOWN):
+    elif shown_again or (new.unknown_since is None and not was_unknown):
         new.unknown_since = at
 
 
