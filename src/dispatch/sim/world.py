@@ -201,6 +201,8 @@ class World:
         self._collide_in = 0
         """The next id minted after this many more mints is one that is already taken (0: none forced)."""
         self._batches = 0
+        self._collide_keys: dict[str, int] = {}
+        """The job of each batch key whose first id is taken (for an operator minting batch ids from a key)."""
         self.actor_violations: list[str] = []
         if Planted.SUBMIT_MANY_HALF_BATCH in cfg.planted:
             half = HalfBatchOperator(self.cluster, "operator:sim")
@@ -222,11 +224,9 @@ class World:
 
     def _batch_id(self, key: str, index: int, probe: int) -> str:
         """Job ``index`` of batch ``key`` at try ``probe``, for an operator that derives batch ids from a key: the
-        same for the same arguments; a forced collision makes try 0 of one job the first job's id."""
-        if probe == 0 and self._collide_in > 0:
-            self._collide_in -= 1
-            if self._collide_in == 0 and self._ids:
-                return f"j{self.cfg.seed}x1"
+        same for the same arguments; a forced collision makes try 0 of one job of the batch the first job's id."""
+        if probe == 0 and self._collide_keys.get(key) == index and self._ids:
+            return f"j{self.cfg.seed}x1"
         return f"j{self.cfg.seed}b{zlib.crc32(f'{key}/{index}/{probe}'.encode()):08x}"
 
     def _mint_batch_ids(self, operator: Any) -> None:
@@ -537,10 +537,13 @@ class World:
         self._batches += 1
         b = self._batches
         specs = [replace(self.spec(r), name=f"batch{b}-{i}") for i in range(r.choice([2, 3, 4]))]
+        key = f"sim{self.cfg.seed}b{b}"
         if r.random() < 0.6:
-            self._collide_in = r.randrange(len(specs)) + 1
+            index = r.randrange(len(specs))
+            self._collide_in = index + 1
+            self._collide_keys[key] = index
         op = self.cluster.operator
-        kwargs = {"key": f"sim{self.cfg.seed}b{b}"} if "key" in inspect.signature(op.submit_many).parameters else {}
+        kwargs = {"key": key} if "key" in inspect.signature(op.submit_many).parameters else {}
         for attempt in ("", " (retry)"):
             before = set(self.store._docs)
             try:
