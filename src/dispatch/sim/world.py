@@ -7,7 +7,10 @@ A run has two phases:
   time out, admin-hold or release, cease nodes, purge), injects a fault into the next call of a backend method
   (OutcomeUnknown that landed or not, Unavailable, a crash between a requeue's steps; a readmit in the
   Kubeflow shape, where a preemption waits for dispatch to readmit it), or has a user stop a job
-  or release a rule's hold. The invariants are checked after every step.
+  or release a rule's hold. Beside them, on a random stream of their own, the other writers of the records act
+  (:data:`ACTORS`): the read commands' refresh as two users (one with a narrower view of the scheduler),
+  ``submit_many`` with forced id collisions and a retrying caller, and one outage of every supervisor. The
+  invariants are checked after every step.
 * **liveness** (at most ``quiet`` rounds): faults stop, crashed supervisors restart, admins release their
   holds, lost nodes come back, and a human releases the holds rules asked them to. Each round every supervisor
   completes one cycle and the clock moves one poll interval. Every job must settle (closed, nothing open,
