@@ -265,3 +265,43 @@ def test_a_job_a_live_supervisor_owns_is_shown_but_not_written() -> None:
     (seen,) = refresh(records, sched, [stored], T0 + 20)  # type: ignore[arg-type]
     assert seen.current is not None and seen.current.unknown_since == T0 + 20
     assert records.get("j1").version == stored.version
+
+
+def test_a_job_with_an_open_intent_is_shown_but_not_written() -> None:
+    """Resolving an intent is a supervisor's: a reader whose narrower view misses the object would resolve a
+    hold that landed as failed (found by the simulator's second user: a hold nobody recorded, never lifted)."""
+    from dispatch.cli.observe import refresh
+    from dispatch.records.model import Action, Intent
+
+    records = MemoryRecords()
+    job = record(outcome(State.RUNNING, None, T0 + 5))
+    job.intents = [Intent(1, Action.HOLD, 1, "operator:me", T0 + 10, T0 + 45, args={"instance": "u1"})]
+    stored = records.create(job)
+    (seen,) = refresh(records, Scheduler(), [stored], T0 + 60)  # type: ignore[arg-type]
+    assert seen.current is not None and seen.current.gone, "shown as read"
+    after = records.get("j1")
+    assert after.version == stored.version and after.intents[0].open, "not written: the intent stays open"
+
+
+def test_stop_stops_a_submission_a_reader_marked_gone() -> None:
+    """A reader with a narrower view marked the object gone; a user's stop still stops it (found by the
+    simulator's second user: a stopped job whose object was left behind)."""
+    from dispatch.clock import FakeClock
+    from dispatch.cluster import Cluster
+    from dispatch.memory import MemoryScheduler, Shape
+    from dispatch.memory import backend as memory_backend
+
+    clock = FakeClock(T0)
+    sched = MemoryScheduler(clock, Shape.SLURM, nodes=1)
+    cluster = Cluster("memory", memory_backend(sched), MemoryRecords(), clock)
+    job_id = cluster.operator.submit(JobSpec(command=("sleep", "100")))
+    clock.advance(5.0)
+    records = cluster.records
+    assert records is not None
+    marked = records.get(job_id)
+    assert marked.current is not None and marked.current.scheduler_id is not None
+    sid = marked.current.scheduler_id
+    marked.current.gone = True
+    records.update(marked, [])
+    cluster.operator.stop(job_id)
+    assert sched.jobs[sid].stopped, "the object a reader could not see is stopped"

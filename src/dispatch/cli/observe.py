@@ -8,7 +8,8 @@ so a read command writes exactly the record a supervisor would write from the sa
 safeguards (older evidence ignored, an end seen kept, a foreign hold read as admin-held, the unknown clock).
 Beyond the fold it does one thing the supervisor leaves to rules: a job WITHOUT rules whose current submission
 is final (an end seen, or an unknown that has outlasted the bound) is ``closed``, since nothing more will
-happen to it. Jobs a supervisor holds a live lease on are left to that supervisor (shown, not written). Each
+happen to it. Jobs a supervisor holds a live lease on, or with an open intent, are left to a supervisor (shown,
+not written: see :func:`left_to_supervisor`). Each
 write is a compare-and-set; a lost race is skipped (the next refresh reads again).
 """
 
@@ -31,6 +32,13 @@ Fold = Callable[..., tuple[JobRecord, list[Event]]]
 
 def owned_by_supervisor(job: JobRecord, now: float) -> bool:
     return job.lease is not None and job.lease.expires_at > now
+
+
+def left_to_supervisor(job: JobRecord, now: float) -> bool:
+    """A job a read command shows but does not write: one a supervisor holds a live lease on, or one with an
+    open intent (resolving an intent is the supervisor's: it finds a start by its marker, and it reads with the
+    full view, where a reader's missing object may be only its narrower view)."""
+    return owned_by_supervisor(job, now) or any(i.open for i in job.intents)
 
 
 def observe(
@@ -95,7 +103,7 @@ def refresh(
         if new is job:
             continue  # nothing changed: no write (status stays cheap)
         new.updated_at = now
-        if owned_by_supervisor(job, now):
+        if left_to_supervisor(job, now):
             out[job.id] = new  # shown, not written
             continue
         try:
