@@ -486,8 +486,10 @@ class Operator:
         job.updated_at = now
         job = records.update(job, [Event(job_id, now, "stop-requested", {"by": self.owner})])
         sub = job.current
-        if sub is None or sub.scheduler_id is None or sub.gone:
+        if sub is None or sub.scheduler_id is None:
             return
+        # a submission marked gone is stopped too: "gone" may be only a reader's narrower view (another user's
+        # credentials); an object that is truly gone answers NotFound, which is fine here
         job, intent = actor.write_intent(job, Action.STOP, sub.n)
         result = actor.carry_out(job, intent)
         if result.error is not None and not isinstance(result.error, NotFound):

@@ -16,7 +16,8 @@ from dispatch.cli import ui
 from dispatch.cli.exitcodes import MEANING, Exit
 from dispatch.cli.jobs import build_spec
 from dispatch.cli.main import cli, main
-from dispatch.cli.observe import fold, refresh
+from dispatch.cli.observe import observe, refresh
+from dispatch.declarations import Declarations
 from dispatch.errors import ConfigError, SpecError
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.records import JobRecord, MemoryRecords, Submission
@@ -171,24 +172,28 @@ def _evidence(state: State, cause: Cause | None, now: float, code: int | None = 
     return JobEvidence("s1", "m", out, Gate.OPEN, executions=(ExecutionEvidence("1.s1.0", 0, out, now),))
 
 
-def test_fold_records_executions_and_closes_jobs_without_rules() -> None:
+def test_observe_records_executions_and_closes_jobs_without_rules() -> None:
     job = _job(1.0)
-    events = fold(job, _evidence(State.RUNNING, None, 2.0), 2.0)
-    assert [e.kind for e in events] == ["execution", "observed"] and not job.closed
-    assert fold(job, _evidence(State.RUNNING, None, 3.0), 3.0) == []
-    events = fold(job, _evidence(State.FAILED, Cause.TIMEOUT, 4.0), 4.0)
-    assert job.closed and [e.kind for e in events] == ["execution", "observed", "closed"]
+    job, events = observe(job, _evidence(State.RUNNING, None, 2.0), 2.0, grace=60.0)
+    assert [e.kind for e in events] == ["observed"] and not job.closed
+    assert observe(job, _evidence(State.RUNNING, None, 3.0), 3.0, grace=60.0) == (job, [])
+    job, events = observe(job, _evidence(State.FAILED, Cause.TIMEOUT, 4.0), 4.0, grace=60.0)
+    assert job.closed and [e.kind for e in events] == ["observed", "closed"]
     assert job.current is not None and job.current.executions[0].outcome.cause is Cause.TIMEOUT
-    ruled = _job(1.0, rules=True)
-    fold(ruled, _evidence(State.FAILED, Cause.EXIT, 2.0, 1), 2.0)
+    ruled, _ = observe(_job(1.0, rules=True), _evidence(State.FAILED, Cause.EXIT, 2.0, 1), 2.0, grace=60.0)
     assert not ruled.closed, "a job with rules is left to its supervisor"
-    gone = _job(1.0)
-    assert [e.kind for e in fold(gone, None, 2.0)] == ["gone", "closed"]
+    gone, events = observe(_job(1.0), None, 2.0, grace=60.0)
+    assert [e.kind for e in events] == ["vanished"] and not gone.closed, "unknown is not an ending before the bound"
+    gone, events = observe(gone, None, 62.0, grace=60.0)
+    assert [e.kind for e in events] == ["closed"] and gone.closed
 
 
 def test_refresh_writes_only_changes() -> None:
     class Fake:
         calls = 0
+
+        def declarations(self) -> Declarations:
+            return Declarations(60.0, 30.0, None)
 
         def inspect_many(self, ids: list[str]) -> dict[str, JobEvidence]:
             Fake.calls += 1
@@ -244,6 +249,9 @@ def test_refresh_shows_but_does_not_write_a_job_a_live_supervisor_owns() -> None
     from dispatch.records import Lease
 
     class Fake:
+        def declarations(self) -> Declarations:
+            return Declarations(60.0, 30.0, None)
+
         def inspect_many(self, ids: list[str]) -> dict[str, JobEvidence]:
             return {"s1": _evidence(State.FAILED, Cause.TIMEOUT, 5.0)}
 

@@ -1,4 +1,5 @@
-"""Mutation check: each planted bug (dispatch.supervise.Mutation) is found by the simulator within a bound.
+"""Mutation check: each planted bug (the supervisor's, dispatch.supervise.Mutation, and the other writers',
+dispatch.sim.planted.Planted) is found by the simulator within a bound.
 
 The bound is the number of seeds tried, alternating shapes as ``python -m dispatch.sim`` does. The seeds that
 first catch each bug today are recorded in docs/invariants.md; the bound leaves room for changes in the
@@ -10,6 +11,8 @@ from __future__ import annotations
 import pytest
 
 from dispatch.sim import Config, run
+from dispatch.sim.planted import TARGETS as PLANTED_TARGETS
+from dispatch.sim.planted import Planted
 from dispatch.supervise import Mutation
 from dispatch.supervise.mutation import TARGETS
 
@@ -21,10 +24,13 @@ EXPECTED = {
 }
 
 
-def first_caught(mutation: Mutation) -> tuple[int, list[str]]:
+def first_caught(mutation: Mutation | Planted) -> tuple[int, list[str]]:
     for seed in range(BOUND):
         shape = "slurm" if seed % 2 == 0 else "kubeflow"
-        result = run(Config(seed=seed, shape=shape, mutations=frozenset({mutation})))
+        if isinstance(mutation, Planted):
+            result = run(Config(seed=seed, shape=shape, planted=frozenset({mutation})))
+        else:
+            result = run(Config(seed=seed, shape=shape, mutations=frozenset({mutation})))
         if result.violations:
             return seed, result.violations
     return -1, []
@@ -39,11 +45,23 @@ def test_each_planted_bug_is_caught_within_the_bound(mutation: Mutation) -> None
     assert names & ({expected} if isinstance(expected, str) else set(expected)), (seed, violations[:3])
 
 
+@pytest.mark.parametrize("planted", list(Planted), ids=str)
+def test_each_planted_bug_of_another_writer_is_caught_within_the_bound(planted: Planted) -> None:
+    """The read commands' refresh, a second user's narrower view and submit_many each have a planted bug
+    (dispatch.sim.planted: injected functions and a subclass, no hook in the product) that the seeds catch."""
+    for seed in range(BOUND):
+        shape = "slurm" if seed % 2 == 0 else "kubeflow"
+        result = run(Config(seed=seed, shape=shape, planted=frozenset({planted})))
+        if any(f": {PLANTED_TARGETS[planted]}:" in v for v in result.violations):
+            return
+    raise AssertionError(f"{planted} survived {BOUND} seeds")
+
+
 def test_every_planted_bug_names_the_invariant_it_breaks() -> None:
     from dispatch.sim.invariants import INVARIANTS
 
-    assert set(TARGETS) == set(Mutation)
-    assert set(TARGETS.values()) <= set(INVARIANTS)
+    assert set(TARGETS) == set(Mutation) and set(PLANTED_TARGETS) == set(Planted)
+    assert set(TARGETS.values()) | set(PLANTED_TARGETS.values()) <= set(INVARIANTS)
 
 
 def test_every_invariant_is_planted_or_held_by_construction() -> None:
@@ -51,8 +69,9 @@ def test_every_invariant_is_planted_or_held_by_construction() -> None:
     from dispatch.supervise.mutation import BY_CONSTRUCTION
 
     assert set(BY_CONSTRUCTION) <= set(INVARIANTS)
-    assert not set(BY_CONSTRUCTION) & set(TARGETS.values())
-    assert set(INVARIANTS) == set(TARGETS.values()) | set(BY_CONSTRUCTION)
+    planted = set(TARGETS.values()) | set(PLANTED_TARGETS.values())
+    assert not set(BY_CONSTRUCTION) & planted
+    assert set(INVARIANTS) == planted | set(BY_CONSTRUCTION)
 
 
 def test_an_ended_outcome_without_a_cause_cannot_be_built_or_read() -> None:
@@ -71,10 +90,10 @@ def test_the_mutation_check_prints_each_bug_and_its_catching_seeds(capsys: pytes
 
     from dispatch.sim.__main__ import main
 
-    assert main(["--mutations", "--seeds", "0,6,12,15", "--json"]) == 0  # each bug is caught by one of these
+    assert main(["--mutations", "--seeds", "1,2,12,15", "--json"]) == 0  # each bug is caught by one of these
     out = json.loads(capsys.readouterr().out)
     rows = out["mutations"]
-    assert [r["name"] for r in rows] == [m.value for m in Mutation]
+    assert [r["name"] for r in rows] == [m.value for m in Mutation] + [p.value for p in Planted]
     for r in rows:
         assert set(r) == {"name", "invariant", "seeds", "caught_seeds"} and r["seeds"] == 4
         assert r["caught_seeds"], r

@@ -100,3 +100,48 @@ def test_the_checks_catch_an_object_without_a_record_and_two_live_executions() -
         "no-action-twice",
     } <= names
     assert any("has no recorded submission" in v for v in check({}, sched, b))
+
+
+def test_actors_lists_every_writer_of_the_records(capsys: pytest.CaptureFixture[str]) -> None:
+    from dispatch.sim.__main__ import main
+
+    assert main(["--actors"]) == 0
+    names = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
+    assert names == [
+        "supervisor",
+        "scheduler",
+        "submit",
+        "submit-many",
+        "stop",
+        "hold",
+        "release",
+        "status",
+        "narrow-status",
+        "outage",
+    ]
+
+
+def test_the_other_writers_act_in_a_run() -> None:
+    """Over a few seeds every writer beside the supervisors writes: the read commands' refresh (both users),
+    submit_many, a submit that met a taken id, and an outage that leaves the records to the read commands."""
+    counts: dict[str, int] = {}
+    for seed in range(8):
+        result = run(Config(seed=seed, shape="slurm" if seed % 2 == 0 else "kubeflow"))
+        for key, n in result.counts.items():
+            counts[key] = counts.get(key, 0) + n
+    for writer in ("status", "narrow-status", "submit-many", "outage", "submit", "stop", "user-hold"):
+        assert counts.get(writer, 0) > 0, (writer, counts)
+
+
+def test_a_failed_batch_must_name_the_jobs_it_recorded() -> None:
+    from dispatch.cluster import Submitted
+    from dispatch.errors import Conflict, OutcomeUnknown
+    from dispatch.sim.invariants import check_batch_call
+
+    assert check_batch_call(Conflict("taken"), ["j1", "j2"]) == [
+        "batch-once: a failed submit_many (Conflict) recorded ['j1', 'j2'] without naming them"
+    ]
+    named = OutcomeUnknown("stopped halfway")
+    named.submitted = [Submitted("j1"), Submitted("j2")]  # type: ignore[attr-defined]
+    assert check_batch_call(named, ["j1", "j2"]) == []
+    assert check_batch_call(Conflict("taken before anything was recorded"), []) == []

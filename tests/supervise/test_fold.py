@@ -358,3 +358,18 @@ def test_settled_never_takes_an_unanswered_or_missing_reading_as_unchanged() -> 
     assert settled is not None and settled.unchanged_by(running(T0 + 15))
     assert not settled.unchanged_by(unanswered(T0 + 15))
     assert not settled.unchanged_by(None)
+
+
+def test_an_object_shown_again_after_it_vanished_starts_the_unknown_clock_afresh() -> None:
+    """A reader with a narrower view (another user's credentials) marked the object gone at T0+20; a supervisor
+    reads it unknown (a node silent for a moment) at T0+90: the unknown starts then, not when the object went
+    missing from one reader's view (found by the simulator: a decision on an unknown while the object ran)."""
+    seen, _ = fold(job(), running(T0 + 5), T0 + 5)
+    gone, _ = fold(seen, None, T0 + 20)
+    assert gone.current is not None and gone.current.unknown_since == T0 + 20
+    ev = Evidence("memory:queue", T0 + 90)
+    silent = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev)
+    shown = JobEvidence("101", "dsp-j1-1", silent, Gate.OPEN, executions=(ExecutionEvidence("1.101.0", 0, silent, T0),))
+    again, _ = fold(gone, shown, T0 + 90)
+    sub = again.current
+    assert sub is not None and not sub.gone and sub.unknown_since == T0 + 90

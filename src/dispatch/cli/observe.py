@@ -1,127 +1,109 @@
-"""Folding a backend's evidence into job records: what ``status`` and ``run`` do when no supervisor owns a job.
+"""Folding a backend's evidence into job records: what ``status``, ``show`` and ``run`` do when no supervisor
+owns a job.
 
-``refresh`` reads every active job of a cluster in ONE batched ``inspect_many`` and writes what changed: the
-submission's outcome and executions (with their evidence), ``gone`` when the scheduler no longer shows the
-object, and ``closed`` when a job without rules has ended (nothing more will happen to it). Jobs a supervisor
-holds a live lease on are left to that supervisor. Each write is a compare-and-set; a lost race is skipped (the
-next refresh reads again).
+``refresh`` reads every job of a cluster that needs it (:func:`~dispatch.supervise.next.needs_observation`, the
+supervisor's own test) in ONE batched ``inspect_many`` and folds what it shows through the supervisor's one fold
+(:func:`dispatch.supervise.fold.fold`, with the backend's NodeLossWindow as the bound on an unanswered reading):
+so a read command writes exactly the record a supervisor would write from the same evidence, with the same
+safeguards (older evidence ignored, an end seen kept, a foreign hold read as admin-held, the unknown clock).
+Beyond the fold it does one thing the supervisor leaves to rules: a job WITHOUT rules whose current submission
+is final (an end seen, or an unknown that has outlasted the bound) is ``closed``, since nothing more will
+happen to it. Jobs a supervisor holds a live lease on, or with an open intent, are left to a supervisor (shown,
+not written: see :func:`left_to_supervisor`). Each
+write is a compare-and-set; a lost race is skipped (the next refresh reads again).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
 
 from dispatch.errors import Conflict, NotFound
-from dispatch.outcome import Evidence, unknown
+from dispatch.outcome import State
 from dispatch.records.base import Records
-from dispatch.records.model import Event, ExecutionRecord, JobRecord
+from dispatch.records.model import Event, JobRecord, final
 from dispatch.spi import Backend, JobEvidence, Unanswered
+from dispatch.supervise.fold import fold as one_fold
+from dispatch.supervise.next import needs_observation, unknown_grace
+
+Fold = Callable[..., tuple[JobRecord, list[Event]]]
+"""The signature of :func:`dispatch.supervise.fold.fold` (the simulator passes a planted variant)."""
 
 
 def owned_by_supervisor(job: JobRecord, now: float) -> bool:
     return job.lease is not None and job.lease.expires_at > now
 
 
-def needs_observation(job: JobRecord) -> bool:
-    """True unless the job is closed AND its last recorded outcome has ended (a stopped job is closed at once,
-    but its processes are still ending: it is observed until they have)."""
-    out = job.outcome
-    return not (job.closed and out is not None and out.state.ended)
+def left_to_supervisor(job: JobRecord, now: float) -> bool:
+    """A job a read command shows but does not write: one a supervisor holds a live lease on, or one with an
+    open intent (resolving an intent is the supervisor's: it finds a start by its marker, and it reads with the
+    full view, where a reader's missing object may be only its narrower view)."""
+    return owned_by_supervisor(job, now) or any(i.open for i in job.intents)
 
 
-def fold(job: JobRecord, ev: JobEvidence | Unanswered | None, now: float) -> list[Event]:
-    """Apply evidence of the job's current submission to ``job`` (in place); returns the events to append.
+def observe(
+    job: JobRecord,
+    evidence: JobEvidence | Unanswered | None,
+    now: float,
+    *,
+    grace: float,
+    fold: Fold = one_fold,
+) -> tuple[JobRecord, list[Event]]:
+    """Fold one reading of the job's current object into ``job`` as a read command does: the one fold, exactly
+    as a supervisor (with its default refresh: an unchanged reading is not written) calls it for an object it
+    inspected at ``now``, then :func:`close_if_over`. Returns the new
+    record (``job`` itself when nothing changed) and the events to append."""
+    new, events = fold(job, evidence, now, observed_at=now, unanswered_grace=grace, refresh=math.inf)
+    closed = close_if_over(new, now, grace)
+    if closed:
+        new = new.copy() if new is job else new
+        new.closed = True
+        events = [*events, closed]
+    return new, events
 
-    ``ev`` None means the scheduler has no trace of the object: it is marked gone, its last evidence kept.
-    :class:`Unanswered` (no answer for it yet) changes nothing: the last evidence stands, the next read asks again
-    (bounding how long that may last is the supervisor's business, see ``dispatch.supervise.fold``).
-    """
+
+def close_if_over(job: JobRecord, now: float, grace: float) -> Event | None:
+    """The ``closed`` event for a job without rules whose current submission is over: an end seen, or an unknown
+    that has lasted ``grace`` (the NodeLossWindow: before it, unknown is not an ending). None otherwise."""
     sub = job.current
-    if sub is None or sub.scheduler_id is None or isinstance(ev, Unanswered):
-        return []
-    events: list[Event] = []
-    if ev is None:
-        if not sub.gone:
-            sub.gone = True
-            events.append(Event(job.id, now, "gone", {"submission": sub.n, "schedulerId": sub.scheduler_id}))
-            if sub.outcome is None or not sub.outcome.state.ended:
-                # the object vanished before it was seen to end: its fate is unknown, never success
-                sub.outcome = unknown(Evidence("record", now), "the scheduler no longer shows the job")
-    else:
-        old = sub.outcome
-        new = ev.outcome
-        known = {e.identity: e for e in sub.executions}
-        for x in ev.executions:
-            rec = known.get(x.identity)
-            if rec is None or rec.outcome.state != x.outcome.state or rec.outcome.cause != x.outcome.cause:
-                events.append(
-                    Event(
-                        job.id,
-                        now,
-                        "execution",
-                        {
-                            "submission": sub.n,
-                            "execution": x.identity,
-                            "state": x.outcome.state.value,
-                            "cause": x.outcome.cause.value if x.outcome.cause else None,
-                            "exitCode": x.outcome.exit_code,
-                            "detail": x.outcome.detail,
-                        },
-                    )
-                )
-            known[x.identity] = ExecutionRecord(
-                x.identity, x.restart, x.outcome, x.started_at, x.ended_at, list(x.nodes)
-            )
-        sub.executions = sorted(known.values(), key=lambda e: e.restart)
-        if old is None or (old.state, old.cause, old.exit_code) != (new.state, new.cause, new.exit_code):
-            events.append(
-                Event(
-                    job.id,
-                    now,
-                    "observed",
-                    {
-                        "submission": sub.n,
-                        "state": new.state.value,
-                        "cause": new.cause.value if new.cause else None,
-                        "exitCode": new.exit_code,
-                        "detail": new.detail,
-                    },
-                )
-            )
-        sub.outcome = new
+    if job.closed or job.rules is not None or sub is None or sub.scheduler_id is None or not final(sub):
+        return None
     out = sub.outcome
-    if not job.closed and job.rules is None and out is not None and (out.state.ended or sub.gone):
-        job.closed = True
-        events.append(Event(job.id, now, "closed", {"reason": "ended, and the job has no rules"}))
-    return events
+    if out is not None and out.state is State.UNKNOWN and now - (sub.unknown_since or now) < grace:
+        return None
+    reason = "ended, and the job has no rules" if out is None or out.ended else "unknown past the bound, no rules"
+    return Event(job.id, now, "closed", {"reason": reason})
 
 
-def refresh(records: Records, backend: Backend, jobs: Iterable[JobRecord], now: float) -> list[JobRecord]:
-    """Observe the active ``jobs`` in one batched call and return them as observed, in the same order.
+def refresh(
+    records: Records,
+    backend: Backend,
+    jobs: Iterable[JobRecord],
+    now: float,
+    *,
+    fold: Fold = one_fold,
+) -> list[JobRecord]:
+    """Observe the ``jobs`` that need it in one batched call and return all of them as observed, in order.
 
     Changes are written (compare-and-set) for jobs no supervisor owns. A job under a live supervisor lease is
     observed too but NOT written: the returned copy shows what the scheduler says now, and the record stays
     the supervisor's to write. So a reader always sees the truth, even when the process that owned the job has
-    died and its lease has not expired yet.
+    died and its lease has not expired yet. ``fold`` is the one fold; only the simulator passes another.
     """
     jobs = list(jobs)
-    todo = [
-        j
-        for j in jobs
-        if needs_observation(j) and j.current is not None and j.current.scheduler_id is not None and not j.current.gone
-    ]
+    todo = [j for j in jobs if needs_observation(j, now)]
     if not todo:
         return jobs
+    grace = unknown_grace(backend.declarations())
     evidence = backend.inspect_many([j.current.scheduler_id for j in todo if j.current and j.current.scheduler_id])
     out: dict[str, JobRecord] = {j.id: j for j in jobs}
     for job in todo:
         assert job.current is not None and job.current.scheduler_id is not None
-        new = job.copy()
-        events = fold(new, evidence.get(job.current.scheduler_id), now)
-        if not events:
-            continue  # nothing changed but the evidence time: no write (status stays cheap)
+        new, events = observe(job, evidence.get(job.current.scheduler_id), now, grace=grace, fold=fold)
+        if new is job:
+            continue  # nothing changed: no write (status stays cheap)
         new.updated_at = now
-        if owned_by_supervisor(job, now):
+        if left_to_supervisor(job, now):
             out[job.id] = new  # shown, not written
             continue
         try:

@@ -51,13 +51,14 @@ def refresh_active(app: App, jobs: list[JobRecord]) -> list[JobRecord]:
     evidence.
     """
     from dispatch.cli import ui
-    from dispatch.cli.observe import needs_observation, refresh
+    from dispatch.cli.observe import refresh
     from dispatch.errors import DispatchError
+    from dispatch.records.model import needs_supervision
 
     records = app.records()
     by_cluster: dict[str, list[JobRecord]] = {}
     for j in jobs:
-        if needs_observation(j):
+        if needs_supervision(j):  # the clusters to open; refresh reads only what needs_observation picks
             by_cluster.setdefault(j.cluster, []).append(j)
     seen: dict[str, JobRecord] = {}
     for name, group in by_cluster.items():
@@ -330,7 +331,7 @@ def render_show(job: JobRecord, events: list[Any], now: float) -> str:
                 f"  (rule {d.rule}: {d.reason}; by {d.by})"
             )
             for e in events:
-                if last < e.at <= d.at and e.kind in ("observed", "execution", "gone", "call"):
+                if last < e.at <= d.at and e.kind in ("observed", "execution", "vanished", "call"):
                     lines.append(f"      {present.when(e.at)}  {e.kind:<9} {_event_text(e)}")
             last = d.at
     lines.append("")

@@ -4,6 +4,8 @@
   number of seeds, steps and violations, with a summary of the failing seeds.
 * ``--seed S [--stop-at STEP]``: run one seed and print its trace; with ``--stop-at`` the run stops at that
   step and the record and the ground truth are dumped too (JSON with ``--json``).
+* ``--actors``: the writers of the records the simulator drives, one a line (name, then what it is).
+* ``--mutations [--json]``: every planted bug (the supervisor's and the other writers') over ``--seeds``.
 """
 
 from __future__ import annotations
@@ -14,8 +16,13 @@ import sys
 import time
 from typing import Any
 
-from dispatch.sim.world import Config, Result, run, run_quiet
+from dispatch.sim.planted import Planted
+from dispatch.sim.world import ACTORS, Config, Result, run, run_quiet
 from dispatch.supervise.mutation import Mutation
+
+PLANTED: list[Mutation | Planted] = [*Mutation, *Planted]
+"""Every planted bug: the supervisor's (:mod:`dispatch.supervise.mutation`), then the other writers'
+(:mod:`dispatch.sim.planted`)."""
 
 
 def _range(text: str) -> list[int]:
@@ -40,7 +47,8 @@ def _config(args: argparse.Namespace, seed: int) -> Config:
         quiet=args.quiet,
         stop_at=args.stop_at,
         unmatched=args.unmatched or ("escalate" if seed % 3 else "close"),
-        mutations=frozenset(Mutation(m) for m in args.mutation),
+        mutations=frozenset(Mutation(m) for m in args.mutation if m in Mutation.__members__.values()),
+        planted=frozenset(Planted(m) for m in args.mutation if m in Planted.__members__.values()),
     )
 
 
@@ -59,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         "--mutation",
         action="append",
         default=[],
-        choices=[m.value for m in Mutation],
+        choices=[m.value for m in PLANTED],
         help="plant a known bug (tests of the simulator itself)",
     )
     p.add_argument(
@@ -67,9 +75,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the mutation check: every planted bug over --seeds (default 0-39); fails if one is never caught",
     )
+    p.add_argument("--actors", action="store_true", help="list the writers of the records it drives, one a line")
     p.add_argument("--procs", type=int, default=1, help="worker processes for --seeds (seeds are independent)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
+    if args.actors:
+        for name, what in ACTORS:
+            print(f"{name:<14} {what}")
+        return 0
     if args.mutations:
         if args.seed is not None or args.mutation:
             p.error("--mutations runs every planted bug over --seeds; it takes no --seed or --mutation")
@@ -107,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": sum(r.steps for r in results),
         "violations": sum(len(r.violations) for r in results),
         "failing_seeds": [r.seed for r in bad],
+        "failing_seeds_by_invariant": _by_invariant(bad),
         "unsettled": sum(1 for r in results if not r.settled),
         "seconds": round(elapsed, 2),
         "seeds_per_second": round(len(results) / elapsed, 2) if elapsed > 0 else None,
@@ -138,11 +152,15 @@ def _mutations(args: argparse.Namespace) -> int:
     invariants held by construction with the reason. Fails if a bug is never caught, or if an invariant is
     neither the target of a planted bug nor held by construction."""
     from dispatch.sim.invariants import INVARIANTS
-    from dispatch.supervise.mutation import BY_CONSTRUCTION, TARGETS
+    from dispatch.sim.planted import TARGETS as PLANTED_TARGETS
+    from dispatch.supervise.mutation import BY_CONSTRUCTION
+    from dispatch.supervise.mutation import TARGETS as SUPERVISOR_TARGETS
 
+    targets: dict[Mutation | Planted, str] = dict(SUPERVISOR_TARGETS.items())
+    targets.update(PLANTED_TARGETS.items())
     seeds = _range(args.seeds or "0-39")
     rows: list[dict[str, Any]] = []
-    for m in Mutation:
+    for m in PLANTED:
         args.mutation = [m.value]
         configs = [_config(args, s) for s in seeds]
         if args.procs > 1:
@@ -152,7 +170,7 @@ def _mutations(args: argparse.Namespace) -> int:
                 results: list[Result] = pool.map(run_quiet, configs, chunksize=4)
         else:
             results = [run_quiet(c) for c in configs]
-        invariant = TARGETS[m]
+        invariant = targets[m]
         rows.append(
             {
                 "name": m.value,
@@ -162,7 +180,7 @@ def _mutations(args: argparse.Namespace) -> int:
             }
         )
     built = [{"invariant": name, "reason": BY_CONSTRUCTION[name]} for name in INVARIANTS if name in BY_CONSTRUCTION]
-    uncovered = [name for name in INVARIANTS if name not in BY_CONSTRUCTION and name not in TARGETS.values()]
+    uncovered = [name for name in INVARIANTS if name not in BY_CONSTRUCTION and name not in targets.values()]
     if args.json:
         print(json.dumps({"mutations": rows, "by_construction": built, "not_planted": uncovered}, indent=2))
     else:
@@ -173,6 +191,16 @@ def _mutations(args: argparse.Namespace) -> int:
         for name in uncovered:
             print(f"{'(no planted bug)':<30} {name}")
     return 0 if all(r["caught_seeds"] for r in rows) and not uncovered else 1
+
+
+def _by_invariant(bad: list[Result]) -> dict[str, list[int]]:
+    """The failing seeds by the invariant (or ``liveness``, ``supervisor-error``) each broke."""
+    out: dict[str, list[int]] = {}
+    for r in bad:
+        names = {v.split(": ", 2)[1] if v.startswith("step ") else v.split(":", 1)[0] for v in r.violations}
+        for name in sorted(names) or ["unsettled"]:
+            out.setdefault(name, []).append(r.seed)
+    return dict(sorted(out.items()))
 
 
 def _sum_counts(results: list[Result]) -> dict[str, int]:

@@ -25,6 +25,7 @@ INVARIANTS = (
     "record-matches-truth",
     "unknown-is-not-an-ending",
     "fenced-writes",
+    "batch-once",
 )
 
 
@@ -59,6 +60,7 @@ def check(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any) -
                 f"gate-opened-only-when-recorded: object {t.sid} was opened but the record names {sub.scheduler_id}"
             )
 
+    out += _batch_items(truth)
     out += _actions_once(jobs, sched, by_job)
     out += _holds(jobs, sched)
     for job in jobs.values():
@@ -67,10 +69,40 @@ def check(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any) -
     return out
 
 
+def _batch_items(truth: Sequence[TruthJob]) -> list[str]:
+    """Each job of a batch (named ``batch<B>-<i>`` by the simulator) runs as one job: the objects of one batch
+    item all belong to one job id, however often the caller retried the batch."""
+    jobs: dict[str, set[str]] = {}
+    for t in truth:
+        name = t.spec.name
+        if name is not None and name.startswith("batch"):
+            jobs.setdefault(name, set()).add(t.job_id)
+    return [
+        f"batch-once: batch item {name} runs as {len(ids)} jobs {sorted(ids)}"
+        for name, ids in sorted(jobs.items())
+        if len(ids) > 1
+    ]
+
+
+def check_batch_call(error: BaseException, created: Sequence[str]) -> list[str]:
+    """A ``submit_many`` that raised must name every job it recorded (``error.job_id``, ``error.job_ids`` or
+    ``error.submitted``), so the caller knows which exist; ``created`` are the ids it recorded."""
+    named = {getattr(error, "job_id", None), *getattr(error, "job_ids", ())}
+    named |= {s.job_id for s in getattr(error, "submitted", ())}
+    unnamed = [i for i in created if i not in named]
+    if not unnamed:
+        return []
+    return [f"batch-once: a failed submit_many ({type(error).__name__}) recorded {unnamed} without naming them"]
+
+
 def _premature(job: JobRecord, objs: Sequence[TruthJob]) -> list[str]:
     """A decision taken on ``unknown`` evidence while the object was in truth still running: an unknown that
-    did not outlast the backend's bound was taken for an ending."""
+    did not outlast the backend's bound was taken for an ending. And the means to wait it out: every submission
+    whose outcome reads ``unknown`` carries the time the unknown began (``unknown_since``), whoever wrote it."""
     out: list[str] = []
+    for s in job.submissions:
+        if s.outcome is not None and s.outcome.state is State.UNKNOWN and s.unknown_since is None:
+            out.append(f"unknown-is-not-an-ending: job {job.id} submission {s.n} reads unknown with no clock")
     for d in job.decisions:
         if d.cause is not Cause.UNKNOWN:
             continue

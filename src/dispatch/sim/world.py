@@ -7,7 +7,10 @@ A run has two phases:
   time out, admin-hold or release, cease nodes, purge), injects a fault into the next call of a backend method
   (OutcomeUnknown that landed or not, Unavailable, a crash between a requeue's steps; a readmit in the
   Kubeflow shape, where a preemption waits for dispatch to readmit it), or has a user stop a job
-  or release a rule's hold. The invariants are checked after every step.
+  or release a rule's hold. Beside them, on a random stream of their own, the other writers of the records act
+  (:data:`ACTORS`): the read commands' refresh as two users (one with a narrower view of the scheduler),
+  ``submit_many`` with forced id collisions and a retrying caller, and one outage of every supervisor. The
+  invariants are checked after every step.
 * **liveness** (at most ``quiet`` rounds): faults stop, crashed supervisors restart, admins release their
   holds, lost nodes come back, and a human releases the holds rules asked them to. Each round every supervisor
   completes one cycle and the clock moves one poll interval. Every job must settle (closed, nothing open,
@@ -20,12 +23,16 @@ between its last check and its call.
 
 from __future__ import annotations
 
+import inspect
 import json
+import math
 import random
-from dataclasses import asdict, dataclass, field
+import zlib
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dispatch.actions import DEFAULT_MARGIN
+from dispatch.cli.observe import Fold, refresh
 from dispatch.clock import FakeClock
 from dispatch.cluster import Cluster
 from dispatch.errors import DispatchError
@@ -35,8 +42,16 @@ from dispatch.memory import backend as memory_backend
 from dispatch.records.memory import MemoryRecords
 from dispatch.records.model import JobRecord
 from dispatch.sim.conductor import Conductor, ParkedRecords, Worker, parked_backend
-from dispatch.sim.invariants import check, settled
+from dispatch.sim.invariants import check, check_batch_call, settled
+from dispatch.sim.planted import (
+    HalfBatchOperator,
+    Planted,
+    fold_gone_for_good,
+    fold_without_unknown_clock,
+)
 from dispatch.spec import JobSpec
+from dispatch.spi import view
+from dispatch.supervise.fold import fold as one_fold
 from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import hold_instance, unknown_grace
 from dispatch.supervise.supervisor import Supervisor
@@ -44,6 +59,24 @@ from dispatch.supervise.supervisor import Supervisor
 CALL_BOUND = 30.0
 POLL = 10.0
 LEASE_TTL = 40.0
+
+
+ACTORS: tuple[tuple[str, str], ...] = (
+    ("supervisor", "the real Supervisor (dispatch supervise), crashed and restarted, one parked call at a time"),
+    (
+        "scheduler",
+        "the memory scheduler and its admins: preempt, lose or cease nodes, OOM, time out, hold, purge, faults",
+    ),
+    ("submit", "Operator.submit (dispatch submit), now and then with a taken id minted first"),
+    ("submit-many", "Operator.submit_many of a named batch with an id collision forced; a failed batch is retried"),
+    ("stop", "Operator.stop (dispatch stop)"),
+    ("hold", "Operator.hold (dispatch hold)"),
+    ("release", "Operator.release: a user lifts their holds, a human the holds rules asked for (dispatch release)"),
+    ("status", "the read commands' refresh (dispatch status, show, run): dispatch.cli.observe.refresh"),
+    ("narrow-status", "a second user's dispatch status, whose view of the scheduler lacks a third of the objects"),
+    ("outage", "every supervisor down for 30-90 s: leases expire and the read commands write the records"),
+)
+"""The writers of the records the simulator drives (``python -m dispatch.sim --actors``)."""
 
 
 @dataclass
@@ -60,6 +93,8 @@ class Config:
     stop_at: int | None = None
     unmatched: str = "escalate"
     mutations: frozenset[Mutation] = frozenset()
+    planted: frozenset[Planted] = frozenset()
+    """Planted bugs in the other writers (:mod:`dispatch.sim.planted`)."""
     faults: bool = True
     steady: bool = True
     """Whether the supervisors take the steady path for settled quiet jobs (False: every job the whole way)."""
@@ -159,19 +194,54 @@ class World:
         self.result = Result(cfg.seed, self.shape.value)
         self.step_no = 0
         self._cache: dict[str, tuple[str, JobRecord]] = {}
+        self.arng = random.Random(cfg.seed * 7919 + 1)
+        """The other writers' choices (a stream of their own, so the supervisors' and the scheduler's draws stay
+        as they were)."""
+        self.down_until = -math.inf
+        """During an outage no supervisor is restarted before this time (then all are)."""
+        self.outage_on = False
+        self._outages = 0
+        self._collide_in = 0
+        """The next id minted after this many more mints is one that is already taken (0: none forced)."""
+        self._batches = 0
+        self._collide_keys: dict[str, int] = {}
+        """The job of each batch key whose first id is taken (for an operator minting batch ids from a key)."""
+        self.actor_violations: list[str] = []
+        if Planted.SUBMIT_MANY_HALF_BATCH in cfg.planted:
+            half = HalfBatchOperator(self.cluster, "operator:sim")
+            half.new_id, half.new_instance = self.cluster.operator.new_id, self.cluster.operator.new_instance
+            self.cluster.operator = half
+        self._mint_batch_ids(self.cluster.operator)
+        self.hidden_residue = cfg.seed % 3
+        """The second user cannot see the objects whose number has this residue mod 3."""
 
     # ----- set-up ----------------------------------------------------------------------------------------------
 
     def _new_id(self, now: float) -> str:
+        if self._collide_in > 0:
+            self._collide_in -= 1
+            if self._collide_in == 0 and self._ids:
+                return f"j{self.cfg.seed}x1"  # forced: the first job's id, taken
         self._ids += 1
         return f"j{self.cfg.seed}x{self._ids}"
+
+    def _batch_id(self, key: str, index: int, probe: int) -> str:
+        """Job ``index`` of batch ``key`` at try ``probe``, for an operator that derives batch ids from a key: the
+        same for the same arguments; a forced collision makes try 0 of one job of the batch the first job's id."""
+        if probe == 0 and self._collide_keys.get(key) == index and self._ids:
+            return f"j{self.cfg.seed}x1"
+        return f"j{self.cfg.seed}b{zlib.crc32(f'{key}/{index}/{probe}'.encode()):08x}"
+
+    def _mint_batch_ids(self, operator: Any) -> None:
+        if hasattr(operator, "batch_id"):  # an operator minting batch ids from a key takes the simulator's minter
+            operator.batch_id = self._batch_id
 
     def _new_instance(self) -> str:
         self._instances += 1
         return f"u{self._instances}"
 
-    def spec(self) -> JobSpec:
-        r = self.rng
+    def spec(self, r: random.Random | None = None) -> JobSpec:
+        r = r or self.rng
         kind = r.choice(["ok", "ok", "exit", "retry", "oom", "timeout"])
         runtime = str(r.choice([20, 40, 60, 90]))
         argv: tuple[str, ...] = {
@@ -376,7 +446,10 @@ class World:
         elif choice == "user-release":
             self.user_release()
         elif choice == "submit" and self._ids < self.cfg.jobs + 2:
-            self.submit()
+            if self.arng.random() < 0.3:
+                self.submit_colliding()
+            else:
+                self.submit()
 
     def user_release(self) -> None:
         """A user lifts the holds they placed through the operator (no instance named: only their own)."""
@@ -401,6 +474,119 @@ class World:
                         self.note(f"release {job.id} raised {type(exc).__name__}")
                     return
 
+    # ----- the other writers ------------------------------------------------------------------------------------
+
+    def other_writer(self) -> None:
+        """One thing a writer of the records other than the supervisors does (its own random stream). While the
+        supervisors are down, users look (``status``) and the partition that took the supervisors down may hide a
+        running job for a moment."""
+        if self.outage_on:
+            choice = self.arng.choice(["status", "narrow-status", "partition"])
+        else:
+            choice = self.arng.choice(["status", "status", "narrow-status", "narrow-status", "submit-many", "outage"])
+            if choice == "outage" and self._outages >= 1:
+                return  # one outage a run: the supervisors' own faults need their time too
+        if choice == "partition":
+            self.partition()
+        elif choice == "status":
+            self.status(narrow=False)
+        elif choice == "narrow-status":
+            self.status(narrow=True)
+        elif choice == "submit-many":
+            self.submit_many()
+        else:
+            self.outage()
+
+    def _narrow(self) -> Any:
+        """The scheduler as the second user sees it: objects whose number has :attr:`hidden_residue` mod 3 are
+        missing from its view (another user's credentials, Slurm's PrivateData)."""
+
+        def call(name: str, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            answer = method(*args, **kwargs)
+            if name == "inspect_many":
+                return {sid: ev for sid, ev in answer.items() if _sid_key(sid) % 3 != self.hidden_residue}
+            return answer
+
+        return view(self.backend, "Narrow", call=call)
+
+    def status(self, *, narrow: bool) -> None:
+        """``dispatch status``: the active jobs refreshed through the read commands' own code path
+        (:func:`dispatch.cli.observe.refresh`), as the first user or as the second one with a narrower view."""
+        planted = self.cfg.planted
+        fold: Fold = one_fold
+        if narrow and Planted.NARROW_VIEW_GONE_FOR_GOOD in planted:
+            fold = fold_gone_for_good
+        elif not narrow and Planted.STATUS_WITHOUT_UNKNOWN_CLOCK in planted:
+            fold = fold_without_unknown_clock
+        who = "narrow-status" if narrow else "status"
+        jobs = self.store.jobs(active_only=True)
+        before = {j.id: j.version for j in jobs}
+        try:
+            backend = self._narrow() if narrow else self.backend
+            seen = refresh(self.records, backend, jobs, self.clock.now(), fold=fold)  # type: ignore[arg-type]
+        except DispatchError as exc:
+            self.note(f"{who} raised {type(exc).__name__}")
+            return
+        wrote = [j.id for j in seen if j.version != before.get(j.id)]
+        self.note(f"{who} of {len(jobs)} jobs wrote {wrote}")
+
+    def submit_many(self) -> None:
+        """``submit_many`` of a small batch (each job named after its place in the batch), with an id collision
+        forced more often than not; a caller whose batch failed retries it once with the same input (and the same
+        key, where the operator takes one). Checks that a failed call names the jobs it recorded."""
+        if self._batches >= 2:
+            return
+        r = self.arng
+        self._batches += 1
+        b = self._batches
+        specs = [replace(self.spec(r), name=f"batch{b}-{i}") for i in range(r.choice([2, 3, 4]))]
+        key = f"sim{self.cfg.seed}b{b}"
+        if r.random() < 0.6:
+            index = r.randrange(len(specs))
+            self._collide_in = index + 1
+            self._collide_keys[key] = index
+        op = self.cluster.operator
+        kwargs = {"key": key} if "key" in inspect.signature(op.submit_many).parameters else {}
+        for attempt in ("", " (retry)"):
+            before = set(self.store._docs)
+            try:
+                results = op.submit_many(specs, rules_for(self.shape, self.cfg.unmatched), **kwargs)
+            except DispatchError as exc:
+                created = sorted(set(self.store._docs) - before)
+                self.actor_violations += check_batch_call(exc, created)
+                self.note(f"submit-many batch{b}{attempt} raised {type(exc).__name__}, after recording {created}")
+                self._collide_in = 0
+                continue
+            self.note(f"submit-many batch{b}{attempt}: {[x.job_id for x in results]}")
+            break
+        self._collide_in = 0
+
+    def submit_colliding(self) -> None:
+        """``submit`` whose id minter hands out a taken id first."""
+        self._collide_in = 1
+        self.submit()
+        self._collide_in = 0
+
+    def partition(self) -> None:
+        """A running job reads ``unknown`` for a while, shorter than the bound (the scheduler's spurious unknown)."""
+        running = sorted(self.sched.control.running(), key=_sid_key)
+        if running:
+            sid = self.arng.choice(running)
+            seconds = self.arng.uniform(20.0, 0.8 * unknown_grace(self.backend.declarations()))
+            self.sched.control.blank(sid, seconds)
+            self.note(f"partition: {sid} unknown for {seconds:.1f}s")
+
+    def outage(self) -> None:
+        """Every supervisor goes down, and none comes back for a while: their leases expire, so the read commands
+        (and the second user) write the records meanwhile."""
+        for k, w in enumerate(self.workers):
+            if w is not None and w.state == "parked":
+                self.crash(k)
+        self.down_until = self.clock.now() + self.arng.uniform(30.0, 90.0)
+        self.outage_on = True
+        self._outages += 1
+        self.note(f"outage until t={self.down_until - 1_800_000_000.0:.1f}")
+
     # ----- checking ----------------------------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, JobRecord]:
@@ -415,8 +601,9 @@ class World:
 
     def check(self) -> bool:
         found = check(self.snapshot(), self.sched, self.backend)
-        found += self.records.violations
+        found += self.records.violations + self.actor_violations
         self.records.violations.clear()
+        self.actor_violations.clear()
         for v in found:
             self.result.violations.append(f"step {self.step_no}: {v}")
         return not found
@@ -459,6 +646,16 @@ class World:
         r = self.rng
         for _ in range(self.cfg.steps):
             self.step_no += 1
+            if self.outage_on and self.clock.now() >= self.down_until:
+                self.outage_on = False
+                if self.arng.random() < 0.5:  # the partition that took the supervisors down heals after them
+                    self.partition()
+                    self.status(narrow=False)
+                for k in [k for k, w in enumerate(self.workers) if w is None]:
+                    self.spawn(k)
+                self.note("outage over: supervisors restart")
+            if self.arng.random() < (0.3 if self.outage_on else 0.08):
+                self.other_writer()
             parked = self.parked()
             x = r.random()
             if x < 0.55 and parked:
@@ -468,7 +665,7 @@ class World:
             elif x < 0.76 and self.cfg.faults and parked:
                 k = r.randrange(len(self.workers))
                 self.crash(k)
-            elif x < 0.80 and any(w is None for w in self.workers):
+            elif x < 0.80 and any(w is None for w in self.workers) and self.clock.now() >= self.down_until:
                 self.spawn(r.choice([k for k, w in enumerate(self.workers) if w is None]))
                 self.note("restart supervisor")
             elif self.cfg.faults:

@@ -101,11 +101,15 @@ def fold(
 
 def _mark_unknown(old: Submission, new: Submission, at: float) -> None:
     """Start (or end) the clock on an unknown: a submission not seen to end whose evidence turns ``unknown``
-    gets ``unknown_since``; evidence that is known again clears it."""
+    gets ``unknown_since``; evidence that is known again clears it. An object shown again after it was marked
+    gone starts the clock afresh: the scheduler had it all along (the reader that missed it may have had a
+    narrower view), so the time it was missing says nothing of how long its unknown has lasted."""
     out = new.outcome
+    shown_again = old.gone and not new.gone
+    was_unknown = old.outcome is not None and old.outcome.state is State.UNKNOWN
     if out is None or out.state is not State.UNKNOWN:
         new.unknown_since = None
-    elif new.unknown_since is None and not (old.outcome is not None and old.outcome.state is State.UNKNOWN):
+    elif shown_again or (new.unknown_since is None and not was_unknown):
         new.unknown_since = at
 
 
@@ -173,7 +177,7 @@ def _worth_folding(
     if job.intents and any(i.open and i.submission == sub.n and now >= i.deadline for i in job.intents):
         return True
     out = sub.outcome
-    ev = evidence.outcome
+    ev = shown(evidence)
     if out is None or out.state != ev.state or out.cause != ev.cause or out.exit_code != ev.exit_code:
         return True
     if ev.evidence.observed_at < out.evidence.observed_at:
@@ -186,6 +190,17 @@ def _worth_folding(
         if er.identity != ee.identity or er.outcome.state != ee.outcome.state or er.ended_at != ee.ended_at:
             return True
     return ev.evidence.observed_at - out.evidence.observed_at >= refresh
+
+
+def shown(evidence: JobEvidence) -> Outcome:
+    """The submission outcome ``evidence`` shows, as the fold records it: a waiting object under a foreign hold
+    (someone else's gate or hold) is ``held`` / ``admin-held``."""
+    out = evidence.outcome
+    if evidence.foreign_holds and out.state.waiting:
+        return Outcome(
+            State.HELD, Cause.ADMIN_HELD, out.evidence, detail="held by " + ", ".join(evidence.foreign_holds)
+        )
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +253,7 @@ class Settled:
         """Whether folding ``evidence`` (read of this submission's object) would change nothing."""
         if not isinstance(evidence, JobEvidence) or evidence.scheduler_id != self.scheduler_id:
             return False
-        ev = evidence.outcome
+        ev = shown(evidence)
         if ev.state is not self.state or ev.cause is not self.cause or ev.exit_code != self.exit_code:
             return False
         at = ev.evidence.observed_at
@@ -389,9 +404,7 @@ def _fold_evidence(
     merged.sort(key=lambda e: (e.restart, e.started_at if e.started_at is not None else float("inf")))
     sub.executions = merged
 
-    out = evidence.outcome
-    if evidence.foreign_holds and out.state.waiting:
-        out = Outcome(State.HELD, Cause.ADMIN_HELD, out.evidence, detail="held by " + ", ".join(evidence.foreign_holds))
+    out = shown(evidence)
     cur = evidence.current
     if cur is not None and evidence.executions and out.state is evidence.executions[-1].outcome.state:
         # the submission's outcome is its current execution's, with what we merged (kept or cessation)

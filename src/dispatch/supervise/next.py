@@ -45,6 +45,7 @@ from dispatch.records.model import (
     JobRecord,
     Submission,
     final,
+    needs_supervision,
     stray_handled,
 )
 from dispatch.rules import RuleAction, RuleSet, Unmatched, action_availability
@@ -150,10 +151,13 @@ def unknown_grace(decl: Declarations) -> float:
 
 
 def needs_observation(job: JobRecord, now: float) -> bool:
-    """Whether the current submission's object should be read this cycle (on a polled backend every live one
-    is; this also covers a submission marked gone whose fate is not folded yet, or whose requeue landed)."""
+    """Whether the current submission's object should be read now (on a polled backend every live one is; this
+    also covers a submission marked gone whose fate is not folded yet or whose unknown clock runs, and one whose
+    requeue landed). A job no supervisor needs to look at (:func:`~dispatch.records.model.needs_supervision`:
+    closed and over) is not read. The one test for every reader: the supervisor's cycle and the read commands'
+    refresh (``dispatch status``, ``show``, ``run``)."""
     sub = job.current
-    if sub is None or sub.scheduler_id is None:
+    if sub is None or sub.scheduler_id is None or not needs_supervision(job):
         return False
     if not sub.gone or not final(sub) or (sub.unknown_since is not None and not job.closed):
         return True

@@ -1,0 +1,75 @@
+"""Planted bugs in the writers the simulator drives beside the supervisors, for proving that it catches them.
+
+Each lives here, in the simulator, as an injected function or a subclass of the product's own class: the product
+code has no hook for them. :data:`TARGETS` names the invariant each one breaks (``python -m dispatch.sim
+--mutations`` runs them with the supervisor's planted bugs, :mod:`dispatch.supervise.mutation`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import StrEnum
+from typing import Any
+
+from dispatch.cluster import Operator, Submitted
+from dispatch.errors import Conflict
+from dispatch.records.model import Event, JobRecord
+from dispatch.spec import JobSpec
+from dispatch.spi import JobEvidence, Unanswered
+from dispatch.supervise.fold import fold
+
+
+class Planted(StrEnum):
+    STATUS_WITHOUT_UNKNOWN_CLOCK = "status-without-unknown-clock"
+    """``dispatch status`` folds an ``unknown`` reading without starting the unknown clock (the read commands'
+    own fold before there was one fold): a supervisor taking the job next decides at once on the unknown."""
+
+    NARROW_VIEW_GONE_FOR_GOOD = "narrow-view-gone-for-good"
+    """A user whose view of the scheduler lacks an object marks it gone, fate unknown, with no clock: it is never
+    read again, and a supervisor taking the job decides on the unknown while the object runs."""
+
+    SUBMIT_MANY_HALF_BATCH = "submit-many-half-batch"
+    """``submit_many`` records and starts the first half of the batch, then fails without saying which jobs
+    exist: the caller's retry runs those jobs twice."""
+
+
+TARGETS: dict[Planted, str] = {
+    Planted.STATUS_WITHOUT_UNKNOWN_CLOCK: "unknown-is-not-an-ending",
+    Planted.NARROW_VIEW_GONE_FOR_GOOD: "unknown-is-not-an-ending",
+    Planted.SUBMIT_MANY_HALF_BATCH: "batch-once",
+}
+"""The invariant each planted bug breaks (the one the mutation check expects to catch it)."""
+
+
+def _without_clock(
+    job: JobRecord, evidence: JobEvidence | Unanswered | None, now: float, *, missing: bool, **kwargs: Any
+) -> tuple[JobRecord, list[Event]]:
+    new, events = fold(job, evidence, now, **kwargs)
+    hit = evidence is None if missing else isinstance(evidence, JobEvidence)
+    if hit and new is not job and new.current is not None:
+        new.current.unknown_since = None
+    return new, events
+
+
+def fold_without_unknown_clock(
+    job: JobRecord, evidence: JobEvidence | Unanswered | None, now: float, **kwargs: Any
+) -> tuple[JobRecord, list[Event]]:
+    """Planted bug (STATUS_WITHOUT_UNKNOWN_CLOCK): the one fold, then the clock an unknown reading started is
+    dropped."""
+    return _without_clock(job, evidence, now, missing=False, **kwargs)
+
+
+def fold_gone_for_good(
+    job: JobRecord, evidence: JobEvidence | Unanswered | None, now: float, **kwargs: Any
+) -> tuple[JobRecord, list[Event]]:
+    """Planted bug (NARROW_VIEW_GONE_FOR_GOOD): the one fold, then the clock a missing object started is
+    dropped."""
+    return _without_clock(job, evidence, now, missing=True, **kwargs)
+
+
+class HalfBatchOperator(Operator):
+    """Planted bug (SUBMIT_MANY_HALF_BATCH): submits the first half of a batch, then raises a bare Conflict."""
+
+    def submit_many(self, specs: Sequence[JobSpec], rules: Any = None, **kwargs: Any) -> list[Submitted]:
+        super().submit_many(specs[: (len(specs) + 1) // 2], rules, **kwargs)
+        raise Conflict("a job id is taken")
