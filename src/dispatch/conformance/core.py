@@ -331,14 +331,14 @@ def check_node_loss_is_not_concluded_early(h: CoreHarness) -> None:
     its own: within the window, at once for a node an administrator sets down, after its timeout for a silent
     one.)"""
     with world(h) as w:
-        lose = w.hook("lose_node")
-        job_id = w.cluster.submit(w.spec("sleep"))
-        w.until("the job running", lambda: w.get(job_id).state is State.RUNNING)
         window = w.backend.declarations().node_loss_window
-        if not math.isfinite(window):
+        if not math.isfinite(window):  # the backend's answer first: it decides before any harness limit
             raise NotApplicable(
                 "the backend declares an unbounded NodeLossWindow: a lost node's job never ends by itself"
             )
+        lose = w.hook("lose_node")
+        job_id = w.cluster.submit(w.spec("sleep"))
+        w.until("the job running", lambda: w.get(job_id).state is State.RUNNING)
         sid = w.sid(job_id)
         lost_at = w.clock.now()
         lose(w.backend, sid)
@@ -405,11 +405,11 @@ def check_failed_poll_keeps_the_last_state(h: CoreHarness) -> None:
 def check_unanswered_read_keeps_the_last_state(h: CoreHarness) -> None:
     """A status read with no answer yet for a job (Unanswered) is not an ending: the record keeps its last
     state, nothing is decided, and the next answer is folded as usual."""
-    if h.inject is None:
-        raise Skip("the harness cannot inject faults")
     with world(h) as w:
         if isinstance(w.backend, Watcher):
             raise NotApplicable("a Watcher's supervisor reads a job only when the watch reports it changed")
+        if h.inject is None:
+            raise Skip("the harness cannot inject faults")
         job_id = w.cluster.submit(w.spec("sleep"))
         w.until("the job running", lambda: w.get(job_id).state is State.RUNNING)
         before = w.get(job_id).outcome
@@ -478,8 +478,6 @@ def check_requeue_rule(h: CoreHarness) -> None:
     The supervisor decides on ended executions only. A Requeuer that cannot requeue an ended execution says so
     (``requeue_after_end``, as Slurm does for its ``--no-requeue`` jobs): the rule must then be refused at
     load, naming it, and the check skips with the Reason. A backend that accepts the rule must carry it out."""
-    if h.exit_spec is None or h.exit_spec(75) is None:
-        raise Skip("the harness has no exit-code spec")
     rules = {"rules": [{"name": "again", "cause": "exit", "exitCodes": [75], "action": "requeue", "limit": 1}]}
     with world(h) as w:
         requeues = isinstance(w.backend, Requeuer)  # kept as a bool: w.backend stays typed as a Backend
@@ -493,6 +491,8 @@ def check_requeue_rule(h: CoreHarness) -> None:
                 expect(exc.path == "rules[0]" and "again" in str(exc), f"the error names {exc.path}: {exc}")
                 raise NotApplicable(f"requeue rules are refused at load on this cluster: {answer.reason}") from None
             raise ConformanceError(f"a requeue rule was accepted although requeue is {answer.answer.value}")
+    if h.exit_spec is None or h.exit_spec(75) is None:
+        raise Skip("the harness has no exit-code spec")
     with world(h, rules) as w:
         spec = h.exit_spec(75)
         assert spec is not None
