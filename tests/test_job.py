@@ -135,6 +135,14 @@ def test_the_package_still_offers_its_public_names() -> None:
         _ = dispatch.no_such_name  # type: ignore[attr-defined]
 
 
+def test_a_submodule_is_an_attribute_of_the_package_after_a_plain_import() -> None:
+    """``import dispatch`` then ``dispatch.rules.RuleSet``, as callers wrote it when the package imported every
+    submodule eagerly (bench/faults.py does): the submodule is imported on first use."""
+    code = "import dispatch; print(dispatch.rules.RuleSet.__name__, dispatch.supervise.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split() == ["RuleSet", "dispatch.supervise"]
+
+
 CHILD = textwrap.dedent(
     """
     import sys, time

@@ -16,6 +16,7 @@ script loads the standard library and :mod:`dispatch.job` only.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -198,6 +199,10 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
+        # a submodule read as an attribute (``dispatch.rules.RuleSet`` after ``import dispatch``), as it was when
+        # this package imported everything eagerly
+        if not name.startswith("_") and importlib.util.find_spec(f"dispatch.{name}") is not None:
+            return importlib.import_module(f"dispatch.{name}")
         raise AttributeError(f"module 'dispatch' has no attribute {name!r}")
     value = importlib.import_module(module)
     if module != f"dispatch.{name}":
