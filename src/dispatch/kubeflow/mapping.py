@@ -381,7 +381,10 @@ def current_key(o: Objects) -> ExecKey:
     j = max([pod_key(p)[2] for p in pods_a] or [0])
     if o.kueue:
         from_pods = [k for k in (pod_key(p)[0] for p in pods_a) if k is not None]
-        attempt = max(from_pods) if from_pods else evictions(o.workload) + (1 if admitted(o.workload) else 0)
+        # the Workload counts the admissions: once it is admitted again after an eviction, the current attempt is
+        # the new one even while the evicted attempt's pods still terminate (they would read it as running)
+        from_workload = evictions(o.workload) + (1 if admitted(o.workload) else 0)
+        attempt = max([*from_pods, from_workload])
     else:
         raw = annotations_of(tj).get(n.ATTEMPT, "0")
         attempt = int(raw) if raw.isdigit() else 0
