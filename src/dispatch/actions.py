@@ -21,6 +21,8 @@ raised anything else        stays ``pending`` (the process may be about to die);
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -240,3 +242,8 @@ def apply_failure(job: JobRecord, intent: Intent, error: DispatchError | None, n
         sub.outcome = Outcome(State.FAILED, Cause.REJECTED, Evidence("start", now), detail=str(error) if error else "")
     elif isinstance(error, NotFound) and intent.action is not Action.START and not intent.args.get("schedulerId"):
         sub.gone = True
+
+
+def default_owner(role: str) -> str:
+    """The owner name of an actor in this process: its role, the host and the process id."""
+    return f"{role}:{socket.gethostname()}:{os.getpid()}"

@@ -19,15 +19,13 @@ import builtins
 import copy
 import hashlib
 import json
-import os
 import secrets
-import socket
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import Any, TypeVar
 
-from dispatch.actions import Actor, marker_for
+from dispatch.actions import Actor, default_owner, marker_for
 from dispatch.capabilities import Answer, Capabilities, Capability
 from dispatch.clock import SYSTEM_CLOCK, Clock
 from dispatch.declarations import Declarations
@@ -172,10 +170,6 @@ def batch_job_id(key: str, index: int, probe: int) -> str:
 def new_hold_instance() -> str:
     """A hold instance: random, so two holds are never confused."""
     return f"h{secrets.token_hex(4)}"
-
-
-def default_owner(role: str) -> str:
-    return f"{role}:{socket.gethostname()}:{os.getpid()}"
 
 
 class Cluster:

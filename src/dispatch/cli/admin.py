@@ -241,8 +241,8 @@ def supervise(
     """
     import sys
 
+    from dispatch.actions import default_owner
     from dispatch.cli.config import is_postgres, open_records
-    from dispatch.cluster import default_owner
     from dispatch.rules import RuleSet
     from dispatch.supervise import Supervisor
     from dispatch.supervise.archive import ArchiveSettings

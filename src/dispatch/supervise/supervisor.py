@@ -31,11 +31,10 @@ from collections import Counter
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dispatch.actions import DEFAULT_MARGIN, Actor, marker_for
+from dispatch.actions import DEFAULT_MARGIN, Actor, default_owner, marker_for
 from dispatch.clock import Clock
-from dispatch.cluster import Cluster, default_owner
 from dispatch.declarations import Declarations, check_poll_interval
 from dispatch.errors import ConfigError, Conflict, DispatchError, Unavailable
 from dispatch.outcome import Cause, State
@@ -62,6 +61,9 @@ from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, ne
 DEFAULT_LEASE_TTL = 120.0
 DEFAULT_MAX_POLL = 30.0
 MAX_STEPS_PER_JOB = 8
+
+if TYPE_CHECKING:  # an annotation only: the cluster layer sits above the supervisor's
+    from dispatch.cluster import Cluster
 
 
 class LostLease(DispatchError):
@@ -207,7 +209,7 @@ class Supervisor:
         if not math.isfinite(lease_ttl) or lease_ttl <= self.poll:
             raise ConfigError("leaseTtl", f"the lease ({lease_ttl:g}s) must outlast the poll interval ({self.poll:g}s)")
         self.lease_ttl = float(lease_ttl)
-        self.cluster = cluster.name if isinstance(cluster, Cluster) else cluster or backend.name
+        self.cluster = cluster if isinstance(cluster, str) else cluster.name if cluster is not None else backend.name
         self.refresh = math.inf if refresh is None else refresh
         """How stale a record's evidence time may grow while nothing changes (default: no limit; the evidence
         time is when the state last changed, and the batched lease renewal says the job is being watched)."""
