@@ -34,12 +34,18 @@ OWN_GROUP_MARKERS = ("apiserver",)
 # Markers whose daemons the test command does not start yet (the real control plane: docs/dev/k8s-control-plane.md):
 # left out of every group; run them by hand with `pytest -m controlplane` after scripts/k8s/controlplane-up.sh.
 NOT_STARTED_MARKERS = ("controlplane",)
+# Folders of tests that need no daemon but enough CPU time that `rest`, run serially, would be the longest group:
+# each runs as a group of its own (the simulator's seed sweeps, the Kubeflow adapter against the project's model).
+OWN_GROUP_FOLDERS = ("tests/sim", "tests/kubeflow")
 
 
 @dataclass
 class Group:
     name: str
     expression: str
+    paths: tuple[str, ...] = ()
+    """Where pytest collects (default: the configured testpaths)."""
+    ignore: tuple[str, ...] = ()
 
 
 def groups() -> list[Group]:
@@ -52,9 +58,10 @@ def groups() -> list[Group]:
     absent = [f"not {m}" for m in NOT_STARTED_MARKERS]
     for marker in OWN_GROUP_MARKERS:
         out.append(Group(marker, " and ".join([marker, *(f"not {m}" for m in earlier), *absent])))
-    out.append(
-        Group("rest", " and ".join(f"not {m}" for m in (*CLUSTER_MARKERS, *OWN_GROUP_MARKERS, *NOT_STARTED_MARKERS)))
-    )
+    no_daemon = " and ".join(f"not {m}" for m in (*CLUSTER_MARKERS, *OWN_GROUP_MARKERS, *NOT_STARTED_MARKERS))
+    for folder in OWN_GROUP_FOLDERS:
+        out.append(Group(folder.removeprefix("tests/"), no_daemon, paths=(folder,)))
+    out.append(Group("rest", no_daemon, ignore=OWN_GROUP_FOLDERS))
     return out
 
 
@@ -91,6 +98,8 @@ def main(argv: list[str]) -> int:
             "pytest",
             "-m",
             group.expression,
+            *group.paths,
+            *(f"--ignore={folder}" for folder in group.ignore),
             f"--junitxml={junit}",
             "-p",
             "no:cacheprovider",
