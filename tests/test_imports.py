@@ -131,4 +131,3 @@ def test_the_check_sees_a_cycle() -> None:
 def test_each_layer_imports_alone(module: str) -> None:
     """Imported first, in a fresh interpreter, each module of a former cycle loads (and the CLI still works)."""
     subprocess.run([sys.executable, "-c", f"import {module}"], check=True, timeout=60)
-
