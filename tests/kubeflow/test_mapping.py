@@ -242,6 +242,14 @@ def test_non_zero_exit_reads_exit_with_the_first_failures_code() -> None:
     assert ended(r) == (State.FAILED, Cause.EXIT, 3)
 
 
+def test_in_the_same_second_the_programs_own_code_beats_the_stopped_ranks_sigterm() -> None:
+    """finishedAt counts whole seconds: rank 1 exits 3 and rank 0, stopped by the failure, ends by SIGTERM."""
+    at = "2027-01-15T08:00:05Z"
+    own = pod("p1", phase="Failed", index=1, state={"terminated": {"exitCode": 3, "startedAt": T, "finishedAt": at}})
+    stopped = pod("p0", phase="Failed", state={"terminated": {"exitCode": 143, "startedAt": T, "finishedAt": at}})
+    assert ended(reading(trainjob(FAILED), [stopped, own])) == (State.FAILED, Cause.EXIT, 3)
+
+
 def test_failed_without_explanation_reads_unknown() -> None:
     r = reading(trainjob(FAILED), gone=[pod(phase="Failed", state=terminated(0, "Completed"))])
     assert ended(r)[:2] == (State.FAILED, Cause.UNKNOWN)

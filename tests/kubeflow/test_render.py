@@ -30,7 +30,7 @@ def settings(mode: Mode = Mode.PLAIN, **over: Any) -> KubeflowSettings:
 
 def request(**spec: Any) -> StartRequest:
     base: dict[str, Any] = {
-        "command": ("python", "train.py", "--lr", "0.1; rm -rf /"),
+        "command": ("torchrun", "train.py", "--lr", "0.1; rm -rf /"),
         "nodes": 2,
         "procs_per_node": 4,
         "working_dir": "/work dir",
@@ -110,7 +110,9 @@ def test_long_or_odd_job_ids_hash_into_a_valid_name() -> None:
 
 
 def test_prologue_runs_argv_verbatim_and_sets_the_execution_identity(tmp_path: Any) -> None:
-    _, tj = build(command=("printf", "%s|", "a b", "$(touch /tmp/x)", "; echo hi"), working_dir=str(tmp_path))
+    _, tj = build(
+        command=("printf", "%s|", "a b", "$(touch /tmp/x)", "; echo hi"), working_dir=str(tmp_path), procs_per_node=1
+    )
     cmd = tj["spec"]["trainer"]["command"]
     env = {"PATH": "/usr/bin:/bin", "DISPATCH_JOB_ID": "j", "DISPATCH_SUBMISSION": "2", "DISPATCH_ATTEMPT": "3"}
     out = subprocess.run([*cmd], capture_output=True, text=True, env=env, check=True).stdout
@@ -123,6 +125,61 @@ def test_prologue_runs_argv_verbatim_and_sets_the_execution_identity(tmp_path: A
         check=True,
     ).stdout.split()
     assert probe == ["j.2.3.0.0", str(tmp_path)]
+
+
+RANK_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR",
+              "MASTER_PORT", "DISPATCH_RANK")  # fmt: skip
+
+
+def rank_vars(tj: dict[str, Any], pod_env: dict[str, str]) -> dict[str, str]:
+    """The rank variables the pod's command gives its program (``unset`` when absent), run here under ``pod_env``."""
+    cmd = tj["spec"]["trainer"]["command"]
+    env = {"PATH": "/usr/bin:/bin", **pod_env}
+    out = subprocess.run([*cmd[:4], "", "env"], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    seen = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    return {name: seen.get(name, "unset") for name in RANK_NAMES}
+
+
+def test_a_rank_not_started_by_torchrun_gets_the_rank_environment_from_the_torch_runtime() -> None:
+    _, tj = build(nodes=3, procs_per_node=1, command=("python", "train.py"))
+    pet = {"PET_NNODES": "3", "PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": "2", "PET_MASTER_ADDR": "m.svc"}
+    got = rank_vars(tj, {**pet, "PET_MASTER_PORT": "29400", "JOB_COMPLETION_INDEX": "2"})
+    assert got == {
+        "RANK": "2",
+        "WORLD_SIZE": "3",
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "NODE_RANK": "2",
+        "GROUP_RANK": "2",
+        "MASTER_ADDR": "m.svc",
+        "MASTER_PORT": "29400",
+        "DISPATCH_RANK": "2",
+    }
+
+
+def test_without_pet_variables_the_rank_comes_from_the_job_index_and_the_rendezvous_from_jobset_names() -> None:
+    _, tj = build(nodes=2, procs_per_node=1)
+    got = rank_vars(tj, {"JOB_COMPLETION_INDEX": "1"})
+    name = tj["metadata"]["name"]
+    assert (got["RANK"], got["WORLD_SIZE"], got["NODE_RANK"]) == ("1", "2", "1")
+    assert (got["MASTER_ADDR"], got["MASTER_PORT"]) == (f"{name}-node-0-0.{name}", "29400")
+
+
+def test_torchrun_with_several_processes_per_node_sets_the_per_process_variables_itself() -> None:
+    _, tj = build(nodes=2, procs_per_node=4, command=("python3", "-m", "torch.distributed.run", "t.py"))
+    got = rank_vars(tj, {"PET_NODE_RANK": "1", "PET_MASTER_ADDR": "m", "PET_MASTER_PORT": "29400"})
+    assert (got["WORLD_SIZE"], got["LOCAL_WORLD_SIZE"], got["NODE_RANK"]) == ("8", "4", "1")
+    assert (got["RANK"], got["LOCAL_RANK"], got["DISPATCH_RANK"]) == ("unset", "unset", "unset")
+
+
+def test_several_processes_per_node_without_torchrun_are_refused() -> None:
+    with pytest.raises(Unsupported, match="a Kubeflow pod runs one process"):
+        build(procs_per_node=2, command=("python", "train.py"))
+    mpi = torch_runtime()
+    mpi["spec"]["mlPolicy"] = {"numNodes": 1, "mpi": {}}
+    with pytest.raises(Unsupported, match="only torchrun under a torch runtime"):
+        build(runtime=mpi, procs_per_node=2)
 
 
 def test_checkpoint_claim_is_mounted_in_the_copy() -> None:
@@ -159,7 +216,7 @@ def test_refusals() -> None:
         build(env={"PET_NNODES": "3"})
     no_policy = torch_runtime(torch=False)
     no_policy["spec"].pop("mlPolicy")
-    with pytest.raises(Unsupported, match="ML policy"):
+    with pytest.raises(Unsupported, match="only torchrun under a torch runtime"):
         build(runtime=no_policy)
     broken = torch_runtime()
     broken["spec"]["template"]["spec"]["replicatedJobs"][0]["name"] = "launcher"

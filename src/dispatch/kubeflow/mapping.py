@@ -254,6 +254,10 @@ def node_ceasing(node: JSON | None) -> str | None:
 # ---- causes ---------------------------------------------------------------------------------------------
 
 
+KILLED_CODES = frozenset({128 + 9, 128 + 15})
+"""Container exit codes of a process ended by SIGKILL or SIGTERM (what stopping a pod sends)."""
+
+
 def pod_cause(
     pods: Iterable[JSON], nodes: Mapping[str, JSON], nodes_known: bool
 ) -> tuple[Cause, int | None, str] | None:
@@ -285,17 +289,20 @@ def pod_cause(
             waiting = (cs.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") in LAUNCH_WAITING:
                 return Cause.LAUNCH_FAILED, None, str(waiting.get("reason"))
-    failures: list[tuple[float, tuple[int, int, str], int, str]] = []
+    failures: list[tuple[float, bool, tuple[int, int, str], int, str]] = []
     for pod in ordered:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             term = (cs.get("state") or {}).get("terminated") or {}
             code = term.get("exitCode")
             if isinstance(code, int) and code != 0:
                 finished = parse_time(term.get("finishedAt")) or 0.0
-                failures.append((finished, rank(pod), code, str(term.get("reason", ""))))
+                # finishedAt counts whole seconds: in the second a rank fails, the ranks the failure then stops
+                # end by SIGTERM or SIGKILL; the program's own code is the first failure's
+                killed = code in KILLED_CODES
+                failures.append((finished, killed, rank(pod), code, str(term.get("reason", ""))))
     if failures:
         failures.sort()
-        _, _, code, reason = failures[0]
+        _, _, _, code, reason = failures[0]
         if code in (126, 127):
             return Cause.LAUNCH_FAILED, code, f"exit {code}: the program could not be run"
         return Cause.EXIT, code, reason or f"exit {code}"

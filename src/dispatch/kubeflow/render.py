@@ -10,17 +10,22 @@ docs/adapters/kubeflow.md; the names live in :mod:`dispatch.kubeflow.names`.
   later edit of the shared runtime cannot change a submitted job; a SharedCheckpoint claim is mounted there.
 * The TrainJob (:func:`render_trainjob`) is created behind the start gate: Kueue's ``admission-gated-by``
   annotation (kueue mode) or ``spec.suspend: true`` (plain mode).
-* The command runs under a ``/bin/sh`` prologue that sets ``DISPATCH_EXECUTION`` from the downward API and
-  changes to the working directory; the user's argv is passed as positional parameters, never as shell text.
+* The command runs under a ``/bin/sh`` prologue that sets ``DISPATCH_EXECUTION`` from the downward API, exports
+  the rank environment (:mod:`dispatch.adapterkit.rankenv`) from what the runtime gives the pod (the torch
+  runtime's ``PET_*``, else the Indexed Job's ``JOB_COMPLETION_INDEX``) and changes to the working directory; the
+  user's argv is passed as positional parameters, never as shell text.
 """
 
 from __future__ import annotations
 
 import copy
 import math
+import os.path
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from dispatch.adapterkit.rankenv import RankLayout, rank_prelude
 from dispatch.errors import Unsupported
 from dispatch.extensions import CessationWarning, Image, SharedCheckpoint
 from dispatch.kubeflow import names as n
@@ -35,7 +40,9 @@ PROLOGUE = (
     '.${DISPATCH_RESTART_A:-0}.${DISPATCH_RESTART_J:-0}"; '
     'if [ -n "$1" ]; then cd -- "$1" || exit 127; fi; shift; exec "$@"'
 )
-"""The prologue script. ``$1`` is the working directory (empty: stay), the rest is the user's argv."""
+"""The prologue's last line. ``$1`` is the working directory (empty: stay), the rest is the user's argv."""
+TORCH_MASTER_PORT = 29400
+"""The rendezvous port the torch runtime gives (``PET_MASTER_PORT``), used too where no runtime gives one."""
 
 RESERVED_ENV_PREFIXES = ("DISPATCH_", "PET_")
 CHECKPOINT_VOLUME = "dispatch-checkpoint"
@@ -127,6 +134,39 @@ def runtime_copy(runtime: JSON, name: str, settings: KubeflowSettings, request: 
     }
 
 
+def rank_lines(layout: RankLayout, trainjob: str, step: str) -> list[str]:
+    """The shell lines that export the rank environment in the pod of one node (one process: torchrun, where
+    it starts more, sets the per-process variables itself). The node's number and the rendezvous come from the
+    torch runtime's ``PET_NODE_RANK``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``; where a runtime sets none,
+    from the Indexed Job's ``JOB_COMPLETION_INDEX`` and JobSet's name of the rank-0 pod
+    (``<jobset>-<step>-0-0.<jobset>``) with :data:`TORCH_MASTER_PORT`. ``trainjob`` and ``step`` are object
+    names (no user text); they are quoted all the same."""
+    addr = shlex.quote(f"{trainjob}-{step}-0-0.{trainjob}")
+    lines = [
+        f'dispatch_addr=${{PET_MASTER_ADDR:-}}; [ -n "$dispatch_addr" ] || dispatch_addr={addr}',
+        *rank_prelude(
+            layout,
+            rank=f'"$(( ${{PET_NODE_RANK:-${{JOB_COMPLETION_INDEX:-0}}}} * {layout.procs_per_node} ))"',
+            local_rank="0",
+            node_rank='"${PET_NODE_RANK:-${JOB_COMPLETION_INDEX:-0}}"',
+            master_addr='"$dispatch_addr"',
+            master_port=f'"${{PET_MASTER_PORT:-{TORCH_MASTER_PORT}}}"',
+            node='"${DISPATCH_NODE:-}"',
+        ),
+    ]
+    if layout.procs_per_node > 1:  # torchrun sets RANK and LOCAL_RANK in each process it starts
+        lines.append("unset RANK LOCAL_RANK DISPATCH_RANK")
+    return lines
+
+
+def is_torchrun(argv: tuple[str, ...]) -> bool:
+    """Whether ``argv`` starts torchrun (``torchrun ...`` or ``python -m torch.distributed.run ...``)."""
+    if not argv:
+        return False
+    head = os.path.basename(argv[0])
+    return head == "torchrun" or (head.startswith("python") and list(argv[1:3]) == ["-m", "torch.distributed.run"])
+
+
 def _field_env(name: str, annotation: str) -> JSON:
     return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{annotation}']"}}}
 
@@ -139,6 +179,7 @@ def dispatch_env(request: StartRequest) -> list[JSON]:
         _field_env("DISPATCH_ATTEMPT", n.ATTEMPT),
         _field_env("DISPATCH_RESTART_A", n.RESTART_ATTEMPT),
         _field_env("DISPATCH_RESTART_J", n.JOB_RESTART_ATTEMPT),
+        {"name": "DISPATCH_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
     ]
     ckpt = request.spec.extension(SharedCheckpoint)
     if ckpt is not None:
@@ -162,13 +203,17 @@ def render_trainjob(
             raise Unsupported(
                 f"environment variable {key} is reserved on Kubeflow (DISPATCH_* and PET_* are set by it)"
             )
-    if spec.procs_per_node > 1 and report.ml_policy is None:
-        raise Unsupported("more than one process per node needs a runtime with an ML policy (torch or mpi)")
+    if spec.procs_per_node > 1 and (report.ml_policy != "torch" or not is_torchrun(spec.command)):
+        raise Unsupported(
+            f"{spec.procs_per_node} processes per node: a Kubeflow pod runs one process, and only torchrun under a"
+            " torch runtime starts more (the command must start with torchrun or python -m torch.distributed.run)"
+        )
     ref = spec.extension(RuntimeRef)
     assert ref is not None
+    script = "\n".join([*rank_lines(RankLayout(spec.nodes, spec.procs_per_node), name, report.trainer_job), PROLOGUE])
     trainer: JSON = {
         "image": image.ref,
-        "command": ["/bin/sh", "-c", PROLOGUE, "dispatch-prologue", spec.working_dir or "", *spec.command],
+        "command": ["/bin/sh", "-c", script, "dispatch-prologue", spec.working_dir or "", *spec.command],
         "numNodes": spec.nodes,
         "env": [{"name": k, "value": v} for k, v in sorted(spec.env.items())] + dispatch_env(request),
     }
