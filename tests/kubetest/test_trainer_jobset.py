@@ -423,8 +423,12 @@ def test_a_trainjob_naming_a_runtime_that_does_not_exist_is_refused(server: Fake
     with pytest.raises(ApiError) as err:
         client.create(TrainJob(missing))
     assert (err.value.status.code, err.value.status.reason) == (403, "Forbidden")
-    assert 'trainingruntimes.trainer.kubeflow.org "nope" not found' in err.value.status.message
-    assert "specified trainingRuntime must be created before the TrainJob is created" in err.value.status.message
+    assert err.value.status.message == (
+        'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: spec.runtimeRef: Invalid '
+        'value: {"name":"nope","apiGroup":"trainer.kubeflow.org","kind":"TrainingRuntime"}: '
+        'TrainingRuntime.trainer.kubeflow.org "nope" not found: specified trainingRuntime must be created before the '
+        "TrainJob is created"
+    )  # word for word as the real Trainer 2.3.0 answered on the control plane
     missing["spec"]["runtimeRef"] = {"name": "nope"}  # kind defaults to ClusterTrainingRuntime
     with pytest.raises(ApiError) as err:
         client.create(TrainJob(missing))

@@ -31,6 +31,7 @@ TrainJob is created"). Modelled update rules: ``runtimeRef``, ``trainer``, ``ini
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import yaml
@@ -187,16 +188,13 @@ class TrainerReactor(Reactor):
             raise StatusError(403, f"{WEBHOOK_DENIED}unsupported runtime: {kind}.{group}", "Forbidden")
         if self.runtime_for(trainjob) is not None:
             return
-        plural, spelled = (
-            ("trainingruntimes", "trainingRuntime")
-            if kind == "TrainingRuntime"
-            else ("clustertrainingruntimes", "clusterTrainingRuntime")
-        )
-        value = ", ".join(f"{k}: {v}" for k, v in ref.items())
+        spelled = "trainingRuntime" if kind == "TrainingRuntime" else "clusterTrainingRuntime"
+        # as the real webhook prints it (Trainer 2.3.0, seen on the control plane): the defaulted ref as JSON
+        value = json.dumps({"name": ref.get("name", ""), "apiGroup": group, "kind": kind}, separators=(",", ":"))
         raise StatusError(
             403,
-            f"{WEBHOOK_DENIED}spec.runtimeRef: Invalid value: {{{value}}}: "
-            f'{plural}.trainer.kubeflow.org "{ref.get("name", "")}" not found: '
+            f"{WEBHOOK_DENIED}spec.runtimeRef: Invalid value: {value}: "
+            f'{kind}.trainer.kubeflow.org "{ref.get("name", "")}" not found: '
             f"specified {spelled} must be created before the TrainJob is created",
             "Forbidden",
         )
