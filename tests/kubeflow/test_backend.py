@@ -149,7 +149,10 @@ def test_writable_open_probes_and_cleans_up(plain: FakeCluster) -> None:
         hold = b.capabilities()[Capability.HOLD]
         assert b.preflight.probed and hold.provenance.value == "probed" and "probed: a gated probe" in hold.reason
         assert [r for r in plain.server.requests("POST", "trainjobs")]
+        # the probe ran on a runtime of its own (the Trainer refuses a TrainJob naming one that does not exist)
+        assert len(plain.server.requests("POST", "trainingruntimes")) == 1
         assert plain.settled().list(TRAINJOB, labels=f"{n.PROBE}=true") == []
+        assert plain.control.list(TRAINING_RUNTIME, plain.ns) == []
     finally:
         b.close()
 
@@ -211,14 +214,25 @@ def test_foreign_gate_is_admin_held_and_never_lifted(kueue: FakeCluster) -> None
     try:
         body = job_spec("sleep")
         sid = b.start(StartRequest("j9", 1, "dsp-j9-1", body))
-        # an administrator's gate can only be there from creation: recreate with two gates
-        tj = kueue.control.get(TRAINJOB, sid)
-        assert tj is not None
+        # an administrator's gate can only be there from creation: recreate with two gates (and the runtime
+        # copy, which went with the TrainJob: the Trainer refuses a TrainJob whose runtime does not exist)
+        tj, copy = kueue.control.get(TRAINJOB, sid), kueue.control.get(TRAINING_RUNTIME, sid, kueue.ns)
+        assert tj is not None and copy is not None
         tj["metadata"]["annotations"][n.GATED_BY] = "dispatch.io/start,example.com/ops"
-        for key in ("uid", "resourceVersion", "creationTimestamp", "generation", "managedFields"):
-            tj["metadata"].pop(key, None)
-        tj.pop("status", None)
+        for obj in (tj, copy):
+            for key in (
+                "uid",
+                "resourceVersion",
+                "creationTimestamp",
+                "generation",
+                "managedFields",
+                "ownerReferences",
+            ):
+                obj["metadata"].pop(key, None)
+            obj.pop("status", None)
         kueue.control.delete(TRAINJOB, sid)
+        if kueue.control.get(TRAINING_RUNTIME, sid, kueue.ns) is None:
+            kueue.control.create(copy)
         kueue.control.create(tj)
         kueue.tick(0.5)
         b.open(sid)

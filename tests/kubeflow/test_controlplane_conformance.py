@@ -6,10 +6,9 @@ The checks run are those whose situations the control plane makes by itself with
 controlplane_harness); the checks that need a preemption, a node loss, an administrator's hold or output are
 not selected yet (docs/dev/k8s-control-plane.md says what each still needs).
 
-Known difference, not fixed yet: the adapter's preflight probe creates a TrainJob naming a runtime that does not
-exist; the project's model accepted it, the real Trainer's webhook refuses it ("specified trainingRuntime must be
-created before the TrainJob is created"), so the adapter opens observe-only and refuses every start. The checks
-are marked as expected to fail (strict: a pass after the probe is fixed fails until the mark goes).
+Checks that fail on the real controllers, for differences not fixed yet (docs/dev/k8s-control-plane.md lists
+them), are marked as expected to fail: strictly when they always fail (a fix shows as a pass that fails until the
+mark goes), not strictly for the one that fails intermittently (a race still to be found).
 """
 
 from __future__ import annotations
@@ -60,9 +59,25 @@ def cluster(control_plane: dict[str, Any], tmp_path: Path) -> Iterator[ControlPl
         c.close()
 
 
-@pytest.mark.xfail(
-    strict=True, reason="the preflight probe names a runtime that does not exist, which the real Trainer refuses"
-)
-@pytest.mark.parametrize("check", [c for c in backend_checks() if str(c) in SELECTED], ids=str)
+KNOWN_FAILURES = {
+    "timeout_cause": "a TrainJob the real Trainer fails with DeadlineExceeded (JobSet deleted) reads cause exit",
+}
+INTERMITTENT = {
+    "failure_keeps_exit_code": "a race, not found yet: a rank kwok ends with exit 3 (pod Failed, node Ready) "
+    "read failed/node-lost in 2 of 4 runs",
+}
+
+
+def _param(check: Check) -> Any:
+    name = str(check)
+    marks = []
+    if name in KNOWN_FAILURES:
+        marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[name]))
+    if name in INTERMITTENT:  # not strict: it passes more often than not, and that pass must not fail the run
+        marks.append(pytest.mark.xfail(strict=False, reason=INTERMITTENT[name]))
+    return pytest.param(check, id=name, marks=marks)
+
+
+@pytest.mark.parametrize("check", [_param(c) for c in backend_checks() if str(c) in SELECTED])
 def test_conformance_plain(check: Check, cluster: ControlPlaneCluster) -> None:
     run_check(check, harness(cluster), strict=True)

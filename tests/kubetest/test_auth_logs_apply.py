@@ -203,6 +203,7 @@ def test_strict_validation_rejects_wrong_types_and_unknown_fields(tmp_path: Path
     """As the real apiextensions-apiserver: under Strict an unknown field is a 400 before any schema check; a
     wrong type is a 422 naming the field; nothing is stored, and the server is fine afterwards."""
     with FakeAPIServer(strict_validation=True) as server:
+        server.control.add_runtime()  # the Trainer refuses a TrainJob whose runtime does not exist
         client = Client(KubeConfig.from_file(str(server.write_kubeconfig(tmp_path / "kc"))), timeout=10)
         bad = trainjob("strict")
         bad["spec"]["trainer"]["numNodes"] = "two"
@@ -223,6 +224,7 @@ def test_strict_validation_rejects_wrong_types_and_unknown_fields(tmp_path: Path
 
 
 def test_field_validation_strict_per_request(server: FakeAPIServer) -> None:
+    server.control.add_runtime()
     body = trainjob("per-request")
     body["spec"]["unknownField"] = True
     url = f"{server.url}/apis/trainer.kubeflow.org/v1alpha1/namespaces/default/trainjobs"

@@ -17,6 +17,7 @@ def test_in_cluster_service_account_over_tls(tmp_path: Path, monkeypatch: pytest
     with FakeAPIServer(tls=True) as server:
         assert server.url.startswith("https://127.0.0.1:")
         server.control.add_namespace("ml")
+        server.control.add_runtime()  # the Trainer refuses a TrainJob whose runtime does not exist
         server.control.set_rules(
             "sa-token",
             [rule("*", "trainer.kubeflow.org", "trainjobs", ["ml"]), rule("list", "", "pods", ["ml"])],

@@ -415,6 +415,37 @@ def test_trainjob_update_rules(server: FakeAPIServer, client: Client) -> None:
     assert out["spec"]["runtimePatches"] == [{"manager": "dispatch.example/adapter"}]
 
 
+def test_a_trainjob_naming_a_runtime_that_does_not_exist_is_refused(server: FakeAPIServer, client: Client) -> None:
+    """As the Trainer's validating webhook does (v2.3): on create, and on update once the runtime is gone."""
+    _setup(server)
+    missing = trainjob("tj-nort", suspend=True)
+    missing["spec"]["runtimeRef"] = {"name": "nope", "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"}
+    with pytest.raises(ApiError) as err:
+        client.create(TrainJob(missing))
+    assert (err.value.status.code, err.value.status.reason) == (403, "Forbidden")
+    assert err.value.status.message == (
+        'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: spec.runtimeRef: Invalid '
+        'value: {"name":"nope","apiGroup":"trainer.kubeflow.org","kind":"TrainingRuntime"}: '
+        'TrainingRuntime.trainer.kubeflow.org "nope" not found: specified trainingRuntime must be created before the '
+        "TrainJob is created"
+    )  # word for word as the real Trainer 2.3.0 answered on the control plane
+    missing["spec"]["runtimeRef"] = {"name": "nope"}  # kind defaults to ClusterTrainingRuntime
+    with pytest.raises(ApiError) as err:
+        client.create(TrainJob(missing))
+    assert "specified clusterTrainingRuntime must be created" in err.value.status.message
+    missing["spec"]["runtimeRef"] = {"name": "torch-distributed", "kind": "Other", "apiGroup": "example.com"}
+    with pytest.raises(ApiError) as err:
+        client.create(TrainJob(missing))
+    assert err.value.status.code == 403 and "unsupported runtime: Other.example.com" in err.value.status.message
+    assert list(client.list(TrainJob, namespace="default")) == []
+
+    client.create(TrainJob(trainjob("tj-rt", suspend=True)))
+    server.control.delete(CLUSTER_TRAINING_RUNTIME, "torch-distributed", "")
+    with pytest.raises(ApiError) as err:
+        client.patch(TrainJob, "tj-rt", {"spec": {"suspend": False}}, namespace="default", patch_type=PatchType.MERGE)
+    assert err.value.status.code == 403 and "must be created before" in err.value.status.message
+
+
 def test_jobs_get_a_defaulted_selector_matching_only_their_own_pods(server: FakeAPIServer, client: Client) -> None:
     """As the real apiserver defaults it: ``kubectl logs job/X`` must find X's pods, not another TrainJob's."""
     _setup(server)

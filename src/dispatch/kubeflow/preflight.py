@@ -18,8 +18,9 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-from dispatch.errors import DispatchError, NotFound, ReadOnly, Unavailable, Unsupported
+from dispatch.errors import DispatchError, NotFound, ReadOnly, Unsupported
 from dispatch.kubeflow import client as k
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow.mapping import condition
@@ -38,6 +39,8 @@ class Permission:
         sub = f"/{self.subresource}" if self.subresource else ""
         return f"{self.verb} {self.resource}{sub}" + (f".{self.group}" if self.group else "")
 
+
+JSON = dict[str, Any]
 
 TR, JS, KQ = k.TRAINER, k.JOBSET_GROUP, k.KUEUE
 
@@ -141,7 +144,7 @@ def run(
             res.probed, res.probe_reason = probe(kube, settings, sleep)
         except ReadOnly as exc:
             res.observe_only = True
-            res.reasons.append(f"the probe TrainJob was refused: {exc}")
+            res.reasons.append(f"a probe write was refused: {exc}")
         if not res.probed and not res.observe_only:
             res.observe_only = True
             res.reasons.append("the probe failed: " + res.probe_reason)
@@ -186,32 +189,95 @@ def prove_gate(kube: k.Kube, settings: KubeflowSettings) -> tuple[bool, str]:
     )
 
 
-def probe(kube: k.Kube, settings: KubeflowSettings, sleep: Callable[[float], None]) -> tuple[bool, str]:
-    """Create a gated TrainJob naming a runtime that does not exist (it cannot run), check for the watch period
-    that nothing starts, exercise a hold on it, then delete it. Returns (passed, reason)."""
-    name = f"dispatch-probe-{secrets.token_hex(4)}"
+PROBE_IMAGE = "dispatch.invalid/probe:none"
+"""The probe's image: the ``.invalid`` top-level domain never resolves (RFC 2606), so no node can pull it."""
+
+
+def probe_runtime(name: str, settings: KubeflowSettings) -> JSON:
+    """The probe's own TrainingRuntime ``name``: one trainer step (``node``, one replica, as the Trainer's
+    runtime webhook asks) whose only container has an image no node can pull and runs ``/bin/false``, with
+    every rank restart off. It exists only because the Trainer refuses a TrainJob naming a runtime that does
+    not exist; nothing it describes can run."""
+    pod = {
+        "restartPolicy": "Never",
+        "containers": [{"name": n.TRAINER_CONTAINER, "image": PROBE_IMAGE, "command": ["/bin/false"]}],
+    }
+    step = {
+        "name": n.TRAINER_CONTAINER,
+        "replicas": 1,
+        "template": {
+            "metadata": {"labels": {n.ANCESTOR_STEP: "trainer"}},
+            "spec": {"backoffLimit": 0, "template": {"spec": pod}},
+        },
+    }
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": {n.MANAGED: "true", n.PROBE: "true"},
+        },
+        "spec": {"template": {"spec": {"replicatedJobs": [step]}}},
+    }
+
+
+def probe_trainjob(name: str, settings: KubeflowSettings) -> JSON:
+    """The probe TrainJob ``name``: gated as a job would be (suspended; kueue: our admission gate), naming
+    the probe runtime ``name``."""
     labels = {n.MANAGED: "true", n.PROBE: "true"}
     annotations = {n.GATE: "closed"}
     if settings.mode is Mode.KUEUE:
         assert settings.local_queue is not None
         labels[n.QUEUE_LABEL] = settings.local_queue
         annotations[n.GATED_BY] = settings.gate_name
-    body = {
+    return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "TrainJob",
         "metadata": {"name": name, "namespace": settings.namespace, "labels": labels, "annotations": annotations},
         "spec": {
-            "runtimeRef": {"name": f"{name}-no-such-runtime", "kind": "TrainingRuntime"},
-            "trainer": {"image": "dispatch.invalid/probe:none", "command": ["/bin/false"], "numNodes": 1},
+            "runtimeRef": {"name": name, "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
+            "trainer": {"image": PROBE_IMAGE, "command": ["/bin/false"], "numNodes": 1},
             "suspend": True,
         },
     }
+
+
+def probe(kube: k.Kube, settings: KubeflowSettings, sleep: Callable[[float], None]) -> tuple[bool, str]:
+    """Create a probe TrainJob that cannot run (gated, suspended, on a runtime of its own whose image no node
+    can pull: :func:`probe_runtime`), check for the watch period that nothing unsuspends it, exercise a hold
+    on it, then delete both. The runtime is made the TrainJob's owned object right after the TrainJob exists,
+    so the garbage collector removes it with the TrainJob if this process dies before deleting them.
+    Returns (passed, reason); a write refused by RBAC raises ReadOnly."""
+    name = f"dispatch-probe-{secrets.token_hex(4)}"
     try:
-        kube.create(k.TrainJob, body)
-    except (Unavailable, DispatchError) as exc:
-        if isinstance(exc, ReadOnly):
+        kube.create(k.TrainingRuntime, probe_runtime(name, settings))
+    except ReadOnly:
+        raise
+    except DispatchError as exc:
+        return False, f"creating the probe TrainingRuntime failed: {exc}"
+    try:
+        try:
+            tj = kube.create(k.TrainJob, probe_trainjob(name, settings))
+        except ReadOnly:
             raise
-        return False, f"creating the probe TrainJob failed: {exc}"
+        except DispatchError as exc:  # it may have landed (OutcomeUnknown): the finally deletes it too
+            return False, f"creating the probe TrainJob failed: {exc}"
+        uid = (tj.get("metadata") or {}).get("uid")
+        owner = {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob", "name": name, "uid": uid}
+        with contextlib.suppress(DispatchError):  # only a safety net: the finally below deletes both
+            kube.merge_patch(k.TrainingRuntime, name, {"metadata": {"ownerReferences": [owner]}})
+        return _watch_probe(kube, settings, name, sleep)
+    finally:
+        with contextlib.suppress(DispatchError):
+            kube.delete(k.TrainJob, name)
+        with contextlib.suppress(DispatchError):
+            kube.delete(k.TrainingRuntime, name)
+
+
+def _watch_probe(
+    kube: k.Kube, settings: KubeflowSettings, name: str, sleep: Callable[[float], None]
+) -> tuple[bool, str]:
     try:
         deadline = time.monotonic() + settings.preflight.probe_watch
         step = min(1.0, max(0.05, settings.preflight.probe_watch / 5))
@@ -228,6 +294,3 @@ def probe(kube: k.Kube, settings: KubeflowSettings, sleep: Callable[[float], Non
         return True, f"a gated probe TrainJob stayed suspended for {settings.preflight.probe_watch:g}s and took a hold"
     except DispatchError as exc:
         return False, f"watching the probe failed: {exc}"
-    finally:
-        with contextlib.suppress(DispatchError):
-            kube.delete(k.TrainJob, name)

@@ -19,8 +19,10 @@ message), ``jobsStatus`` copied from ``replicatedJobsStatus``; ``activeDeadlineS
 from creation or the last resume on the injected clock) fails the TrainJob with ``DeadlineExceeded``
 "TrainJob exceeded its active deadline" and deletes the JobSet.
 Not modelled: initializer steps, other runtimes' plugins (MPI launcher, JAX, volcano/coscheduling
-PodGroups), the Trainer webhook's runtime checks (an unknown runtime is accepted and simply never
-built), managedBy. Modelled update rules: ``runtimeRef``, ``trainer``, ``initializer``,
+PodGroups), the Trainer webhook's checks of a runtime's contents, managedBy. Modelled admission: the
+Trainer webhook refuses (403) a TrainJob, on create and on update, whose ``runtimeRef`` names a kind it
+does not know or a runtime that does not exist ("specified trainingRuntime must be created before the
+TrainJob is created"). Modelled update rules: ``runtimeRef``, ``trainer``, ``initializer``,
 ``activeDeadlineSeconds``, ``managedBy`` are immutable (422 Invalid, "field is immutable"), and
 ``runtimePatches`` may only change when the TrainJob is suspended before or after the update
 (403 from the webhook).
@@ -29,6 +31,7 @@ built), managedBy. Modelled update rules: ``runtimeRef``, ``trainer``, ``initial
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import yaml
@@ -140,6 +143,8 @@ def build_jobset(trainjob: JSON, runtime: JSON) -> JSON:
     }
 
 
+WEBHOOK_DENIED = 'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
+
 IMMUTABLE_FIELDS = ("runtimeRef", "trainer", "initializer", "activeDeadlineSeconds", "managedBy")
 
 
@@ -147,9 +152,13 @@ class TrainerReactor(Reactor):
     manager = "trainer-controller"
 
     def admit(self, rt: ResourceType, obj: JSON, old: JSON | None) -> None:
-        """TrainJob update rules: immutable fields (CRD validation → 422) and runtimePatches that
-        may only change while the TrainJob is suspended before or after (webhook → 403)."""
-        if rt.kind != "TrainJob" or old is None:
+        """TrainJob rules: the runtime it names must exist (webhook → 403, on create and update); on update,
+        immutable fields (CRD validation → 422) and runtimePatches that may only change while the TrainJob is
+        suspended before or after (webhook → 403)."""
+        if rt.kind != "TrainJob":
+            return
+        if old is None:
+            self._runtime_exists(obj)
             return
         new_spec, old_spec = obj.get("spec") or {}, old.get("spec") or {}
         name = obj["metadata"].get("name", "")
@@ -165,11 +174,30 @@ class TrainerReactor(Reactor):
         ):
             raise StatusError(
                 403,
-                'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
-                "spec.runtimePatches: Forbidden: runtimePatches can only be modified "
+                f"{WEBHOOK_DENIED}spec.runtimePatches: Forbidden: runtimePatches can only be modified "
                 "when the TrainJob is suspended",
                 "Forbidden",
             )
+        self._runtime_exists(obj)
+
+    def _runtime_exists(self, trainjob: JSON) -> None:
+        """The Trainer webhook's first check: the runtime registry knows the kind, and the runtime exists."""
+        ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
+        group, kind = ref.get("apiGroup", "trainer.kubeflow.org"), ref.get("kind", "ClusterTrainingRuntime")
+        if group != "trainer.kubeflow.org" or kind not in ("TrainingRuntime", "ClusterTrainingRuntime"):
+            raise StatusError(403, f"{WEBHOOK_DENIED}unsupported runtime: {kind}.{group}", "Forbidden")
+        if self.runtime_for(trainjob) is not None:
+            return
+        spelled = "trainingRuntime" if kind == "TrainingRuntime" else "clusterTrainingRuntime"
+        # as the real webhook prints it (Trainer 2.3.0, seen on the control plane): the defaulted ref as JSON
+        value = json.dumps({"name": ref.get("name", ""), "apiGroup": group, "kind": kind}, separators=(",", ":"))
+        raise StatusError(
+            403,
+            f"{WEBHOOK_DENIED}spec.runtimeRef: Invalid value: {value}: "
+            f'{kind}.trainer.kubeflow.org "{ref.get("name", "")}" not found: '
+            f"specified {spelled} must be created before the TrainJob is created",
+            "Forbidden",
+        )
 
     def runtime_for(self, trainjob: JSON) -> JSON | None:
         ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
