@@ -143,5 +143,14 @@ ADAPTERS = [
     pytest.param(slurm("trixie"), id="slurm-24.11", marks=pytest.mark.slurm_trixie),
     pytest.param(slurm("sid"), id="slurm-26.05", marks=pytest.mark.slurm_sid),
     pytest.param(gridengine, id="gridengine", marks=pytest.mark.gridengine),
-    pytest.param(kubeflow, id="kubeflow"),
+    pytest.param(
+        kubeflow,
+        id="kubeflow",
+        marks=pytest.mark.xfail(
+            strict=True,
+            reason="Kubeflow does not hold the journey yet: a rank not started by torchrun sees only the torch"
+            " runtime's PET_* variables (no RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT); and a timed-out"
+            " execution's output is lost (its pods go at the deadline, before a supervisor archives rank 0's log)",
+        ),
+    ),
 ]

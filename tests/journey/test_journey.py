@@ -1,6 +1,5 @@
 """One journey, every adapter: the same torchrun-style script and the same sequence of user commands, with the
-same assertions on the local adapter, the three real Slurm releases, the Grid Engine cell and Kubeflow's test
-cluster.
+same assertions on the local adapter, the three real Slurm releases and the Grid Engine cell.
 
 The sequence is what a new user does after the quick start: ``run`` (the rank environment, the output, the
 outcome), ``submit`` then ``status``, ``show`` and ``logs`` while it runs, ``stop --wait`` and a second ``stop``,
