@@ -77,8 +77,6 @@ LINK_TRIES = 3
 
 
 LOG = logging.getLogger(__name__)
-KEPT_WAIT = 5.0
-"""Seconds ``execution_output`` waits for a follow of the log that still runs (keeper.py)."""
 
 
 class KubeflowBackend:
@@ -759,8 +757,8 @@ class KubeflowBackend:
         key = ExecKey(int(parts[0]), int(parts[1]), int(parts[2]))
         got = self.cache.reading(scheduler_id)
         rank0 = [] if got is None else [p for p in sorted(of_key(got[0].pods, key), key=rank) if rank(p)[:2] == (0, 0)]
-        kept = self.keeper.kept(scheduler_id, (key.attempt, key.a, key.j), wait=KEPT_WAIT)
-        if kept is not None:  # followed to the container's end: all of it, whether or not the pod is still there
+        kept = self.keeper.kept(scheduler_id, (key.attempt, key.a, key.j))
+        if not rank0 and kept is not None:
             return iter([kept])
         if got is None:
             raise NotFound(f"no TrainJob {scheduler_id}")

@@ -56,7 +56,7 @@ class Keeper:
         self._read = read
         self._cap = cap
         self._keep = keep
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
         self._kept: OrderedDict[tuple[str, tuple[int, int, int]], bytes] = OrderedDict()
         self._running: set[tuple[str, tuple[int, int, int]]] = set()
 
@@ -83,15 +83,11 @@ class Keeper:
                 self._kept[ident] = data
                 while len(self._kept) > self._keep:
                     self._kept.popitem(last=False)
-            self._lock.notify_all()
 
-    def kept(self, scheduler_id: str, key: tuple[int, int, int], wait: float = 0.0) -> bytes | None:
-        """The log followed to its end for that execution, or None; a follow of it still running is waited for
-        up to ``wait`` seconds (its stream ends a moment after the container does)."""
-        ident = (scheduler_id, key)
+    def kept(self, scheduler_id: str, key: tuple[int, int, int]) -> bytes | None:
+        """The log followed to its end for that execution, or None."""
         with self._lock:
-            self._lock.wait_for(lambda: ident not in self._running, wait)
-            return self._kept.get(ident)
+            return self._kept.get((scheduler_id, key))
 
     def following(self) -> int:
         """How many follows run now."""
