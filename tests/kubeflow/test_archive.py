@@ -233,30 +233,3 @@ def test_a_stop_the_supervisor_makes_archives_the_running_log_first(world: World
     assert entry.data == b"checkpoint saved\n" and "read just before the supervisor stopped it" in entry.reason
     p = w.cli.run("logs", job_id)
     assert p.returncode == 0 and p.stdout == "checkpoint saved\n", p.stderr
-
-
-def test_a_timed_out_execution_log_is_kept_though_its_pods_go_at_the_deadline(world: World) -> None:
-    # At activeDeadlineSeconds the TrainJob's pods are deleted, and a program that exits on SIGTERM takes its
-    # pod (and log) with it at once, before any cycle sees the end: the adapter follows rank 0's log from just
-    # before the deadline and serves it from there.
-    w = world
-    job_id = w.cluster.submit(job_spec("sleep", time_limit=10.0))
-    pods = w.running(job_id)
-    w.c.control.append_log(pods[0], "epoch 1", "epoch 2")
-    sid = w.sid(job_id)
-    assert sid is not None
-    until = time.monotonic() + 30.0
-    while w.b.keeper.following() == 0:  # within MARGIN of the deadline: followed (the keeper looks every second)
-        assert time.monotonic() < until, "rank 0's log was not followed before the deadline"
-        time.sleep(0.1)
-    w.c.tick(11.0)  # the deadline: the pods are deleted
-    for name in pods:
-        w.c.control.fail_pod(name, exit_code=143)  # each program ends on SIGTERM: its pod goes
-    w.c.tick(0.0)
-    assert w.c.control.pods_of(sid, live=False) == []
-    cycles(w.c, w.sup, lambda: w.records.get(job_id).closed, "the job closed")
-    first = w.records.get(job_id).submission(1).executions[-1]
-    assert (first.outcome.state, first.outcome.cause) == (State.FAILED, Cause.TIMEOUT)
-    entry = w.records.get_output(job_id, first.identity)
-    assert entry is not None and entry.status is ArchiveStatus.KEPT, entry
-    assert entry.data == b"epoch 1\nepoch 2\n"

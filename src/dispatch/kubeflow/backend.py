@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -46,7 +45,6 @@ from dispatch.kubeflow import client as k
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow import render as rd
 from dispatch.kubeflow.extensions import RuntimeRef
-from dispatch.kubeflow.keeper import MARGIN, Due, Keeper
 from dispatch.kubeflow.mapping import (
     ExecKey,
     annotations_of,
@@ -76,9 +74,6 @@ LINK_TRIES = 3
 """Tries of the patch that makes a TrainJob the owner of its runtime copy, before start undoes both."""
 
 
-LOG = logging.getLogger(__name__)
-
-
 class KubeflowBackend:
     """The Kubeflow adapter's backend. Build it with :func:`dispatch.kubeflow.open_backend` (runs preflight)."""
 
@@ -104,12 +99,8 @@ class KubeflowBackend:
         self.watch_requests = 0
         self._lock = threading.Lock()
         self._closed = False
-        self.keeper = Keeper(lambda pod: self._lines(pod, True))
-        self._keeping = threading.Event()
         if watch:
             self._start_informers()
-            if preflight.can_log:
-                threading.Thread(target=self._keep_loop, name="kubeflow-keep-logs", daemon=True).start()
 
     # ---- watches -----------------------------------------------------------------------------------------
 
@@ -678,40 +669,6 @@ class KubeflowBackend:
 
     # ---- output ------------------------------------------------------------------------------------------
 
-    def _keep_loop(self) -> None:
-        """Every second, follow rank 0's log of each execution its deadline is about to end (keeper.py)."""
-        while not self._keeping.wait(1.0):
-            try:
-                for due in self.deadline_due(self.clock.now()):
-                    self.keeper.follow(due)
-            except Exception as exc:  # a cache read past its bound: tried again next second
-                LOG.debug("keeping logs near deadlines: %s", exc)
-
-    def deadline_due(self, now: float) -> list[Due]:
-        """The rank-0 pods to follow at ``now``: of TrainJobs with ``activeDeadlineSeconds`` (counted, as Trainer
-        does, from the last resume, else creation) within :data:`~dispatch.kubeflow.keeper.MARGIN` of it or
-        past it (up to five minutes), while rank 0 of the current execution runs."""
-        with self.cache.lock:
-            items = list(self.cache.trainjobs.items())
-        out = []
-        for sid, tj in items:
-            limit = (tj.get("spec") or {}).get("activeDeadlineSeconds")
-            if not isinstance(limit, int | float) or (tj.get("spec") or {}).get("suspend"):
-                continue
-            resumed = condition(tj, "Suspended")
-            since = resumed.get("lastTransitionTime") if resumed and resumed.get("status") == "False" else None
-            start = parse_time(since or meta(tj).get("creationTimestamp"))
-            if start is None or not start + float(limit) - MARGIN <= now <= start + float(limit) + 300.0:
-                continue
-            got = self.cache.reading(sid)
-            if got is None:
-                continue
-            o, r, _ = got
-            rank0 = [p for p in sorted(of_key(o.pods, r.key), key=rank) if rank(p)[:2] == (0, 0)]
-            if rank0 and (rank0[0].get("status") or {}).get("phase") == "Running":
-                out.append(Due(sid, (r.key.attempt, r.key.a, r.key.j), str(meta(rank0[0]).get("name"))))
-        return out
-
     def stdout(
         self, scheduler_id: str, execution: int | None = None, follow: bool = False, offset: int = 0
     ) -> Iterator[bytes]:
@@ -727,9 +684,6 @@ class KubeflowBackend:
             raise Unsupported("only the current execution's log exists on Kubernetes (logs go with the pods)")
         live = sorted(of_key(o.pods, r.key), key=rank)
         rank0 = [p for p in live if rank(p)[:2] == (0, 0)]
-        kept = self.keeper.kept(scheduler_id, (r.key.attempt, r.key.a, r.key.j))
-        if not rank0 and kept is not None:
-            return _skip(iter([kept]), offset)
         if not rank0:
             raise NotFound(f"TrainJob {scheduler_id}: rank 0 of the current execution has no pod (its log is gone)")
         pod = str(meta(rank0[0]).get("name"))
@@ -746,22 +700,19 @@ class KubeflowBackend:
                 client.close()
 
     def execution_output(self, scheduler_id: str, identity: str) -> Iterator[bytes]:
-        """Rank 0's log of execution ``identity`` (its attempt, A and J), from its pod while the pod is there,
-        else as the keeper followed it to its end (an execution its deadline ended: keeper.py). NotFound once
-        the pod is gone otherwise: its log went with it."""
+        """Rank 0's log of execution ``identity`` (its attempt, A and J), from its pod while the pod is there.
+        NotFound once the pod is gone: its log went with it."""
         if not self.preflight.can_log:
             raise Unsupported("the adapter may not read pods/log on this cluster (OutputRead is no)")
+        got = self.cache.reading(scheduler_id)
+        if got is None:
+            raise NotFound(f"no TrainJob {scheduler_id}")
+        o, _, _ = got
         parts = identity.rsplit(".", 3)[-3:]
         if len(parts) != 3 or not all(p.isdigit() for p in parts):
             raise NotFound(f"{identity!r} is not an execution identity of the Kubeflow adapter")
         key = ExecKey(int(parts[0]), int(parts[1]), int(parts[2]))
-        got = self.cache.reading(scheduler_id)
-        rank0 = [] if got is None else [p for p in sorted(of_key(got[0].pods, key), key=rank) if rank(p)[:2] == (0, 0)]
-        kept = self.keeper.kept(scheduler_id, (key.attempt, key.a, key.j))
-        if not rank0 and kept is not None:
-            return iter([kept])
-        if got is None:
-            raise NotFound(f"no TrainJob {scheduler_id}")
+        rank0 = [p for p in sorted(of_key(o.pods, key), key=rank) if rank(p)[:2] == (0, 0)]
         if not rank0:
             raise NotFound(f"TrainJob {scheduler_id}: rank 0 of execution {identity} has no pod (its log is gone)")
         return self._lines(str(meta(rank0[0]).get("name")), False)
@@ -777,7 +728,6 @@ class KubeflowBackend:
         if self._closed:
             return
         self._closed = True
-        self._keeping.set()
         for inf in self.informers:
             inf.stop()
         for inf in self.informers:
