@@ -88,7 +88,7 @@ def test_adapter_trainjob_and_runtime_copy_survive_the_real_schema(api: httpx.Cl
         data["localQueue"] = "lq"
     settings = decode(KubeflowSettings, data)
     spec = JobSpec(
-        command=("python", "train.py", "--lr", "0.1; rm -rf /"),
+        command=("torchrun", "train.py", "--lr", "0.1; rm -rf /"),  # several processes a pod: torchrun
         nodes=2,
         procs_per_node=2,
         working_dir="/w d",
