@@ -116,11 +116,16 @@ def test_requeue_running_job_makes_a_new_execution_with_its_own_output_files(tmp
     # execution stays planned that long, and the second requeue lands inside that window however loaded the
     # machine is (with a prompt exit the launcher could start the next execution between the two calls)
     backend = LocalBackend(tmp_path / "state", SystemClock(), grace=5.0)
+    # the trap comes first and the test requeues only once every rank has printed: a SIGTERM that came before a
+    # rank's shell got that far ended it unprinted (seen under load)
     script = (
+        "[ $DISPATCH_RESTART = 1 ] || trap '' TERM; "
         "echo out-$DISPATCH_RESTART-$RANK; echo err-$DISPATCH_RESTART-$RANK >&2; "
-        "[ $DISPATCH_RESTART = 1 ] || { trap '' TERM; sleep 30; }"
+        "[ $DISPATCH_RESTART = 1 ] || sleep 30"
     )
     sid = run(backend, JobSpec(command=("sh", "-c", script), nodes=2))
+    first = Path(backend.job_dir(sid)) / "executions" / "0"
+    wait_for(lambda: all((first / f"rank-{r}.err").exists() and (first / f"rank-{r}.err").read_text() for r in (0, 1)))
     try:
         _requeued_twice(backend, sid)
     finally:
