@@ -150,7 +150,7 @@ def test_writable_open_probes_and_cleans_up(plain: FakeCluster) -> None:
         assert b.preflight.probed and hold.provenance.value == "probed" and "probed: a gated probe" in hold.reason
         assert [r for r in plain.server.requests("POST", "trainjobs")]
         # the probe ran on a runtime of its own (the Trainer refuses a TrainJob naming one that does not exist)
-        assert len(plain.server.requests("POST", "trainingruntimes")) == 1
+        assert len(plain.server.requests("POST", "/trainingruntimes")) == 1  # its own runtime (not cluster ones)
         assert plain.settled().list(TRAINJOB, labels=f"{n.PROBE}=true") == []
         assert plain.control.list(TRAINING_RUNTIME, plain.ns) == []
     finally:
