@@ -10,7 +10,6 @@ import sys
 
 import click
 
-import dispatch.registry  # noqa: F401  (installs the extension kind loader: status decodes Kubeflow records)
 from dispatch.cli import admin, conformance, dashboard, jobs, views
 from dispatch.cli.app import App, debug_requested
 from dispatch.cli.exitcodes import HINTS, Exit, exit_for

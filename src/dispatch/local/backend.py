@@ -392,9 +392,7 @@ class LocalBackend:
         rank: int | None = None,
     ) -> Iterator[bytes]:
         """All ranks' stdout (or one ``rank``'s) of an execution (None: the current one), from byte ``offset``."""
-        ranks = None if rank is None else [rank]
-        for _, chunk in self.lines(scheduler_id, "stdout", execution, ranks, follow, offset=offset):
-            yield chunk
+        return self._stream(scheduler_id, "stdout", execution, follow, offset, rank)
 
     def stderr(
         self,
@@ -404,8 +402,13 @@ class LocalBackend:
         offset: int = 0,
         rank: int | None = None,
     ) -> Iterator[bytes]:
+        return self._stream(scheduler_id, "stderr", execution, follow, offset, rank)
+
+    def _stream(
+        self, scheduler_id: str, stream: str, execution: int | None, follow: bool, offset: int, rank: int | None
+    ) -> Iterator[bytes]:
         ranks = None if rank is None else [rank]
-        for _, chunk in self.lines(scheduler_id, "stderr", execution, ranks, follow, offset=offset):
+        for _, chunk in self.lines(scheduler_id, stream, execution, ranks, follow, offset=offset):
             yield chunk
 
     def output_per_rank(self) -> bool:
