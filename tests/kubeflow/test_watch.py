@@ -120,3 +120,22 @@ def test_the_adapter_uses_no_private_attribute_of_lightkube() -> None:
             ):
                 found.append(f"{path.name}:{node.lineno}: .{node.attr}")
     assert found == []
+
+
+def test_an_object_this_process_deleted_is_not_brought_back_by_a_late_event() -> None:
+    """start deletes a TrainJob it could not finish; the watch may still deliver that TrainJob's ADDED (or a
+    list that began before the delete): a retried start must not find it in the cache and skip creating it."""
+    from dispatch.kubeflow.watch import Cache
+
+    cache = Cache(kueue=False, gate_name="dispatch", clock_now=time.time)
+    old = {"metadata": {"name": "dj-j1-1", "uid": "u-1", "resourceVersion": "5"}}
+    cache.put("trainjobs", old)
+    cache.drop("trainjobs", old)
+    assert "dj-j1-1" not in cache.trainjobs
+    cache.event("trainjobs", "ADDED", old)  # late, from before the delete
+    assert "dj-j1-1" not in cache.trainjobs
+    cache.replace("trainjobs", [old])  # a list that began before the delete
+    assert "dj-j1-1" not in cache.trainjobs
+    new = {"metadata": {"name": "dj-j1-1", "uid": "u-2", "resourceVersion": "9"}}
+    cache.event("trainjobs", "ADDED", new)  # the retried start's own TrainJob, same name
+    assert cache.trainjobs["dj-j1-1"]["metadata"]["uid"] == "u-2"

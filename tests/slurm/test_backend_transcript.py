@@ -1,5 +1,7 @@
 """The backend against transcripts: preflight, gate, reads in each dialect, holds, requeue, failures."""
 
+from dataclasses import replace
+
 import pytest
 
 import dispatch.slurm as slurm
@@ -505,3 +507,33 @@ def test_the_submit_call_keeps_sbatchs_answer_and_writes_the_pointer(tmp_path: o
     bad = subprocess.run([*argv, "--bad"], input="", capture_output=True, text=True, env=env)
     assert (bad.returncode, bad.stderr) == (1, "sbatch: error: no\n")
     assert sorted(os.listdir(d)) == ["p.42", "sbatch"]
+
+
+def test_a_failed_job_waits_for_accounting_to_record_its_ranks_code() -> None:
+    """squeue says FAILED a moment before slurmdbd has the end (and the srun step's code): the job is read as
+    running until sacct shows the end, so the one end reported carries rank 1's code 3, not the shell's 143;
+    past the settle bound without it, the job's own code."""
+    from dispatch.slurm.mapping import ACCOUNTING_SETTLE
+
+    ended = Job(14, "dsp-j-1", "FAILED", exit_code=143, start=int(NOW) - 20, end=int(NOW) - 1)
+    behind = sacct_text(Job(14, "dsp-j-1", "RUNNING", start=int(NOW) - 20))
+    caught_up = (
+        sacct_text(Job(14, "dsp-j-1", "FAILED", exit_code=15, start=int(NOW) - 20, end=int(NOW) - 1))
+        + "14.batch|batch|FAILED|15:0|1|1|1|2|n1|\n14.0|bash|FAILED|3:0|1|1|1|2|n1,n2|\n"
+    )
+    late = replace(ended, end=int(NOW - ACCOUNTING_SETTLE) - 1)
+
+    def read(squeued: Job, recorded: str):
+        b, _ = backend(
+            RELEASE_2205,
+            Exchange("JobID:|,State", wrapped(ok(squeue_text(squeued)))),
+            Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2205, squeued)))),
+            Exchange("sacct -D -P", wrapped(ok(recorded))),
+        )
+        return b.inspect("14").outcome
+
+    assert read(ended, behind).state is State.RUNNING
+    got = read(ended, caught_up)
+    assert (got.state, got.cause, got.exit_code) == (State.FAILED, Cause.EXIT, 3)
+    got = read(late, behind)
+    assert (got.state, got.cause, got.exit_code) == (State.FAILED, Cause.EXIT, 143)

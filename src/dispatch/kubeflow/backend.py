@@ -360,6 +360,7 @@ class KubeflowBackend:
                 break
         try:
             self.kube.delete(k.TrainJob, name)
+            self.cache.drop("trainjobs", trainjob)  # a retried start must not find it in the cache
             with contextlib.suppress(NotFound):
                 self.kube.delete(k.TrainingRuntime, name)
         except DispatchError as exc:

@@ -350,6 +350,8 @@ class Cache:
         self.changes: deque[tuple[int, str]] = deque(maxlen=CHANGES_KEPT)
         self.events = 0
         self.last_event_at = 0.0
+        self.deleted_uids: deque[str] = deque(maxlen=GONE_PODS_KEPT)
+        """UIDs of objects this process deleted: a late event or list of one never brings it back."""
 
     # ---- feeding ---------------------------------------------------------------------------------------
 
@@ -377,6 +379,8 @@ class Cache:
             if kind == "workloads":
                 self.workload_of.clear()
             for obj in items:
+                if meta(obj).get("uid") in self.deleted_uids:
+                    continue
                 table[str(meta(obj).get("name"))] = obj
                 self._index(kind, obj, deleted=False)
             if kind in self.synced:
@@ -400,7 +404,7 @@ class Cache:
                     self._bury(obj)
             else:
                 old = table.get(name)
-                if old is not None and _rv(old) > _rv(obj):
+                if (old is not None and _rv(old) > _rv(obj)) or meta(obj).get("uid") in self.deleted_uids:
                     return
                 table[name] = obj
                 self._index(kind, obj, deleted=False)
@@ -411,6 +415,15 @@ class Cache:
     def put(self, kind: str, obj: JSON) -> None:
         """An object a write returned: newer than what the watch showed, so take it now."""
         self.event(kind, "MODIFIED", obj)
+
+    def drop(self, kind: str, obj: JSON) -> None:
+        """An object this process deleted: gone from the cache now, and an event or a list that the watch
+        delivers late (an ADDED or MODIFIED of it) never brings it back."""
+        with self.lock:
+            uid = meta(obj).get("uid")
+            if uid:
+                self.deleted_uids.append(str(uid))
+            self.event(kind, "DELETED", obj)
 
     def _index(self, kind: str, obj: JSON, *, deleted: bool) -> None:
         name = str(meta(obj).get("name"))

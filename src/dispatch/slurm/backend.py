@@ -27,7 +27,7 @@ from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm import outputs, preflight, submit
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
-from dispatch.slurm.mapping import Reading, outcome_of
+from dispatch.slurm.mapping import Reading, accounting_settling, outcome_of
 from dispatch.slurm.parse import (
     SACCT_TEXT_FIELDS,
     SQUEUE_TEXT_FIELDS,
@@ -477,6 +477,12 @@ class SlurmBackend:
         same = [h for h in obs.history if (h.restart_cnt or 0) == r]
         if obs.live is not None and same and (same[-1].step_states or same[-1].step_exit_code):
             current = replace(current, step_states=same[-1].step_states, step_exit_code=same[-1].step_exit_code)
+        if (
+            obs.live is not None
+            and self._caps[Capability.ACCOUNTING_HISTORY].yes
+            and accounting_settling(obs.live, same[-1] if same else None, now)
+        ):
+            current = replace(current, state="", flags=current.flags | {"COMPLETING"})  # read as running
         source = "squeue" if obs.live is not None else "sacct"
         reading = self._reading(current, source, now, memo)
         if r not in seen:

@@ -36,7 +36,10 @@ a node failure reads signal 1 live and exit 1 in 26.05's accounting, exit 0 in 2
 code must not change when its evidence moves from squeue to sacct. A ``FAILED`` job whose srun step exited
 non-zero reports that step's code (``step_exit_code``, from sacct, also while squeue still lists the job): the
 ranks' own, the highest of them (with ``--kill-on-bad-exit`` the others are ended by a signal), where the job's
-code is the batch shell's (22.05: ``15:0`` when rank 1 exited 3).
+code is the batch shell's (22.05: ``15:0`` when rank 1 exited 3). Accounting lags the controller: for a
+moment after the end squeue says ``FAILED`` while sacct has not recorded that execution's end (nor its steps'
+codes); :func:`accounting_settling` reads such a job as still ``running`` (as Slurm's own ``COMPLETING``) for
+at most :data:`ACCOUNTING_SETTLE` seconds after its end, so that the end is reported once, with the ranks' code.
 
 A job gone from squeue without accounting is not mapped here: the backend raises NotFound (never success).
 """
@@ -106,6 +109,19 @@ class Reading:
     gate_closed: bool = False
     hold: str | None = None
     foreign_hold: str | None = None
+
+
+ACCOUNTING_SETTLE = 30.0
+"""Seconds after a ``FAILED`` job's end during which its reading waits for sacct to record that end (slurmdbd
+receives it from slurmctld's queue, normally within a second); past it the job's own code is reported."""
+
+
+def accounting_settling(live: SlurmJob, recorded: SlurmJob | None, now: float) -> bool:
+    """Whether ``live`` (squeue) ended ``FAILED`` while ``recorded``, sacct's record of the same execution, does
+    not show that end yet: its steps' exit codes may still be missing, so the end is not reported yet."""
+    if live.state != "FAILED" or (recorded is not None and recorded.state == "FAILED"):
+        return False
+    return live.end_time is None or now - live.end_time < ACCOUNTING_SETTLE
 
 
 def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
