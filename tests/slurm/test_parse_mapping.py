@@ -46,6 +46,25 @@ ROWS = [
         None,
     ),
     (Job(1, state="PENDING", reason="JobHoldMaxRequeue"), State.FAILED, Cause.LAUNCH_FAILED, False, None, None, None),
+    # two reasons to wait at once: one cause by the kit's order (admin-held > held > gated), both readings kept
+    (
+        Job(1, state="PENDING", reason="JobHeldUser", eligible=HELD, priority=0),
+        State.HELD,
+        Cause.HELD,
+        True,
+        "h0badf00d",
+        None,
+        None,
+    ),
+    (
+        Job(1, state="PENDING", reason="JobHeldAdmin", eligible=HELD, priority=0),
+        State.HELD,
+        Cause.ADMIN_HELD,
+        False,
+        "h0badf00d",
+        "JobHeldAdmin",
+        None,
+    ),
     (
         Job(1, state="PENDING", reason="BeginTime", eligible=HELD),
         State.HELD,
