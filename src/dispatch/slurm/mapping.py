@@ -18,7 +18,9 @@
 4. Ended: ``COMPLETED`` ``succeeded`` / ``exit`` 0 (a non-zero exit code read elsewhere makes it ``failed``
    / ``exit``); ``FAILED`` ``failed`` / ``exit`` (code or signal), or ``launch-failed`` for the
    ``LAUNCH_FAILED`` flag and the reasons JobLaunchFailure, SystemFailure, BadConstraints without a signal
-   (22.05 gives a batch script killed by a signal the reason JobLaunchFailure);
+   (22.05 gives a batch script killed by a signal the reason JobLaunchFailure), and exit code 125 with no
+   rank's code: the batch script's launch checks failed before ``srun``
+   (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_EXIT`; a rank exiting 125 carries its step's code);
    ``CANCELLED`` / ``REVOKED`` ``cancelled``; a ``FAILED`` job one of whose steps (sacct) ended
    ``OUT_OF_MEMORY`` is ``out-of-memory`` (the ranks run in an srun step, where the OOM kill lands);
    ``REQUEUED`` (an execution a requeue ended) ``cancelled``;
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dispatch.adapterkit.jobscript import LAUNCH_FAILED_EXIT
 from dispatch.adapterkit.outcomes import end_outcome, waiting_outcome
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.slurm.holds import decode_hold
@@ -161,6 +164,8 @@ def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
         # 22.05 labels a batch script killed by a signal JobLaunchFailure: with a signal, it ran and was killed
         if "LAUNCH_FAILED" in flags or (reason in LAUNCH_FAILED_REASONS and not job.signal):
             return Reading(end_outcome(evidence, *_exit_pair(job), launch_failed=True, detail=detail))
+        if job.exit_code == LAUNCH_FAILED_EXIT and not job.signal and not job.step_exit_code:
+            return Reading(end_outcome(evidence, job.exit_code, launch_failed=True, detail=detail))
         if "OUT_OF_MEMORY" in job.step_states:
             return Reading(out(State.FAILED, Cause.OUT_OF_MEMORY))
         if job.step_exit_code:  # a rank's own code, where the job's is srun's or the signal it died of
