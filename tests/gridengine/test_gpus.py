@@ -29,3 +29,4 @@ def test_a_cell_without_gpu_values_has_none() -> None:
     text = "\n".join([*QHOST.splitlines()[:3], QHOST.splitlines()[-1]])
     inv = parse_qhost(text, "gpu", None, "cell")
     assert inv.pools == () and not inv.answer().yes
+    assert inv.describe() == "no GPUs (no execution host has a value for complex gpu)"

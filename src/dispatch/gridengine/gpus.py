@@ -42,4 +42,6 @@ def parse_qhost(text: str, gpu: str, gpu_type: str | None, pool: str) -> Invento
             count = 0
         kind = values.get(gpu_type) if gpu_type else None
         pools.append(GpuPool(pool, kind, count, 1))
-    return Inventory.of(pools, f"qhost -F {gpu}", note="" if pools else "no execution host listed")
+    note = "no execution host listed" if not pools else f"no execution host has a value for complex {gpu}"
+    inventory = Inventory.of(pools, f"qhost -F {gpu}")
+    return inventory if inventory.pools else Inventory.of((), inventory.source, note=note)

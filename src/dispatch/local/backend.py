@@ -157,6 +157,8 @@ class LocalBackend:
                     f"{spec.nodes} node(s) x {format_memory(res.mem_per_node)} need more than this host's "
                     f"{format_memory(total)} of memory"
                 )
+        if res.gpus_per_node == 0:
+            return []
         host = self.host_gpus()
         check_request(host.inventory, res, spec.nodes, "the local adapter")
         return list(host.devices[: res.gpus_per_node * spec.nodes])
