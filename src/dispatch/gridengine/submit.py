@@ -10,6 +10,9 @@
   ``-l gpu=N,h_vmem=<M>M`` per slot, ``-l exclusive=true``, and CPUs per process as that many slots of the
   ``cpuPe`` parallel environment on one host (``-pe <pe> C``; Grid Engine multiplies per-slot consumables by
   the slots, so GPUs and memory are divided among them: :func:`resource_options`).
+* The kit's launch checks (:func:`dispatch.adapterkit.jobscript.launch_checks`) run before the ``exec``: a
+  working directory that cannot be entered or a program that is not an executable file ends the job with
+  :data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_EXIT`, read as ``launch-failed``.
 * One slot per job: several nodes or several processes per node need a parallel environment, which this
   adapter does not use (Unsupported, with that reason).
 """
@@ -22,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from dispatch.adapterkit import render_job_script
+from dispatch.adapterkit.jobscript import launch_checks
 from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude
 from dispatch.errors import SpecError, Unsupported
 from dispatch.gridengine.settings import Complexes, GridEngineSettings
@@ -48,6 +52,7 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
     if not _MARKER.fullmatch(request.marker):
         raise SpecError("marker", f"{request.marker!r} cannot be a Grid Engine job name")
     base = f"{output_dir.rstrip('/')}/{request.marker}.$JOB_ID"
+    workdir = spec.working_dir or os.getcwd()
     argv = [
         "qsub",
         "-terse",
@@ -63,7 +68,7 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         "-e",
         base + ".err",
         "-wd",
-        spec.working_dir or os.getcwd(),
+        workdir,
     ]
     if settings.queue:
         argv += ["-q", settings.queue]
@@ -80,7 +85,9 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         master_port=port_expression("JOB_ID"),
         node='"${HOSTNAME:-$(hostname)}"',
     )
-    script = render_job_script(request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude)
+    script = render_job_script(
+        request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude, checks=launch_checks(spec.command, workdir)
+    )
     return QsubJob(tuple(argv), script, output_dir)
 
 
