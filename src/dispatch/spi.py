@@ -385,6 +385,25 @@ class ExecutionOutput(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class StoragePaths:
+    """One directory of storage the caller and the jobs share, as each sees it: ``local`` where this process
+    reads and writes it, ``remote`` where a job's ranks do (the same path when both run on one file system)."""
+
+    local: str
+    remote: str
+
+
+@runtime_checkable
+class SharedStorer(Protocol):
+    """Names the storage this process shares with the cluster's jobs (the ``SharedStorage`` capability), where
+    :class:`dispatch.Executor` puts a call's pickled function and the job puts its result."""
+
+    def shared_storage(self) -> StoragePaths:
+        """The shared directory. Unsupported (with the capability's Reason) when this cluster has none."""
+        ...
+
+
 CORE_METHODS: tuple[str, ...] = (
     "capabilities",
     "declarations",
@@ -412,6 +431,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     OutputReader,
     OutputSlices,
     ExecutionOutput,
+    SharedStorer,
 )
 
 OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
@@ -427,6 +447,7 @@ OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     OutputReader: ("stdout", "stderr"),
     OutputSlices: ("read_slices", "output_per_rank"),
     ExecutionOutput: ("execution_output",),
+    SharedStorer: ("shared_storage",),
 }
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from dispatch.adapterkit import CommandResult, CommandRunner, InstanceBook, check_hold, check_open, check_release
 from dispatch.adapterkit.holds import decode_instance, encode_instance, matches
 from dispatch.adapterkit.identity import execution_identity, submission_of
+from dispatch.adapterkit.storage import storage_answer, storage_paths
 from dispatch.capabilities import Capabilities, Capability, no, yes
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
@@ -44,7 +45,7 @@ from dispatch.gridengine.parse import (
 )
 from dispatch.gridengine.settings import GridEngineSettings
 from dispatch.outcome import Cause, Evidence, Outcome, State
-from dispatch.spi import ExecutionEvidence, Found, Gate, JobEvidence, StartRequest, Unanswered
+from dispatch.spi import ExecutionEvidence, Found, Gate, JobEvidence, StartRequest, StoragePaths, Unanswered
 
 NAME = "gridengine"
 HOLD_DATE = "203712312359"
@@ -137,9 +138,13 @@ class GridEngineBackend:
                 Capability.OUTPUT_FOLLOW: no("the adapter does not read output back"),
                 Capability.OUTPUT_RETAINED: yes("output files stay in the output directory"),
                 Capability.READMISSION_GATE: no("nothing readmits a Grid Engine job"),
+                Capability.SHARED_STORAGE: storage_answer(self.settings.shared_storage),
             }
         )
         return caps.lowered_for_read_only() if self._read_only else caps
+
+    def shared_storage(self) -> StoragePaths:
+        return storage_paths(self.settings.shared_storage, NAME)
 
     def declarations(self) -> Declarations:
         unknown = parse_duration(self.config.get("reschedule_unknown", "0")) or 0.0

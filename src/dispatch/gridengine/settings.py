@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from dispatch.adapterkit.storage import SharedStorageSettings
+
 
 @dataclass(frozen=True)
 class GridEngineSettings:
@@ -22,6 +24,9 @@ class GridEngineSettings:
     )
     call_timeout: float = field(
         default=30.0, metadata={"duration": True, "doc": "deadline of each Grid Engine command"}
+    )
+    shared_storage: SharedStorageSettings | None = field(
+        default=None, metadata={"doc": "a directory this machine and every node share (dispatch.Executor)"}
     )
 
     def __post_init__(self) -> None:

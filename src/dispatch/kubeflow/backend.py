@@ -258,6 +258,9 @@ class KubeflowBackend:
                 Capability.OUTPUT_FOLLOW: follow,
                 Capability.OUTPUT_RETAINED: self._retained(),
                 Capability.READMISSION_GATE: readmission,
+                Capability.SHARED_STORAGE: no(
+                    "a pod shares no directory with this process (no volume is configured for function calls)"
+                ),
             }
         )
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from dispatch.adapterkit.holds import InstanceBook, encode_instance
 from dispatch.adapterkit.identity import execution_identity, submission_of
+from dispatch.adapterkit.storage import storage_answer, storage_paths
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, no
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
@@ -55,6 +56,7 @@ from dispatch.spi import (
     OutputPiece,
     OutputSlice,
     StartRequest,
+    StoragePaths,
 )
 
 NAME = "slurm"
@@ -152,7 +154,9 @@ class SlurmBackend:
         self.facts = preflight.run_preflight(settings, self._run, self._clock, read_only=read_only)
         self._offset = self.facts.offset
         self._uncertainty = self.facts.uncertainty
-        self._caps = preflight.capabilities_of(self.facts)
+        self._caps = preflight.capabilities_of(self.facts).with_answer(
+            Capability.SHARED_STORAGE, storage_answer(settings.shared_storage)
+        )
         self._decl = preflight.declarations_of(settings, self.facts)
         self.slurm_release = self.facts.version
         self.dialect = dialect_of(self.facts.version)
@@ -220,6 +224,9 @@ class SlurmBackend:
 
     def extension_policy(self) -> ExtensionPolicy:
         return ExtensionPolicy(accepted=ACCEPTED)
+
+    def shared_storage(self) -> StoragePaths:
+        return storage_paths(self.settings.shared_storage, NAME)
 
     def build(self, request: StartRequest) -> submit.SbatchJob:
         self.extension_policy().check(request.spec.extensions, NAME)
