@@ -1,7 +1,8 @@
 """The executor's proofs, written once and run on every cluster (local adapter, real Slurm 22.05 and 26.05):
 each takes a way to make an :class:`~dispatch.executor.Executor` on that cluster.
 
-The functions below travel by value (``register_pickle_by_value``): the jobs cannot import this test module."""
+The functions below travel by value (``register_pickle_by_value``): the jobs cannot import this test module, nor
+dispatch itself on a cluster where it is not installed (the sid chroot), so :mod:`dispatch.job` travels by value too."""
 
 from __future__ import annotations
 
@@ -9,17 +10,19 @@ import concurrent.futures
 import os
 import sys
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 import cloudpickle
 import pytest
 
-from dispatch.executor import CallFuture, Executor
+import dispatch.job
+from dispatch.executor import CallFuture, Executor, RemoteTraceback
+from dispatch.job import context
 from dispatch.outcome import State
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(dispatch.job)
 
 Make = Callable[..., Executor]
 
@@ -42,8 +45,6 @@ def explode(message: str) -> None:
 
 def where() -> dict[str, Any]:
     """Every rank's place in the job (read the way a multi-rank function reads it)."""
-    from dispatch.job import context
-
     ctx = context()
     return {"rank": ctx.rank, "world": ctx.world_size, "node_rank": ctx.node_rank, "job": ctx.job, "pid": os.getpid()}
 
@@ -72,8 +73,10 @@ def exception_raised(make: Make) -> None:
         future = ex.submit(explode, "on the cluster")
         with pytest.raises(Boom, match="on the cluster") as caught:
             future.result(timeout=180)
-        remote = "".join(traceback.format_exception(caught.value))
-        assert "in explode" in remote and "raise Boom(message)" in remote, remote  # the remote traceback
+        assert isinstance(caught.value.__cause__, RemoteTraceback)
+        remote = caught.value.__cause__.text  # the cluster's: the runner's frame, then the function's
+        assert f"{ex._session.remote}/run.py" in remote and "in explode" in remote, remote
+        assert "Boom: on the cluster" in remote, remote
         assert isinstance(future.exception(), Boom)
         record = ex.cluster.get(future.job_id)
         assert record.outcome is not None and record.outcome.state is State.FAILED
