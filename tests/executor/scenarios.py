@@ -126,3 +126,34 @@ def result_over_cap(make: Make) -> None:
         with pytest.raises(ResultTooLarge, match="over the cap of 1000"):
             future.result(timeout=180)
         assert ex.submit(returns, b"small").result(timeout=180) == b"small"
+
+
+class Summer:
+    """A checkpointable callable (submitit's convention): sums ``i * i`` for i below ``n``, one step every
+    ``delay`` seconds, resuming from ``start`` with the partial ``total``; ``starts`` lists where each execution
+    began."""
+
+    def __init__(self, delay: float, start: int = 0, total: int = 0, starts: tuple[int, ...] = ()) -> None:
+        self.delay, self.start, self.total, self.starts = delay, start, total, starts
+
+    def __call__(self, n: int) -> tuple[int, tuple[int, ...]]:
+        self.starts = (*self.starts, self.start)
+        for i in range(self.start, n):
+            time.sleep(self.delay)
+            self.total += i * i  # one step, then its state: a signal between two bytecodes sees them in step
+            self.start = i + 1
+        return self.total, self.starts
+
+    def checkpoint(self, n: int) -> Summer:
+        return Summer(self.delay, self.start, self.total, self.starts)
+
+
+def checkpointed_and_resumed(make: Make, time_limit: float, steps: int, delay: float) -> None:
+    rules = {"rules": [{"cause": ["timeout", "preempted"], "action": "resubmit", "limit": 5}]}
+    with make(time_limit=time_limit, rules=rules) as ex:
+        future = ex.submit(Summer(delay), steps)
+        total, starts = future.result(timeout=600)
+        assert total == sum(i * i for i in range(steps))
+        assert len(starts) >= 2 and starts[0] == 0 and list(starts) == sorted(set(starts)), starts
+        record = ex.cluster.get(future.job_id)
+        assert len(record.submissions) == len(starts)  # one resubmission per checkpoint, by the rule

@@ -116,3 +116,9 @@ def test_the_call_files_are_removed_once_read(make: scenarios.Make, cluster: Clu
         assert ex.submit(scenarios.square, 2).result(timeout=120) == 4
         session = ex._session.local
     assert not session.exists()
+
+
+def test_a_checkpointable_callable_stopped_by_its_time_limit_resumes_to_the_right_answer(
+    make: scenarios.Make,
+) -> None:
+    scenarios.checkpointed_and_resumed(make, time_limit=4, steps=40, delay=0.25)

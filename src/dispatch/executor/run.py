@@ -17,10 +17,19 @@ holds a pickled dict:
 
 The process exits 0 when the function returned and 1 when it raised (so the job's outcome says so too), 2 when
 the call file cannot be read.
+
+A callable with a ``checkpoint`` method (submitit's convention) is asked for its resumable state when this
+execution is about to be stopped: on SIGTERM, or on the warning signal of ``dispatch.CessationWarning``
+(``DISPATCH_CESSATION_SIGNAL``). Rank 0 calls ``fn.checkpoint(*args, **kwargs)``: it returns the callable to run
+next time with the same arguments, or an object with ``function``, ``args`` and ``kwargs`` (submitit's
+``DelayedSubmission``), or None (nothing to save). That call replaces ``call.pkl``, whole or not at all, and the
+process exits ``128 + SIGTERM`` as a killed one would: the job's rules resubmit or requeue it (a time limit, a
+preemption) and the next execution runs the saved call.
 """
 
 import os
 import pickle
+import signal
 import sys
 import traceback
 from collections.abc import Mapping
@@ -73,6 +82,42 @@ def _failure(exc: BaseException) -> bytes:
         return _dumps({**out, "error": None})
 
 
+def _resumable(call: dict[str, Any], state: Any) -> dict[str, Any]:
+    """The call to save for the next execution, from what ``checkpoint`` returned."""
+    if all(hasattr(state, a) for a in ("function", "args", "kwargs")):
+        return {**call, "fn": state.function, "args": tuple(state.args), "kwargs": dict(state.kwargs)}
+    return {**call, "fn": state}
+
+
+def _on_cessation(call: dict[str, Any], call_dir: str, saves: bool) -> None:
+    """Install the checkpoint handlers when the callable has a ``checkpoint`` method (see the module docstring)."""
+    checkpoint = getattr(call["fn"], "checkpoint", None)
+    if not callable(checkpoint):
+        return
+    signals = [signal.SIGTERM]
+    warning = os.environ.get("DISPATCH_CESSATION_SIGNAL")
+    if warning:
+        signals.append(signal.Signals["SIG" + warning.removeprefix("SIG")])
+
+    def handle(signum: int, frame: object) -> None:
+        for sig in signals:
+            signal.signal(sig, signal.SIG_IGN)  # one checkpoint: Slurm repeats SIGTERM
+        if saves:
+            try:
+                state = checkpoint(*call["args"], **call["kwargs"])
+                if state is not None:
+                    _write(os.path.join(call_dir, "call.pkl"), _dumps(_resumable(call, state)))
+                    print(f"dispatch runner: checkpointed on {signal.Signals(signum).name}", file=sys.stderr)
+            except Exception:
+                traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(128 + int(signal.SIGTERM))
+
+    for sig in signals:
+        signal.signal(sig, handle)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)  # the adapters start a rank with the warning blocked
+
+
 def run(call_dir: str) -> int:
     """Run the call in ``call_dir`` on this rank; returns the exit status (see the module docstring)."""
     rank = rank_of(os.environ)
@@ -86,6 +131,7 @@ def run(call_dir: str) -> int:
     path = os.path.join(call_dir, result_name(rank))
     if writes and os.path.exists(path):
         os.remove(path)  # an earlier execution's answer is not this one's
+    _on_cessation(call, call_dir, rank == 0)
     try:
         value = call["fn"](*call["args"], **call["kwargs"])
     except BaseException as exc:
