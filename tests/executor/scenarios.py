@@ -156,4 +156,5 @@ def checkpointed_and_resumed(make: Make, time_limit: float, steps: int, delay: f
         assert total == sum(i * i for i in range(steps))
         assert len(starts) >= 2 and starts[0] == 0 and list(starts) == sorted(set(starts)), starts
         record = ex.cluster.get(future.job_id)
-        assert len(record.submissions) == len(starts)  # one resubmission per checkpoint, by the rule
+        # the rule resubmitted it: every execution after the first resumed from a checkpoint
+        assert len(record.submissions) >= 2, (starts, [sub.n for sub in record.submissions])

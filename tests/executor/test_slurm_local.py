@@ -38,3 +38,7 @@ def test_map_over_200_items(make: scenarios.Make) -> None:
 
 def test_a_cancelled_future(make: scenarios.Make) -> None:
     scenarios.cancelled(make)
+
+
+def test_a_checkpointable_callable_stopped_by_its_time_limit_resumes(make: scenarios.Make) -> None:
+    scenarios.checkpointed_and_resumed(make, time_limit=60, steps=40, delay=2.0)
