@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         Unavailable,
         Unsupported,
     )
+    from dispatch.executor import Executor
     from dispatch.extensions import (
         CessationWarning,
         Extension,
@@ -99,6 +100,7 @@ _LAZY = {
     "SpecError": "dispatch.errors",
     "Unavailable": "dispatch.errors",
     "Unsupported": "dispatch.errors",
+    "Executor": "dispatch.executor",
     "CessationWarning": "dispatch.extensions",
     "Extension": "dispatch.extensions",
     "ExtensionPolicy": "dispatch.extensions",
@@ -157,6 +159,7 @@ __all__ = [
     "DispatchError",
     "Evidence",
     "ExecutionOutput",
+    "Executor",
     "Extension",
     "ExtensionPolicy",
     "FakeClock",

@@ -16,7 +16,7 @@ from dispatch.errors import Unsupported
 
 
 class Capability(StrEnum):
-    """The fifteen capabilities a cluster is asked about."""
+    """The sixteen capabilities a cluster is asked about."""
 
     CONTAINER_IMAGE = "ContainerImage"
     """Runs the job in a container image (the ``dispatch.Image`` extension)."""
@@ -50,6 +50,9 @@ class Capability(StrEnum):
     ACCELERATORS = "Accelerators"
     """The cluster has GPUs a job can ask for (``JobSpec.resources``); the Reason names which, per node and pool
     (the inventory itself: :class:`dispatch.spi.AcceleratorInventory`)."""
+    SHARED_STORAGE = "SharedStorage"
+    """A directory this process and the job's ranks both read and write (``dispatch.Executor`` passes a
+    function and its result through it)."""
 
 
 class Answer(StrEnum):
@@ -100,7 +103,7 @@ def unknown(reason: str, provenance: Provenance = Provenance.DECLARED) -> Capabi
 
 
 class Capabilities(Mapping[Capability, CapabilityAnswer]):
-    """An answer for every one of the fifteen capabilities (a missing one is an error at construction)."""
+    """An answer for every one of the sixteen capabilities (a missing one is an error at construction)."""
 
     def __init__(self, answers: Mapping[Capability, CapabilityAnswer]) -> None:
         missing = [c.value for c in Capability if c not in answers]

@@ -397,6 +397,25 @@ class AcceleratorInventory(Protocol):
     def accelerators(self) -> Inventory | None: ...
 
 
+@dataclass(frozen=True)
+class StoragePaths:
+    """One directory of storage the caller and the jobs share, as each sees it: ``local`` where this process
+    reads and writes it, ``remote`` where a job's ranks do (the same path when both run on one file system)."""
+
+    local: str
+    remote: str
+
+
+@runtime_checkable
+class SharedStorer(Protocol):
+    """Names the storage this process shares with the cluster's jobs (the ``SharedStorage`` capability), where
+    :class:`dispatch.Executor` puts a call's pickled function and the job puts its result."""
+
+    def shared_storage(self) -> StoragePaths:
+        """The shared directory. Unsupported (with the capability's Reason) when this cluster has none."""
+        ...
+
+
 CORE_METHODS: tuple[str, ...] = (
     "capabilities",
     "declarations",
@@ -425,6 +444,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     OutputSlices,
     ExecutionOutput,
     AcceleratorInventory,
+    SharedStorer,
 )
 
 OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
@@ -441,6 +461,7 @@ OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     OutputSlices: ("read_slices", "output_per_rank"),
     ExecutionOutput: ("execution_output",),
     AcceleratorInventory: ("accelerators",),
+    SharedStorer: ("shared_storage",),
 }
 
 

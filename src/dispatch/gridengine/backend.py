@@ -19,6 +19,7 @@ from dispatch.accelerators import Inventory
 from dispatch.adapterkit import CommandResult, CommandRunner, InstanceBook, check_hold, check_open, check_release
 from dispatch.adapterkit.holds import decode_instance, encode_instance, matches
 from dispatch.adapterkit.identity import execution_identity, submission_of
+from dispatch.adapterkit.storage import storage_answer, storage_paths
 from dispatch.capabilities import Capabilities, Capability, Provenance, no, yes
 from dispatch.capabilities import unknown as unknown_answer
 from dispatch.clock import Clock
@@ -47,7 +48,7 @@ from dispatch.gridengine.parse import (
 )
 from dispatch.gridengine.settings import GridEngineSettings
 from dispatch.outcome import Cause, Evidence, Outcome, State
-from dispatch.spi import ExecutionEvidence, Found, Gate, JobEvidence, StartRequest, Unanswered
+from dispatch.spi import ExecutionEvidence, Found, Gate, JobEvidence, StartRequest, StoragePaths, Unanswered
 
 NAME = "gridengine"
 HOLD_DATE = "203712312359"
@@ -161,9 +162,13 @@ class GridEngineBackend:
                         "qhost -F could not be read, or the setting complexes.gpu is unset", Provenance.PROBED
                     )
                 ),
+                Capability.SHARED_STORAGE: storage_answer(self.settings.shared_storage),
             }
         )
         return caps.lowered_for_read_only() if self._read_only else caps
+
+    def shared_storage(self) -> StoragePaths:
+        return storage_paths(self.settings.shared_storage, NAME)
 
     def declarations(self) -> Declarations:
         unknown = parse_duration(self.config.get("reschedule_unknown", "0")) or 0.0

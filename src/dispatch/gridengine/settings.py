@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from dispatch.adapterkit.storage import SharedStorageSettings
+
 
 @dataclass(frozen=True)
 class Complexes:
@@ -39,6 +41,9 @@ class GridEngineSettings:
     )
     complexes: Complexes = field(
         default_factory=Complexes, metadata={"doc": "the complexes that carry resources (GPUs, memory, exclusive)"}
+    )
+    shared_storage: SharedStorageSettings | None = field(
+        default=None, metadata={"doc": "a directory this machine and every node share (dispatch.Executor)"}
     )
 
     def __post_init__(self) -> None:

@@ -261,6 +261,9 @@ class KubeflowBackend:
                 Capability.OUTPUT_RETAINED: self._retained(),
                 Capability.READMISSION_GATE: readmission,
                 Capability.ACCELERATORS: self._accelerators_answer(),
+                Capability.SHARED_STORAGE: no(
+                    "a pod shares no directory with this process (no volume is configured for function calls)"
+                ),
             }
         )
 

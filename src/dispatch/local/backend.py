@@ -38,7 +38,7 @@ from dispatch.local.plan import build_plan, render_plan
 from dispatch.local.process import kill_groups, signal_pid, spawn_launcher
 from dispatch.resources import format_memory
 from dispatch.spec import JobSpec
-from dispatch.spi import Found, JobEvidence, OutputPiece, OutputSlice, StartRequest
+from dispatch.spi import Found, JobEvidence, OutputPiece, OutputSlice, StartRequest, StoragePaths
 
 NAME = "local"
 CALL_BOUND = 2.0
@@ -128,6 +128,7 @@ class LocalBackend:
                 Capability.ACCELERATORS: self.host_gpus().inventory.answer(
                     Provenance.DECLARED if self._gpu_setting is not None else Provenance.PROBED
                 ),
+                Capability.SHARED_STORAGE: yes(f"the ranks run on this machine: {self.calls_dir} is shared"),
             }
         )
 
@@ -174,6 +175,14 @@ class LocalBackend:
         return ExtensionPolicy(accepted=frozenset({Limits.kind, SharedCheckpoint.kind, CessationWarning.kind}))
 
     # ----- paths ------------------------------------------------------------------------------------------------
+
+    @property
+    def calls_dir(self) -> Path:
+        """Where :class:`dispatch.Executor` passes functions and results (``<state dir>/calls``)."""
+        return self.state_dir / "calls"
+
+    def shared_storage(self) -> StoragePaths:
+        return StoragePaths(local=str(self.calls_dir), remote=str(self.calls_dir))
 
     def job_dir(self, scheduler_id: str) -> str:
         if not _SID.fullmatch(scheduler_id):

@@ -267,6 +267,7 @@ class _Base(ABC):
             else no("native restart is off in this memory scheduler")
         )
         return {
+            Capability.SHARED_STORAGE: no("the simulator runs no program, so it has no storage to share with one"),
             Capability.NATIVE_REQUEUE: no("the memory scheduler never requeues by itself"),
             Capability.NATIVE_RESTART: nr,
             Capability.PRE_TERMINATION_SIGNAL: yes("simulated: a stop is graceful, then forced after KillWait"),

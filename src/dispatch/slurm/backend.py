@@ -19,6 +19,7 @@ from dispatch.accelerators import Inventory
 from dispatch.adapterkit.fanout import spread
 from dispatch.adapterkit.holds import InstanceBook, encode_instance
 from dispatch.adapterkit.identity import execution_identity, submission_of
+from dispatch.adapterkit.storage import storage_answer, storage_paths
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, no
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
@@ -57,6 +58,7 @@ from dispatch.spi import (
     OutputPiece,
     OutputSlice,
     StartRequest,
+    StoragePaths,
 )
 
 NAME = "slurm"
@@ -154,7 +156,9 @@ class SlurmBackend:
         self.facts = preflight.run_preflight(settings, self._run, self._clock, read_only=read_only)
         self._offset = self.facts.offset
         self._uncertainty = self.facts.uncertainty
-        self._caps = preflight.capabilities_of(self.facts)
+        self._caps = preflight.capabilities_of(self.facts).with_answer(
+            Capability.SHARED_STORAGE, storage_answer(settings.shared_storage)
+        )
         self._decl = preflight.declarations_of(settings, self.facts)
         self.slurm_release = self.facts.version
         self.dialect = dialect_of(self.facts.version)
@@ -226,6 +230,9 @@ class SlurmBackend:
 
     def extension_policy(self) -> ExtensionPolicy:
         return ExtensionPolicy(accepted=ACCEPTED)
+
+    def shared_storage(self) -> StoragePaths:
+        return storage_paths(self.settings.shared_storage, NAME)
 
     def build(self, request: StartRequest) -> submit.SbatchJob:
         self.extension_policy().check(request.spec.extensions, NAME)

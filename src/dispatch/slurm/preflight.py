@@ -334,5 +334,6 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
                 if facts.accelerators is not None
                 else unknown("sinfo could not be read at open", Provenance.PROBED)
             ),
+            Capability.SHARED_STORAGE: no("the backend answers from its sharedStorage setting"),
         }
     )
