@@ -137,6 +137,9 @@ class GridEngineBackend:
                 Capability.OUTPUT_FOLLOW: no("the adapter does not read output back"),
                 Capability.OUTPUT_RETAINED: yes("output files stay in the output directory"),
                 Capability.READMISSION_GATE: no("nothing readmits a Grid Engine job"),
+                Capability.PROGRESS_REPORTING: no(
+                    "not carried yet: the Grid Engine adapter gives the ranks no progress directory and reads none"
+                ),
             }
         )
         return caps.lowered_for_read_only() if self._read_only else caps

@@ -258,6 +258,10 @@ class KubeflowBackend:
                 Capability.OUTPUT_FOLLOW: follow,
                 Capability.OUTPUT_RETAINED: self._retained(),
                 Capability.READMISSION_GATE: readmission,
+                Capability.PROGRESS_REPORTING: no(
+                    "not carried yet: the pods share no storage the supervisor reads, and the adapter does not read "
+                    "the Trainer's own progress status"
+                ),
             }
         )
 

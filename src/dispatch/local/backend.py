@@ -106,6 +106,10 @@ class LocalBackend:
                 Capability.READMISSION_GATE: no(
                     "nothing evicts a local job; a requeued execution starts at once unless held"
                 ),
+                Capability.PROGRESS_REPORTING: yes(
+                    "each rank writes executions/<R>/progress/rank-<r>.json in the job's state directory; read "
+                    "with the job's state"
+                ),
             }
         )
 

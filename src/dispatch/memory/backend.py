@@ -318,6 +318,7 @@ class SlurmShapedBackend(_Base):
                     else no("this memory scheduler has no accounting", Provenance.PROBED)
                 ),
                 Capability.READMISSION_GATE: no("a requeued Slurm-shaped job starts again without dispatch"),
+                Capability.PROGRESS_REPORTING: no("the memory scheduler models no progress reports"),
             }
         )
         answers = Capabilities(caps)
@@ -377,6 +378,7 @@ class KubeflowShapedBackend(_Base):
                 Capability.HOLD: hold,
                 Capability.ACCOUNTING_HISTORY: no("a deleted object is gone"),
                 Capability.READMISSION_GATE: yes("a held or evicted object is readmitted only when dispatch allows"),
+                Capability.PROGRESS_REPORTING: no("the memory scheduler models no progress reports"),
             }
         )
         return Capabilities(caps)

@@ -321,5 +321,9 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
             Capability.READMISSION_GATE: yes(
                 "--no-requeue: Slurm never restarts an evicted job; only dispatch's requeue or resubmission does"
             ),
+            Capability.PROGRESS_REPORTING: yes(
+                "each rank writes <output dir>/<marker>.<job id>.<restart>.progress/rank-<r>.json on the shared "
+                "output directory; read in the same script as squeue"
+            ),
         }
     )
