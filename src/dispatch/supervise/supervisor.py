@@ -53,6 +53,7 @@ from dispatch.records.model import (
 )
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Unanswered, Watcher
+from dispatch.supervise import stall
 from dispatch.supervise.archive import Archiver, ArchiveSettings, Pruner
 from dispatch.supervise.fold import Settled, fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.mutation import Mutation
@@ -405,6 +406,8 @@ class Supervisor:
         sid = settled.scheduler_id
         if sid in obs.inspected and (sid in obs.cessation or not settled.unchanged_by(obs.evidence.get(sid))):
             return False
+        if sid in obs.inspected and stall.judge(q.job, obs.evidence.get(sid), self.rules_for) is not None:
+            return False
         return self.archiver is None or not self.archiver.pending(q.job.id)
 
     # ----- sharing the work -----------------------------------------------------------------------------------
@@ -664,6 +667,8 @@ class Supervisor:
         for sid in [sid for s in job.submissions for sid in s.strays if sid in obs.inspected]:
             job, ev = fold_stray(job, sid, obs.evidence.get(sid), now, obs.inspected_at)
             events += ev
+        job, ev = stall.mark(job, now)
+        events += ev
         if self._planted_fold:
             job = self._planted_fold_on(job)
         return job, events
@@ -727,6 +732,11 @@ class Supervisor:
                         report,
                     )
                     break
+        step = stall.judge(
+            job, obs.evidence.get(job.current.scheduler_id or "") if job.current else None, self.rules_for
+        )
+        if step is not None:
+            job = self._act(job, step, report)
         return self._steps(job, report)
 
     def _steps(self, job: JobRecord, report: CycleReport) -> JobRecord:
