@@ -41,6 +41,7 @@ def test_the_first_call_writes_the_rank_file_with_step_total_metrics_and_time(pr
     assert report["rank"] == 3 and report["step"] == 10 and report["total"] == 100
     assert report["execution"] == "1.77.0"
     assert report["metrics"] == {"loss": 0.5, "tokens": 4096}
+    assert report["first"] == {"step": 10, "at": report["at"]}  # the base of the rate: this process's first report
     assert isinstance(report["at"], float) and before <= report["at"] <= time.time()
     assert sorted(os.listdir(progress_dir)) == ["rank-3.json"]  # no temporary file left behind
 

@@ -312,6 +312,7 @@ class _Progress:
         self.execution: str | None = None
         self.interval = PROGRESS_INTERVAL
         self.written_at: float | None = None  # time.monotonic() of the last write attempt
+        self.first: tuple[int, float] | None = None  # (step, time) of this process's first report: the rate's base
         self.warned = False
 
     def setup(self) -> None:
@@ -396,7 +397,11 @@ def progress(step: int, total: int | None = None, **metrics: float) -> bool:
         if state.written_at is not None and now - state.written_at < state.interval and not final:
             return False
         state.written_at = now
-        report: dict[str, object] = {"rank": state.rank, "step": step, "total": total, "at": time.time()}
+        at = time.time()
+        if state.first is None:
+            state.first = (step, at)
+        report: dict[str, object] = {"rank": state.rank, "step": step, "total": total, "at": at}
+        report["first"] = {"step": state.first[0], "at": state.first[1]}
         if state.execution is not None:
             report["execution"] = state.execution
         if values:

@@ -56,13 +56,17 @@ class RankProgress:
     """The last progress one rank reported (:func:`dispatch.job.progress`): its ``step``, the ``total`` it ends
     at where known, ``metrics`` as (name, value) pairs (a value is None where the job recorded a NaN or an
     infinity), and ``at``, when the rank wrote it (epoch seconds, on the supervisor's time scale: the adapter
-    corrects the cluster's offset as for every other time it reports)."""
+    corrects the cluster's offset as for every other time it reports). ``first_step`` and ``first_at`` are the
+    rank's first report of this execution (the base of its rate: a resumed run starts from its checkpoint's
+    step), where the report carries them."""
 
     rank: int
     step: int
     at: float
     total: int | None = None
     metrics: tuple[tuple[str, float | None], ...] = ()
+    first_step: int | None = None
+    first_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

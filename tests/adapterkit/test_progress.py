@@ -28,7 +28,8 @@ def test_a_report_written_by_the_job_module_parses_back(tmp_path: Path, monkeypa
     report = parse_report(text, 2, execution="1.9.0", offset=100.0)
     assert report is not None
     raw = json.loads(text)
-    assert report == RankProgress(2, 5, raw["at"] - 100.0, 10, (("loss", 0.25), ("bad", None)))
+    metrics = (("loss", 0.25), ("bad", None))
+    assert report == RankProgress(2, 5, raw["at"] - 100.0, 10, metrics, 5, raw["first"]["at"] - 100.0)
     assert parse_report(text, 2, execution="1.9.1") is None  # another execution's report
     assert parse_report(text, 3) is None  # the file name and the report disagree
 

@@ -61,4 +61,12 @@ def parse_report(
     for name, value in raw.items():
         if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
             metrics.append((str(name), None if value is None else float(value)))
-    return RankProgress(r, step, float(at) - offset, total if isinstance(total, int) else None, tuple(metrics))
+    first_step, first_at = None, None
+    first = data.get("first")
+    if isinstance(first, dict):
+        fs, fa = _count(first.get("step")), first.get("at")
+        if fs is not None and isinstance(fa, int | float) and not isinstance(fa, bool) and math.isfinite(fa):
+            first_step, first_at = fs, float(fa) - offset
+    return RankProgress(
+        r, step, float(at) - offset, total if isinstance(total, int) else None, tuple(metrics), first_step, first_at
+    )
