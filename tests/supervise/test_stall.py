@@ -102,8 +102,18 @@ def test_the_ended_execution_is_recorded_stalled_and_rules_see_the_cause() -> No
     assert rule is not None and rule.action.value == "resubmit"
 
 
-def test_an_execution_that_succeeded_before_the_stop_landed_stays_a_success() -> None:
+@pytest.mark.parametrize(
+    ("state", "cause", "code"),
+    [
+        (State.SUCCEEDED, Cause.EXIT, 0),
+        (State.FAILED, Cause.OUT_OF_MEMORY, None),
+        (State.FAILED, Cause.NODE_LOST, None),
+    ],
+)
+def test_an_execution_that_ended_otherwise_before_the_stop_landed_keeps_its_cause(
+    state: State, cause: Cause, code: int | None
+) -> None:
     j = _with_stop(IntentStatus.DONE)
-    ok = Outcome(State.SUCCEEDED, Cause.EXIT, Evidence("memory", T0 + 2 * BOUND), exit_code=0)
-    j.submissions[0].outcome = j.submissions[0].executions[0].outcome = ok
+    end = Outcome(state, cause, Evidence("memory", T0 + 2 * BOUND), exit_code=code)
+    j.submissions[0].outcome = j.submissions[0].executions[0].outcome = end
     assert stall.mark(j, T0 + 2 * BOUND) == (j, [])

@@ -53,6 +53,10 @@ class Mutation(StrEnum):
     taken to have been evicted, and its eviction rule resubmits the job without the old object being stopped
     or seen to end: when the old one runs again, two executions of the job run at once."""
 
+    STALL_BEFORE_BOUND = "stall-before-bound"
+    """An execution is judged stalled after half its ``stalledAfter`` bound of silence: a run that only paused
+    (a checkpoint, an evaluation) is ended as hung."""
+
     RETRY_AS_NEW_SUBMISSION = "retry-as-new-submission"
     """A start that failed (refused, or found not to have landed) is made again as a new submission with a new
     marker instead of the same one: the job gains a submission no decision asked for."""
@@ -70,6 +74,7 @@ TARGETS: dict[Mutation, str] = {
     Mutation.RELEASE_OTHERS_HOLDS: "hold-lifted-by-owner",
     Mutation.NOT_RUNNING_IS_EVICTED: "one-live-execution",
     Mutation.RETRY_AS_NEW_SUBMISSION: "no-action-twice",
+    Mutation.STALL_BEFORE_BOUND: "stall-not-before-bound",
 }
 """The invariant each planted bug breaks (the one the mutation check expects to catch it)."""
 

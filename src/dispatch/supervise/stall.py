@@ -12,17 +12,19 @@ What :func:`judge` guarantees:
   evidence was read: ``observed_at - report.at > bound``, never at or before the bound. Every rank that
   reported is judged (one silent rank of eight is a hang in a collective, the other seven wait in it); a rank
   that never reported is not (a script may report from rank 0 only). The supervisor reads every running job
-  each cycle, so a stall is judged at most one cycle after its bound. Report times are the ranks' clocks,
+  of a polled backend each cycle, so a stall is judged at most one cycle after its bound (a Watcher backend that
+  answers ProgressReporting yes must report a new progress report as a change). Report times are the ranks' clocks,
   corrected by the adapter for the cluster's offset.
 * The answer is a ``stop`` of the current submission with ``stalled`` (the execution), ``ranks`` and
   ``silentFor`` in its arguments, carried out like every action (intent written under the fence first). It is
   not judged again while a stall stop of the same execution is open or has landed; one that certainly failed
   is judged again. A job closed, stopped on request or with any open intent is not judged.
 
-What :func:`mark` guarantees: an execution that ended after a stall stop of it (open or landed) is recorded as
-``failed`` / ``stalled`` with the ranks and the silence in its detail (and the submission's outcome with it, when
-it is that execution's), unless it succeeded: an end the evidence shows as success stays a success. The rules
-then act on ``stalled`` like on any cause.
+What :func:`mark` guarantees: an execution that ended ``cancelled`` (as the stop ends it) after a stall stop of
+it (open or landed) is recorded as ``failed`` / ``stalled`` with the ranks and the silence in its detail (and the
+submission's outcome with it, when it is that execution's). Any other end keeps its own cause: an execution that
+succeeded, ran out of memory or lost a node before the stop landed ended that way, not by the stall judgement.
+The rules then act on ``stalled`` like on any cause.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ from dispatch.supervise.next import Step, StepKind
 
 STALLED = "stalled"
 """The argument of a ``stop`` intent that names the stalled execution."""
+PLANTED_EARLY = 10.0
+"""How early the planted bug (Mutation.STALL_BEFORE_BOUND) judges a stall, in seconds."""
 
 
 def judge(
@@ -133,7 +137,7 @@ def mark(job: JobRecord, now: float) -> tuple[JobRecord, list[Event]]:
 
 
 def _to_mark(out: Outcome) -> bool:
-    return out.ended and out.state is not State.SUCCEEDED and out.cause is not Cause.STALLED
+    return out.state is State.CANCELLED and out.cause is Cause.CANCELLED
 
 
 def _was(out: Outcome) -> str:

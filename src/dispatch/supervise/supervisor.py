@@ -218,6 +218,7 @@ class Supervisor:
         self._planted_fold = bool(
             self.mutations & {Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP, Mutation.NOT_RUNNING_IS_EVICTED}
         )
+        self._early = stall.PLANTED_EARLY if Mutation.STALL_BEFORE_BOUND in self.mutations else 0.0
         self.only = None if only is None else frozenset(only)
         """When set, the supervisor looks after these jobs only (``dispatch run``'s in-process supervisor): it
         registers no peer and takes no share, so the services sharing the cluster keep theirs."""
@@ -406,7 +407,10 @@ class Supervisor:
         sid = settled.scheduler_id
         if sid in obs.inspected and (sid in obs.cessation or not settled.unchanged_by(obs.evidence.get(sid))):
             return False
-        if sid in obs.inspected and stall.judge(q.job, obs.evidence.get(sid), self.rules_for) is not None:
+        if (
+            sid in obs.inspected
+            and stall.judge(q.job, obs.evidence.get(sid), self.rules_for, early=self._early) is not None
+        ):
             return False
         return self.archiver is None or not self.archiver.pending(q.job.id)
 
@@ -733,7 +737,10 @@ class Supervisor:
                     )
                     break
         step = stall.judge(
-            job, obs.evidence.get(job.current.scheduler_id or "") if job.current else None, self.rules_for
+            job,
+            obs.evidence.get(job.current.scheduler_id or "") if job.current else None,
+            self.rules_for,
+            early=self._early,
         )
         if step is not None:
             job = self._act(job, step, report)
