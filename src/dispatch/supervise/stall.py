@@ -40,8 +40,6 @@ from dispatch.supervise.next import Step, StepKind
 
 STALLED = "stalled"
 """The argument of a ``stop`` intent that names the stalled execution."""
-PLANTED_EARLY = 10.0
-"""How early the planted bug (Mutation.STALL_BEFORE_BOUND) judges a stall, in seconds."""
 
 
 def judge(
