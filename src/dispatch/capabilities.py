@@ -16,7 +16,7 @@ from dispatch.errors import Unsupported
 
 
 class Capability(StrEnum):
-    """The sixteen capabilities a cluster is asked about."""
+    """The capabilities a cluster is asked about."""
 
     CONTAINER_IMAGE = "ContainerImage"
     """Runs the job in a container image (the ``dispatch.Image`` extension)."""
@@ -53,6 +53,9 @@ class Capability(StrEnum):
     SHARED_STORAGE = "SharedStorage"
     """A directory this process and the job's ranks both read and write (``dispatch.Executor`` passes a
     function and its result through it)."""
+    PROGRESS_REPORTING = "ProgressReporting"
+    """What a rank reports with :func:`dispatch.job.progress` reaches the supervisor with the job's state (so
+    ``dispatch status`` shows it and a rule with ``stalledAfter`` can judge a hang)."""
 
 
 class Answer(StrEnum):
@@ -103,7 +106,7 @@ def unknown(reason: str, provenance: Provenance = Provenance.DECLARED) -> Capabi
 
 
 class Capabilities(Mapping[Capability, CapabilityAnswer]):
-    """An answer for every one of the sixteen capabilities (a missing one is an error at construction)."""
+    """An answer for every capability (a missing one is an error at construction)."""
 
     def __init__(self, answers: Mapping[Capability, CapabilityAnswer]) -> None:
         missing = [c.value for c in Capability if c not in answers]

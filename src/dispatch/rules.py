@@ -21,6 +21,12 @@ A rules file is TOML, YAML or JSON::
     maxExecutions = 3               # optional: match while the job has had at most this many executions
     action = "requeue"
 
+    [[rules]]
+    cause = "stalled"
+    stalledAfter = "10m"            # a running execution whose ranks reported no progress for this long is
+    action = "resubmit"             # ended by the supervisor with cause "stalled" (needs ProgressReporting)
+    limit = 3
+
 Actions: ``resubmit`` (a new submission, N+1), ``requeue`` (the same submission again, through the backend's
 Requeuer), ``readmit`` (authorise the readmission of the same submission after its queue evicted it, through
 the backend's Readmitter: Kueue re-creates the pods, so it runs as a new execution), ``restart`` (the scheduler
@@ -67,7 +73,18 @@ class Unmatched(StrEnum):
     CLOSE = "close"
 
 
-_RULE_KEYS = {"name", "cause", "state", "exitCodes", "maxExecutions", "action", "limit", "backoff", "backoffMax"}
+_RULE_KEYS = {
+    "name",
+    "cause",
+    "state",
+    "exitCodes",
+    "maxExecutions",
+    "action",
+    "limit",
+    "backoff",
+    "backoffMax",
+    "stalledAfter",
+}
 _TOP_KEYS = {"unmatched", "limits", "rules"}
 
 
@@ -82,6 +99,9 @@ class Rule:
     limit: int | None = None
     backoff: float = 0.0
     backoff_max: float = 3600.0
+    stalled_after: float | None = None
+    """Seconds without progress after which a running execution is judged ``stalled`` (rules naming that cause
+    only; see :mod:`dispatch.supervise.stall`)."""
 
     def matches(self, state: State, cause: Cause, exit_code: int | None, executions: int) -> bool:
         if cause not in self.causes:
@@ -115,6 +135,8 @@ class Rule:
         if self.backoff:
             out["backoff"] = self.backoff
             out["backoffMax"] = self.backoff_max
+        if self.stalled_after is not None:
+            out["stalledAfter"] = self.stalled_after
         return out
 
 
@@ -124,6 +146,13 @@ class RuleSet:
     unmatched: Unmatched = Unmatched.ESCALATE
     total_limit: int | None = None
     cause_limits: Mapping[Cause, int] = field(default_factory=dict)
+
+    @property
+    def stall_bound(self) -> float | None:
+        """The shortest ``stalledAfter`` of the rules (None: no rule judges stalls, so nothing is ever judged
+        ``stalled``)."""
+        bounds = [r.stalled_after for r in self.rules if r.stalled_after is not None]
+        return min(bounds) if bounds else None
 
     # ----- loading ---------------------------------------------------------------------------------------
 
@@ -211,6 +240,13 @@ class RuleSet:
         """Raise naming the first rule whose action this cluster cannot perform: Unsupported for a ``restart``
         or a ``readmit`` no interface of the backend carries out, ConfigError for the other actions."""
         for i, rule in enumerate(self.rules):
+            progress = capabilities[Capability.PROGRESS_REPORTING]
+            if rule.stalled_after is not None and not progress.yes:
+                raise ConfigError(
+                    f"rules[{i}].stalledAfter",
+                    f"rule {rule.name!r} judges stalls, but ProgressReporting is {progress.answer.value} on this "
+                    f"cluster: {progress.reason}",
+                )
             answer = action_availability(rule.action, backend, capabilities, rule)
             if answer.answer is not Answer.YES and rule.action in (RuleAction.RESTART, RuleAction.READMIT):
                 which = f"rules[{i}]" if rule.name == f"rules[{i}]" else f"rules[{i}] (rule {rule.name!r})"
@@ -352,4 +388,13 @@ def _rule(raw: object, i: int) -> Rule:
     limit = _count(raw.get("limit"), f"{path}.limit")
     backoff = parse_duration(raw.get("backoff", 0), f"{path}.backoff")
     backoff_max = parse_duration(raw.get("backoffMax", 3600), f"{path}.backoffMax")
-    return Rule(name, causes, action, states, codes, max_exec, limit, backoff, backoff_max)
+    stalled_after = None
+    if "stalledAfter" in raw:
+        if Cause.STALLED not in causes:
+            raise ConfigError(f"{path}.stalledAfter", "only a rule whose cause includes stalled judges stalls")
+        stalled_after = parse_duration(raw["stalledAfter"], f"{path}.stalledAfter")
+        if stalled_after <= 0:
+            raise ConfigError(f"{path}.stalledAfter", f"must be longer than zero, got {raw['stalledAfter']!r}")
+    elif Cause.STALLED in causes:
+        raise ConfigError(f"{path}.stalledAfter", "is required on a rule whose cause includes stalled")
+    return Rule(name, causes, action, states, codes, max_exec, limit, backoff, backoff_max, stalled_after)

@@ -56,11 +56,31 @@ class Gate(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class RankProgress:
+    """The last progress one rank reported (:func:`dispatch.job.progress`): its ``step``, the ``total`` it ends
+    at where known, ``metrics`` as (name, value) pairs (a value is None where the job recorded a NaN or an
+    infinity), and ``at``, when the rank wrote it (epoch seconds, on the supervisor's time scale: the adapter
+    corrects the cluster's offset as for every other time it reports). ``first_step`` and ``first_at`` are the
+    rank's first report of this execution (the base of its rate: a resumed run starts from its checkpoint's
+    step), where the report carries them."""
+
+    rank: int
+    step: int
+    at: float
+    total: int | None = None
+    metrics: tuple[tuple[str, float | None], ...] = ()
+    first_step: int | None = None
+    first_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ExecutionEvidence:
     """One execution (one run in place) of a submission, as the scheduler shows it.
 
     ``identity`` is its text form (see :mod:`dispatch.identity`); ``restart`` orders executions; ``nodes`` are
-    the nodes it ran on, where known.
+    the nodes it ran on, where known. ``progress`` is the last report of every rank that reported progress, by
+    rank, read in the same batched call as the state (empty where no rank reported, and on a cluster whose
+    ProgressReporting is not yes); only a running execution's is read.
     """
 
     identity: str
@@ -69,6 +89,7 @@ class ExecutionEvidence:
     started_at: float | None = None
     ended_at: float | None = None
     nodes: tuple[str, ...] = ()
+    progress: tuple[RankProgress, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

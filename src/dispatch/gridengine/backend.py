@@ -163,6 +163,9 @@ class GridEngineBackend:
                     )
                 ),
                 Capability.SHARED_STORAGE: storage_answer(self.settings.shared_storage),
+                Capability.PROGRESS_REPORTING: no(
+                    "not carried yet: the Grid Engine adapter gives the ranks no progress directory and reads none"
+                ),
             }
         )
         return caps.lowered_for_read_only() if self._read_only else caps

@@ -129,6 +129,10 @@ class LocalBackend:
                     Provenance.DECLARED if self._gpu_setting is not None else Provenance.PROBED
                 ),
                 Capability.SHARED_STORAGE: yes(f"the ranks run on this machine: {self.calls_dir} is shared"),
+                Capability.PROGRESS_REPORTING: yes(
+                    "each rank writes executions/<R>/progress/rank-<r>.json in the job's state directory; read "
+                    "with the job's state"
+                ),
             }
         )
 

@@ -50,6 +50,8 @@ LAUNCHER = "launcher.json"
 END_REQUEST = "end-request.json"
 RESULT = "result.json"
 LAUNCHER_LOG = "launcher.log"
+PROGRESS = "progress"
+"""The execution's progress directory: each rank's ``DISPATCH_PROGRESS_DIR`` (see :func:`dispatch.job.progress`)."""
 CLAIM = "claim.{nonce}.json"
 """One spawn's arbitration file, created exclusively by whichever comes first: the spawned launcher (it runs)
 or its spawner giving up on it (it never runs)."""
@@ -236,12 +238,14 @@ class Execution:
 
     def start_ranks(self) -> None:
         plan = self.plan
+        os.makedirs(os.path.join(self.dir, PROGRESS), exist_ok=True)
         env_base = dict(os.environ)
         env_base.update(plan.get("env") or {})
         blocked = {signal.Signals["SIG" + str(self.warning["signal"])]} if self.warning else set()
         for rank in plan["ranks"]:
             env = dict(env_base)
             env.update(rank_env(plan, rank, self.port, self.deadline))
+            env["DISPATCH_PROGRESS_DIR"] = os.path.join(self.dir, PROGRESS)
             node = int(rank["nodeRank"])
             group = self.pgids[node] if node < len(self.pgids) else 0
             out = open(rank["stdout"], "ab")  # noqa: SIM115 - handed to the child, closed below

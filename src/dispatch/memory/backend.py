@@ -24,7 +24,7 @@ from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import NotFound, ReadOnly
 from dispatch.extensions import Extension, ExtensionPolicy, register_extension
 from dispatch.identity import AttemptId, RestartId
-from dispatch.memory.scheduler import MemoryScheduler, Shape, TruthExecution, TruthJob
+from dispatch.memory.scheduler import REPORT_EVERY, MemoryScheduler, Shape, TruthExecution, TruthJob, last_report
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.spi import (
     Cessation,
@@ -33,6 +33,7 @@ from dispatch.spi import (
     Gate,
     JobEvidence,
     NativePolicy,
+    RankProgress,
     StartRequest,
     Unanswered,
     WatchBatch,
@@ -128,8 +129,16 @@ class _Base(ABC):
                 out = _shared_outcome(memo, ev, ex.state, ex.cause, ex.exit_code, ex.detail)
             else:
                 out = _shared_outcome(memo, ev, State.RUNNING, None, None, "RUNNING")
+            progress: tuple[RankProgress, ...] = ()
+            if out.state is State.RUNNING and ex.started_at is not None:
+                last = last_report(self.scheduler.program(job), ex.started_at, now)
+                if last is not None:
+                    step = round((last - ex.started_at) / REPORT_EVERY)
+                    progress = tuple(RankProgress(r, step, last) for r in range(job.spec.nodes))
             executions.append(
-                ExecutionEvidence(self._identity_of(job, ex), ex.restart, out, ex.started_at, ex.ended_at, ex.nodes)
+                ExecutionEvidence(
+                    self._identity_of(job, ex), ex.restart, out, ex.started_at, ex.ended_at, ex.nodes, progress
+                )
             )
         cur = job.current
         if job.purged or blank:
@@ -320,6 +329,7 @@ class SlurmShapedBackend(_Base):
                     else no("this memory scheduler has no accounting", Provenance.PROBED)
                 ),
                 Capability.READMISSION_GATE: no("a requeued Slurm-shaped job starts again without dispatch"),
+                Capability.PROGRESS_REPORTING: yes("a running program that reports (``... report``, ``hang S``) does"),
             }
         )
         answers = Capabilities(caps)
@@ -379,6 +389,9 @@ class KubeflowShapedBackend(_Base):
                 Capability.HOLD: hold,
                 Capability.ACCOUNTING_HISTORY: no("a deleted object is gone"),
                 Capability.READMISSION_GATE: yes("a held or evicted object is readmitted only when dispatch allows"),
+                Capability.PROGRESS_REPORTING: no(
+                    "a watched backend reads only the objects its watch reports changed, and a report is no change"
+                ),
             }
         )
         return Capabilities(caps)

@@ -25,9 +25,9 @@ from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
 from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.extensions import CessationWarning, ExtensionPolicy, Output, SharedCheckpoint
-from dispatch.outcome import Evidence
+from dispatch.outcome import Evidence, State
 from dispatch.slurm import errors as slurm_errors
-from dispatch.slurm import outputs, preflight, submit
+from dispatch.slurm import outputs, preflight, progress, submit
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
 from dispatch.slurm.mapping import Reading, accounting_settling, outcome_of
@@ -132,6 +132,8 @@ class _Observed:
 
     live: SlurmJob | None
     history: tuple[SlurmJob, ...]
+    progress: Mapping[int, str] | None = None
+    """The raw progress reports by rank, read in the same script as squeue (None: not read)."""
 
 
 class SlurmBackend:
@@ -410,7 +412,11 @@ class SlurmBackend:
     def _observe_text_first(self, jids: list[str]) -> dict[str, _Observed]:
         s = self._script()
         s.shell('SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "$2"', ",".join(jids), SQUEUE_TEXT_FIELDS)
-        call = self._run(s, False).call(0)
+        s.shell(progress.READ, self._pointer("")[:-1], *jids)  # the same round trip: no call per job
+        out = self._run(s, False)
+        call = out.call(0)
+        reports = out.call(1)
+        raw = progress.parse_reports(reports.stdout) if reports is not None and reports.ok else {}
         rows: list[SlurmJob] = []
         if call is not None and call.status == 0:
             rows = parse_squeue_text(call.stdout, self.slurm_release)
@@ -428,7 +434,7 @@ class SlurmBackend:
             for jid, history in self._history(gone).items():
                 if jid in wanted and history:
                     result[jid] = _Observed(None, tuple(history))
-        return {j: result[j] for j in jids if j in result}
+        return {j: replace(result[j], progress=raw.get(j, {})) for j in jids if j in result}
 
     def _observe_json(self, jids: list[str]) -> dict[str, _Observed]:
         s = self._script()
@@ -501,6 +507,9 @@ class SlurmBackend:
         if r not in seen:
             executions.append(self._execution(jid, submission, current, r, reading))
         executions.sort(key=lambda e: e.restart)
+        if obs.progress and executions and executions[-1].outcome.state is State.RUNNING:
+            cur = executions[-1]
+            executions[-1] = replace(cur, progress=progress.reports_of(obs.progress, cur.identity, self._offset))
         return JobEvidence(
             scheduler_id=jid,
             marker=marker_job.name or None,

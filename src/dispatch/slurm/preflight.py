@@ -335,5 +335,9 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
                 else unknown("sinfo could not be read at open", Provenance.PROBED)
             ),
             Capability.SHARED_STORAGE: no("the backend answers from its sharedStorage setting"),
+            Capability.PROGRESS_REPORTING: yes(
+                "each rank writes <output dir>/<marker>.<job id>.<restart>.progress/rank-<r>.json on the shared "
+                "output directory; read in the same script as squeue"
+            ),
         }
     )

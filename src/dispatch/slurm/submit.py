@@ -11,6 +11,8 @@
   starts with the warning signal ignored until the program handles it). The user's argv is shlex-quoted
   word by word inside a heredoc whose terminator carries the script nonce, so it reaches the ranks byte for
   byte.
+* Progress: every rank's ``DISPATCH_PROGRESS_DIR`` is ``<dir>/<marker>.<job id>.progress``, beside the output
+  (:mod:`dispatch.slurm.progress`).
 * Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``
   (:func:`output_paths`; the submitting script records ``<dir>/<marker>`` under the job id, see
   :func:`pointer_path`, so the files are found after the scheduler forgot the job): with
@@ -31,6 +33,7 @@ from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelud
 from dispatch.errors import SpecError, Unsupported
 from dispatch.extensions import CessationWarning, Image, Output
 from dispatch.resources import Resources as PortableResources
+from dispatch.slurm import progress
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.parse import has_export_nil, has_restart_pattern
 from dispatch.slurm.settings import SlurmSettings, check_output_dir
@@ -127,7 +130,7 @@ def build(
     else:
         argv += [f"--output={base}.%j.slurm.out", f"--error={base}.%j.slurm.out"]
 
-    prelude = []
+    prelude = progress.prelude(base)
     if not per_exec:
         q = shlex.quote(base)
         suffix = '."$SLURM_JOB_ID"."${SLURM_RESTART_COUNT:-0}"'

@@ -242,6 +242,8 @@ class Supervisor(Acting, Observing, Steady):
                 report.archive[entry.status.value] += 1
         job = done
         self._seen.add(job.id)
+        if (stalled := self._stall(job, obs)) is not None:
+            job = self._act(job, stalled, report)
         return self._steps(job, report)
 
 
