@@ -263,6 +263,7 @@ class KubeflowBackend:
                 Capability.ACCELERATORS: self._accelerators_answer(),
                 Capability.SHARED_STORAGE: no(
                     "a pod shares no directory with this process (no volume is configured for function calls)"
+                ),
                 Capability.PROGRESS_REPORTING: no(
                     "not carried yet: the pods share no storage the supervisor reads, and the adapter does not read "
                     "the Trainer's own progress status"
