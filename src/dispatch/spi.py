@@ -385,6 +385,18 @@ class ExecutionOutput(Protocol):
         ...
 
 
+@runtime_checkable
+class OutputKeeper(Protocol):
+    """A backend whose cluster may delete an execution's output at a moment dispatch does not choose, before a
+    reader that starts after the end could copy it (Kubernetes: at a TrainJob's deadline its pods, and their
+    logs, go at once). The supervisor's archive calls :meth:`keep_output` once, when it is built; from then on
+    the backend keeps such output as it is written, and ``execution_output`` serves it after it went."""
+
+    def keep_output(self) -> None:
+        """Start keeping (idempotent; cheap when there is nothing to keep)."""
+        ...
+
+
 CORE_METHODS: tuple[str, ...] = (
     "capabilities",
     "declarations",
@@ -412,6 +424,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     OutputReader,
     OutputSlices,
     ExecutionOutput,
+    OutputKeeper,
 )
 
 OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
@@ -427,6 +440,7 @@ OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     OutputReader: ("stdout", "stderr"),
     OutputSlices: ("read_slices", "output_per_rank"),
     ExecutionOutput: ("execution_output",),
+    OutputKeeper: ("keep_output",),
 }
 
 
