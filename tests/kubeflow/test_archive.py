@@ -271,3 +271,5 @@ def test_a_timed_out_execution_log_is_kept_though_its_pods_went_before_any_cycle
     assert entry.data == b"epoch 1\nepoch 2\n"
     p = w.cli.run("logs", job_id)
     assert p.returncode == 0 and p.stdout == "epoch 1\nepoch 2\n", p.stderr
+    p = w.cli.run("logs", job_id, "--stderr")  # the cluster cannot, and the archive holds stdout only
+    assert p.returncode == 4 and "stderr is not separate" in p.stderr, p.stderr
