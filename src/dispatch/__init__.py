@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from dispatch.identity import AttemptId, RestartId
     from dispatch.outcome import Cause, Evidence, Outcome, State
     from dispatch.registry import OpenOptions, register
+    from dispatch.resources import Resources
     from dispatch.rules import RuleSet
     from dispatch.spec import JobSpec
     from dispatch.spi import (
@@ -114,6 +115,7 @@ _LAZY = {
     "State": "dispatch.outcome",
     "OpenOptions": "dispatch.registry",
     "register": "dispatch.registry",
+    "Resources": "dispatch.resources",
     "RuleSet": "dispatch.rules",
     "JobSpec": "dispatch.spec",
     "Backend": "dispatch.spi",
@@ -182,6 +184,7 @@ __all__ = [
     "Readmitter",
     "Rejected",
     "Requeuer",
+    "Resources",
     "RestartId",
     "RuleSet",
     "SharedCheckpoint",

@@ -11,7 +11,8 @@ is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-on
 
 Optional interfaces (``Holder``, ``Requeuer``, ``Readmitter``, ``NativePolicyCompiler``, ``Watcher``,
 ``CessationSignal``, ``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``,
-``OutputSlices``, ``ExecutionOutput``) are ``runtime_checkable`` protocols: code asks ``isinstance(backend, Holder)``.
+``OutputSlices``, ``ExecutionOutput``, ``AcceleratorInventory``) are ``runtime_checkable`` protocols: code
+asks ``isinstance(backend, Holder)``.
 :func:`restrict` hands out a backend without some of them.
 """
 
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dispatch.capabilities import Capabilities
 from dispatch.declarations import Declarations
@@ -28,6 +29,9 @@ from dispatch.errors import DeclarationError, DispatchError
 from dispatch.extensions import ExtensionPolicy
 from dispatch.outcome import Outcome
 from dispatch.spec import JobSpec
+
+if TYPE_CHECKING:
+    from dispatch.accelerators import Inventory
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +401,14 @@ class OutputKeeper(Protocol):
         ...
 
 
+@runtime_checkable
+class AcceleratorInventory(Protocol):
+    """The cluster's GPUs (:class:`dispatch.accelerators.Inventory`), probed at open and cached like the
+    capabilities; None when they could not be read (a read-only open without a fresh cache)."""
+
+    def accelerators(self) -> Inventory | None: ...
+
+
 CORE_METHODS: tuple[str, ...] = (
     "capabilities",
     "declarations",
@@ -425,6 +437,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     OutputSlices,
     ExecutionOutput,
     OutputKeeper,
+    AcceleratorInventory,
 )
 
 OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
@@ -441,6 +454,7 @@ OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     OutputSlices: ("read_slices", "output_per_rank"),
     ExecutionOutput: ("execution_output",),
     OutputKeeper: ("keep_output",),
+    AcceleratorInventory: ("accelerators",),
 }
 
 

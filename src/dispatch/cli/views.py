@@ -268,6 +268,8 @@ def render_show(job: JobRecord, events: list[Any], now: float) -> str:
         f"  created    {present.when(job.created_at)} ({present.age(now - job.created_at)} ago)",
         f"  rules      {'none' if job.rules is None else str(len(job.rules.get('rules', []))) + ' rule(s)'}",
     ]
+    if not job.spec.resources.empty:
+        lines.insert(3, f"  resources  {job.spec.resources.describe()}")
     if out and out.detail:
         lines.append(f"  detail     {ui.cell(out.detail)}")
     for sub in job.submissions:

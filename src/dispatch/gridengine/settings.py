@@ -7,6 +7,20 @@ from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
+class Complexes:
+    """The names of the cell's complexes that carry a job's ``resources`` (a site's own choice; None: the cell
+    has none, and a spec asking for that is refused)."""
+
+    gpu: str | None = field(default="gpu", metadata={"doc": "consumable complex counting GPUs per slot"})
+    gpu_type: str | None = field(default=None, metadata={"doc": "complex naming a host's GPU type (resources.gpuType)"})
+    memory: str | None = field(default="h_vmem", metadata={"doc": "memory complex per slot (resources.memPerNode)"})
+    exclusive: str | None = field(default="exclusive", metadata={"doc": "boolean exclusive-host complex"})
+    cpu_pe: str | None = field(
+        default=None, metadata={"doc": "parallel environment of slots on one host (resources.cpusPerProc > 1)"}
+    )
+
+
+@dataclass(frozen=True)
 class GridEngineSettings:
     """Settings of the gridengine adapter: which cell, which queue, where output and adapter state go."""
 
@@ -22,6 +36,9 @@ class GridEngineSettings:
     )
     call_timeout: float = field(
         default=30.0, metadata={"duration": True, "doc": "deadline of each Grid Engine command"}
+    )
+    complexes: Complexes = field(
+        default_factory=Complexes, metadata={"doc": "the complexes that carry resources (GPUs, memory, exclusive)"}
     )
 
     def __post_init__(self) -> None:

@@ -36,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from dispatch.accelerators import Inventory
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
 from dispatch.clock import Clock
 from dispatch.declarations import Declarations
@@ -45,6 +46,7 @@ from dispatch.identity import AttemptId
 from dispatch.kubeflow import client as k
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow import render as rd
+from dispatch.kubeflow.accelerators import node_inventory
 from dispatch.kubeflow.extensions import RuntimeRef
 from dispatch.kubeflow.keeper import Followed, LogKeeper, PodState
 from dispatch.kubeflow.mapping import (
@@ -266,8 +268,24 @@ class KubeflowBackend:
                 Capability.OUTPUT_FOLLOW: follow,
                 Capability.OUTPUT_RETAINED: self._retained(),
                 Capability.READMISSION_GATE: readmission,
+                Capability.ACCELERATORS: self._accelerators_answer(),
             }
         )
+
+    def accelerators(self) -> Inventory | None:
+        """The GPUs of the watched nodes (:mod:`dispatch.kubeflow.accelerators`); None until the node watch
+        has listed them."""
+        with self.cache.lock:
+            if "nodes" not in self.cache.synced:
+                return None
+            nodes = list(self.cache.nodes.values())
+        return node_inventory(nodes, self.settings.gpu_resource, self.settings.gpu_type_label)
+
+    def _accelerators_answer(self) -> CapabilityAnswer:
+        inventory = self.accelerators()
+        if inventory is None:
+            return unknown("the node watch has not listed the nodes yet", Provenance.PROBED)
+        return inventory.answer()
 
     def _retained(self) -> CapabilityAnswer:
         """OutputRetained: the cluster keeps no log after its pod goes; the supervisor's archive keeps rank 0's

@@ -160,6 +160,8 @@ def rank_env(
             "DISPATCH_RESTART": str(plan["restart"]),
         }
     )
+    if "gpus" in rank:  # its share of the host's GPUs (dispatch.local.gpus)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(rank["gpus"])
     if plan.get("checkpointDir"):
         env["DISPATCH_CHECKPOINT_DIR"] = str(plan["checkpointDir"])
     warning = plan.get("warning")

@@ -279,6 +279,7 @@ class _Base(ABC):
             Capability.OUTPUT_RETAINED: no(
                 "the memory adapter keeps no output files (the Kubeflow shape's rank 0 log goes with the execution)"
             ),
+            Capability.ACCELERATORS: no("the memory scheduler models no GPUs"),
         }
 
     @abstractmethod

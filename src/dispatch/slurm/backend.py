@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from dispatch.accelerators import Inventory
 from dispatch.adapterkit.fanout import spread
 from dispatch.adapterkit.holds import InstanceBook, encode_instance
 from dispatch.adapterkit.identity import execution_identity, submission_of
@@ -218,6 +219,10 @@ class SlurmBackend:
 
     def declarations(self) -> Declarations:
         return self._decl
+
+    def accelerators(self) -> Inventory | None:
+        """The GPUs per partition, from ``sinfo`` at open."""
+        return self.facts.accelerators
 
     def extension_policy(self) -> ExtensionPolicy:
         return ExtensionPolicy(accepted=ACCEPTED)
