@@ -411,6 +411,18 @@ class ExecutionOutput(Protocol):
 
 
 @runtime_checkable
+class OutputKeeper(Protocol):
+    """A backend whose cluster may delete an execution's output at a moment dispatch does not choose, before a
+    reader that starts after the end could copy it (Kubernetes: at a TrainJob's deadline its pods, and their
+    logs, go at once). The supervisor's archive calls :meth:`keep_output` once, when it is built; from then on
+    the backend keeps such output as it is written, and ``execution_output`` serves it after it went."""
+
+    def keep_output(self) -> None:
+        """Start keeping (idempotent; cheap when there is nothing to keep)."""
+        ...
+
+
+@runtime_checkable
 class AcceleratorInventory(Protocol):
     """The cluster's GPUs (:class:`dispatch.accelerators.Inventory`), probed at open and cached like the
     capabilities; None when they could not be read (a read-only open without a fresh cache)."""
@@ -464,6 +476,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     OutputReader,
     OutputSlices,
     ExecutionOutput,
+    OutputKeeper,
     AcceleratorInventory,
     SharedStorer,
 )
@@ -481,6 +494,7 @@ OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     OutputReader: ("stdout", "stderr"),
     OutputSlices: ("read_slices", "output_per_rank"),
     ExecutionOutput: ("execution_output",),
+    OutputKeeper: ("keep_output",),
     AcceleratorInventory: ("accelerators",),
     SharedStorer: ("shared_storage",),
 }

@@ -442,6 +442,8 @@ def logs(
             in_archive = entry is not None and entry.status is ArchiveStatus.KEPT
             if isinstance(exc, (Unavailable, Unsupported)) and not in_archive:
                 raise  # the cluster did not answer, or cannot do that: say so, unless the archive has the output
+            if isinstance(exc, Unsupported) and stderr_:
+                raise  # the cluster keeps no stderr apart (Kubernetes): nor does its archive of rank 0's stdout
             logsource.from_archive(entry, f"{what} (the cluster: {exc})", stderr_, ranks)
             archived = True
     if archived:
