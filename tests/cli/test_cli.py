@@ -317,7 +317,7 @@ def test_read_commands_have_json(cli: Env) -> None:
     pre = cli.json("preflight")
     assert pre["ok"] is True and all(c["ok"] for c in pre["checks"])
     schema = json.loads(cli.run("schema", "local").stdout)
-    assert set(schema["properties"]) == {"stateDir", "grace", "python"}
+    assert set(schema["properties"]) == {"stateDir", "grace", "python", "gpus"}
     text = cli.run("capabilities").stdout
     assert "PreTerminationSignal  yes" in text and "SIGKILL" in text
 
