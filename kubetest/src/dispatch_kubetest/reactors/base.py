@@ -81,7 +81,7 @@ def meta(obj: JSON) -> JSON:
 class Reactor:
     """Base class. Subclasses set ``manager`` (their field-manager name) and implement reconcile().
 
-    A reactor reads and writes only through ``self.store``, an :class:`~dispatch.kubetest.objectstore.ObjectStore`:
+    A reactor reads and writes only through ``self.store``, an :class:`~dispatch_kubetest.objectstore.ObjectStore`:
     the project's store in the in-process world, an APIStore (informer caches, HTTP writes) in the front world."""
 
     manager = "reactor"

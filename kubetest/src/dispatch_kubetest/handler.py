@@ -336,7 +336,7 @@ class RequestHandler(BaseHTTPRequestHandler):
                 if policy == "Foreground":
                     raise StatusError(
                         400,
-                        "propagationPolicy Foreground is not modelled by dispatch.kubetest (Background and Orphan are)",
+                        "propagationPolicy Foreground is not modelled by dispatch_kubetest (Background and Orphan are)",
                         "BadRequest",
                     )
                 grace = self._grace(opts)
@@ -458,7 +458,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             raise StatusError(
                 400,
                 f"resourceVersionMatch=Exact at a past resourceVersion ({rv}, current {store.resource_version}) is "
-                "not modelled by dispatch.kubetest: it keeps no snapshots",
+                "not modelled by dispatch_kubetest: it keeps no snapshots",
                 "BadRequest",
             )
 
