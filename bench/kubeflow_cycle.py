@@ -36,11 +36,11 @@ from dispatch.kubeflow import names as n
 from dispatch.kubeflow.backend import KubeflowBackend
 from dispatch.kubeflow.client import TrainJob
 from dispatch.kubeflow.extensions import RuntimeRef
-from dispatch.kubetest import FakeAPIServer
 from dispatch.registry import OpenOptions
 from dispatch.settings import decode
 from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
+from dispatch_kubetest import FakeAPIServer
 
 WINDOW = 5.0
 SAMPLE = 20

@@ -30,7 +30,7 @@ else  # Debian without python3-venv: no apt here (the clusters' set-up may hold 
     python3 -m venv --without-pip "$VENV"
     pip=(python3 -m pip --python "$VENV/bin/python")
 fi
-"${pip[@]}" install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[dev]'
+"${pip[@]}" install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[dev]' -e ./kubetest
 echo "fresh venv $VENV:" $("${pip[@]}" list --format=freeze --disable-pip-version-check 2>/dev/null \
     | grep -iE '^(click|pyyaml|lightkube|httpx|pydantic|kubeflow.trainer.api|psycopg|pytest|hypothesis)=' | sort)
 DISPATCH_DOCS_LEFT_OUT=torch exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider \

@@ -5,7 +5,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 rc=0
-for check in "ruff check src tests bench scripts" "ruff format --check src tests bench scripts" "mypy"; do
+for check in "ruff check src kubetest tests bench scripts" "ruff format --check src kubetest tests bench scripts" "mypy"; do
     # shellcheck disable=SC2086 # each check is a fixed command line, split on purpose
     if out=$(python3 -m $check 2>&1); then
         printf 'ok: %s (%s)\n' "$check" "$(tail -n 1 <<<"$out")"

@@ -34,9 +34,10 @@ OWN_GROUP_MARKERS = ("apiserver",)
 # Markers whose daemons the test command does not start yet (the real control plane: docs/dev/k8s-control-plane.md):
 # left out of every group; run them by hand with `pytest -m controlplane` after scripts/k8s/controlplane-up.sh.
 NOT_STARTED_MARKERS = ("controlplane",)
-# Folders of tests that need no daemon but enough CPU time that `rest`, run serially, would be the longest group:
-# each runs as a group of its own (the simulator's seed sweeps, the Kubeflow adapter against the project's model).
-OWN_GROUP_FOLDERS = ("tests/sim", "tests/kubeflow")
+# Folders of tests that need no daemon but enough time that `rest`, run serially, would be the longest group:
+# each runs as a group of its own (the simulator's seed sweeps, the Kubeflow adapter against the project's model,
+# the wheel installed in a fresh venv, which waits mostly on the package index).
+OWN_GROUP_FOLDERS = ("tests/sim", "tests/kubeflow", "tests/packaging")
 
 
 @dataclass

@@ -17,10 +17,13 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src"
 
 
-def _modules() -> dict[str, Path]:
+KUBETEST_SRC = SRC.parent / "kubetest" / "src"
+
+
+def _modules(src: Path = SRC, package: str = "dispatch") -> dict[str, Path]:
     out = {}
-    for path in sorted((SRC / "dispatch").rglob("*.py")):
-        parts = path.relative_to(SRC).with_suffix("").parts
+    for path in sorted((src / package).rglob("*.py")):
+        parts = path.relative_to(src).with_suffix("").parts
         out[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     return out
 
@@ -32,11 +35,12 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _imports(tree: ast.AST, package: str) -> list[str]:
+def _imports(tree: ast.AST, package: str, annotations: bool = False) -> list[str]:
+    """The modules ``tree`` imports; with ``annotations``, those under ``if TYPE_CHECKING:`` too."""
     found: list[str] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not annotations:
             for child in node.orelse:
                 visit(child)
             return
@@ -56,8 +60,8 @@ def _imports(tree: ast.AST, package: str) -> list[str]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
-    modules = _modules()
+def import_graph(src: Path = SRC, root: str = "dispatch", annotations: bool = False) -> dict[str, set[str]]:
+    modules = _modules(src, root)
 
     def resolve(name: str) -> str | None:
         parts = name.split(".")
@@ -69,8 +73,8 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {m: set() for m in modules}
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for target in _imports(ast.parse(path.read_text(encoding="utf-8")), package):
-            if not target.startswith("dispatch"):
+        for target in _imports(ast.parse(path.read_text(encoding="utf-8")), package, annotations):
+            if not target.startswith(root):
                 continue
             hit = resolve(target)
             if hit is not None and hit != name and not name.startswith(hit + "."):
@@ -120,11 +124,21 @@ def test_no_import_cycle() -> None:
     assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
+def test_the_model_kubernetes_reads_top_down_annotations_included() -> None:
+    """``dispatch_kubetest`` (the distribution ``dispatch-kubetest``): no cycle even through an annotation; a lower
+    module names what it needs of an upper one as a Protocol of its own."""
+    graph = import_graph(KUBETEST_SRC, "dispatch_kubetest", annotations=True)
+    assert len(graph) > 30 and graph["dispatch_kubetest.server"], "the graph was read"
+    found = cycles(graph)
+    assert not found, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in found)
+
+
 def test_the_check_sees_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     source = "import dispatch.x\nif TYPE_CHECKING:\n    from dispatch import y\ndef f():\n    from . import z\n"
     tree = ast.parse(source)
     assert _imports(tree, "dispatch.pkg") == ["dispatch.x", "dispatch.pkg", "dispatch.pkg.z"]
+    assert "dispatch.y" in _imports(tree, "dispatch.pkg", annotations=True)
 
 
 @pytest.mark.parametrize("module", ["dispatch.spi", "dispatch.declarations", "dispatch.cli.admin", "dispatch.cli.main"])

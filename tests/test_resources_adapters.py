@@ -18,9 +18,6 @@ from dispatch.kubeflow import names as n
 from dispatch.kubeflow import render as rd
 from dispatch.kubeflow.extensions import RuntimeRef
 from dispatch.kubeflow.settings import KubeflowSettings
-from dispatch.kubetest import torch_runtime
-from dispatch.kubetest.resources import TRAINJOB
-from dispatch.kubetest.schema import admit
 from dispatch.local.backend import LocalBackend
 from dispatch.resources import Resources
 from dispatch.settings import decode
@@ -29,6 +26,9 @@ from dispatch.slurm import submit as slurm
 from dispatch.slurm.settings import SlurmSettings
 from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
+from dispatch_kubetest import torch_runtime
+from dispatch_kubetest.resources import TRAINJOB
+from dispatch_kubetest.schema import admit
 
 RESOURCES = Resources(gpus_per_node=2, cpus_per_proc=2, mem_per_node=4096)
 SPEC = JobSpec(("python", "train.py"), resources=RESOURCES)

@@ -9,7 +9,8 @@ What the models do not carry is taken from the kubebuilder markers of the upstre
 ``MARKERS`` below, each with the upstream file it comes from: defaults, list-map keys (server-side apply merges
 such lists per key), the CEL rules the adapter depends on and the printer columns.
 
-Usage: python scripts/k8s/gen_crds.py [--check]   (writes src/dispatch/kubetest/crds/{trainer,jobset,kueue}.yaml;
+Usage: python scripts/k8s/gen_crds.py [--check]
+(writes kubetest/src/dispatch_kubetest/crds/{trainer,jobset,kueue}.yaml;
 --check fails if the committed files differ from what the installed models give).
 """
 
@@ -23,7 +24,7 @@ from typing import Any
 import yaml
 from kubeflow_trainer_api import models
 
-OUT = Path(__file__).resolve().parents[2] / "src" / "dispatch" / "kubetest" / "crds"
+OUT = Path(__file__).resolve().parents[2] / "kubetest" / "src" / "dispatch_kubetest" / "crds"
 
 # Facts from the upstream Go types (kubebuilder markers), not in the pydantic models.
 # Trainer: pkg/apis/trainer/v1alpha1/{trainjob,trainingruntime}_types.go; JobSet: api/jobset/v1alpha2/jobset_types.go;

@@ -13,7 +13,7 @@ from dispatch.admission.controller import PERMISSIONS
 from dispatch.admission.main import parse
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow.settings import Mode
-from dispatch.kubetest.resources import WORKLOAD
+from dispatch_kubetest.resources import WORKLOAD
 
 from ..kubeflow.harness import ADMISSION_TOKEN, FakeCluster
 from ..kubeflow.rbac_util import DEPLOY, grants
@@ -66,7 +66,7 @@ def test_only_its_own_entry_is_written_and_rbac_is_exact(tmp_path: Path, world: 
         other = f"other-check-{c.ns}"  # cluster-scoped: a name of this world's own
         c.control.add_admission_check(other, controller_name="example.com/other")
         c.control.patch(
-            __import__("dispatch.kubetest.resources", fromlist=["CLUSTER_QUEUE"]).CLUSTER_QUEUE,
+            __import__("dispatch_kubetest.resources", fromlist=["CLUSTER_QUEUE"]).CLUSTER_QUEUE,
             c.cluster_queue,
             {"spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": c.check}, {"name": other}]}}},
             namespace="",

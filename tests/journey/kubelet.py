@@ -1,4 +1,4 @@
-"""Kubeflow's test cluster with a kubelet that runs the pods: dispatch.kubetest's API server and controllers
+"""Kubeflow's test cluster with a kubelet that runs the pods: dispatch_kubetest's API server and controllers
 (Trainer, JobSet, Job, scheduler), plus a thread that plays the kubelet for real, so the journey's script runs
 unchanged on Kubeflow as on the other adapters.
 
@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from dispatch.kubetest import FakeAPIServer, FakeClock
+from dispatch_kubetest import FakeAPIServer, FakeClock
 
 JSON = dict[str, Any]
 _FIELD = re.compile(r"metadata\.(annotations|labels)\['([^']+)'\]")
@@ -95,7 +95,7 @@ class ProcessKubelet:
 
     def forgotten(self, trainjob: str) -> bool:
         """Delete the TrainJob (as an administrator's clean-up or a TTL would); True once it and its pods are gone."""
-        from dispatch.kubetest.resources import TRAINJOB
+        from dispatch_kubetest.resources import TRAINJOB
 
         with self.lock:
             if self.control.get(TRAINJOB, trainjob) is not None:

@@ -1,10 +1,10 @@
-"""Test support: a test cluster (dispatch.kubetest) with a scripted kubelet, its clock, and backends on it.
+"""Test support: a test cluster (dispatch_kubetest) with a scripted kubelet, its clock, and backends on it.
 
 :class:`FakeCluster` owns one FakeAPIServer, in one of two worlds:
 
 - ``inproc``: the project's server alone; the controller roles are reactors run synchronously in-process;
 - ``front``: the front of the real apiextensions-apiserver (custom resources: real API machinery; core resources:
-  the project's server) with the controller roles running as controllers over HTTP (dispatch.kubetest.controllers).
+  the project's server) with the controller roles running as controllers over HTTP (dispatch_kubetest.controllers).
   The real server is shared by every test, so each world has its own namespace and its own names for the
   cluster-scoped objects it creates (ClusterQueue, ResourceFlavor, AdmissionCheck and its controller name).
 
@@ -30,13 +30,13 @@ from dispatch.conformance.harness import ECHO_STDERR, ECHO_STDOUT, FAIL_EXIT_COD
 from dispatch.extensions import Image
 from dispatch.kubeflow import KubeflowSettings, Mode, open_backend
 from dispatch.kubeflow.extensions import RuntimeRef
-from dispatch.kubetest import FakeAPIServer, FakeClock
-from dispatch.kubetest.crdserver import CRDAPIServer
-from dispatch.kubetest.resources import POD, TRAINJOB
 from dispatch.registry import OpenOptions
 from dispatch.settings import decode
 from dispatch.spec import JobSpec
 from dispatch.spi import Backend
+from dispatch_kubetest import FakeAPIServer, FakeClock
+from dispatch_kubetest.crdserver import CRDAPIServer
+from dispatch_kubetest.resources import POD, TRAINJOB
 
 RUN_SECONDS = 5.0
 ADMISSION_CONTROLLER = "dispatch.io/admission"
@@ -132,7 +132,7 @@ class FakeCluster:
         self.controller.start()
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
-            from dispatch.kubetest.resources import ADMISSION_CHECK
+            from dispatch_kubetest.resources import ADMISSION_CHECK
 
             ac = self.control.get(ADMISSION_CHECK, self.check, "")
             conds = (ac or {}).get("status", {}).get("conditions") or []
@@ -267,7 +267,7 @@ def harness(cluster: FakeCluster) -> Harness:
         cluster.control.set_node_ready(cluster.rank0(sid)["spec"]["nodeName"], None)
 
     def admin_hold(b: Backend, sid: str) -> None:
-        from dispatch.kubetest.resources import WORKLOAD
+        from dispatch_kubetest.resources import WORKLOAD
 
         # the adapter just wrote: let the controllers react first (in front, Kueue makes the Workload by watch)
         cluster.control.reconcile()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from dispatch.kubetest import Rule, rule
+from dispatch_kubetest import Rule, rule
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubeflow"
 

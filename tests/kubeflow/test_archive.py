@@ -22,12 +22,12 @@ from dispatch.cluster import Cluster
 from dispatch.errors import NotFound
 from dispatch.kubeflow.backend import KubeflowBackend
 from dispatch.kubeflow.keeper import Followed
-from dispatch.kubetest.resources import POD, TRAINJOB
 from dispatch.outcome import Cause, State
 from dispatch.records import SQLiteRecords
 from dispatch.records.archive import ArchiveStatus
 from dispatch.records.model import ExecutionRecord
 from dispatch.supervise import Supervisor
+from dispatch_kubetest.resources import POD, TRAINJOB
 
 from .harness import FakeCluster, job_spec
 

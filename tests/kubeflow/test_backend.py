@@ -12,10 +12,10 @@ from dispatch.capabilities import Answer, Capability
 from dispatch.errors import NotFound, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow.backend import KubeflowBackend
-from dispatch.kubetest import rule
-from dispatch.kubetest.resources import ADMISSION_CHECK, NODE, TRAINING_RUNTIME, TRAINJOB, WORKLOAD
 from dispatch.outcome import Cause, State
 from dispatch.spi import Gate, JobEvidence, StartRequest
+from dispatch_kubetest import rule
+from dispatch_kubetest.resources import ADMISSION_CHECK, NODE, TRAINING_RUNTIME, TRAINJOB, WORKLOAD
 
 from .harness import TOKEN, FakeCluster, job_spec
 

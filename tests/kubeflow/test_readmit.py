@@ -12,12 +12,12 @@ from dispatch.cluster import Cluster
 from dispatch.conformance.core import CORE_CHECKS, CoreHarness, run_core_check
 from dispatch.errors import Unsupported
 from dispatch.kubeflow import names as n
-from dispatch.kubetest.resources import TRAINJOB
 from dispatch.outcome import Cause, State
 from dispatch.records import MemoryRecords
 from dispatch.records.model import Action, IntentStatus
 from dispatch.spi import Readmitter
 from dispatch.supervise import Supervisor
+from dispatch_kubetest.resources import TRAINJOB
 
 from .harness import CHECK, FakeCluster, harness, job_spec
 

@@ -15,10 +15,10 @@ from dispatch.kubeflow import names as n
 from dispatch.kubeflow import render as rd
 from dispatch.kubeflow.extensions import RuntimeRef
 from dispatch.kubeflow.settings import KubeflowSettings, Mode
-from dispatch.kubetest import torch_runtime
 from dispatch.settings import decode
 from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
+from dispatch_kubetest import torch_runtime
 
 
 def settings(mode: Mode = Mode.PLAIN, **over: Any) -> KubeflowSettings:

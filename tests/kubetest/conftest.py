@@ -9,8 +9,8 @@ import pytest
 from lightkube import Client, KubeConfig
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
-from dispatch.kubetest import FakeAPIServer
-from dispatch.kubetest.crdserver import CRDAPIServer
+from dispatch_kubetest import FakeAPIServer
+from dispatch_kubetest.crdserver import CRDAPIServer
 
 TrainJob = create_namespaced_resource("trainer.kubeflow.org", "v1alpha1", "TrainJob", "trainjobs")
 ClusterTrainingRuntime = create_global_resource(

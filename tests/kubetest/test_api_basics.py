@@ -9,7 +9,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Node, Pod
 from lightkube.types import PatchType
 
-from dispatch.kubetest import FakeAPIServer
+from dispatch_kubetest import FakeAPIServer
 
 from .conftest import AUTH, ClusterTrainingRuntime, TrainJob, trainjob
 

@@ -9,7 +9,7 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
 
-from dispatch.kubetest import FakeAPIServer
+from dispatch_kubetest import FakeAPIServer
 
 
 def test_async_watch_and_log_follow(server: FakeAPIServer, kubeconfig: Path) -> None:

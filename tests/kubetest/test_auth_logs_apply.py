@@ -15,8 +15,8 @@ from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import PatchType
 
-from dispatch.kubetest import FakeAPIServer, rule
-from dispatch.kubetest.resources import TRAINJOB
+from dispatch_kubetest import FakeAPIServer, rule
+from dispatch_kubetest.resources import TRAINJOB
 
 from .conftest import AUTH, TrainJob, trainjob
 

@@ -1,4 +1,4 @@
-"""API semantics asserted identically in both worlds: the real apiextensions-apiserver and dispatch.kubetest.
+"""API semantics asserted identically in both worlds: the real apiextensions-apiserver and dispatch_kubetest.
 
 Each test runs twice, against upstream Kubernetes code (``real``, marked ``apiserver``) and against the
 project's own server (``fake``); the assertions do not know which. What the adapter relies on is here: 422 with
@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from dispatch.kubetest import FakeAPIServer
-from dispatch.kubetest.crdserver import CRDAPIServer
+from dispatch_kubetest import FakeAPIServer
+from dispatch_kubetest.crdserver import CRDAPIServer
 
 TJ = "/apis/trainer.kubeflow.org/v1alpha1"
 TOKEN = "both-worlds"

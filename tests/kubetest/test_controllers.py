@@ -16,11 +16,11 @@ from typing import Any
 import httpx
 import pytest
 
-from dispatch.kubetest import FakeAPIServer, FakeClock, torch_runtime
-from dispatch.kubetest.controllers import SettleTimeout
-from dispatch.kubetest.crdserver import CRDAPIServer
-from dispatch.kubetest.reactors.base import Reactor
-from dispatch.kubetest.resources import CLUSTER_QUEUE, CONFIGMAP, JOB, POD, TRAINJOB
+from dispatch_kubetest import FakeAPIServer, FakeClock, torch_runtime
+from dispatch_kubetest.controllers import SettleTimeout
+from dispatch_kubetest.crdserver import CRDAPIServer
+from dispatch_kubetest.reactors.base import Reactor
+from dispatch_kubetest.resources import CLUSTER_QUEUE, CONFIGMAP, JOB, POD, TRAINJOB
 
 pytestmark = pytest.mark.apiserver
 

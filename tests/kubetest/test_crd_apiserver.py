@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from dispatch.kubetest.crdserver import CRD_DIR, CRDAPIServer, crd_manifests
+from dispatch_kubetest.crdserver import CRD_DIR, CRDAPIServer, crd_manifests
 
 pytestmark = pytest.mark.apiserver
 
@@ -78,10 +78,10 @@ def test_adapter_trainjob_and_runtime_copy_survive_the_real_schema(api: httpx.Cl
     from dispatch.kubeflow import render as rd
     from dispatch.kubeflow.extensions import RuntimeRef
     from dispatch.kubeflow.settings import KubeflowSettings
-    from dispatch.kubetest import torch_runtime
     from dispatch.settings import decode
     from dispatch.spec import JobSpec
     from dispatch.spi import StartRequest
+    from dispatch_kubetest import torch_runtime
 
     data: dict[str, Any] = {"namespace": ns, "mode": mode}
     if mode == "kueue":

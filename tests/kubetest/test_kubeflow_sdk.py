@@ -1,4 +1,4 @@
-"""The Kubeflow SDK (``kubeflow`` 0.5, TrainerClient; a client nobody here wrote) against dispatch.kubetest.
+"""The Kubeflow SDK (``kubeflow`` 0.5, TrainerClient; a client nobody here wrote) against dispatch_kubetest.
 
 The SDK needs core resources (pods and their logs) besides the custom resources, so it runs against the
 project's own server with its reactors playing Trainer, JobSet, the Job controller and the kubelet. It runs in a
@@ -13,8 +13,8 @@ import sys
 import threading
 from pathlib import Path
 
-from dispatch.kubetest import FakeAPIServer
-from dispatch.kubetest.resources import TRAINJOB
+from dispatch_kubetest import FakeAPIServer
+from dispatch_kubetest.resources import TRAINJOB
 
 SDK_SCRIPT = r"""
 import json, sys

@@ -7,7 +7,7 @@ from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import Pod
 from lightkube.types import PatchType
 
-from dispatch.kubetest import FakeAPIServer
+from dispatch_kubetest import FakeAPIServer
 
 from .conftest import ClusterQueue, JobSet, LocalQueue, TrainJob, Workload, conditions, trainjob
 

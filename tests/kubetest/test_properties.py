@@ -7,9 +7,9 @@ from typing import Any
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from dispatch.kubetest.apply import deep_merge
-from dispatch.kubetest.patch import json_patch, merge_patch
-from dispatch.kubetest.selectors import labels_match, parse_label_selector
+from dispatch_kubetest.apply import deep_merge
+from dispatch_kubetest.patch import json_patch, merge_patch
+from dispatch_kubetest.selectors import labels_match, parse_label_selector
 
 KEYS = st.sampled_from(["app", "team", "example.com/tier", "kueue.x-k8s.io/queue-name"])
 VALUES = st.sampled_from(["a", "b", "c-1", "x.y"])

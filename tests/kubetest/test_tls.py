@@ -8,7 +8,7 @@ import pytest
 from lightkube import Client, KubeConfig
 from lightkube.resources.core_v1 import Pod
 
-from dispatch.kubetest import FakeAPIServer, rule
+from dispatch_kubetest import FakeAPIServer, rule
 
 from .conftest import TrainJob, trainjob
 

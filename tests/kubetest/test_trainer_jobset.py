@@ -12,8 +12,8 @@ from lightkube.resources.batch_v1 import Job
 from lightkube.resources.core_v1 import ConfigMap, Pod
 from lightkube.types import PatchType
 
-from dispatch.kubetest import FakeAPIServer
-from dispatch.kubetest.resources import CLUSTER_TRAINING_RUNTIME, JOB, JOBSET
+from dispatch_kubetest import FakeAPIServer
+from dispatch_kubetest.resources import CLUSTER_TRAINING_RUNTIME, JOB, JOBSET
 
 from .conftest import AUTH, JobSet, TrainJob, conditions, trainjob
 

@@ -15,7 +15,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import ConfigMap
 from lightkube.types import OnErrorAction, OnErrorResult, PatchType
 
-from dispatch.kubetest import FakeAPIServer
+from dispatch_kubetest import FakeAPIServer
 
 from .conftest import AUTH
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from dispatch.actions import DEFAULT_MARGIN, Actor, default_owner
 from dispatch.clock import Clock
@@ -46,8 +46,13 @@ from dispatch.supervise.steady import Quiet, Steady
 DEFAULT_LEASE_TTL = 120.0
 DEFAULT_MAX_POLL = 30.0
 
-if TYPE_CHECKING:  # an annotation only: the cluster layer sits above the supervisor's
-    from dispatch.cluster import Cluster
+
+class ClusterName(Protocol):
+    """A cluster as the supervisor takes one (:class:`dispatch.cluster.Cluster`, whose layer sits above the
+    supervisor's and is not imported here): only its name is read."""
+
+    @property
+    def name(self) -> str: ...
 
 
 def default_poll(declarations: Declarations) -> float:
@@ -83,7 +88,7 @@ class Supervisor(Acting, Observing, Steady):
         owner: str | None = None,
         poll: float | None = None,
         default_rules: RuleSet | Mapping[str, Any] | None = None,
-        cluster: str | Cluster | None = None,
+        cluster: str | ClusterName | None = None,
         lease_ttl: float = DEFAULT_LEASE_TTL,
         margin: float = DEFAULT_MARGIN,
         refresh: float | None = None,

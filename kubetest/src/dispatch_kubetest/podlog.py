@@ -7,7 +7,7 @@ period) is still there: its log reads, and follows, as before the delete.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import errors
 from .params import parse_bool
@@ -15,12 +15,45 @@ from .resources import POD
 from .watch import WatchDropped
 
 if TYPE_CHECKING:
-    from .handler import RequestHandler, Target
+    from .faults import Faults
+    from .logs import LogBook
+    from .store import Store
 
 JSON = dict[str, Any]
 
 
-def serve_pod_log(handler: RequestHandler, t: Target) -> None:
+class _Server(Protocol):
+    @property
+    def store(self) -> Store: ...
+    @property
+    def logs(self) -> LogBook: ...
+    @property
+    def faults(self) -> Faults: ...
+
+
+class PodRef(Protocol):
+    """The pod a log request names (handler.py's Target)."""
+
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+
+
+class LogRequest(Protocol):
+    """What serving a pod's log needs of the request it answers (handler.py's RequestHandler, which calls it)."""
+
+    @property
+    def fake(self) -> _Server: ...
+    @property
+    def query(self) -> dict[str, str]: ...
+    def send_body(self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None: ...
+    def start_stream(self, content_type: str, code: int = 200, headers: dict[str, str] | None = None) -> None: ...
+    def chunk(self, data: bytes) -> None: ...
+    def end_stream(self) -> None: ...
+
+
+def serve_pod_log(handler: LogRequest, t: PodRef) -> None:
     """``GET .../pods/<name>/log``: the container's lines, or a stream of them with ``follow``."""
     store = handler.fake.store
     pod = store.get(POD, t.namespace, t.name)

@@ -17,9 +17,10 @@ import tempfile
 import threading
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .clock import FakeClock
+from .control import Cluster
 from .crdserver import CRDAPIServer
 from .faults import Faults
 from .front import ExtensionBackend
@@ -31,9 +32,6 @@ from .resources import Catalogue, ResourceType, default_catalogue
 from .store import Store
 from .tls import make_self_signed_cert, write_service_account
 from .watch import WatchHub
-
-if TYPE_CHECKING:
-    from .control import Cluster
 
 JSON = dict[str, Any]
 
@@ -78,8 +76,6 @@ class FakeAPIServer:
         crd_backend: CRDAPIServer | None = None,
         namespace: str = "default",
     ) -> None:
-        from .control import Cluster
-
         self.crd_backend: ExtensionBackend | None = None
         if crd_backend is not None:
             self.crd_backend = ExtensionBackend(crd_backend)

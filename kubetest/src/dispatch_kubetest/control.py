@@ -19,7 +19,7 @@ from __future__ import annotations
 import builtins
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .clock import FakeClock
 from .errors import StatusError
@@ -52,12 +52,44 @@ from .selectors import labels_match, parse_label_selector
 from .store import Store
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .apistore import APIStore
     from .controllers import ControllerLoop
+    from .front import ExtensionBackend
     from .objectstore import ObjectStore
-    from .server import FakeAPIServer
+    from .resources import Catalogue
+    from .watch import WatchHub
 
 JSON = dict[str, Any]
+
+
+class Served(Protocol):
+    """What the control surface needs of the server it drives (:class:`~dispatch_kubetest.server.FakeAPIServer`,
+    which builds it and sits above it)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def clock(self) -> FakeClock: ...
+    @property
+    def logs(self) -> LogBook: ...
+    @property
+    def faults(self) -> Faults: ...
+    @property
+    def rbac(self) -> Authorizer: ...
+    @property
+    def catalogue(self) -> Catalogue: ...
+    @property
+    def watches(self) -> WatchHub: ...
+    @property
+    def crd_backend(self) -> ExtensionBackend | None: ...
+    @property
+    def ca_cert(self) -> Path | None: ...
+    @property
+    def url(self) -> str: ...
+
+
 CONTROL = "fake-control"
 WORLD_LABEL = "kubetest.dispatch.io/world"
 """Label on the cluster-scoped custom resources a front world creates: its controllers see only their own."""
@@ -123,7 +155,7 @@ def torch_runtime(
 class Cluster:
     """Control surface of one ``FakeAPIServer`` (also usable without HTTP for unit tests, in-process)."""
 
-    def __init__(self, server: FakeAPIServer, install_reactors: bool = True, namespace: str = "default") -> None:
+    def __init__(self, server: Served, install_reactors: bool = True, namespace: str = "default") -> None:
         self.server = server
         self.store: Store = server.store
         self.clock: FakeClock = server.clock

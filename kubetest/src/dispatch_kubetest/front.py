@@ -31,15 +31,42 @@ import http.client
 import json
 import socket
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from .crdserver import CRDAPIServer, crd_manifests
 
 if TYPE_CHECKING:
-    from .handler import RequestHandler
+    from email.message import Message
+
+    from .faults import Faults
 
 JSON = dict[str, Any]
+
+
+class _Faulted(Protocol):
+    @property
+    def faults(self) -> Faults: ...
+
+
+class _Writable(Protocol):
+    def write(self, data: bytes, /) -> object: ...
+    def flush(self) -> object: ...
+
+
+class Relay(Protocol):
+    """What forwarding needs of the request it answers (handler.py's RequestHandler, which calls it)."""
+
+    @property
+    def fake(self) -> _Faulted: ...
+    @property
+    def headers(self) -> Message: ...
+    @property
+    def wfile(self) -> _Writable: ...
+    def send_body(self, code: int, data: bytes, content_type: str, headers: dict[str, str] | None = None) -> None: ...
+    def start_stream(self, content_type: str, code: int = 200, headers: dict[str, str] | None = None) -> None: ...
+    def chunk(self, data: bytes) -> None: ...
+
 
 PASSED_HEADERS = ("Content-Type", "Warning", "Retry-After", "Audit-Id", "Location")
 """Response headers forwarded from the real server (hop-by-hop ones such as Transfer-Encoding never are)."""
@@ -121,7 +148,7 @@ class ExtensionBackend:
         return out
 
     # ---- forwarding -------------------------------------------------------------------------
-    def forward(self, handler: RequestHandler, method: str, path_and_query: str, body: bytes) -> None:
+    def forward(self, handler: Relay, method: str, path_and_query: str, body: bytes) -> None:
         """Send one request to the real server as its administrator and relay the answer through ``handler``."""
         u = urlsplit(self.server.url)
         conn = http.client.HTTPSConnection(
@@ -149,7 +176,7 @@ class ExtensionBackend:
 
     def _relay_stream(
         self,
-        handler: RequestHandler,
+        handler: Relay,
         conn: http.client.HTTPSConnection,
         resp: http.client.HTTPResponse,
         ctype: str,

@@ -2,7 +2,7 @@
 
 In the front world (``FakeAPIServer(crd_backend=...)``) the reactors (Kueue, Trainer, JobSet, the Job
 controller, the kubelet and scheduler, a garbage collector) read from the informer caches of an
-:class:`~dispatch.kubetest.apistore.APIStore` and write over HTTP to the front. :class:`ControllerLoop` runs them:
+:class:`~dispatch_kubetest.apistore.APIStore` and write over HTTP to the front. :class:`ControllerLoop` runs them:
 
 - a round runs every reactor once, in a fixed order (Kueue, Trainer, JobSet, Job, Pod, garbage collector); each
   reactor is level-triggered (it looks at the whole cache and corrects what differs), so a round after any event

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 import yaml
@@ -28,12 +28,18 @@ from .patch import json_patch, merge_patch
 from .podlog import serve_pod_log
 from .rbac import Identity
 from .requestctx import external_request
-from .resources import SSAR, ResourceType
+from .resources import SSAR, Catalogue, ResourceType
 from .selectors import make_filter, parse_field_selector, parse_label_selector
 from .watch import WatchDropped, WatchRequest, run_watch
 
 if TYPE_CHECKING:
-    from .server import FakeAPIServer
+    from .control import Cluster
+    from .faults import Faults
+    from .front import ExtensionBackend
+    from .logs import LogBook
+    from .rbac import Authorizer
+    from .store import Store
+    from .watch import WatchHub
 
 JSON = dict[str, Any]
 
@@ -65,7 +71,36 @@ def _status_error_for(exc: Exception) -> StatusError:
     return StatusError(500, f"Internal error occurred: {type(exc).__name__}: {exc}", "InternalError")
 
 
-def make_handler(server: FakeAPIServer) -> type[BaseHTTPRequestHandler]:
+class Served(Protocol):
+    """What answering a request needs of the server (:class:`~dispatch_kubetest.server.FakeAPIServer`, which makes
+    the handler class and sits above it)."""
+
+    @property
+    def store(self) -> Store: ...
+    @property
+    def catalogue(self) -> Catalogue: ...
+    @property
+    def control(self) -> Cluster: ...
+    @property
+    def crd_backend(self) -> ExtensionBackend | None: ...
+    @property
+    def faults(self) -> Faults: ...
+    @property
+    def logs(self) -> LogBook: ...
+    @property
+    def rbac(self) -> Authorizer: ...
+    @property
+    def watches(self) -> WatchHub: ...
+    @property
+    def auto_reconcile(self) -> bool: ...
+    @property
+    def strict_validation(self) -> bool: ...
+    @property
+    def strategic_merge_on_crds(self) -> bool: ...
+    def _record(self, rec: RequestRecord) -> None: ...
+
+
+def make_handler(server: Served) -> type[BaseHTTPRequestHandler]:
     class Handler(RequestHandler):
         fake = server
 
@@ -77,7 +112,7 @@ class RequestHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     server_version = "dispatch-fake-apiserver"
-    fake: FakeAPIServer
+    fake: Served
     query: dict[str, str]
     """The request's query parameters (last value wins)."""
     code: int
@@ -336,7 +371,7 @@ class RequestHandler(BaseHTTPRequestHandler):
                 if policy == "Foreground":
                     raise StatusError(
                         400,
-                        "propagationPolicy Foreground is not modelled by dispatch.kubetest (Background and Orphan are)",
+                        "propagationPolicy Foreground is not modelled by dispatch_kubetest (Background and Orphan are)",
                         "BadRequest",
                     )
                 grace = self._grace(opts)
@@ -458,7 +493,7 @@ class RequestHandler(BaseHTTPRequestHandler):
             raise StatusError(
                 400,
                 f"resourceVersionMatch=Exact at a past resourceVersion ({rv}, current {store.resource_version}) is "
-                "not modelled by dispatch.kubetest: it keeps no snapshots",
+                "not modelled by dispatch_kubetest: it keeps no snapshots",
                 "BadRequest",
             )
 

@@ -1,4 +1,4 @@
-"""dispatch.kubetest: a fake Kubernetes API server (real HTTP) with Trainer/JobSet/Kueue reactors.
+"""dispatch_kubetest: a fake Kubernetes API server (real HTTP) with Trainer/JobSet/Kueue reactors.
 
 Usage::
 

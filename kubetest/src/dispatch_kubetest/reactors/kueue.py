@@ -48,7 +48,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import re
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import StatusError
 from ..quantity import format_quantity, parse_quantity
@@ -63,8 +63,8 @@ from ..resources import (
     WORKLOAD_PRIORITY_CLASS,
     ResourceType,
 )
-from .base import Reactor, find_condition, is_true, owner_ref, set_condition
-from .trainer import build_jobset
+from .base import Host, Reactor, find_condition, is_true, owner_ref, set_condition
+from .trainer import TrainerReactor, build_jobset
 
 JSON = dict[str, Any]
 
@@ -114,8 +114,19 @@ def _checks_of(cq: JSON) -> list[str]:
     return names + [n for n in spec.get("admissionChecks") or [] if n not in names]
 
 
+class KueueHost(Host, Protocol):
+    """What the Kueue reactor needs of its cluster: the store, and the Trainer reactor (a TrainJob's JobSet shape)."""
+
+    @property
+    def trainer(self) -> TrainerReactor: ...
+
+
 class KueueReactor(Reactor):
     manager = "kueue"
+    cluster: KueueHost
+
+    def __init__(self, cluster: KueueHost) -> None:
+        super().__init__(cluster)
 
     # ---- webhook --------------------------------------------------------------------------
     def _managed(self, rt: ResourceType, obj: JSON) -> bool:

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import StatusError
 from ..resources import ResourceType
 
 if TYPE_CHECKING:
-    from ..control import Cluster
     from ..objectstore import ObjectStore
 
 JSON = dict[str, Any]
@@ -78,15 +77,23 @@ def meta(obj: JSON) -> JSON:
     return m
 
 
+class Host(Protocol):
+    """What a reactor needs of the cluster that runs it (:class:`~dispatch_kubetest.control.Cluster`, which sits
+    above the reactors): the store it reads and writes through."""
+
+    @property
+    def reactor_store(self) -> ObjectStore: ...
+
+
 class Reactor:
     """Base class. Subclasses set ``manager`` (their field-manager name) and implement reconcile().
 
-    A reactor reads and writes only through ``self.store``, an :class:`~dispatch.kubetest.objectstore.ObjectStore`:
+    A reactor reads and writes only through ``self.store``, an :class:`~dispatch_kubetest.objectstore.ObjectStore`:
     the project's store in the in-process world, an APIStore (informer caches, HTTP writes) in the front world."""
 
     manager = "reactor"
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Host) -> None:
         self.cluster = cluster
 
     @property

@@ -1,7 +1,7 @@
 """The object interface the reactors and the control surface work through, in either test world.
 
-Two implementations: :class:`~dispatch.kubetest.store.Store` (the project's server's own storage, used in-process
-by the pure world) and :class:`~dispatch.kubetest.apistore.APIStore` (HTTP against one API endpoint, the front of
+Two implementations: :class:`~dispatch_kubetest.store.Store` (the project's server's own storage, used in-process
+by the pure world) and :class:`~dispatch_kubetest.apistore.APIStore` (HTTP against one API endpoint, the front of
 front.py, where the custom resources live in the real apiextensions-apiserver). A reactor written against this
 Protocol cannot tell which one it has; what it may rely on is what both give:
 
@@ -13,7 +13,7 @@ Protocol cannot tell which one it has; what it may rely on is what both give:
 - ``delete`` deletes with background propagation (a finalizer keeps the object, marked deleting); a pod is deleted
   gracefully (kept Terminating, see store.py) unless ``grace_seconds`` is 0; ``grace_seconds`` is sent as the
   request's ``gracePeriodSeconds`` (None: not sent) and matters for pods only;
-- errors are :class:`~dispatch.kubetest.errors.StatusError` with the HTTP code (404 gone, 409 conflict...).
+- errors are :class:`~dispatch_kubetest.errors.StatusError` with the HTTP code (404 gone, 409 conflict...).
 """
 
 from __future__ import annotations

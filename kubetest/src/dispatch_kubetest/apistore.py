@@ -1,4 +1,4 @@
-"""An :class:`~dispatch.kubetest.objectstore.ObjectStore` over HTTP: how the controller roles reach the front world.
+"""An :class:`~dispatch_kubetest.objectstore.ObjectStore` over HTTP: how the controller roles reach the front world.
 
 :class:`APIStore` does every read and write through one API endpoint (the front of front.py: core resources served
 by the project's server, custom resources by the real apiextensions-apiserver), as a controller does:
