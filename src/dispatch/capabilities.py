@@ -16,7 +16,7 @@ from dispatch.errors import Unsupported
 
 
 class Capability(StrEnum):
-    """The fourteen capabilities a cluster is asked about."""
+    """The capabilities a cluster is asked about."""
 
     CONTAINER_IMAGE = "ContainerImage"
     """Runs the job in a container image (the ``dispatch.Image`` extension)."""
@@ -47,6 +47,9 @@ class Capability(StrEnum):
     """Output survives the job's end."""
     READMISSION_GATE = "ReadmissionGate"
     """After an eviction the job is not started again until dispatch allows it (it can count attempts)."""
+    NODE_EXCLUSION = "NodeExclusion"
+    """A submission can be kept off named nodes (a resubmission avoids the nodes its ending blamed, and the
+    cluster's suspect nodes)."""
 
 
 class Answer(StrEnum):
@@ -97,7 +100,7 @@ def unknown(reason: str, provenance: Provenance = Provenance.DECLARED) -> Capabi
 
 
 class Capabilities(Mapping[Capability, CapabilityAnswer]):
-    """An answer for every one of the fourteen capabilities (a missing one is an error at construction)."""
+    """An answer for every capability (a missing one is an error at construction)."""
 
     def __init__(self, answers: Mapping[Capability, CapabilityAnswer]) -> None:
         missing = [c.value for c in Capability if c not in answers]

@@ -14,6 +14,7 @@ A rules file is TOML, YAML or JSON::
     limit = 5                       # times this rule may fire
     backoff = "30s"                 # wait before acting: backoff x 2^(times fired), capped by backoffMax
     backoffMax = "10m"
+    excludeBlamedNodes = true       # optional: the new submission avoids the nodes the ending blamed
 
     [[rules]]
     cause = "exit"
@@ -29,7 +30,8 @@ restarts in place by its native policy), ``hold`` (a new submission kept under a
 matches, ``unmatched`` decides: ``escalate`` (the default) or ``close`` (leave the job ended as it is).
 
 Rules are validated against the cluster when loaded (:meth:`RuleSet.check_against`): a ``hold`` or
-``requeue`` the cluster cannot perform is a :class:`~dispatch.errors.ConfigError` naming the rule; a
+``requeue`` the cluster cannot perform, or ``excludeBlamedNodes`` where NodeExclusion is not yes, is a
+:class:`~dispatch.errors.ConfigError` naming the rule; a
 ``restart`` is accepted only where the backend compiles it into its scheduler's native policy
 (:class:`~dispatch.spi.NativePolicyCompiler`), and a ``readmit`` only where the backend is a
 :class:`~dispatch.spi.Readmitter` and the cluster's ReadmissionGate is yes; both are refused with
@@ -67,7 +69,20 @@ class Unmatched(StrEnum):
     CLOSE = "close"
 
 
-_RULE_KEYS = {"name", "cause", "state", "exitCodes", "maxExecutions", "action", "limit", "backoff", "backoffMax"}
+_RULE_KEYS = {
+    "name",
+    "cause",
+    "state",
+    "exitCodes",
+    "maxExecutions",
+    "action",
+    "limit",
+    "backoff",
+    "backoffMax",
+    "excludeBlamedNodes",
+}
+_NEW_SUBMISSION_ACTIONS = frozenset({RuleAction.RESUBMIT, RuleAction.HOLD})
+"""The actions that make a new submission, the only ones that can be kept off nodes."""
 _TOP_KEYS = {"unmatched", "limits", "rules"}
 
 
@@ -82,6 +97,8 @@ class Rule:
     limit: int | None = None
     backoff: float = 0.0
     backoff_max: float = 3600.0
+    exclude_blamed_nodes: bool = False
+    """The new submission avoids the nodes the job's endings blamed (see :mod:`dispatch.supervise.blame`)."""
 
     def matches(self, state: State, cause: Cause, exit_code: int | None, executions: int) -> bool:
         if cause not in self.causes:
@@ -115,6 +132,8 @@ class Rule:
         if self.backoff:
             out["backoff"] = self.backoff
             out["backoffMax"] = self.backoff_max
+        if self.exclude_blamed_nodes:
+            out["excludeBlamedNodes"] = True
         return out
 
 
@@ -211,6 +230,12 @@ class RuleSet:
         """Raise naming the first rule whose action this cluster cannot perform: Unsupported for a ``restart``
         or a ``readmit`` no interface of the backend carries out, ConfigError for the other actions."""
         for i, rule in enumerate(self.rules):
+            if rule.exclude_blamed_nodes and not capabilities[Capability.NODE_EXCLUSION].yes:
+                cap = capabilities[Capability.NODE_EXCLUSION]
+                raise ConfigError(
+                    f"rules[{i}].excludeBlamedNodes",
+                    f"rule {rule.name!r}: NodeExclusion is {cap.answer.value} on this cluster: {cap.reason}",
+                )
             answer = action_availability(rule.action, backend, capabilities, rule)
             if answer.answer is not Answer.YES and rule.action in (RuleAction.RESTART, RuleAction.READMIT):
                 which = f"rules[{i}]" if rule.name == f"rules[{i}]" else f"rules[{i}] (rule {rule.name!r})"
@@ -352,4 +377,12 @@ def _rule(raw: object, i: int) -> Rule:
     limit = _count(raw.get("limit"), f"{path}.limit")
     backoff = parse_duration(raw.get("backoff", 0), f"{path}.backoff")
     backoff_max = parse_duration(raw.get("backoffMax", 3600), f"{path}.backoffMax")
-    return Rule(name, causes, action, states, codes, max_exec, limit, backoff, backoff_max)
+    exclude = raw.get("excludeBlamedNodes", False)
+    if not isinstance(exclude, bool):
+        raise ConfigError(f"{path}.excludeBlamedNodes", f"must be true or false, got {exclude!r}")
+    if exclude and action not in _NEW_SUBMISSION_ACTIONS:
+        raise ConfigError(
+            f"{path}.excludeBlamedNodes",
+            f"only a resubmit or hold rule makes a new submission that can avoid nodes, not {action.value}",
+        )
+    return Rule(name, causes, action, states, codes, max_exec, limit, backoff, backoff_max, exclude)

@@ -137,6 +137,7 @@ class GridEngineBackend:
                 Capability.OUTPUT_FOLLOW: no("the adapter does not read output back"),
                 Capability.OUTPUT_RETAINED: yes("output files stay in the output directory"),
                 Capability.READMISSION_GATE: no("nothing readmits a Grid Engine job"),
+                Capability.NODE_EXCLUSION: no("the Grid Engine adapter does not exclude hosts from a submission"),
             }
         )
         return caps.lowered_for_read_only() if self._read_only else caps

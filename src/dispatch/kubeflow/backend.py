@@ -258,6 +258,7 @@ class KubeflowBackend:
                 Capability.OUTPUT_FOLLOW: follow,
                 Capability.OUTPUT_RETAINED: self._retained(),
                 Capability.READMISSION_GATE: readmission,
+                Capability.NODE_EXCLUSION: no("the Kubeflow adapter does not add node affinity to a submission"),
             }
         )
 

@@ -106,6 +106,7 @@ class LocalBackend:
                 Capability.READMISSION_GATE: no(
                     "nothing evicts a local job; a requeued execution starts at once unless held"
                 ),
+                Capability.NODE_EXCLUSION: no("one host: there is no other node to run a job on"),
             }
         )
 

@@ -54,6 +54,7 @@ from dispatch.records.model import (
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Unanswered, Watcher
 from dispatch.supervise.archive import Archiver, ArchiveSettings, Pruner
+from dispatch.supervise.blame import Exclusions, SuspectPolicy
 from dispatch.supervise.fold import Settled, fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, needs_observation, next_step
@@ -197,6 +198,7 @@ class Supervisor:
         only: Collection[str] | None = None,
         archive: ArchiveSettings | None = None,
         steady: bool = True,
+        suspects: SuspectPolicy | None = None,
     ) -> None:
         decl = backend.declarations()
         self.backend = backend
@@ -243,6 +245,8 @@ class Supervisor:
         self.archiver = Archiver.for_backend(backend, records, clock, archive)
         self.pruner = Pruner.for_settings(records, archive)
         """The archive's retention (None: entries are kept forever, the default)."""
+        self.exclusions = Exclusions(backend, records, self.cluster, self.facts.capabilities, suspects)
+        """Bad nodes: blames of endings, and the nodes a new submission avoids (:mod:`dispatch.supervise.blame`)."""
 
     # ----- the loop ------------------------------------------------------------------------------------------
 
@@ -267,6 +271,7 @@ class Supervisor:
         with ``steady=False``."""
         now = self.clock.now()
         report = CycleReport(at=now)
+        self.exclusions.begin_cycle(now)
         peers: Peers | None = None
         if self.only is None:
             peers = self.records.peers(cluster=self.cluster, owner=self.owner, now=now, expires_at=now + self.lease_ttl)
@@ -710,6 +715,7 @@ class Supervisor:
             self.archiver.note(job, done)
             for entry in self.archiver.run(done.id):
                 report.archive[entry.status.value] += 1
+        self.exclusions.note(job, done, first=job.id not in self._seen)
         job = done
         self._seen.add(job.id)
         if Mutation.RELEASE_OTHERS_HOLDS in self.mutations:
@@ -744,7 +750,7 @@ class Supervisor:
             return job
         for _ in range(MAX_STEPS_PER_JOB):
             now = self.clock.now()
-            step = next_step(job, self.rules_for(job), self.facts, now)
+            step = self.exclusions.amend(job, next_step(job, self.rules_for(job), self.facts, now), self.rules_for(job))
             report.steps[step.kind.value] += 1
             if step.kind is StepKind.NOTHING:
                 settled = None if job.closed else Settled.of(job, self.refresh)
@@ -772,7 +778,7 @@ class Supervisor:
     def _record_step(self, job: JobRecord, step: Step) -> tuple[JobRecord, list[Event]]:
         # re-derived on the record being written, so a retry after a lost race never applies a stale step
         now = self.clock.now()
-        again = next_step(job, self.rules_for(job), self.facts, now)
+        again = self.exclusions.amend(job, next_step(job, self.rules_for(job), self.facts, now), self.rules_for(job))
         if again != step:
             return job, []
         return apply_record_step(job, step, now, self.owner)
