@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from dispatch.capabilities import Capabilities, Capability
+from dispatch.errors import DispatchError
 from dispatch.outcome import Cause
 from dispatch.records.model import Action, JobRecord
 from dispatch.records.nodes import NodeBlame, NodeBlames
@@ -210,7 +211,11 @@ class Exclusions:
             return None
         known = self._nodes.get(id(spec))
         if known is None:
-            known = self._nodes[id(spec)] = (spec, self.inventory.schedulable_nodes(spec))
+            try:
+                nodes = self.inventory.schedulable_nodes(spec)
+            except DispatchError:
+                nodes = None  # not known this cycle: the start goes ahead; the scheduler refuses what cannot run
+            known = self._nodes[id(spec)] = (spec, nodes)
         return known[1]
 
     def amend(self, job: JobRecord, step: Step, rules: RuleSet) -> Step:
