@@ -11,8 +11,8 @@ is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-on
 
 Optional interfaces (``Holder``, ``Requeuer``, ``Readmitter``, ``NativePolicyCompiler``, ``Watcher``,
 ``CessationSignal``, ``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``,
-``OutputSlices``, ``ExecutionOutput``, ``NodeInventory``) are ``runtime_checkable`` protocols: code asks ``isinstance(backend, Holder)``.
-:func:`restrict` hands out a backend without some of them.
+``OutputSlices``, ``ExecutionOutput``, ``NodeInventory``) are ``runtime_checkable`` protocols: code asks
+``isinstance(backend, Holder)``. :func:`restrict` hands out a backend without some of them.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 The supervisor writes one blame per (cluster, node, job, execution) when it sees an execution end with a
 blaming cause (:mod:`dispatch.supervise.blame`); writing the same blame again changes nothing, so a supervisor
 that takes a job over writes its blames again safely. Which nodes are suspects is computed from the blames
-(:func:`dispatch.supervise.blame.suspects`); ``dispatch nodes clear NODE`` deletes a node's blames, which ends
-its suspicion early. The table lives beside the job records (``node_blames``).
+(:func:`suspects`, by the cluster's :class:`SuspectPolicy`); ``dispatch nodes clear NODE`` deletes a node's
+blames, which ends its suspicion early. The table lives beside the job records (``node_blames``).
 """
 
 from __future__ import annotations
@@ -56,6 +56,61 @@ class NodeBlames(Protocol):
         """Delete every blame of ``node`` on ``cluster`` (a human says the node is fine); returns how many were
         deleted. ReadOnly on a read-only store."""
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class SuspectPolicy:
+    """When a node becomes a suspect of a cluster: blamed ``after`` times within ``window`` seconds; it stays
+    one for ``ttl`` seconds after the blame that made it one. ``after = 0`` turns suspects off."""
+
+    after: int = 3
+    window: float = 86400.0
+    ttl: float = 86400.0
+
+    def __post_init__(self) -> None:
+        if self.after < 0 or self.window < 0 or self.ttl < 0:
+            raise ValueError("a suspect policy's count, window and time to live are >= 0")
+
+
+@dataclass(frozen=True, slots=True)
+class Suspect:
+    """A node excluded from every resubmission on its cluster until ``until``: ``blames`` are the blames that
+    count (within the window and time to live, after the last clear), oldest first."""
+
+    node: str
+    until: float
+    blames: tuple[NodeBlame, ...]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "node": self.node,
+            "until": self.until,
+            "count": len(self.blames),
+            "blames": [b.to_json() for b in self.blames],
+        }
+
+
+def suspects(blames: Sequence[NodeBlame], policy: SuspectPolicy, now: float) -> list[Suspect]:
+    """The suspects at ``now`` among ``blames`` (pure): a node whose blames include ``policy.after`` within
+    ``policy.window`` of each other, the latest such run ending less than ``policy.ttl`` before ``now``."""
+    if policy.after <= 0:
+        return []
+    by_node: dict[str, list[NodeBlame]] = {}
+    for b in blames:
+        if b.at <= now:
+            by_node.setdefault(b.node, []).append(b)
+    out: list[Suspect] = []
+    for node, items in sorted(by_node.items()):
+        items.sort(key=lambda b: (b.at, b.job_id, b.execution))
+        for last in range(len(items) - 1, policy.after - 2, -1):
+            first = last - policy.after + 1
+            if items[last].at - items[first].at <= policy.window:
+                until = items[last].at + policy.ttl
+                if now < until:
+                    counted = tuple(b for b in items if b.at >= items[last].at - policy.window)
+                    out.append(Suspect(node, until, counted))
+                break
+    return out
 
 
 COLUMNS = "cluster, node, job_id, execution, cause, at"

@@ -22,52 +22,30 @@ escalated instead: a job that can never start is never submitted.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 
 from dispatch.capabilities import Capabilities, Capability
 from dispatch.errors import DispatchError
 from dispatch.outcome import Cause
 from dispatch.records.model import Action, JobRecord
-from dispatch.records.nodes import NodeBlame, NodeBlames
+from dispatch.records.nodes import NodeBlame, NodeBlames, Suspect, SuspectPolicy, suspects
 from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.supervise.next import Step, StepKind
 
+__all__ = [
+    "BLAMING_CAUSES",
+    "Exclusions",
+    "Suspect",
+    "SuspectPolicy",
+    "blames_of",
+    "exclusion_for",
+    "newly_ended",
+    "suspects",
+]
+
 BLAMING_CAUSES: frozenset[Cause] = frozenset({Cause.NODE_LOST, Cause.LAUNCH_FAILED})
 """The causes whose ending blames the execution's nodes."""
-
-
-@dataclass(frozen=True, slots=True)
-class SuspectPolicy:
-    """When a node becomes a suspect of a cluster: blamed ``after`` times within ``window`` seconds; it stays
-    one for ``ttl`` seconds after the blame that made it one. ``after = 0`` turns suspects off."""
-
-    after: int = 3
-    window: float = 86400.0
-    ttl: float = 86400.0
-
-    def __post_init__(self) -> None:
-        if self.after < 0 or self.window < 0 or self.ttl < 0:
-            raise ValueError("a suspect policy's count, window and time to live are >= 0")
-
-
-@dataclass(frozen=True, slots=True)
-class Suspect:
-    """A node excluded from every resubmission on its cluster until ``until``: ``blames`` are the blames that
-    count (within the window and time to live, after the last clear), oldest first."""
-
-    node: str
-    until: float
-    blames: tuple[NodeBlame, ...]
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "node": self.node,
-            "until": self.until,
-            "count": len(self.blames),
-            "blames": [b.to_json() for b in self.blames],
-        }
 
 
 def blames_of(job: JobRecord, cluster: str, *, only: Iterable[str] | None = None) -> list[NodeBlame]:
@@ -92,29 +70,6 @@ def newly_ended(before: JobRecord, after: JobRecord) -> list[str]:
     return [
         ex.identity for s in after.submissions for ex in s.executions if ex.outcome.ended and ex.identity not in ended
     ]
-
-
-def suspects(blames: Sequence[NodeBlame], policy: SuspectPolicy, now: float) -> list[Suspect]:
-    """The suspects at ``now`` among ``blames`` (pure): a node whose blames include ``policy.after`` within
-    ``policy.window`` of each other, the latest such run ending less than ``policy.ttl`` before ``now``."""
-    if policy.after <= 0:
-        return []
-    by_node: dict[str, list[NodeBlame]] = {}
-    for b in blames:
-        if b.at <= now:
-            by_node.setdefault(b.node, []).append(b)
-    out: list[Suspect] = []
-    for node, items in sorted(by_node.items()):
-        items.sort(key=lambda b: (b.at, b.job_id, b.execution))
-        for last in range(len(items) - 1, policy.after - 2, -1):
-            first = last - policy.after + 1
-            if items[last].at - items[first].at <= policy.window:
-                until = items[last].at + policy.ttl
-                if now < until:
-                    counted = tuple(b for b in items if b.at >= items[last].at - policy.window)
-                    out.append(Suspect(node, until, counted))
-                break
-    return out
 
 
 def exclusion_for(
