@@ -41,6 +41,7 @@ from dispatch.memory import MemoryScheduler, Shape
 from dispatch.memory import backend as memory_backend
 from dispatch.records.memory import MemoryRecords
 from dispatch.records.model import JobRecord
+from dispatch.records.nodes import SuspectPolicy
 from dispatch.sim.conductor import Conductor, ParkedRecords, Worker, parked_backend
 from dispatch.sim.invariants import check, check_batch_call, settled
 from dispatch.sim.planted import (
@@ -48,6 +49,7 @@ from dispatch.sim.planted import (
     Planted,
     fold_gone_for_good,
     fold_without_unknown_clock,
+    planted_exclusions,
 )
 from dispatch.spec import JobSpec
 from dispatch.spi import view
@@ -128,6 +130,11 @@ class Result:
         }
 
 
+SUSPECTS = SuspectPolicy(after=1, window=600.0, ttl=900.0)
+"""Every blamed node is a suspect for 15 minutes: on four nodes, two losses can leave a resubmission nowhere to
+run, which the ``no-unrunnable-submission`` invariant is about."""
+
+
 def rules_for(shape: Shape, unmatched: str) -> dict[str, Any]:
     retry = "requeue" if shape is Shape.SLURM else "resubmit"
     # the Kubeflow shape readmits a preemption (its queue's eviction) while the rule's limit lasts, then resubmits
@@ -148,6 +155,7 @@ def rules_for(shape: Shape, unmatched: str) -> dict[str, Any]:
                 "limit": 3,
                 "backoff": "10s",
                 "backoffMax": "40s",
+                "excludeBlamedNodes": True,
             },
             {"name": "retry-75", "cause": "exit", "exitCodes": [75], "action": retry, "limit": 2},
             {"name": "timeout", "cause": "timeout", "action": "hold", "limit": 1},
@@ -276,7 +284,9 @@ class World:
             margin=DEFAULT_MARGIN,
             mutations=self.cfg.mutations,
             steady=self.cfg.steady,
+            suspects=SUSPECTS,
         )
+        sup.exclusions = planted_exclusions(sup, self.cfg.planted)
 
         def body() -> None:
             while True:
