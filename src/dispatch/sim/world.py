@@ -44,6 +44,7 @@ from dispatch.records.model import JobRecord
 from dispatch.records.nodes import SuspectPolicy
 from dispatch.sim.conductor import Conductor, ParkedRecords, Worker, parked_backend
 from dispatch.sim.invariants import check, check_batch_call, settled
+from dispatch.sim.mutation import Mutation, PlantedSupervisor
 from dispatch.sim.planted import (
     HalfBatchOperator,
     Planted,
@@ -54,7 +55,6 @@ from dispatch.sim.planted import (
 from dispatch.spec import JobSpec
 from dispatch.spi import view
 from dispatch.supervise.fold import fold as one_fold
-from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import hold_instance, unknown_grace
 from dispatch.supervise.supervisor import Supervisor
 
@@ -273,18 +273,21 @@ class World:
     def spawn(self, k: int) -> None:
         self.incarnation[k] += 1
         owner = f"sup-{k + 1}#{self.incarnation[k]}"
-        sup = Supervisor(
-            parked_backend(self.backend, self.conductor),
-            self.records,  # type: ignore[arg-type]
-            clock=self.clock,
-            owner=owner,
-            poll=POLL,
-            cluster="memory",
-            lease_ttl=LEASE_TTL,
-            margin=DEFAULT_MARGIN,
-            mutations=self.cfg.mutations,
-            steady=self.cfg.steady,
-            suspects=SUSPECTS,
+        backend = parked_backend(self.backend, self.conductor)
+        opts: dict[str, Any] = {
+            "clock": self.clock,
+            "owner": owner,
+            "poll": POLL,
+            "cluster": "memory",
+            "lease_ttl": LEASE_TTL,
+            "margin": DEFAULT_MARGIN,
+            "steady": self.cfg.steady,
+            "suspects": SUSPECTS,
+        }
+        sup = (
+            PlantedSupervisor(backend, self.records, mutations=self.cfg.mutations, **opts)
+            if self.cfg.mutations
+            else Supervisor(backend, self.records, **opts)  # type: ignore[arg-type]
         )
         sup.exclusions = planted_exclusions(sup, self.cfg.planted)
 
