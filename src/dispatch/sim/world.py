@@ -748,6 +748,7 @@ def _sid_key(sid: str) -> int:
 def _truth_json(t: Any) -> dict[str, Any]:
     d = asdict(t)
     d["spec"] = t.spec.to_json()
+    d["exclude"] = sorted(t.exclude)
     return d
 
 
