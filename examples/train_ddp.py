@@ -17,6 +17,11 @@ What makes the result identical whatever interrupts it:
   ranks checkpoint together. On the warning signal the run checkpoints and goes on (the warning may come early,
   or for nothing); on SIGTERM it checkpoints and exits 143, leaving the cause (preempted, timeout) to the scheduler.
 
+Every rank reports its progress after each step (``dispatch.job.progress``: step, total, loss), so ``dispatch
+status`` shows it and a rule with ``stalledAfter`` ends a run that hangs. ``--hang-at STEP --hang-rank R`` is a
+test flag: in the job's first execution, rank R stops at STEP without a word (as a rank stuck in a collective
+does) and the others wait for it inside the next all-reduce.
+
 The final parameters are written by rank 0 as raw little-endian float32 bytes in ``state_dict`` order (``--out``),
 so a test can compare two runs bit for bit. Each rank prints JSON lines (``event``: start, resumed, first-step,
 step, warned, checkpoint, stopped, done) on stdout, which the tests and ``bench/train.py`` read.
@@ -107,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--step-delay", type=float, default=0.0, help="seconds to sleep per step (to make room for faults)")
     p.add_argument("--checkpoint-dir", help="default: DISPATCH_CHECKPOINT_DIR (dispatch.SharedCheckpoint)")
     p.add_argument("--out", required=True, help="file for the final parameters (raw float32, rank 0 writes it)")
+    p.add_argument("--hang-at", type=int, help="test flag: in the first execution, --hang-rank stops at this step")
+    p.add_argument("--hang-rank", type=int, default=1, help="the rank that hangs (default 1)")
     args = p.parse_args(argv)
 
     ctx = job.context()
@@ -140,7 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     warned_at: int | None = None
     loss: torch.Tensor | None = None
 
+    first_execution = ctx.submission in (None, 1) and ctx.restart == 0
     while step < args.steps:
+        if first_execution and step == args.hang_at and ctx.rank == args.hang_rank:
+            log(event="hang", rank=ctx.rank, step=step)
+            while True:  # silent: no progress, no collective; the other ranks wait in the next all-reduce
+                time.sleep(3600)
         # agree on the cessation flags: every rank checkpoints (or stops) at the same step
         notice = job.cessation()
         flags = torch.tensor([notice is not None, notice is not None and notice.terminating], dtype=torch.int32)
@@ -165,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         loss.backward()
         opt.step()
         step += 1
+        job.progress(step, total=args.steps, loss=float(loss.detach()))
         if step == first + 1:
             log(event="first-step", rank=ctx.rank, step=step)
         elif ctx.rank == 0:

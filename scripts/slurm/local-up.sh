@@ -4,8 +4,11 @@
 # (n1..nN, one host, one port each), slurmdbd accounting on MariaDB, a default
 # partition "normal" and a preempting partition "high".
 # A re-run with everything up only checks (about 1 s); anything dead is restarted.
+# Every node declares LOCAL_SLURM_GPUS GPUs as generic resources (gres/gpu), backed by
+# device files the script creates (there is no GPU here: Slurm only hands them out).
 # Env: LOCAL_SLURM_NODES (default 2), LOCAL_SLURM_CPUS (per node, default 2),
-#      LOCAL_SLURM_MEM (MB per node, default 4000), DISPATCH_TEST_STATE.
+#      LOCAL_SLURM_MEM (MB per node, default 4000), LOCAL_SLURM_GPUS (per node, default 2),
+#      DISPATCH_TEST_STATE.
 # See docs/dev/test-clusters.md.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,7 +21,8 @@ T0=$SECONDS
 NODES=${LOCAL_SLURM_NODES:-2}
 CPUS=${LOCAL_SLURM_CPUS:-2}
 MEM=${LOCAL_SLURM_MEM:-4000}
-case "$NODES$CPUS$MEM" in *[!0-9]*) die "LOCAL_SLURM_NODES/CPUS/MEM must be integers" ;; esac
+GPUS=${LOCAL_SLURM_GPUS:-2}
+case "$NODES$CPUS$MEM$GPUS" in *[!0-9]*) die "LOCAL_SLURM_NODES/CPUS/MEM/GPUS must be integers" ;; esac
 CLUSTER=localcluster
 ACCOUNT=testacct
 DBPASS=slurmdbpass
@@ -75,6 +79,27 @@ ConstrainRAMSpace=yes
 ConstrainSwapSpace=no
 EOF2
 
+# fake GPU devices: node n<i>'s GPUs are $GPUDEV/n<i>/nvidia<k>, character devices with NVIDIA's major number
+# (Slurm refuses regular files; it only stats them, and without a driver nothing can open them)
+GPUDEV=$DISPATCH_TEST_STATE/fake-gpus
+for ((i = 1; i <= NODES; i++)); do
+  install -d -m 755 "$GPUDEV/n$i"
+  for ((g = 0; g < GPUS; g++)); do
+    f=$GPUDEV/n$i/nvidia$g
+    [ -c "$f" ] || { rm -f -- "$f"; mknod -m 600 "$f" c 195 "$g" || die "mknod $f failed"; changed_ctld=1; }
+  done
+done
+gres=$(
+  echo "# written by scripts/slurm/local-up.sh: fake GPUs (device files) for the dispatch tests"
+  for ((i = 1; i <= NODES; i++)); do
+    if [ "$GPUS" -gt 0 ]; then echo "NodeName=n$i Name=gpu File=$GPUDEV/n$i/nvidia[0-$((GPUS - 1))]"; fi
+  done
+)
+write_if_changed "$ETC/gres.conf" 644 <<<"$gres" && changed_ctld=1 || true
+NODEGRES=""
+GRESTYPES=""
+if [ "$GPUS" -gt 0 ]; then NODEGRES=" Gres=gpu:$GPUS"; GRESTYPES="GresTypes=gpu"; fi
+
 NODELIST="n[1-$NODES]"
 conf=$(
   cat <<EOF2
@@ -126,9 +151,10 @@ AccountingStorageHost=localhost
 AccountingStoragePort=$DBD_PORT
 AccountingStorageEnforce=associations
 JobCompType=jobcomp/none
+$GRESTYPES
 EOF2
   for ((i = 1; i <= NODES; i++)); do
-    echo "NodeName=n$i NodeHostname=n$i NodeAddr=127.0.0.1 Port=$((NODE_PORT0 + i - 1)) CPUs=$CPUS Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM State=UNKNOWN"
+    echo "NodeName=n$i NodeHostname=n$i NodeAddr=127.0.0.1 Port=$((NODE_PORT0 + i - 1)) CPUs=$CPUS Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM$NODEGRES State=UNKNOWN"
   done
   echo "PartitionName=normal Nodes=$NODELIST Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE"
   echo "PartitionName=high Nodes=$NODELIST Default=NO MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF"
@@ -251,5 +277,6 @@ SLURM_CONF=$ETC/slurm.conf
 LOCAL_VERSION=$(sinfo -V | awk '{print $2}')
 LOCAL_NODES=$NODES
 LOCAL_MEMORY_ENFORCED=$MEMORY_ENFORCED
+LOCAL_GPUS_PER_NODE=$GPUS
 EOF2
 log "local cluster ready: $(sinfo -V), nodes $NODELIST, memory enforced: $MEMORY_ENFORCED, $((SECONDS - T0)) s"

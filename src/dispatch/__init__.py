@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         Unavailable,
         Unsupported,
     )
+    from dispatch.executor import Executor
     from dispatch.extensions import (
         CessationWarning,
         Extension,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from dispatch.identity import AttemptId, RestartId
     from dispatch.outcome import Cause, Evidence, Outcome, State
     from dispatch.registry import OpenOptions, register
+    from dispatch.resources import Resources
     from dispatch.rules import RuleSet
     from dispatch.spec import JobSpec
     from dispatch.spi import (
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
         IdentityWeakener,
         MultiFinder,
         NativePolicyCompiler,
+        OutputKeeper,
         OutputReader,
         OutputSlices,
         Readmitter,
@@ -98,6 +101,7 @@ _LAZY = {
     "SpecError": "dispatch.errors",
     "Unavailable": "dispatch.errors",
     "Unsupported": "dispatch.errors",
+    "Executor": "dispatch.executor",
     "CessationWarning": "dispatch.extensions",
     "Extension": "dispatch.extensions",
     "ExtensionPolicy": "dispatch.extensions",
@@ -113,6 +117,7 @@ _LAZY = {
     "State": "dispatch.outcome",
     "OpenOptions": "dispatch.registry",
     "register": "dispatch.registry",
+    "Resources": "dispatch.resources",
     "RuleSet": "dispatch.rules",
     "JobSpec": "dispatch.spec",
     "Backend": "dispatch.spi",
@@ -123,6 +128,7 @@ _LAZY = {
     "IdentityWeakener": "dispatch.spi",
     "MultiFinder": "dispatch.spi",
     "NativePolicyCompiler": "dispatch.spi",
+    "OutputKeeper": "dispatch.spi",
     "OutputReader": "dispatch.spi",
     "OutputSlices": "dispatch.spi",
     "Readmitter": "dispatch.spi",
@@ -155,6 +161,7 @@ __all__ = [
     "DispatchError",
     "Evidence",
     "ExecutionOutput",
+    "Executor",
     "Extension",
     "ExtensionPolicy",
     "FakeClock",
@@ -171,6 +178,7 @@ __all__ = [
     "Outcome",
     "OutcomeUnknown",
     "Output",
+    "OutputKeeper",
     "OutputReader",
     "OutputSlices",
     "PolledLoss",
@@ -179,6 +187,7 @@ __all__ = [
     "Readmitter",
     "Rejected",
     "Requeuer",
+    "Resources",
     "RestartId",
     "RuleSet",
     "SharedCheckpoint",

@@ -44,6 +44,7 @@ from dispatch.records.model import (
     Intent,
     IntentStatus,
     JobRecord,
+    stops_the_job,
 )
 from dispatch.spi import Backend, Holder, Readmitter, Requeuer, StartRequest
 
@@ -231,7 +232,7 @@ def apply_effect(job: JobRecord, intent: Intent, answer: Any, now: float) -> Non
         for h in job.holds:
             if h.instance == intent.args["instance"] and h.active:
                 h.released_at = now
-    elif intent.action is Action.STOP and not intent.args.get("schedulerId"):
+    elif stops_the_job(intent):
         job.stop_requested = True
 
 

@@ -50,6 +50,15 @@ class Capability(StrEnum):
     NODE_EXCLUSION = "NodeExclusion"
     """A submission can be kept off named nodes (a resubmission avoids the nodes its ending blamed, and the
     cluster's suspect nodes)."""
+    ACCELERATORS = "Accelerators"
+    """The cluster has GPUs a job can ask for (``JobSpec.resources``); the Reason names which, per node and pool
+    (the inventory itself: :class:`dispatch.spi.AcceleratorInventory`)."""
+    SHARED_STORAGE = "SharedStorage"
+    """A directory this process and the job's ranks both read and write (``dispatch.Executor`` passes a
+    function and its result through it)."""
+    PROGRESS_REPORTING = "ProgressReporting"
+    """What a rank reports with :func:`dispatch.job.progress` reaches the supervisor with the job's state (so
+    ``dispatch status`` shows it and a rule with ``stalledAfter`` can judge a hang)."""
 
 
 class Answer(StrEnum):

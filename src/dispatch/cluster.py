@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import Any, TypeVar
 
+from dispatch.accelerators import check_accelerators
 from dispatch.actions import Actor, default_owner, marker_for
 from dispatch.capabilities import Answer, Capabilities, Capability
 from dispatch.clock import SYSTEM_CLOCK, Clock
@@ -231,6 +232,7 @@ def check_spec(backend: Backend, spec: JobSpec) -> None:
         caps.require(Capability.WORKING_DIRECTORY, "a working directory")
     if spec.procs_per_node > 1 and caps.answer(Capability.PROCS_PER_NODE) is Answer.NO:
         caps.require(Capability.PROCS_PER_NODE, "more than one process per node")
+    check_accelerators(backend, spec)
 
 
 class Operator:

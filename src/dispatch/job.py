@@ -28,6 +28,10 @@ rendezvous         ``MASTER_ADDR``/``MASTER_PORT``; under srun ``SLURM_LAUNCH_NO
                    where rank 0 runs) and a port derived from ``SLURM_JOB_ID``
 =================  =====================================================================================
 
+* :func:`progress` records this rank's progress (step, total, a few numeric metrics, the time) in a small file
+  the adapter reads with the job's state, so the supervisor can tell a run that moves from one that hangs
+  (a rule with ``stalledAfter`` acts on the cause ``stalled``).
+
 Signal handling contract. The handlers are installed on first use of :func:`on_cessation`, :func:`ceasing` or
 :func:`cessation`, in the main thread. The adapters that send a warning start each rank with the warning signal
 blocked (a blocked signal stays pending across ``exec``); installing the handlers unblocks it in the calling thread,
@@ -42,11 +46,15 @@ inside the signal handler: keep them short (set a flag), never run a collective 
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import re
 import signal
 import socket
 import threading
 import time
+import warnings
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -58,6 +66,7 @@ __all__ = [
     "cessation",
     "context",
     "on_cessation",
+    "progress",
     "reset_for_tests",
     "wait",
 ]
@@ -275,9 +284,135 @@ def wait(timeout: float | None = None) -> bool:
     return _STATE.flag
 
 
+# ----- progress ---------------------------------------------------------------------------------------------
+
+PROGRESS_DIR_VARIABLE = "DISPATCH_PROGRESS_DIR"
+"""Where the adapter wants each rank's progress file (a directory beside the job's output)."""
+PROGRESS_INTERVAL_VARIABLE = "DISPATCH_PROGRESS_INTERVAL"
+"""Seconds between two writes of the file (default :data:`PROGRESS_INTERVAL`)."""
+PROGRESS_INTERVAL = 5.0
+MAX_METRICS = 16
+"""The most metrics one report carries."""
+MAX_STEP = 2**53
+"""Steps and totals stay below this (JSON numbers every reader reads exactly)."""
+_METRIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def progress_file(directory: str, rank: int) -> str:
+    """The file rank ``rank`` writes its progress to in ``directory``: ``rank-<rank>.json``."""
+    return os.path.join(directory, f"rank-{rank}.json")
+
+
+class _Progress:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ready = False
+        self.directory: str | None = None
+        self.rank = 0
+        self.execution: str | None = None
+        self.interval = PROGRESS_INTERVAL
+        self.written_at: float | None = None  # time.monotonic() of the last write attempt
+        self.first: tuple[int, float] | None = None  # (step, time) of this process's first report: the rate's base
+        self.warned = False
+
+    def setup(self) -> None:
+        env = os.environ
+        self.directory = _first(env, PROGRESS_DIR_VARIABLE)
+        self.rank = _int(env, 0, "DISPATCH_RANK", "RANK", "SLURM_PROCID")
+        self.execution = _first(env, "DISPATCH_EXECUTION")
+        raw = _float(env, PROGRESS_INTERVAL_VARIABLE)
+        self.interval = PROGRESS_INTERVAL if raw is None or not raw >= 0 else raw
+        self.ready = True
+
+    def write(self, report: dict[str, object]) -> bool:
+        assert self.directory is not None
+        path = progress_file(self.directory, self.rank)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        try:
+            os.makedirs(self.directory, exist_ok=True)
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(json.dumps(report, separators=(",", ":"), allow_nan=False) + "\n")
+            os.replace(tmp, path)  # atomic: a reader sees the previous report or this one, never half of one
+        except OSError as exc:
+            if not self.warned:
+                self.warned = True
+                warnings.warn(f"dispatch.job.progress: cannot write {path}: {exc}", RuntimeWarning, stacklevel=3)
+            return False
+        return True
+
+
+_PROGRESS = _Progress()
+
+
+def _check_count(value: object, what: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"dispatch.job.progress: {what} must be an int, not {type(value).__name__} ({value!r:.40})")
+    if not minimum <= value < MAX_STEP:
+        raise ValueError(f"dispatch.job.progress: {what} must be from {minimum} to 2**53-1, not {value}")
+    return value
+
+
+def _metric(name: str, value: object) -> float | int | None:
+    if not _METRIC_NAME.fullmatch(name):
+        raise ValueError(f"dispatch.job.progress: metric name {name[:80]!r} is not a name of at most 64 letters")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"dispatch.job.progress: metric {name!r} must be a number, not {type(value).__name__} ({value!r:.40})"
+        )
+    if isinstance(value, int):
+        return value if abs(value) < MAX_STEP else float(value)
+    return value if math.isfinite(value) else None
+
+
+def progress(step: int, total: int | None = None, **metrics: float) -> bool:
+    """Record this rank's progress: ``step`` (an int from 0), ``total`` (the step it ends at, if known) and up to
+    16 numeric ``metrics`` (``loss=0.31``), with the time. Cheap enough to call every step: the report is written
+    (atomically, to ``$DISPATCH_PROGRESS_DIR/rank-<rank>.json``) at most once every ``DISPATCH_PROGRESS_INTERVAL``
+    seconds (default 5), and when ``step`` reaches ``total``; the other calls only check their arguments.
+    Returns whether this call wrote. Outside a job whose adapter gives a progress directory it writes nothing
+    and returns False.
+
+    Refusals raise; failures warn. A call whose arguments are wrong (a step that is not an int, a metric that
+    is not a number, more than 16 metrics, a name that is not an identifier of at most 64 characters) raises
+    TypeError or ValueError naming what is wrong, on every call, written or not: the arguments have the same
+    types at every step, so a wrong call fails at the first step, seconds into the run, not hours later in a
+    loop that happened to write then. What can go wrong late never raises: a metric that becomes NaN or infinite
+    is recorded as null, and a file that cannot be written (the storage full or gone) warns once
+    (RuntimeWarning) and is tried again at the next interval, so progress never ends a training loop.
+    """
+    _check_count(step, "step", 0)
+    if total is not None:
+        _check_count(total, "total", 1)
+    if len(metrics) > MAX_METRICS:
+        raise ValueError(f"dispatch.job.progress: at most {MAX_METRICS} metrics, got {len(metrics)}")
+    values = {name: _metric(name, value) for name, value in metrics.items()}
+    state = _PROGRESS
+    with state.lock:
+        if not state.ready:
+            state.setup()
+        if state.directory is None:
+            return False
+        now = time.monotonic()
+        final = total is not None and step >= total
+        if state.written_at is not None and now - state.written_at < state.interval and not final:
+            return False
+        state.written_at = now
+        at = time.time()
+        if state.first is None:
+            state.first = (step, at)
+        report: dict[str, object] = {"rank": state.rank, "step": step, "total": total, "at": at}
+        report["first"] = {"step": state.first[0], "at": state.first[1]}
+        if state.execution is not None:
+            report["execution"] = state.execution
+        if values:
+            report["metrics"] = values
+        return state.write(report)
+
+
 def reset_for_tests() -> None:
-    """Forget notices and callbacks and restore the default handlers (tests only)."""
-    global _STATE
+    """Forget notices, callbacks and progress state, and restore the default handlers (tests only)."""
+    global _STATE, _PROGRESS
+    _PROGRESS = _Progress()
     if _STATE.installed:
         for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2):
             signal.signal(sig, signal.SIG_DFL)

@@ -31,7 +31,7 @@ class State(StrEnum):
 
     FAILED = "failed"
     """Ended without success. The cause says why: preempted, node-lost, out-of-memory, timeout, a
-    non-zero ``exit``, launch-failed, cessation, rejected."""
+    non-zero ``exit``, launch-failed, cessation, stalled, rejected."""
 
     CANCELLED = "cancelled"
     """Ended because it was stopped on request: cause ``cancelled``, or ``held`` where a hold ends a running
@@ -100,6 +100,12 @@ class Cause(StrEnum):
     CESSATION = "cessation"
     """The nodes or site ended the job on purpose (drain, maintenance, shutdown), as a CessationSignal
     reported. Planned, so rules may resubmit without counting it as a failure."""
+
+    STALLED = "stalled"
+    """The execution stopped making progress: ranks that had reported (:func:`dispatch.job.progress`) reported
+    nothing for longer than a rule's ``stalledAfter``, so the supervisor ended it (a hang in a collective, a
+    deadlock) rather than let it hold its allocation until the time limit. Judged only for executions that
+    reported at least once, on clusters where ProgressReporting is yes."""
 
     REJECTED = "rejected"
     """The scheduler refused to run the job after accepting it (an admission check rejected it, an invalid

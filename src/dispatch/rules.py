@@ -22,6 +22,12 @@ A rules file is TOML, YAML or JSON::
     maxExecutions = 3               # optional: match while the job has had at most this many executions
     action = "requeue"
 
+    [[rules]]
+    cause = "stalled"
+    stalledAfter = "10m"            # a running execution whose ranks reported no progress for this long is
+    action = "resubmit"             # ended by the supervisor with cause "stalled" (needs ProgressReporting)
+    limit = 3
+
 Actions: ``resubmit`` (a new submission, N+1), ``requeue`` (the same submission again, through the backend's
 Requeuer), ``readmit`` (authorise the readmission of the same submission after its queue evicted it, through
 the backend's Readmitter: Kueue re-creates the pods, so it runs as a new execution), ``restart`` (the scheduler
@@ -80,6 +86,7 @@ _RULE_KEYS = {
     "backoff",
     "backoffMax",
     "excludeBlamedNodes",
+    "stalledAfter",
 }
 _NEW_SUBMISSION_ACTIONS = frozenset({RuleAction.RESUBMIT, RuleAction.HOLD})
 """The actions that make a new submission, the only ones that can be kept off nodes."""
@@ -99,6 +106,9 @@ class Rule:
     backoff_max: float = 3600.0
     exclude_blamed_nodes: bool = False
     """The new submission avoids the nodes the job's endings blamed (see :mod:`dispatch.supervise.blame`)."""
+    stalled_after: float | None = None
+    """Seconds without progress after which a running execution is judged ``stalled`` (rules naming that cause
+    only; see :mod:`dispatch.supervise.stall`)."""
 
     def matches(self, state: State, cause: Cause, exit_code: int | None, executions: int) -> bool:
         if cause not in self.causes:
@@ -134,6 +144,8 @@ class Rule:
             out["backoffMax"] = self.backoff_max
         if self.exclude_blamed_nodes:
             out["excludeBlamedNodes"] = True
+        if self.stalled_after is not None:
+            out["stalledAfter"] = self.stalled_after
         return out
 
 
@@ -143,6 +155,13 @@ class RuleSet:
     unmatched: Unmatched = Unmatched.ESCALATE
     total_limit: int | None = None
     cause_limits: Mapping[Cause, int] = field(default_factory=dict)
+
+    @property
+    def stall_bound(self) -> float | None:
+        """The shortest ``stalledAfter`` of the rules (None: no rule judges stalls, so nothing is ever judged
+        ``stalled``)."""
+        bounds = [r.stalled_after for r in self.rules if r.stalled_after is not None]
+        return min(bounds) if bounds else None
 
     # ----- loading ---------------------------------------------------------------------------------------
 
@@ -235,6 +254,13 @@ class RuleSet:
                 raise ConfigError(
                     f"rules[{i}].excludeBlamedNodes",
                     f"rule {rule.name!r}: NodeExclusion is {cap.answer.value} on this cluster: {cap.reason}",
+                )
+            progress = capabilities[Capability.PROGRESS_REPORTING]
+            if rule.stalled_after is not None and not progress.yes:
+                raise ConfigError(
+                    f"rules[{i}].stalledAfter",
+                    f"rule {rule.name!r} judges stalls, but ProgressReporting is {progress.answer.value} on this "
+                    f"cluster: {progress.reason}",
                 )
             answer = action_availability(rule.action, backend, capabilities, rule)
             if answer.answer is not Answer.YES and rule.action in (RuleAction.RESTART, RuleAction.READMIT):
@@ -385,4 +411,25 @@ def _rule(raw: object, i: int) -> Rule:
             f"{path}.excludeBlamedNodes",
             f"only a resubmit or hold rule makes a new submission that can avoid nodes, not {action.value}",
         )
-    return Rule(name, causes, action, states, codes, max_exec, limit, backoff, backoff_max, exclude)
+    stalled_after = None
+    if "stalledAfter" in raw:
+        if Cause.STALLED not in causes:
+            raise ConfigError(f"{path}.stalledAfter", "only a rule whose cause includes stalled judges stalls")
+        stalled_after = parse_duration(raw["stalledAfter"], f"{path}.stalledAfter")
+        if stalled_after <= 0:
+            raise ConfigError(f"{path}.stalledAfter", f"must be longer than zero, got {raw['stalledAfter']!r}")
+    elif Cause.STALLED in causes:
+        raise ConfigError(f"{path}.stalledAfter", "is required on a rule whose cause includes stalled")
+    return Rule(
+        name,
+        causes,
+        action,
+        states,
+        codes,
+        max_exec,
+        limit,
+        backoff,
+        backoff_max,
+        exclude_blamed_nodes=exclude,
+        stalled_after=stalled_after,
+    )

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from dispatch.errors import SpecError
 from dispatch.extensions import Extension, extension_from_json, find_extension
+from dispatch.resources import Resources
 
 E = TypeVar("E", bound=Extension)
 
@@ -29,6 +30,7 @@ _SPEC_KEYS = {
     "env",
     "timeLimit",
     "name",
+    "resources",
     "extensions",
 }
 
@@ -49,6 +51,7 @@ class JobSpec:
         env: extra environment variables for every rank.
         time_limit: seconds of wall time before the scheduler ends the job (cause ``timeout``), or None.
         name: a human name (not unique; the job id is), or None.
+        resources: what each node needs (GPUs, CPUs per process, memory, exclusivity), portably.
         extensions: typed extras, at most one of each kind.
     """
 
@@ -60,6 +63,7 @@ class JobSpec:
     time_limit: float | None = None
     name: str | None = None
     extensions: tuple[Extension, ...] = ()
+    resources: Resources = field(default_factory=Resources)
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str) or not isinstance(self.command, Sequence):
@@ -108,6 +112,8 @@ class JobSpec:
                 raise _fail("name", "must be 1 to 128 characters")
             if not self.name.isprintable():
                 raise _fail("name", "must be printable (no newlines or control characters)")
+        if not isinstance(self.resources, Resources):
+            raise _fail("resources", f"must be a dispatch.resources.Resources, got {type(self.resources).__name__}")
         if not isinstance(self.extensions, Sequence):
             raise _fail("extensions", "must be a list of extensions")
         object.__setattr__(self, "extensions", tuple(self.extensions))
@@ -140,6 +146,8 @@ class JobSpec:
             out["timeLimit"] = self.time_limit
         if self.name is not None:
             out["name"] = self.name
+        if not self.resources.empty:
+            out["resources"] = self.resources.to_json()
         if self.extensions:
             out["extensions"] = [e.to_json() for e in self.extensions]
         return out
@@ -173,4 +181,5 @@ class JobSpec:
             time_limit=data.get("timeLimit"),
             name=data.get("name"),
             extensions=exts,
+            resources=Resources.from_json(data.get("resources", {})),
         )

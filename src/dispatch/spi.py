@@ -11,8 +11,9 @@ is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-on
 
 Optional interfaces (``Holder``, ``Requeuer``, ``Readmitter``, ``NativePolicyCompiler``, ``Watcher``,
 ``CessationSignal``, ``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``,
-``OutputSlices``, ``ExecutionOutput``, ``NodeInventory``) are ``runtime_checkable`` protocols: code asks
-``isinstance(backend, Holder)``. :func:`restrict` hands out a backend without some of them.
+``OutputSlices``, ``ExecutionOutput``, ``AcceleratorInventory``, ``NodeInventory``) are ``runtime_checkable``
+protocols: code asks ``isinstance(backend, Holder)``.
+:func:`restrict` hands out a backend without some of them.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dispatch.capabilities import Capabilities
 from dispatch.declarations import Declarations
@@ -28,6 +29,9 @@ from dispatch.errors import DeclarationError, DispatchError
 from dispatch.extensions import ExtensionPolicy
 from dispatch.outcome import Outcome
 from dispatch.spec import JobSpec
+
+if TYPE_CHECKING:
+    from dispatch.accelerators import Inventory
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,11 +61,31 @@ class Gate(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class RankProgress:
+    """The last progress one rank reported (:func:`dispatch.job.progress`): its ``step``, the ``total`` it ends
+    at where known, ``metrics`` as (name, value) pairs (a value is None where the job recorded a NaN or an
+    infinity), and ``at``, when the rank wrote it (epoch seconds, on the supervisor's time scale: the adapter
+    corrects the cluster's offset as for every other time it reports). ``first_step`` and ``first_at`` are the
+    rank's first report of this execution (the base of its rate: a resumed run starts from its checkpoint's
+    step), where the report carries them."""
+
+    rank: int
+    step: int
+    at: float
+    total: int | None = None
+    metrics: tuple[tuple[str, float | None], ...] = ()
+    first_step: int | None = None
+    first_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ExecutionEvidence:
     """One execution (one run in place) of a submission, as the scheduler shows it.
 
     ``identity`` is its text form (see :mod:`dispatch.identity`); ``restart`` orders executions; ``nodes`` are
-    the nodes it ran on, where known.
+    the nodes it ran on, where known. ``progress`` is the last report of every rank that reported progress, by
+    rank, read in the same batched call as the state (empty where no rank reported, and on a cluster whose
+    ProgressReporting is not yes); only a running execution's is read.
     """
 
     identity: str
@@ -70,6 +94,7 @@ class ExecutionEvidence:
     started_at: float | None = None
     ended_at: float | None = None
     nodes: tuple[str, ...] = ()
+    progress: tuple[RankProgress, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,6 +426,45 @@ class ExecutionOutput(Protocol):
         ...
 
 
+@runtime_checkable
+class OutputKeeper(Protocol):
+    """A backend whose cluster may delete an execution's output at a moment dispatch does not choose, before a
+    reader that starts after the end could copy it (Kubernetes: at a TrainJob's deadline its pods, and their
+    logs, go at once). The supervisor's archive calls :meth:`keep_output` once, when it is built; from then on
+    the backend keeps such output as it is written, and ``execution_output`` serves it after it went."""
+
+    def keep_output(self) -> None:
+        """Start keeping (idempotent; cheap when there is nothing to keep)."""
+        ...
+
+
+@runtime_checkable
+class AcceleratorInventory(Protocol):
+    """The cluster's GPUs (:class:`dispatch.accelerators.Inventory`), probed at open and cached like the
+    capabilities; None when they could not be read (a read-only open without a fresh cache)."""
+
+    def accelerators(self) -> Inventory | None: ...
+
+
+@dataclass(frozen=True)
+class StoragePaths:
+    """One directory of storage the caller and the jobs share, as each sees it: ``local`` where this process
+    reads and writes it, ``remote`` where a job's ranks do (the same path when both run on one file system)."""
+
+    local: str
+    remote: str
+
+
+@runtime_checkable
+class SharedStorer(Protocol):
+    """Names the storage this process shares with the cluster's jobs (the ``SharedStorage`` capability), where
+    :class:`dispatch.Executor` puts a call's pickled function and the job puts its result."""
+
+    def shared_storage(self) -> StoragePaths:
+        """The shared directory. Unsupported (with the capability's Reason) when this cluster has none."""
+        ...
+
+
 CORE_METHODS: tuple[str, ...] = (
     "capabilities",
     "declarations",
@@ -429,6 +493,9 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     OutputSlices,
     ExecutionOutput,
     NodeInventory,
+    OutputKeeper,
+    AcceleratorInventory,
+    SharedStorer,
 )
 
 OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
@@ -445,6 +512,9 @@ OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     OutputSlices: ("read_slices", "output_per_rank"),
     ExecutionOutput: ("execution_output",),
     NodeInventory: ("schedulable_nodes",),
+    OutputKeeper: ("keep_output",),
+    AcceleratorInventory: ("accelerators",),
+    SharedStorer: ("shared_storage",),
 }
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from dispatch.capabilities import Capability
 from dispatch.cli.exitcodes import Exit
 
 from .conftest import Env, wait_until
@@ -308,17 +309,16 @@ def test_named_cluster_and_records_path(cli: Env, tmp_path: Path) -> None:
 
 
 def test_read_commands_have_json(cli: Env) -> None:
-    from dispatch.capabilities import Capability
 
     caps = cli.json("capabilities")
-    assert caps["adapter"] == "local" and set(caps["capabilities"]) == {c.value for c in Capability}
+    assert caps["adapter"] == "local" and set(caps["capabilities"]) == {str(c) for c in Capability}
     assert all(set(a) == {"answer", "reason", "provenance"} for a in caps["capabilities"].values())
     assert caps["declarations"]["polledLoss"]["state"] == "unbounded"
     assert "Holder" in caps["interfaces"]
     pre = cli.json("preflight")
     assert pre["ok"] is True and all(c["ok"] for c in pre["checks"])
     schema = json.loads(cli.run("schema", "local").stdout)
-    assert set(schema["properties"]) == {"stateDir", "grace", "python"}
+    assert set(schema["properties"]) == {"stateDir", "grace", "python", "gpus"}
     text = cli.run("capabilities").stdout
     assert "PreTerminationSignal  yes" in text and "SIGKILL" in text
 

@@ -143,13 +143,5 @@ ADAPTERS = [
     pytest.param(slurm("trixie"), id="slurm-24.11", marks=pytest.mark.slurm_trixie),
     pytest.param(slurm("sid"), id="slurm-26.05", marks=pytest.mark.slurm_sid),
     pytest.param(gridengine, id="gridengine", marks=pytest.mark.gridengine),
-    pytest.param(
-        kubeflow,
-        id="kubeflow",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="Kubeflow does not hold the journey yet: a timed-out execution's output is lost (its pods go at"
-            " the deadline, before a supervisor archives rank 0's log)",
-        ),
-    ),
+    pytest.param(kubeflow, id="kubeflow"),
 ]

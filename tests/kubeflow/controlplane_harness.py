@@ -37,7 +37,8 @@ FAILED = "pod-container-running-failed.stage.kwok.x-k8s.io"
 # behaviour -> (pod labels, pod annotations)
 BEHAVIOURS: dict[str, tuple[dict[str, str], dict[str, str]]] = {
     "succeed": ({}, {f"{COMPLETE}/delay": "2s", f"{COMPLETE}/jitter-delay": "0s"}),
-    "sleep": ({}, {f"{COMPLETE}/delay": "3600s"}),
+    # kwok takes the jitter-delay (default 5 s) as the delay when it is not longer than the delay itself
+    "sleep": ({}, {f"{COMPLETE}/delay": "3600s", f"{COMPLETE}/jitter-delay": "3600s"}),
     "fail": (
         {FAILED: "true"},
         {f"{FAILED}/exit-code": str(FAIL_EXIT_CODE), f"{FAILED}/reason": "Error", f"{COMPLETE}/weight": "0"},

@@ -21,6 +21,7 @@ from dispatch.capabilities import Answer, Capability
 from dispatch.cluster import Cluster
 from dispatch.errors import NotFound
 from dispatch.kubeflow.backend import KubeflowBackend
+from dispatch.kubeflow.keeper import Followed
 from dispatch.kubetest.resources import POD, TRAINJOB
 from dispatch.outcome import Cause, State
 from dispatch.records import SQLiteRecords
@@ -233,3 +234,42 @@ def test_a_stop_the_supervisor_makes_archives_the_running_log_first(world: World
     assert entry.data == b"checkpoint saved\n" and "read just before the supervisor stopped it" in entry.reason
     p = w.cli.run("logs", job_id)
     assert p.returncode == 0 and p.stdout == "checkpoint saved\n", p.stderr
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["stream-ends", "stream-cut"])
+def test_a_timed_out_execution_log_is_kept_though_its_pods_went_before_any_cycle(world: World, cut: bool) -> None:
+    # At activeDeadlineSeconds the Trainer deletes the JobSet, and a program that exits on SIGTERM takes its pod
+    # (and its log) with it before any supervisor cycle sees the end. Forced here: the deadline passes, every
+    # rank ends by SIGTERM and its pod goes, all before the next cycle (and, cut, the log's stream broken first,
+    # as the pod's deletion may break it). The follow opened when rank 0's container started read it all.
+    w = world
+    job_id = w.cluster.submit(job_spec("sleep", time_limit=10.0))
+    pods = w.running(job_id)
+    w.c.control.append_log(pods[0], "epoch 1", "epoch 2")
+    keeper = w.b.keeper
+    assert keeper is not None, "the supervisor's archive did not ask the backend to keep output"
+    sid = w.sid(job_id)
+    assert sid is not None
+    until = time.monotonic() + 30.0
+    # the follow opened when rank 0's container started, and reads what is written (a pod gone before its follow
+    # opened, a deadline shorter than that, leaves nothing: keeper.py)
+    while (keeper.kept((sid, (1, 0, 0))) or Followed("", "")).data != b"epoch 1\nepoch 2\n":
+        assert time.monotonic() < until, "rank 0's log was not followed once its container ran"
+        time.sleep(0.05)
+    if cut:
+        w.c.control.drop_watches(abrupt=True)
+    w.c.tick(11.0)  # the deadline: the JobSet is deleted, its pods are Terminating
+    for name in pods:
+        w.c.control.fail_pod(name, exit_code=143)  # each program ends on SIGTERM: its pod goes
+    w.c.tick(0.0)
+    assert w.c.control.pods_of(sid, live=False) == []
+    cycles(w.c, w.sup, lambda: w.records.get(job_id).closed, "the job closed")
+    first = w.records.get(job_id).submission(1).executions[-1]
+    assert (first.outcome.state, first.outcome.cause) == (State.FAILED, Cause.TIMEOUT)
+    entry = w.records.get_output(job_id, first.identity)
+    assert entry is not None and entry.status is ArchiveStatus.KEPT, entry
+    assert entry.data == b"epoch 1\nepoch 2\n"
+    p = w.cli.run("logs", job_id)
+    assert p.returncode == 0 and p.stdout == "epoch 1\nepoch 2\n", p.stderr
+    p = w.cli.run("logs", job_id, "--stderr")  # the cluster cannot, and the archive holds stdout only
+    assert p.returncode == 4 and "stderr is not separate" in p.stderr, p.stderr

@@ -207,11 +207,39 @@ def test_oom_in_an_earlier_container_instance_counts() -> None:
     assert ended(r)[:2] == (State.FAILED, Cause.OUT_OF_MEMORY)
 
 
-@pytest.mark.parametrize("node", [None, {"status": {"conditions": [cond("Ready", "Unknown", "NodeStatusUnknown")]}}])
+EARLIER = "2027-01-15T07:59:50Z"
+"""Ten seconds before ``T``."""
+
+
+def unknown_since(at: str) -> dict[str, Any]:
+    lost = cond("Ready", "Unknown", "NodeStatusUnknown")
+    lost["lastTransitionTime"] = at
+    return {"status": {"conditions": [lost]}}
+
+
+@pytest.mark.parametrize("node", [None, unknown_since(EARLIER)])
 def test_pod_on_a_lost_node_reads_node_lost(node: Any) -> None:
     nodes = {} if node is None else {"w0": {"metadata": {"name": "w0"}, **node}}
     r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(1))], nodes=nodes)
     assert ended(r)[:2] == (State.FAILED, Cause.NODE_LOST)
+
+
+@pytest.mark.parametrize("lost", [T, "2027-01-15T08:00:01Z"], ids=["same-second", "after"])
+def test_a_node_lost_once_a_program_failed_on_its_own_does_not_explain_the_failure(lost: str) -> None:
+    """Seen on the real control plane under load: kwok's heartbeat came late, the node lifecycle controller set
+    a node Ready=Unknown for a moment just as a rank on another node exited 3 (its kubelet reported the code),
+    while rank 0 still waited to start on the flapping node; the exit code is the answer, not node-lost."""
+    failed = pod("p1", phase="Failed", index=1, node="w1", state=terminated(3))
+    waiting = pod(phase="Pending", state={"waiting": {"reason": "ContainerCreating"}})
+    nodes = {"w0": {"metadata": {"name": "w0"}, **unknown_since(lost)}, "w1": NODES["w0"]}
+    assert ended(reading(trainjob(), [waiting, failed], nodes=nodes)) == (State.FAILED, Cause.EXIT, 3)
+    # the JobSet's failure deletes the waiting pod; the TrainJob fails
+    after = reading(trainjob(FAILED), [failed], gone=[waiting], nodes=nodes)
+    assert ended(after) == (State.FAILED, Cause.EXIT, 3)
+    # a node lost before the program's own exit still explains it
+    nodes["w0"] = {"metadata": {"name": "w0"}, **unknown_since(EARLIER)}
+    after = reading(trainjob(FAILED), [failed], gone=[waiting], nodes=nodes)
+    assert ended(after)[:2] == (State.FAILED, Cause.NODE_LOST)
 
 
 def test_image_pull_failure_reads_launch_failed() -> None:

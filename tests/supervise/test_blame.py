@@ -87,8 +87,8 @@ def env(request: pytest.FixtureRequest) -> Iterator[Env]:
     yield Env(clock, sched, b, records, Cluster("memory", b, records, clock))
 
 
-def test_the_blaming_causes_are_node_lost_and_launch_failed() -> None:
-    assert {Cause.NODE_LOST, Cause.LAUNCH_FAILED} == BLAMING_CAUSES
+def test_the_blaming_causes_are_node_lost_launch_failed_and_stalled() -> None:
+    assert {Cause.NODE_LOST, Cause.LAUNCH_FAILED, Cause.STALLED} == BLAMING_CAUSES
 
 
 def test_a_resubmission_avoids_the_node_its_rule_blamed(env: Env) -> None:

@@ -43,6 +43,7 @@ def capabilities(app: App, as_json: bool) -> None:
                 "capabilities": caps.to_json(),
                 "declarations": decl.to_json(),
                 "interfaces": _interfaces(cluster.backend),
+                "accelerators": _accelerators(cluster.backend),
             }
         )
         return
@@ -57,6 +58,21 @@ def capabilities(app: App, as_json: bool) -> None:
         + (", ".join(f"{k} {v}" for k, v in d["polledLoss"].items()) if d["polledLoss"] else "none (watched)")
     )
     click.echo(f"interfaces:   {', '.join(_interfaces(cluster.backend)) or 'none'}")
+    gpus = _accelerators(cluster.backend)
+    if gpus is not None:
+        source = gpus["source"] + (", " + gpus["note"] if "note" in gpus else "")
+        click.echo(f"accelerators: {'no GPUs ' if not gpus['pools'] else ''}({source})")
+        for p in gpus["pools"]:
+            kind = p["gpuType"] or "GPU(s) of no named type"
+            click.echo(f"  {p['pool']:<16} {p['nodes']} node(s) x {p['perNode']} {kind}")
+
+
+def _accelerators(backend: Any) -> dict[str, Any] | None:
+    """The cluster's GPU inventory as JSON (None when the adapter has none to give, or could not read it)."""
+    from dispatch.spi import AcceleratorInventory
+
+    inventory = backend.accelerators() if isinstance(backend, AcceleratorInventory) else None
+    return None if inventory is None else inventory.to_json()
 
 
 @click.command(context_settings=CTX)

@@ -19,6 +19,7 @@ from dispatch.cli.exitcodes import Exit
 if TYPE_CHECKING:
     from dispatch.cluster import Cluster
     from dispatch.records.model import JobRecord
+    from dispatch.resources import Resources
     from dispatch.rules import RuleSet
     from dispatch.spec import JobSpec
 
@@ -56,6 +57,12 @@ def spec_options(fn: Any, *, command_required: bool = True) -> Any:
         click.option("-t", "--time-limit", metavar="DURATION", help="Wall time limit: 90s, 30m, 2h, 1h30m."),
         click.option("--memory-mb", type=click.IntRange(1), help="Memory limit per rank in MiB (local: local.Limits)."),
         click.option(
+            "--gpus-per-node", metavar="[TYPE:]N", help="GPUs on each node, of any type (4) or one type (a100:4)."
+        ),
+        click.option("--cpus-per-proc", type=click.IntRange(1), help="CPUs for each process (rank)."),
+        click.option("--mem-per-node", metavar="SIZE", help="Memory on each node: 64G, 512M (binary units)."),
+        click.option("--exclusive", is_flag=True, help="No other job shares the job's nodes."),
+        click.option(
             "-x",
             "--extension",
             "extensions",
@@ -83,6 +90,10 @@ def build_spec(
     time_limit: str | None,
     memory_mb: int | None,
     extensions: tuple[str, ...],
+    gpus_per_node: str | None = None,
+    cpus_per_proc: int | None = None,
+    mem_per_node: str | None = None,
+    exclusive: bool = False,
 ) -> JobSpec:
     """A JobSpec from command-line options. Errors name the option."""
     from dispatch.errors import SpecError
@@ -110,6 +121,7 @@ def build_spec(
 
         exts.append(Limits(memory_mb=memory_mb))
     limit = option_duration(time_limit, "--time-limit") if time_limit is not None else None
+    resources = build_resources(gpus_per_node, cpus_per_proc, mem_per_node, exclusive)
     return JobSpec(
         command=command,
         nodes=nodes,
@@ -119,7 +131,23 @@ def build_spec(
         time_limit=limit,
         name=name,
         extensions=tuple(exts),
+        resources=resources,
     )
+
+
+def build_resources(gpus: str | None, cpus: int | None, mem: str | None, exclusive: bool) -> Resources:
+    """The spec's ``resources`` from ``--gpus-per-node``, ``--cpus-per-proc``, ``--mem-per-node`` and
+    ``--exclusive``; errors name the option."""
+    from dispatch.errors import SpecError
+    from dispatch.resources import Resources, parse_gpus, parse_memory
+
+    count, kind = parse_gpus(gpus, "--gpus-per-node") if gpus is not None else (0, None)
+    mib = parse_memory(mem, "--mem-per-node") if mem is not None else None
+    try:
+        return Resources(gpus_per_node=count, gpu_type=kind, cpus_per_proc=cpus, mem_per_node=mib, exclusive=exclusive)
+    except SpecError as exc:
+        option = {"gpusPerNode": "--gpus-per-node", "gpuType": "--gpus-per-node", "cpusPerProc": "--cpus-per-proc"}
+        raise SpecError(option.get(exc.path.rpartition(".")[2], exc.path), exc.message) from None
 
 
 def load_rules(path: str | None) -> RuleSet | None:

@@ -22,7 +22,7 @@ from dispatch.errors import Conflict, NotFound
 from dispatch.outcome import State
 from dispatch.records.base import Records
 from dispatch.records.model import Event, JobRecord, final
-from dispatch.spi import Backend, JobEvidence, Unanswered
+from dispatch.spi import Backend, JobEvidence, RankProgress, Unanswered
 from dispatch.supervise.fold import fold as one_fold
 from dispatch.supervise.next import needs_observation, unknown_grace
 
@@ -82,6 +82,7 @@ def refresh(
     now: float,
     *,
     fold: Fold = one_fold,
+    progress: dict[str, tuple[RankProgress, ...]] | None = None,
 ) -> list[JobRecord]:
     """Observe the ``jobs`` that need it in one batched call and return all of them as observed, in order.
 
@@ -89,6 +90,8 @@ def refresh(
     observed too but NOT written: the returned copy shows what the scheduler says now, and the record stays
     the supervisor's to write. So a reader always sees the truth, even when the process that owned the job has
     died and its lease has not expired yet. ``fold`` is the one fold; only the simulator passes another.
+    ``progress``, when given, receives the progress the same read showed, by job id, for the jobs whose current
+    execution runs and reported (records keep no progress: it changes every few seconds).
     """
     jobs = list(jobs)
     todo = [j for j in jobs if needs_observation(j, now)]
@@ -99,7 +102,10 @@ def refresh(
     out: dict[str, JobRecord] = {j.id: j for j in jobs}
     for job in todo:
         assert job.current is not None and job.current.scheduler_id is not None
-        new, events = observe(job, evidence.get(job.current.scheduler_id), now, grace=grace, fold=fold)
+        ev = evidence.get(job.current.scheduler_id)
+        if progress is not None and isinstance(ev, JobEvidence) and ev.current is not None and ev.current.progress:
+            progress[job.id] = ev.current.progress
+        new, events = observe(job, ev, now, grace=grace, fold=fold)
         if new is job:
             continue  # nothing changed: no write (status stays cheap)
         new.updated_at = now

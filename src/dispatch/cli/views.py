@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from dispatch.cli.logsource import Target
     from dispatch.records.base import Records
     from dispatch.records.model import JobRecord, JobSummary
+    from dispatch.spi import RankProgress
 
 pass_app = click.make_pass_decorator(App)
 CTX = {"help_option_names": ["-h", "--help"]}
@@ -43,12 +45,14 @@ def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str
     return [CompletionItem(s.id, help=f"{s.state.value} {s.name or ''}") for s in rows if s.id.startswith(incomplete)]
 
 
-def refresh_active(app: App, jobs: list[JobRecord]) -> list[JobRecord]:
+def refresh_active(
+    app: App, jobs: list[JobRecord], progress: dict[str, tuple[RankProgress, ...]] | None = None
+) -> list[JobRecord]:
     """The jobs as observed now: active ones are inspected (one batched call per cluster) and changes written
     where no supervisor owns the job (see :func:`dispatch.cli.observe.refresh`).
 
     A cluster that cannot be opened or reached is skipped with a note: its jobs keep their last recorded
-    evidence.
+    evidence. ``progress`` receives what the read showed of running jobs' progress, by job id.
     """
     from dispatch.cli import ui
     from dispatch.cli.observe import refresh
@@ -64,17 +68,23 @@ def refresh_active(app: App, jobs: list[JobRecord]) -> list[JobRecord]:
     for name, group in by_cluster.items():
         try:
             cluster = app.cluster(name)
-            for j in refresh(records, cluster.backend, group, cluster.clock.now()):
+            for j in refresh(records, cluster.backend, group, cluster.clock.now(), progress=progress):
                 seen[j.id] = j
         except DispatchError as exc:
             ui.note(f"cluster {name}: not refreshed ({exc}); showing the last recorded state")
     return [seen.get(j.id, j) for j in jobs]
 
 
-def status_rows(rows: list[JobSummary], now: float, show_cluster: bool) -> str:
+def status_rows(
+    rows: list[JobSummary], now: float, show_cluster: bool, progress: Mapping[str, str] | None = None
+) -> str:
+    """The status table; a PROGRESS column (:func:`dispatch.progress.summary`) when a listed job reported."""
     from dispatch.cli import ui
 
     headers = ["JOB", "NAME", *(["CLUSTER"] if show_cluster else []), "STATE", "CAUSE", "EXECUTION", "AGE"]
+    shown = {r.id: progress[r.id] for r in rows if progress and r.id in progress}
+    if shown:
+        headers.append("PROGRESS")
     body = []
     for s in rows:
         body.append(
@@ -86,6 +96,7 @@ def status_rows(rows: list[JobSummary], now: float, show_cluster: bool) -> str:
                 present.cause_text(s),
                 ui.cell(s.execution),
                 present.age(now - s.created_at),
+                *([shown.get(s.id, present.NONE)] if shown else []),
             ]
         )
     state_col = headers.index("STATE")
@@ -141,19 +152,23 @@ def status(
             everything = records.summaries(active_only=active, cluster=cluster)
             total = len(everything)
             rows = everything if show_all else everything[:limit]
+        reported: dict[str, tuple[RankProgress, ...]] = {}
         if refresh and rows and any(not (r.closed and r.state.ended) for r in rows):
             assert records is not None
             live = [records.get(r.id) for r in rows if not (r.closed and r.state.ended)]
-            fresh = {j.id: _summary(j) for j in refresh_active(app, live)}
+            fresh = {j.id: _summary(j) for j in refresh_active(app, live, reported)}
             rows = [fresh.get(r.id, r) for r in rows]
+        now = time.time()
         if as_json:
-            ui.print_json([r.to_json() for r in rows])
+            ui.print_json([_with_progress(r.to_json(), reported.get(r.id), now) for r in rows])
             return
         if not rows:
             ui.note("no jobs yet; start one with: dispatch run --nodes 2 -- python train.py")
             return
-        now = time.time()
-        click.echo(status_rows(rows, now, show_cluster=len({r.cluster for r in rows}) > 1))
+        from dispatch import progress as progress_view
+
+        cells = {k: progress_view.summary(v, now) for k, v in reported.items()}
+        click.echo(status_rows(rows, now, show_cluster=len({r.cluster for r in rows}) > 1, progress=cells))
         if len(rows) < total:
             ui.note(f"({len(rows)} of {total} jobs; --all for every one)")
         assert records is not None
@@ -205,6 +220,15 @@ def escalation_hints(records: Records, rows: list[JobSummary]) -> list[str]:
     return lines
 
 
+def _with_progress(row: dict[str, Any], reports: tuple[RankProgress, ...] | None, now: float) -> dict[str, Any]:
+    """A job's JSON with ``progress`` (one entry per rank, :class:`dispatch.progress.RankView`) when it reported."""
+    if reports:
+        from dispatch import progress as progress_view
+
+        row["progress"] = [v.to_json() for v in progress_view.views(reports, now)]
+    return row
+
+
 def _summary(job: JobRecord) -> JobSummary:
     from dispatch.records.model import JobSummary
 
@@ -224,15 +248,20 @@ def show(app: App, job: str, refresh: bool, as_json: bool, timeline: bool) -> No
     from dispatch.cli import ui
 
     record = app.resolve_job(job)
+    reported: dict[str, tuple[RankProgress, ...]] = {}
     if refresh and not (record.closed and record.state.ended):
-        (record,) = refresh_active(app, [record])
+        (record,) = refresh_active(app, [record], reported)
     events = app.records().events(record.id)
     if as_json:
         ui.print_json(
-            {
-                "job": record.to_json(),
-                "events": [{"seq": e.seq, "at": e.at, "kind": e.kind, "data": e.data} for e in events],
-            }
+            _with_progress(
+                {
+                    "job": record.to_json(),
+                    "events": [{"seq": e.seq, "at": e.at, "kind": e.kind, "data": e.data} for e in events],
+                },
+                reported.get(record.id),
+                time.time(),
+            )
         )
         return
     if timeline:
@@ -245,6 +274,12 @@ def show(app: App, job: str, refresh: bool, as_json: bool, timeline: bool) -> No
         click.echo(render_text(model.build(record, time.time()), width=max(24, min(columns, 160) - 20)))
         return
     click.echo(render_show(record, events, time.time()))
+    if reported.get(record.id):
+        from dispatch import progress as progress_view
+
+        click.echo("progress (as read now):")
+        for line in progress_view.lines(reported[record.id], time.time()):
+            click.echo(f"  {line}")
 
 
 def render_show(job: JobRecord, events: list[Any], now: float) -> str:
@@ -268,6 +303,8 @@ def render_show(job: JobRecord, events: list[Any], now: float) -> str:
         f"  created    {present.when(job.created_at)} ({present.age(now - job.created_at)} ago)",
         f"  rules      {'none' if job.rules is None else str(len(job.rules.get('rules', []))) + ' rule(s)'}",
     ]
+    if not job.spec.resources.empty:
+        lines.insert(3, f"  resources  {job.spec.resources.describe()}")
     if out and out.detail:
         lines.append(f"  detail     {ui.cell(out.detail)}")
     for sub in job.submissions:
@@ -405,6 +442,8 @@ def logs(
             in_archive = entry is not None and entry.status is ArchiveStatus.KEPT
             if isinstance(exc, (Unavailable, Unsupported)) and not in_archive:
                 raise  # the cluster did not answer, or cannot do that: say so, unless the archive has the output
+            if isinstance(exc, Unsupported) and stderr_:
+                raise  # the cluster keeps no stderr apart (Kubernetes): nor does its archive of rank 0's stdout
             logsource.from_archive(entry, f"{what} (the cluster: {exc})", stderr_, ranks)
             archived = True
     if archived:

@@ -15,15 +15,19 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 
+from dispatch.accelerators import Inventory
 from dispatch.adapterkit import CommandResult, CommandRunner, InstanceBook, check_hold, check_open, check_release
 from dispatch.adapterkit.holds import decode_instance, encode_instance, matches
 from dispatch.adapterkit.identity import execution_identity, submission_of
-from dispatch.capabilities import Capabilities, Capability, no, yes
+from dispatch.adapterkit.storage import storage_answer, storage_paths
+from dispatch.capabilities import Capabilities, Capability, Provenance, no, yes
+from dispatch.capabilities import unknown as unknown_answer
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
 from dispatch.extensions import ExtensionPolicy, SharedCheckpoint
 from dispatch.gridengine import submit
+from dispatch.gridengine.gpus import parse_qhost, qhost_argv
 from dispatch.gridengine.mapping import (
     ACCOUNTING_LAG,
     GATE_CONTEXT,
@@ -44,7 +48,7 @@ from dispatch.gridengine.parse import (
 )
 from dispatch.gridengine.settings import GridEngineSettings
 from dispatch.outcome import Cause, Evidence, Outcome, State
-from dispatch.spi import ExecutionEvidence, Found, Gate, JobEvidence, StartRequest, Unanswered
+from dispatch.spi import ExecutionEvidence, Found, Gate, JobEvidence, StartRequest, StoragePaths, Unanswered
 
 NAME = "gridengine"
 HOLD_DATE = "203712312359"
@@ -68,6 +72,7 @@ class GridEngineBackend:
         self.output_dir = settings.output_dir or os.path.join(os.path.expanduser("~"), "dispatch-output")
         self.config = self._global_config()
         self.version = self._version()
+        self.gpus = self._probe_gpus()
         self._in_qstat: dict[str, float] = {}
         """When this backend last saw each job in qstat: one missing from qstat and qacct since is Unanswered."""
 
@@ -106,6 +111,19 @@ class GridEngineBackend:
                 out[key] = parts[1].rstrip("\\").strip() if len(parts) > 1 else ""
         return out
 
+    def _probe_gpus(self) -> Inventory | None:
+        """The hosts' GPU complex values (None when qhost could not be read, or the cell has no GPU complex)."""
+        names = self.settings.complexes
+        if names.gpu is None:
+            return None
+        r = self.runner.read(qhost_argv(names.gpu, names.gpu_type))
+        if not r.ok:
+            return None
+        return parse_qhost(r.stdout, names.gpu, names.gpu_type, self.settings.queue or "cell")
+
+    def accelerators(self) -> Inventory | None:
+        return self.gpus
+
     def _version(self) -> str:
         r = self.runner.read(["qstat", "-help"])
         return (r.stdout.splitlines() or ["unknown"])[0].strip()
@@ -138,9 +156,23 @@ class GridEngineBackend:
                 Capability.OUTPUT_RETAINED: yes("output files stay in the output directory"),
                 Capability.READMISSION_GATE: no("nothing readmits a Grid Engine job"),
                 Capability.NODE_EXCLUSION: no("the Grid Engine adapter does not exclude hosts from a submission"),
+                Capability.ACCELERATORS: (
+                    self.gpus.answer()
+                    if self.gpus is not None
+                    else unknown_answer(
+                        "qhost -F could not be read, or the setting complexes.gpu is unset", Provenance.PROBED
+                    )
+                ),
+                Capability.SHARED_STORAGE: storage_answer(self.settings.shared_storage),
+                Capability.PROGRESS_REPORTING: no(
+                    "not carried yet: the Grid Engine adapter gives the ranks no progress directory and reads none"
+                ),
             }
         )
         return caps.lowered_for_read_only() if self._read_only else caps
+
+    def shared_storage(self) -> StoragePaths:
+        return storage_paths(self.settings.shared_storage, NAME)
 
     def declarations(self) -> Declarations:
         unknown = parse_duration(self.config.get("reschedule_unknown", "0")) or 0.0

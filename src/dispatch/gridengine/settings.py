@@ -5,6 +5,22 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from dispatch.adapterkit.storage import SharedStorageSettings
+
+
+@dataclass(frozen=True)
+class Complexes:
+    """The names of the cell's complexes that carry a job's ``resources`` (a site's own choice; None: the cell
+    has none, and a spec asking for that is refused)."""
+
+    gpu: str | None = field(default="gpu", metadata={"doc": "consumable complex counting GPUs per slot"})
+    gpu_type: str | None = field(default=None, metadata={"doc": "complex naming a host's GPU type (resources.gpuType)"})
+    memory: str | None = field(default="h_vmem", metadata={"doc": "memory complex per slot (resources.memPerNode)"})
+    exclusive: str | None = field(default="exclusive", metadata={"doc": "boolean exclusive-host complex"})
+    cpu_pe: str | None = field(
+        default=None, metadata={"doc": "parallel environment of slots on one host (resources.cpusPerProc > 1)"}
+    )
+
 
 @dataclass(frozen=True)
 class GridEngineSettings:
@@ -22,6 +38,12 @@ class GridEngineSettings:
     )
     call_timeout: float = field(
         default=30.0, metadata={"duration": True, "doc": "deadline of each Grid Engine command"}
+    )
+    complexes: Complexes = field(
+        default_factory=Complexes, metadata={"doc": "the complexes that carry resources (GPUs, memory, exclusive)"}
+    )
+    shared_storage: SharedStorageSettings | None = field(
+        default=None, metadata={"doc": "a directory this machine and every node share (dispatch.Executor)"}
     )
 
     def __post_init__(self) -> None:

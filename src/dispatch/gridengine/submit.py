@@ -6,6 +6,13 @@
 * Every job gets the kit's rank environment (:mod:`dispatch.adapterkit.rankenv`) as rank 0 of 1, its
   rendezvous at 127.0.0.1 on a port derived from ``$JOB_ID``.
 * A time limit is ``-l h_rt``; the working directory ``-wd``; the job runs under ``/bin/bash`` (``-S``).
+* The spec's ``resources`` are consumable complexes, whose names are settings (:class:`Complexes`):
+  ``-l gpu=N,h_vmem=<M>M`` per slot, ``-l exclusive=true``, and CPUs per process as that many slots of the
+  ``cpuPe`` parallel environment on one host (``-pe <pe> C``; Grid Engine multiplies per-slot consumables by
+  the slots, so GPUs and memory are divided among them: :func:`resource_options`).
+* The kit's launch checks (:func:`dispatch.adapterkit.jobscript.launch_checks`) run before the ``exec``: a
+  working directory that cannot be entered or a program that is not an executable file ends the job with
+  :data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_EXIT`, read as ``launch-failed``.
 * One slot per job: several nodes or several processes per node need a parallel environment, which this
   adapter does not use (Unsupported, with that reason).
 """
@@ -18,9 +25,11 @@ import re
 from dataclasses import dataclass
 
 from dispatch.adapterkit import render_job_script
+from dispatch.adapterkit.jobscript import launch_checks
 from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude
 from dispatch.errors import SpecError, Unsupported
-from dispatch.gridengine.settings import GridEngineSettings
+from dispatch.gridengine.settings import Complexes, GridEngineSettings
+from dispatch.resources import Resources
 from dispatch.spi import StartRequest
 
 _MARKER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
@@ -43,6 +52,7 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
     if not _MARKER.fullmatch(request.marker):
         raise SpecError("marker", f"{request.marker!r} cannot be a Grid Engine job name")
     base = f"{output_dir.rstrip('/')}/{request.marker}.$JOB_ID"
+    workdir = spec.working_dir or os.getcwd()
     argv = [
         "qsub",
         "-terse",
@@ -58,12 +68,13 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         "-e",
         base + ".err",
         "-wd",
-        spec.working_dir or os.getcwd(),
+        workdir,
     ]
     if settings.queue:
         argv += ["-q", settings.queue]
     if spec.time_limit is not None:
         argv += ["-l", f"h_rt={max(1, math.ceil(spec.time_limit))}"]
+    argv += resource_options(spec.resources, settings.complexes)
     # one slot: rank 0 of 1, its rendezvous on this host
     prelude = rank_prelude(
         RankLayout(1, 1),
@@ -74,5 +85,49 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         master_port=port_expression("JOB_ID"),
         node='"${HOSTNAME:-$(hostname)}"',
     )
-    script = render_job_script(request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude)
+    script = render_job_script(
+        request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude, checks=launch_checks(spec.command, workdir)
+    )
     return QsubJob(tuple(argv), script, output_dir)
+
+
+def resource_options(res: Resources, names: Complexes) -> list[str]:
+    """qsub's words for ``res`` with the cell's complex names. Unsupported when the cell has no complex for
+    what is asked, or when GPUs do not divide evenly among the slots of ``cpusPerProc``."""
+    slots = res.cpus_per_proc or 1
+    argv: list[str] = []
+    if slots > 1:
+        if names.cpu_pe is None:
+            raise Unsupported(
+                f"resources.cpusPerProc {slots} needs a parallel environment of slots on one host: set the gridengine"
+                " setting complexes.cpuPe"
+            )
+        argv += ["-pe", names.cpu_pe, str(slots)]
+    wants: list[str] = []
+    if res.gpus_per_node:
+        if names.gpu is None:
+            raise Unsupported("this cell has no GPU complex (the gridengine setting complexes.gpu is unset)")
+        if res.gpus_per_node % slots:
+            raise Unsupported(
+                f"{res.gpus_per_node} GPU(s) cannot be divided among {slots} slots (Grid Engine counts consumables per"
+                " slot): ask a multiple of resources.cpusPerProc"
+            )
+        wants.append(f"{names.gpu}={res.gpus_per_node // slots}")
+    if res.gpu_type is not None:
+        if names.gpu_type is None:
+            raise Unsupported(
+                f"resources.gpuType {res.gpu_type!r} needs the complex that names a host's GPU type: set the gridengine"
+                " setting complexes.gpuType"
+            )
+        wants.append(f"{names.gpu_type}={res.gpu_type}")
+    if res.mem_per_node is not None:
+        if names.memory is None:
+            raise Unsupported("this cell has no memory complex (the gridengine setting complexes.memory is unset)")
+        wants.append(f"{names.memory}={-(-res.mem_per_node // slots)}M")
+    if res.exclusive:
+        if names.exclusive is None:
+            raise Unsupported("this cell has no exclusive-host complex (the setting complexes.exclusive is unset)")
+        wants.append(f"{names.exclusive}=true")
+    if wants:
+        argv += ["-l", ",".join(wants)]
+    return argv

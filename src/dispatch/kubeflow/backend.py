@@ -1,6 +1,7 @@
 """KubeflowBackend: the SPI over Kubeflow Trainer v2 (TrainJob -> JobSet -> Jobs -> Pods), with or without Kueue.
 
-Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener, OutputReader and ExecutionOutput (no
+Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener, OutputReader, ExecutionOutput and
+OutputKeeper (no
 Requeuer, MultiFinder or NativePolicyCompiler: Kubeflow has no requeue); in Kueue mode also Readmitter
 (:class:`KueueBackend`). Reads (inspect, inspect_many, find, watch,
 cessation, weakened) come from the watch cache: no request in steady state. Writes go to the apiserver.
@@ -35,6 +36,7 @@ from typing import Any
 
 import yaml
 
+from dispatch.accelerators import Inventory
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
 from dispatch.clock import Clock
 from dispatch.declarations import Declarations
@@ -44,11 +46,14 @@ from dispatch.identity import AttemptId
 from dispatch.kubeflow import client as k
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow import render as rd
+from dispatch.kubeflow.accelerators import node_inventory
 from dispatch.kubeflow.extensions import RuntimeRef
+from dispatch.kubeflow.keeper import Followed, LogKeeper, PodState
 from dispatch.kubeflow.mapping import (
     ExecKey,
     annotations_of,
     condition,
+    current_key,
     eviction_outcome,
     evictions,
     labels,
@@ -58,6 +63,7 @@ from dispatch.kubeflow.mapping import (
     of_key,
     parse_time,
     pod_key,
+    pod_started,
     rank,
 )
 from dispatch.kubeflow.preflight import PreflightResult
@@ -72,6 +78,8 @@ DEFAULT_GRACE = 30.0
 """Kubernetes' default terminationGracePeriodSeconds: the longest a stopped pod keeps running."""
 LINK_TRIES = 3
 """Tries of the patch that makes a TrainJob the owner of its runtime copy, before start undoes both."""
+KEPT_WAIT = 5.0
+"""Seconds ``execution_output`` waits at most for a follow of the log still ending (keeper.py)."""
 
 
 class KubeflowBackend:
@@ -99,6 +107,8 @@ class KubeflowBackend:
         self.watch_requests = 0
         self._lock = threading.Lock()
         self._closed = False
+        self.keeper: LogKeeper | None = None
+        """Follows rank 0's log of executions a deadline will end, once :meth:`keep_output` was called."""
         if watch:
             self._start_informers()
 
@@ -259,8 +269,31 @@ class KubeflowBackend:
                 Capability.OUTPUT_RETAINED: self._retained(),
                 Capability.READMISSION_GATE: readmission,
                 Capability.NODE_EXCLUSION: no("the Kubeflow adapter does not add node affinity to a submission"),
+                Capability.ACCELERATORS: self._accelerators_answer(),
+                Capability.SHARED_STORAGE: no(
+                    "a pod shares no directory with this process (no volume is configured for function calls)"
+                ),
+                Capability.PROGRESS_REPORTING: no(
+                    "not carried yet: the pods share no storage the supervisor reads, and the adapter does not read "
+                    "the Trainer's own progress status"
+                ),
             }
         )
+
+    def accelerators(self) -> Inventory | None:
+        """The GPUs of the watched nodes (:mod:`dispatch.kubeflow.accelerators`); None until the node watch
+        has listed them."""
+        with self.cache.lock:
+            if "nodes" not in self.cache.synced:
+                return None
+            nodes = list(self.cache.nodes.values())
+        return node_inventory(nodes, self.settings.gpu_resource, self.settings.gpu_type_label)
+
+    def _accelerators_answer(self) -> CapabilityAnswer:
+        inventory = self.accelerators()
+        if inventory is None:
+            return unknown("the node watch has not listed the nodes yet", Provenance.PROBED)
+        return inventory.answer()
 
     def _retained(self) -> CapabilityAnswer:
         """OutputRetained: the cluster keeps no log after its pod goes; the supervisor's archive keeps rank 0's
@@ -702,22 +735,102 @@ class KubeflowBackend:
                 client.close()
 
     def execution_output(self, scheduler_id: str, identity: str) -> Iterator[bytes]:
-        """Rank 0's log of execution ``identity`` (its attempt, A and J), from its pod while the pod is there.
-        NotFound once the pod is gone: its log went with it."""
+        """Rank 0's log of execution ``identity`` (its attempt, A and J): as the keeper followed it to its end
+        (an execution its deadline ended, :mod:`~dispatch.kubeflow.keeper`), else from its pod while the pod is
+        there, else what the keeper read before the pod went. NotFound once the pod is gone otherwise: its log
+        went with it."""
         if not self.preflight.can_log:
             raise Unsupported("the adapter may not read pods/log on this cluster (OutputRead is no)")
-        got = self.cache.reading(scheduler_id)
-        if got is None:
-            raise NotFound(f"no TrainJob {scheduler_id}")
-        o, _, _ = got
         parts = identity.rsplit(".", 3)[-3:]
         if len(parts) != 3 or not all(p.isdigit() for p in parts):
             raise NotFound(f"{identity!r} is not an execution identity of the Kubeflow adapter")
         key = ExecKey(int(parts[0]), int(parts[1]), int(parts[2]))
-        rank0 = [p for p in sorted(of_key(o.pods, key), key=rank) if rank(p)[:2] == (0, 0)]
-        if not rank0:
-            raise NotFound(f"TrainJob {scheduler_id}: rank 0 of execution {identity} has no pod (its log is gone)")
-        return self._lines(str(meta(rank0[0]).get("name")), False)
+        followed = self._followed(scheduler_id, key)
+        if followed is not None and followed.done:
+            return iter([followed.data])
+        got = self.cache.reading(scheduler_id)
+        o = got[0] if got is not None else None
+        rank0 = [] if o is None else [p for p in sorted(of_key(o.pods, key), key=rank) if rank(p)[:2] == (0, 0)]
+        if rank0:
+            return self._pod_or_followed(str(meta(rank0[0]).get("name")), scheduler_id, key)
+        if followed is not None:
+            return iter([followed.data])
+        if o is None:
+            raise NotFound(f"no TrainJob {scheduler_id}")
+        raise NotFound(f"TrainJob {scheduler_id}: rank 0 of execution {identity} has no pod (its log is gone)")
+
+    def _followed(self, scheduler_id: str, key: ExecKey) -> Followed | None:
+        """The keeper's log of that execution, its follow waited for a moment (None: never followed)."""
+        if self.keeper is None:
+            return None
+        wait = min(KEPT_WAIT, self.settings.call_bound / 3)
+        return self.keeper.kept((scheduler_id, (key.attempt, key.a, key.j)), wait)
+
+    def _pod_or_followed(self, pod: str, scheduler_id: str, key: ExecKey) -> Iterator[bytes]:
+        """The pod's log; when the pod went before the read reached it (the cache still listed it), what the
+        keeper read of it."""
+        lines = self._lines(pod, False)
+        try:
+            first = next(lines)
+        except StopIteration:
+            return
+        except NotFound:
+            followed = self._followed(scheduler_id, key)
+            if followed is None:
+                raise
+            yield followed.data
+            return
+        yield first
+        yield from lines
+
+    # ---- keeping the logs a deadline will end (keeper.py) -------------------------------------------------
+
+    def keep_output(self) -> None:
+        """OutputKeeper: from now on, follow rank 0's log of each execution of a TrainJob with
+        ``activeDeadlineSeconds`` from the moment its container runs, so that :meth:`execution_output` serves it
+        after the deadline deleted its pods (:mod:`dispatch.kubeflow.keeper`). Idempotent; nothing on a
+        backend that does not watch or may not read logs."""
+        with self._lock:
+            if self.keeper is not None or not self.informers or not self.preflight.can_log or self._closed:
+                return
+            self.keeper = LogKeeper(lambda pod: self._lines(pod, True), self._pod_state)
+        threading.Thread(target=self._keep_loop, name="dispatch-kubeflow-keep", daemon=True).start()
+
+    def _keep_loop(self) -> None:
+        keeper = self.keeper
+        assert keeper is not None
+        with self.cache.lock:
+            cursor = self.cache.seq
+            names = list(self.cache.trainjobs)
+        while not self._closed:
+            for name in names:
+                self._keep(keeper, name)
+            self.cache.wait_change(cursor, 1.0)
+            cursor, names, reset = self.cache.changes_since(cursor)
+            if reset:
+                with self.cache.lock:
+                    names = list(self.cache.trainjobs)
+
+    def _keep(self, keeper: LogKeeper, name: str) -> None:
+        """Follow rank 0 of TrainJob ``name``'s current execution when it has a deadline and its container ran."""
+        with self.cache.lock:
+            o = self.cache.objects(name)
+            if o is None or not isinstance((o.trainjob.get("spec") or {}).get("activeDeadlineSeconds"), int):
+                return
+            key = current_key(o)
+            rank0 = [p for p in sorted(of_key(o.pods, key), key=rank) if rank(p)[:2] == (0, 0) and pod_started(p)]
+        if rank0:
+            m = meta(rank0[0])
+            keeper.follow((name, (key.attempt, key.a, key.j)), str(m.get("name")), str(m.get("uid")))
+
+    def _pod_state(self, pod: str, uid: str) -> PodState:
+        with self.cache.lock:
+            p = self.cache.pods.get(pod)
+        if p is None or str(meta(p).get("uid")) != uid:
+            return PodState.GONE
+        statuses = (p.get("status") or {}).get("containerStatuses") or []
+        ended = any("terminated" in (cs.get("state") or {}) for cs in statuses if cs.get("name") == n.TRAINER_CONTAINER)
+        return PodState.ENDING if ended or meta(p).get("deletionTimestamp") else PodState.RUNNING
 
     def stderr(
         self, scheduler_id: str, execution: int | None = None, follow: bool = False, offset: int = 0
@@ -730,6 +843,8 @@ class KubeflowBackend:
         if self._closed:
             return
         self._closed = True
+        if self.keeper is not None:
+            self.keeper.close()
         for inf in self.informers:
             inf.stop()
         for inf in self.informers:

@@ -28,7 +28,7 @@ pod ``DisruptionTarget`` ``DeletionByTaintManager``/``DeletionByPodGC`` failed /
 pod ``DisruptionTarget`` ``TerminationByKubelet``                     failed / node-lost
 pod ``DisruptionTarget`` ``EvictionByEvictionAPI`` (a drain)          failed / cessation
 container ``OOMKilled``                                               failed / out-of-memory
-pod on a node that is NotReady, Unknown or deleted                    failed / node-lost
+pod on a node NotReady/Unknown before any own exit code, or deleted   failed / node-lost
 container waiting ``ErrImagePull``/``ImagePullBackOff``/...            failed / launch-failed
 container exit 126 or 127 (prologue or program not found)             failed / launch-failed
 container non-zero exit                                               failed / exit (code)
@@ -238,6 +238,37 @@ def node_lost(node: JSON | None, known: bool) -> str | None:
     return None
 
 
+def lost_since(node: JSON | None) -> float | None:
+    """When the node was first seen lost (its Ready condition's or lost taint's time), None when unknown (a
+    deleted node, a condition without a time) or when it is not lost."""
+    if node is None:
+        return None
+    times = []
+    ready = condition(node, "Ready")
+    if ready is not None and ready.get("status") != "True":
+        times.append(parse_time(ready.get("lastTransitionTime")))
+    for t in (node.get("spec") or {}).get("taints") or []:
+        if t.get("key") in LOST_TAINTS:
+            times.append(parse_time(t.get("timeAdded")))
+    known = [t for t in times if t is not None]
+    return min(known) if known else None
+
+
+def first_own_failure(pods: Iterable[JSON]) -> float | None:
+    """When the first container of ``pods`` ended with a non-zero code of its own (not SIGTERM or SIGKILL, which
+    stopping a pod sends): the kubelet that reported it was alive then."""
+    times = []
+    for pod in pods:
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            term = (cs.get("state") or {}).get("terminated") or {}
+            code = term.get("exitCode")
+            if isinstance(code, int) and code != 0 and code not in KILLED_CODES:
+                t = parse_time(term.get("finishedAt"))
+                if t is not None:
+                    times.append(t)
+    return min(times) if times else None
+
+
 def node_ceasing(node: JSON | None) -> str | None:
     """Why a node is being taken out of service on purpose (cordoned, out-of-service taint), or None."""
     if node is None:
@@ -278,10 +309,17 @@ def pod_cause(
             for term in ((cs.get("state") or {}).get("terminated"), (cs.get("lastState") or {}).get("terminated")):
                 if term and term.get("reason") == "OOMKilled":
                     return Cause.OUT_OF_MEMORY, int(term.get("exitCode", 137)), "OOMKilled"
+    own = first_own_failure(ordered)
     for pod in ordered:
         node = (pod.get("spec") or {}).get("nodeName")
         if node and (pod.get("status") or {}).get("phase") not in ("Succeeded",):
             why = node_lost(nodes.get(node), nodes_known)
+            since = lost_since(nodes.get(node))
+            if own is not None and since is not None and since >= own:
+                # the node was lost (a kubelet's heartbeat late, under load) only once a program had already
+                # failed on its own: it does not explain the end, and a node that comes back must not turn an
+                # exit code read a moment ago into node-lost
+                continue
             if why is not None and (pod.get("status") or {}).get("phase") != "Running":
                 return Cause.NODE_LOST, None, f"{node}: {why}"
     for pod in ordered:
@@ -379,6 +417,15 @@ def settling(live: Sequence[JSON], failed: JSON, now: float) -> bool:
         return not stuck  # a pod that cannot start will not end by itself
 
     return any(ending(p) for p in live)
+
+
+def jobset_going(o: Objects, pods: Sequence[JSON], now: float) -> bool:
+    """The execution's JobSet is gone or being deleted, within :data:`SETTLE` of its pods' end: someone (the
+    Trainer at the deadline, the TrainJob's owner) is ending it and says why on the TrainJob."""
+    if o.jobset is not None and not meta(o.jobset).get("deletionTimestamp"):
+        return False
+    end = max([t for t in (pod_end_time(p) for p in pods) if t is not None] or [now])
+    return now - end < SETTLE
 
 
 def current_key(o: Objects) -> ExecKey:
@@ -526,7 +573,13 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
             found = pod_cause(everything, o.nodes, o.nodes_known)
             if found is not None and not any(pod_running(p) for p in live):
                 cause, code, detail = found
-                if cause is not Cause.EXIT or code:
+                if cause is Cause.EXIT and code in KILLED_CODES and jobset_going(o, everything, now):
+                    # the Trainer deletes the JobSet at activeDeadlineSeconds and only then (on another watch)
+                    # is its Failed seen: pods stopped by that deletion do not name the cause
+                    execution = Outcome(
+                        State.RUNNING, None, ev, detail="ending (its JobSet was deleted); waiting for the TrainJob"
+                    )
+                elif cause is not Cause.EXIT or code:
                     ended(Outcome(State.FAILED, cause, ev, exit_code=code, detail=detail))
             if execution is None:
                 execution = Outcome(State.RUNNING, None, ev, detail="started")

@@ -43,6 +43,8 @@ RANK_RESTART = PREFIX + "rank-restart"
 
 PATCH_MANAGER = PREFIX + "adapter"
 """The ``spec.runtimePatches[].manager`` the adapter owns (plain mode: the attempt on the pods)."""
+RESOURCES_PATCH_MANAGER = PREFIX + "resources"
+"""The ``spec.runtimePatches[].manager`` of the patch that places the trainer pods on nodes of the GPU type."""
 
 # Kueue and upstream keys
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

@@ -31,6 +31,7 @@ from dispatch.extensions import CessationWarning, Image, SharedCheckpoint
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow.extensions import RuntimeRef
 from dispatch.kubeflow.settings import KubeflowSettings, Mode
+from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
 
 JSON = dict[str, Any]
@@ -219,6 +220,9 @@ def render_trainjob(
     }
     if report.ml_policy in ("torch", "mpi"):
         trainer["numProcPerNode"] = spec.procs_per_node
+    per_node = resources_per_node(spec, settings)
+    if per_node:
+        trainer["resourcesPerNode"] = per_node
     annotations = {
         n.MARKER_FULL: request.marker,
         n.JOB_ID: request.job_id,
@@ -245,7 +249,46 @@ def render_trainjob(
     }
     if spec.time_limit is not None:
         body["spec"]["activeDeadlineSeconds"] = max(1, math.ceil(spec.time_limit))
+    placement = gpu_type_patch(spec, settings)
+    if placement is not None:
+        body["spec"]["runtimePatches"] = [placement]
     return body
+
+
+def resources_per_node(spec: JobSpec, settings: KubeflowSettings) -> JSON:
+    """The trainer's ``resourcesPerNode`` for the spec's ``resources`` (requests equal to limits): the GPUs as
+    the ``gpuResource`` setting's extended resource, ``cpu`` = ranks per node x CPUs per process, ``memory`` in
+    ``Mi``. Unsupported for exclusive nodes, which a pod cannot ask for."""
+    res = spec.resources
+    if res.exclusive:
+        raise Unsupported("a Kubernetes pod cannot ask for a node of its own: drop resources.exclusive")
+    amounts: dict[str, str] = {}
+    if res.gpus_per_node:
+        amounts[settings.gpu_resource] = str(res.gpus_per_node)
+    if res.cpus_per_proc is not None:
+        amounts["cpu"] = str(res.cpus_per_proc * spec.procs_per_node)
+    if res.mem_per_node is not None:
+        amounts["memory"] = f"{res.mem_per_node}Mi"
+    return {"limits": amounts, "requests": dict(amounts)} if amounts else {}
+
+
+def gpu_type_patch(spec: JobSpec, settings: KubeflowSettings) -> JSON | None:
+    """The runtime patch (manager :data:`~dispatch.kubeflow.names.RESOURCES_PATCH_MANAGER`) that places the
+    trainer pods on nodes whose ``gpuTypeLabel`` is the asked GPU type; None when no type is asked."""
+    kind = spec.resources.gpu_type
+    if kind is None:
+        return None
+    if settings.gpu_type_label is None:
+        raise Unsupported(
+            f"resources.gpuType {kind!r} needs the node label that carries the GPU type: set the kubeflow setting"
+            " gpuTypeLabel (for example nvidia.com/gpu.product)"
+        )
+    pod = {"spec": {"nodeSelector": {settings.gpu_type_label: kind}}}
+    job = {"name": n.TRAINER_CONTAINER, "template": {"spec": {"template": pod}}}
+    return {
+        "manager": n.RESOURCES_PATCH_MANAGER,
+        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [job]}}},
+    }
 
 
 def attempt_patch(attempt: int) -> JSON:

@@ -30,6 +30,8 @@ from dispatch.settings import schema as _schema
 _GATE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+_RESOURCE_NAME = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+"""A resource name or label key: an optional DNS subdomain prefix and a name (``nvidia.com/gpu``)."""
 
 CALL_BOUND_MARGIN = 5.0
 """Seconds added to ``timeouts.apiserverRequest`` to make the CallBound."""
@@ -98,6 +100,17 @@ class KubeflowSettings:
         default=False, metadata={"doc": "accept runtimes that restart a rank inside an execution"}
     )
     preflight: Preflight = field(default_factory=Preflight, metadata={"doc": "the probes run on open"})
+    gpu_resource: str = field(
+        default="nvidia.com/gpu",
+        metadata={"doc": "the extended resource a node's GPUs are counted in (resources.gpusPerNode asks for it)"},
+    )
+    gpu_type_label: str | None = field(
+        default=None,
+        metadata={
+            "doc": "the node label whose value is the GPU type (nvidia.com/gpu.product under NVIDIA's GPU feature "
+            "discovery); resources.gpuType places the pods on nodes with that value; unset: a typed request is refused"
+        },
+    )
     supervised: bool = field(
         default=False,
         metadata={
@@ -121,6 +134,10 @@ class KubeflowSettings:
             raise ConfigError("localQueue", "is required in kueue mode")
         if self.local_queue is not None and not _DNS_SUBDOMAIN.match(self.local_queue):
             raise ConfigError("localQueue", f"{self.local_queue!r} is not a Kubernetes object name")
+        if not _RESOURCE_NAME.match(self.gpu_resource):
+            raise ConfigError("gpuResource", f"{self.gpu_resource!r} is not a Kubernetes resource name")
+        if self.gpu_type_label is not None and not _RESOURCE_NAME.match(self.gpu_type_label):
+            raise ConfigError("gpuTypeLabel", f"{self.gpu_type_label!r} is not a Kubernetes label key")
         if self.node_loss_window <= 0:
             raise ConfigError("nodeLossWindow", "must be a positive duration")
 

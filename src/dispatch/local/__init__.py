@@ -35,6 +35,10 @@ class LocalSettings:
     )
     grace: float = field(default=5.0, metadata={"duration": True, "doc": "SIGTERM to SIGKILL on stop and timeout"})
     python: str | None = field(default=None, metadata={"doc": "interpreter for the launcher (default: this one)"})
+    gpus: list[str] | None = field(
+        default=None,
+        metadata={"doc": "the GPU device ids jobs may use, as CUDA numbers them (default: what nvidia-smi lists)"},
+    )
 
     def __post_init__(self) -> None:
         if self.state_dir is not None and not os.path.isabs(self.state_dir):
@@ -45,7 +49,7 @@ def _factory(settings: LocalSettings | None, options: OpenOptions) -> Backend:
     s = settings or LocalSettings()
     state_dir = Path(s.state_dir) if s.state_dir else default_state_dir()
     backend: Backend = LocalBackend(
-        state_dir, options.clock, grace=s.grace, python=s.python, read_only=options.read_only
+        state_dir, options.clock, grace=s.grace, python=s.python, read_only=options.read_only, gpus=s.gpus
     )
     return backend
 

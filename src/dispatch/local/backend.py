@@ -21,20 +21,24 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dispatch.accelerators import Inventory, check_request
 from dispatch.adapterkit.guards import check_hold, check_release
-from dispatch.capabilities import Capabilities, Capability, no, yes
+from dispatch.capabilities import Capabilities, Capability, Provenance, no, yes
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import DispatchError, NotFound, ReadOnly, Rejected, Unsupported
 from dispatch.extensions import CessationWarning, ExtensionPolicy, SharedCheckpoint
 from dispatch.local import output
+from dispatch.local.gpus import HostGpus
+from dispatch.local.gpus import probe as probe_gpus
 from dispatch.local.layout import ExecutionFiles, JobFiles, files, job_lock, read_json, write_json
 from dispatch.local.limits import Limits
 from dispatch.local.mapping import job_evidence
 from dispatch.local.plan import build_plan, render_plan
 from dispatch.local.process import kill_groups, signal_pid, spawn_launcher
+from dispatch.resources import format_memory
 from dispatch.spec import JobSpec
-from dispatch.spi import Found, JobEvidence, OutputPiece, OutputSlice, StartRequest
+from dispatch.spi import Found, JobEvidence, OutputPiece, OutputSlice, StartRequest, StoragePaths
 
 NAME = "local"
 CALL_BOUND = 2.0
@@ -44,6 +48,18 @@ NODE_LOSS_WINDOW = 1.0
 """The only "node" is this machine; a launcher that died is seen at the next inspect."""
 
 _SID = re.compile(r"[a-z0-9]{4,32}")
+
+
+def _host_memory_mib() -> int | None:
+    """MemTotal of /proc/meminfo in MiB (None where there is no such file)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 class LocalBackend:
@@ -57,6 +73,7 @@ class LocalBackend:
         grace: float = 5.0,
         python: str | None = None,
         read_only: bool = False,
+        gpus: Sequence[str] | None = None,
     ) -> None:
         self.state_dir = Path(state_dir)
         self.jobs_dir = self.state_dir / "jobs"
@@ -64,6 +81,8 @@ class LocalBackend:
         self.grace = grace
         self.python = python
         self._read_only = read_only
+        self._gpu_setting = None if gpus is None else tuple(gpus)
+        self._host_gpus: HostGpus | None = None
         if not read_only:
             self.jobs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
 
@@ -107,8 +126,48 @@ class LocalBackend:
                     "nothing evicts a local job; a requeued execution starts at once unless held"
                 ),
                 Capability.NODE_EXCLUSION: no("one host: there is no other node to run a job on"),
+                Capability.ACCELERATORS: self.host_gpus().inventory.answer(
+                    Provenance.DECLARED if self._gpu_setting is not None else Provenance.PROBED
+                ),
+                Capability.SHARED_STORAGE: yes(f"the ranks run on this machine: {self.calls_dir} is shared"),
+                Capability.PROGRESS_REPORTING: yes(
+                    "each rank writes executions/<R>/progress/rank-<r>.json in the job's state directory; read "
+                    "with the job's state"
+                ),
             }
         )
+
+    def host_gpus(self) -> HostGpus:
+        """This host's GPUs (the ``gpus`` setting, else ``nvidia-smi``), probed once per backend."""
+        if self._host_gpus is None:
+            self._host_gpus = probe_gpus(self._gpu_setting)
+        return self._host_gpus
+
+    def accelerators(self) -> Inventory:
+        return self.host_gpus().inventory
+
+    def _check_resources(self, spec: JobSpec) -> list[str]:
+        """Refuse (Unsupported) what this host can never give the job; the GPU devices its nodes share out."""
+        res = spec.resources
+        if res.exclusive:
+            raise Unsupported("the local adapter cannot keep other processes off this host: drop resources.exclusive")
+        cpus = os.cpu_count() or 1
+        if res.cpus_per_proc is not None and res.cpus_per_proc * spec.world_size > cpus:
+            raise Unsupported(
+                f"{spec.world_size} rank(s) x {res.cpus_per_proc} CPU(s) need more than this host's {cpus} CPU(s)"
+            )
+        if res.mem_per_node is not None:
+            total = _host_memory_mib()
+            if total is not None and res.mem_per_node * spec.nodes > total:
+                raise Unsupported(
+                    f"{spec.nodes} node(s) x {format_memory(res.mem_per_node)} need more than this host's "
+                    f"{format_memory(total)} of memory"
+                )
+        if res.gpus_per_node == 0:
+            return []
+        host = self.host_gpus()
+        check_request(host.inventory, res, spec.nodes, "the local adapter")
+        return list(host.devices[: res.gpus_per_node * spec.nodes])
 
     def declarations(self) -> Declarations:
         return Declarations(
@@ -121,6 +180,14 @@ class LocalBackend:
         return ExtensionPolicy(accepted=frozenset({Limits.kind, SharedCheckpoint.kind, CessationWarning.kind}))
 
     # ----- paths ------------------------------------------------------------------------------------------------
+
+    @property
+    def calls_dir(self) -> Path:
+        """Where :class:`dispatch.Executor` passes functions and results (``<state dir>/calls``)."""
+        return self.state_dir / "calls"
+
+    def shared_storage(self) -> StoragePaths:
+        return StoragePaths(local=str(self.calls_dir), remote=str(self.calls_dir))
 
     def job_dir(self, scheduler_id: str) -> str:
         if not _SID.fullmatch(scheduler_id):
@@ -142,6 +209,7 @@ class LocalBackend:
     def start(self, request: StartRequest) -> str:
         self._writable()
         self.extension_policy().check(request.spec.extensions, NAME)
+        devices = self._check_resources(request.spec)
         now = self.clock.now()
         sid = secrets.token_hex(6)
         job_dir = self.jobs_dir / sid
@@ -155,6 +223,8 @@ class LocalBackend:
             "cwd": os.getcwd(),
             "spec": request.spec.to_json(),
         }
+        if devices:
+            manifest["gpuDevices"] = devices
         (job_dir / files.EXECUTIONS / "0").mkdir(parents=True, mode=0o700)
         write_json(
             os.path.join(files.execution_dir(str(job_dir), 0), files.PLAN),
@@ -436,7 +506,8 @@ class LocalBackend:
     def render(self, request: StartRequest) -> str:
         """The launch plan :meth:`start` would write for ``request``, as shell-quoted commands (nothing runs)."""
         self.extension_policy().check(request.spec.extensions, NAME)
-        manifest = {
+        devices = self._check_resources(request.spec)
+        manifest: dict[str, Any] = {
             "schedulerId": "dryrun",
             "jobId": request.job_id,
             "submission": request.submission,
@@ -444,6 +515,8 @@ class LocalBackend:
             "cwd": os.getcwd(),
             "spec": request.spec.to_json(),
         }
+        if devices:
+            manifest["gpuDevices"] = devices
         job_dir = str(self.jobs_dir / "<scheduler id>")
         return render_plan(build_plan(manifest, job_dir, 0, self.grace), str(self.state_dir))
 

@@ -18,6 +18,7 @@ One directory per scheduler object, ``<state dir>/jobs/<scheduler id>/``::
         rank-<r>.exit        each rank's exit code or signal
         end-request.json     why dispatch asked the launcher to end it (stop, requeue)
         result.json          the execution's outcome, written by the launcher last
+        progress/rank-<r>.json  each rank's last progress report (dispatch.job.progress), read while it runs
         launcher.log         the launcher's own stderr (empty unless it crashed)
 
 Every file is written atomically, so state survives the dispatch process and is read the same by any process.
@@ -30,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dispatch.adapterkit.progress import FILE as REPORT_FILE
+from dispatch.adapterkit.progress import MAX_REPORT
 from dispatch.local import launcher as files
 from dispatch.local.launcher import job_lock, read_json, write_json
 
@@ -47,6 +50,8 @@ class ExecutionFiles:
     launcher: dict[str, Any] | None
     result: dict[str, Any] | None
     launcher_alive: bool
+    progress: tuple[tuple[int, bytes], ...] = ()
+    """(rank, file content) of each rank's progress report, read only while the execution runs."""
 
     @classmethod
     def read(cls, job_dir: str, restart: int, *, alive: bool | None = None) -> ExecutionFiles:
@@ -63,6 +68,7 @@ class ExecutionFiles:
             launcher=launcher,
             result=result,
             launcher_alive=alive,
+            progress=_progress(d) if result is None and launcher is not None else (),
         )
 
     @property
@@ -129,6 +135,21 @@ def pid_runs_launcher(pid: object, job_dir: str) -> bool:
     except OSError:
         return False
     return os.fsencode(job_dir) in cmdline.split(b"\0")
+
+
+def _progress(exec_dir: str) -> tuple[tuple[int, bytes], ...]:
+    d = os.path.join(exec_dir, files.PROGRESS)
+    out = []
+    for name in _listdir(d):
+        m = REPORT_FILE.fullmatch(name)
+        if m is None:
+            continue
+        try:
+            with open(os.path.join(d, name), "rb") as f:
+                out.append((int(m.group(1)), f.read(MAX_REPORT + 1)))
+        except OSError:
+            continue  # replaced or removed meanwhile: the next read sees it
+    return tuple(sorted(out))
 
 
 def _dict(value: Any) -> dict[str, Any] | None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dispatch.adapterkit.identity import execution_identity
+from dispatch.adapterkit.outcomes import waiting_outcome
+from dispatch.adapterkit.progress import parse_report
 from dispatch.local.layout import ExecutionFiles, JobFiles
 from dispatch.outcome import Cause, Evidence, Outcome, State
-from dispatch.spi import ExecutionEvidence, Gate, JobEvidence
+from dispatch.spi import ExecutionEvidence, Gate, JobEvidence, RankProgress
 
 SOURCE = "local"
 STALE_SPAWN = 30.0
@@ -46,6 +48,12 @@ def execution_outcome(e: ExecutionFiles, evidence: Evidence) -> Outcome:
     )
 
 
+def progress_of(e: ExecutionFiles) -> tuple[RankProgress, ...]:
+    """The ranks' last progress reports of a running execution (unreadable files are left out)."""
+    reports = (parse_report(text, rank) for rank, text in e.progress)
+    return tuple(r for r in reports if r is not None)
+
+
 def job_evidence(job: JobFiles, now: float) -> JobEvidence:
     """The evidence of one job directory, observed at ``now``."""
     evidence = Evidence(SOURCE, now)
@@ -65,6 +73,7 @@ def job_evidence(job: JobFiles, now: float) -> JobEvidence:
                 started_at=float(started) if started is not None else None,
                 ended_at=float(ended) if ended is not None else None,
                 nodes=tuple(f"local-{n}" for n in range(int(job.manifest["spec"].get("nodes", 1)))),
+                progress=progress_of(e) if out.state is State.RUNNING else (),
             )
         )
     holds = tuple(sorted(job.holds))
@@ -83,15 +92,9 @@ def _job_outcome(job: JobFiles, executions: list[ExecutionEvidence], evidence: E
     current = job.current
     if current is not None and current.result is None:
         return execution_outcome(current, evidence)
-    queued = job.queued
-    waiting = queued is not None or current is None
-    if job.stopped is not None and waiting:
-        return Outcome(State.CANCELLED, Cause.CANCELLED, evidence, detail="stopped before it ran")
-    if waiting:
-        if job.holds:
-            return Outcome(State.HELD, Cause.HELD, evidence, detail=f"held: {', '.join(sorted(job.holds))}")
-        if not job.gate_open:
-            return Outcome(State.PENDING, Cause.GATED, evidence)
-        return Outcome(State.PENDING, Cause.QUEUED, evidence)
+    if job.queued is not None or current is None:
+        return waiting_outcome(
+            evidence, stopped=job.stopped is not None, holds=sorted(job.holds), gate_closed=not job.gate_open
+        )
     assert executions, "an ended current execution is always listed"
     return executions[-1].outcome

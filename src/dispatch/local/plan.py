@@ -8,6 +8,7 @@ from typing import Any
 
 from dispatch.adapterkit.identity import execution_identity
 from dispatch.extensions import CessationWarning, SharedCheckpoint
+from dispatch.local.gpus import rank_devices
 from dispatch.local.launcher import execution_dir, rank_env
 from dispatch.local.limits import Limits
 from dispatch.spec import JobSpec
@@ -22,19 +23,22 @@ def build_plan(manifest: dict[str, Any], job_dir: str, restart: int, grace: floa
     limits = spec.extension(Limits)
     ckpt = spec.extension(SharedCheckpoint)
     warning = spec.extension(CessationWarning)
+    devices = [str(d) for d in manifest.get("gpuDevices", [])]
+    gpus = spec.resources.gpus_per_node
     ranks = []
     for node in range(spec.nodes):
         for local in range(spec.procs_per_node):
             rank = node * spec.procs_per_node + local
-            ranks.append(
-                {
-                    "rank": rank,
-                    "localRank": local,
-                    "nodeRank": node,
-                    "stdout": os.path.join(exec_dir, f"rank-{rank}.out"),
-                    "stderr": os.path.join(exec_dir, f"rank-{rank}.err"),
-                }
-            )
+            entry: dict[str, Any] = {
+                "rank": rank,
+                "localRank": local,
+                "nodeRank": node,
+                "stdout": os.path.join(exec_dir, f"rank-{rank}.out"),
+                "stderr": os.path.join(exec_dir, f"rank-{rank}.err"),
+            }
+            if gpus:
+                entry["gpus"] = rank_devices(devices, gpus, spec.procs_per_node, node, local)
+            ranks.append(entry)
     return {
         "jobId": manifest["jobId"],
         "submission": manifest["submission"],
@@ -67,6 +71,9 @@ def render_plan(plan: dict[str, Any], state_dir: str) -> str:
         lines.append(f"# time limit: {plan['timeLimit']:g}s, then SIGTERM, SIGKILL after {plan['grace']:g}s")
     if plan.get("memoryMb"):
         lines.append(f"# memory limit: {plan['memoryMb']} MiB resident per rank (SIGKILL over it)")
+    gpus = [r["gpus"] for r in plan["ranks"] if "gpus" in r]
+    if gpus:
+        lines.append(f"# GPUs: CUDA_VISIBLE_DEVICES per rank {' | '.join(','.join(g) or '-' for g in gpus)}")
     if plan.get("warning"):
         w = plan["warning"]
         lines.append(f"# cessation warning: SIG{w['signal']} {w['seconds']:g}s before SIGTERM (stop, requeue, limit)")

@@ -25,7 +25,7 @@ from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import NotFound, ReadOnly
 from dispatch.extensions import Extension, ExtensionPolicy, register_extension
 from dispatch.identity import AttemptId, RestartId
-from dispatch.memory.scheduler import MemoryScheduler, Shape, TruthExecution, TruthJob
+from dispatch.memory.scheduler import REPORT_EVERY, MemoryScheduler, Shape, TruthExecution, TruthJob, last_report
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.spec import JobSpec
 from dispatch.spi import (
@@ -35,6 +35,7 @@ from dispatch.spi import (
     Gate,
     JobEvidence,
     NativePolicy,
+    RankProgress,
     StartRequest,
     Unanswered,
     WatchBatch,
@@ -130,8 +131,16 @@ class _Base(ABC):
                 out = _shared_outcome(memo, ev, ex.state, ex.cause, ex.exit_code, ex.detail)
             else:
                 out = _shared_outcome(memo, ev, State.RUNNING, None, None, "RUNNING")
+            progress: tuple[RankProgress, ...] = ()
+            if out.state is State.RUNNING and ex.started_at is not None:
+                last = last_report(self.scheduler.program(job), ex.started_at, now)
+                if last is not None:
+                    step = round((last - ex.started_at) / REPORT_EVERY)
+                    progress = tuple(RankProgress(r, step, last) for r in range(job.spec.nodes))
             executions.append(
-                ExecutionEvidence(self._identity_of(job, ex), ex.restart, out, ex.started_at, ex.ended_at, ex.nodes)
+                ExecutionEvidence(
+                    self._identity_of(job, ex), ex.restart, out, ex.started_at, ex.ended_at, ex.nodes, progress
+                )
             )
         cur = job.current
         if job.purged or blank:
@@ -275,6 +284,7 @@ class _Base(ABC):
             else no("native restart is off in this memory scheduler")
         )
         return {
+            Capability.SHARED_STORAGE: no("the simulator runs no program, so it has no storage to share with one"),
             Capability.NATIVE_REQUEUE: no("the memory scheduler never requeues by itself"),
             Capability.NATIVE_RESTART: nr,
             Capability.PRE_TERMINATION_SIGNAL: yes("simulated: a stop is graceful, then forced after KillWait"),
@@ -287,6 +297,7 @@ class _Base(ABC):
             Capability.OUTPUT_RETAINED: no(
                 "the memory adapter keeps no output files (the Kubeflow shape's rank 0 log goes with the execution)"
             ),
+            Capability.ACCELERATORS: no("the memory scheduler models no GPUs"),
         }
 
     @abstractmethod
@@ -327,6 +338,7 @@ class SlurmShapedBackend(_Base):
                 ),
                 Capability.READMISSION_GATE: no("a requeued Slurm-shaped job starts again without dispatch"),
                 Capability.NODE_EXCLUSION: yes("a submission's excluded nodes never run it"),
+                Capability.PROGRESS_REPORTING: yes("a running program that reports (``... report``, ``hang S``) does"),
             }
         )
         answers = Capabilities(caps)
@@ -387,6 +399,9 @@ class KubeflowShapedBackend(_Base):
                 Capability.ACCOUNTING_HISTORY: no("a deleted object is gone"),
                 Capability.READMISSION_GATE: yes("a held or evicted object is readmitted only when dispatch allows"),
                 Capability.NODE_EXCLUSION: yes("a submission's excluded nodes never run it"),
+                Capability.PROGRESS_REPORTING: no(
+                    "a watched backend reads only the objects its watch reports changed, and a report is no change"
+                ),
             }
         )
         return Capabilities(caps)

@@ -10,6 +10,9 @@ A job's argv is read as a tiny program, so specs are portable between this sched
 * ``("sleep", "S")``: run S seconds, exit 0.
 * ``("exit", "C")`` or ``("sleep", "S", "exit", "C")``: run (S seconds, default 1) and exit with code C.
 * ``("oom", "S")``: run S seconds, then exceed memory (cause out-of-memory).
+* ``("hang", "S")``: report progress (every ``REPORT_EVERY`` seconds) for S seconds, then hang: no report, no
+  end, until something ends it.
+* any of the above followed by ``"report"``: the same, reporting progress every ``REPORT_EVERY`` seconds.
 * anything else: run ``default_runtime`` seconds and exit 0.
 
 The :class:`Control` surface lets tests make the scheduler do what real ones do on their own (preempt, lose a
@@ -19,10 +22,11 @@ node, admin-hold, cease nodes, purge, delete) and inject faults into the next ca
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -110,6 +114,24 @@ class Program:
     runtime: float
     exit_code: int = 0
     oom: bool = False
+    reports: bool = False
+    """Every rank reports progress every :data:`REPORT_EVERY` seconds from its start."""
+    hang_after: float | None = None
+    """Seconds after its start at which the program hangs: it reports no more and runs until it is ended."""
+
+
+REPORT_EVERY = 5.0
+"""Seconds between two progress reports of a program that reports (``... report`` or ``hang S``)."""
+
+
+def last_report(program: Program, started: float, until: float) -> float | None:
+    """When a program started at ``started`` last reported progress by ``until`` (None: it never reports, or
+    not yet): reports come at ``started``, ``started + REPORT_EVERY``, ... and stop when it hangs."""
+    if not program.reports or until < started:
+        return None
+    if program.hang_after is not None:
+        until = min(until, started + program.hang_after)
+    return started + math.floor((until - started) / REPORT_EVERY) * REPORT_EVERY
 
 
 def read_program(spec: JobSpec, default_runtime: float) -> Program:
@@ -117,6 +139,11 @@ def read_program(spec: JobSpec, default_runtime: float) -> Program:
     argv = list(spec.command)
     runtime, code, oom = default_runtime, 0, False
     try:
+        if argv[0] == "hang" and len(argv) >= 2:
+            return Program(HANG_RUNTIME, reports=True, hang_after=max(0.0, float(argv[1])))
+        if argv[-1] == "report":
+            prog = read_program(replace(spec, command=tuple(argv[:-1])), default_runtime)
+            return Program(prog.runtime, prog.exit_code, prog.oom, reports=True)
         if argv[0] == "sleep" and len(argv) >= 2:
             runtime = float(argv[1])
             argv = argv[2:]
@@ -131,6 +158,9 @@ def read_program(spec: JobSpec, default_runtime: float) -> Program:
         runtime, code, oom = default_runtime, 0, False
     return Program(max(runtime, 0.0), code, oom)
 
+
+HANG_RUNTIME = 100_000.0
+"""How long a hung program runs when nothing ends it."""
 
 _End = tuple[float, State, Cause, int | None, str]
 """When an execution ends, its state, cause, exit code and the scheduler's word for it."""
@@ -269,7 +299,7 @@ class MemoryScheduler:
         key = (job.sid, ex.restart, started)
         end = self._program_ends.get(key)
         if end is None:
-            prog = read_program(job.spec, self.default_runtime)
+            prog = self.program(job)
             if prog.oom:
                 end = (started + prog.runtime, State.FAILED, Cause.OUT_OF_MEMORY, None, "OUT_OF_MEMORY")
             else:
@@ -277,6 +307,10 @@ class MemoryScheduler:
                 end = (started + prog.runtime, state, Cause.EXIT, prog.exit_code, "COMPLETED")
             self._program_ends[key] = end
         return end
+
+    def program(self, job: TruthJob) -> Program:
+        """What ``job``'s argv means (see the module docstring)."""
+        return read_program(job.spec, self.default_runtime)
 
     def _earliest_end(self, job: TruthJob, ex: TruthExecution, started: float, program: _End) -> _End:
         """The earliest of the ways the execution can end: a stop, its program, its time limit, a lost node (on

@@ -610,6 +610,13 @@ class Peers:
     jobs: int
 
 
+def stops_the_job(intent: Intent) -> bool:
+    """Whether a ``stop`` intent is a stop of the job (a user's, or an escalation's): not one of a stray duplicate
+    (``schedulerId``), nor the supervisor's end of one stalled execution (``stalled``), after which the job goes
+    on under its rules."""
+    return intent.action is Action.STOP and not intent.args.get("schedulerId") and not intent.args.get("stalled")
+
+
 def stray_handled(job: JobRecord, sid: str) -> bool:
     """A stray object of the job has been stopped (the stop's intent is done)."""
     return any(

@@ -28,6 +28,7 @@ INVARIANTS = (
     "batch-once",
     "excluded-nodes-avoided",
     "no-unrunnable-submission",
+    "stall-not-before-bound",
 )
 
 
@@ -69,6 +70,7 @@ def check(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any) -
     for job in jobs.values():
         out += _outcomes(job, by_job.get(job.id, []), backend)
         out += _premature(job, by_job.get(job.id, []))
+        out += _stalls(job, by_job.get(job.id, []), sched, backend)
     return out
 
 
@@ -286,6 +288,8 @@ def _outcomes(job: JobRecord, objs: Sequence[TruthJob], backend: Any) -> list[st
             truth_cause = ex.cause
             if o.cause is Cause.CESSATION and truth_cause is Cause.NODE_LOST:
                 continue
+            if o.cause is Cause.STALLED and truth_cause is Cause.CANCELLED:
+                continue  # the supervisor ended it as stalled (stall-not-before-bound checks that judgement)
             if ex.ended_at is None or (o.state, o.cause, o.exit_code) != (ex.state, truth_cause, ex.exit_code):
                 out.append(
                     f"record-matches-truth: job {job.id} execution {identity} recorded {o.state}/{o.cause}/"
@@ -302,6 +306,37 @@ def _outcomes(job: JobRecord, objs: Sequence[TruthJob], backend: Any) -> list[st
             started = _sub(job, it.submission)
             if started is not None and started.scheduler_id is None:
                 out.append(f"record-matches-truth: job {job.id}: start {it.seq} done without a scheduler id")
+    return out
+
+
+def _stalls(job: JobRecord, objs: Sequence[TruthJob], sched: MemoryScheduler, backend: Any) -> list[str]:
+    """stall-not-before-bound: every stall the supervisor judged (a ``stop`` intent naming a stalled execution)
+    was judged after the execution's last report, in truth, by more than the job's rules' bound; and never for
+    an execution that never reported."""
+    from dispatch.memory.scheduler import last_report
+    from dispatch.rules import RuleSet
+
+    out: list[str] = []
+    for it in job.intents:
+        identity = it.args.get("stalled") if it.action is Action.STOP else None
+        if not identity:
+            continue
+        bound = RuleSet.from_data(job.rules).stall_bound if job.rules is not None else None
+        found = [(t, ex) for t in objs for ex in t.executions if ex.started_at is not None
+                 and backend._identity(t, ex) == identity]  # fmt: skip
+        if not found or bound is None:
+            out.append(f"stall-not-before-bound: job {job.id} judged {identity} stalled with no such run or bound")
+            continue
+        t, ex = found[0]
+        assert ex.started_at is not None
+        last = last_report(sched.program(t), ex.started_at, it.written_at)
+        if last is None:
+            out.append(f"stall-not-before-bound: job {job.id} judged {identity} stalled; it never reported")
+        elif it.written_at - last <= bound:
+            out.append(
+                f"stall-not-before-bound: job {job.id} judged {identity} stalled {it.written_at - last:.1f}s after "
+                f"its last report (bound {bound:g}s)"
+            )
     return out
 
 

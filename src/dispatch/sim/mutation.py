@@ -67,6 +67,10 @@ class Mutation(StrEnum):
     taken to have been evicted, and its eviction rule resubmits the job without the old object being stopped
     or seen to end: when the old one runs again, two executions of the job run at once."""
 
+    STALL_BEFORE_BOUND = "stall-before-bound"
+    """An execution is judged stalled after half its ``stalledAfter`` bound of silence (the simulated jobs' is
+    20 s): a run that only paused (a checkpoint, an evaluation) is ended as hung."""
+
     RETRY_AS_NEW_SUBMISSION = "retry-as-new-submission"
     """A start that failed (refused, or found not to have landed) is made again as a new submission with a new
     marker instead of the same one: the job gains a submission no decision asked for."""
@@ -84,6 +88,7 @@ TARGETS: dict[Mutation, str] = {
     Mutation.RELEASE_OTHERS_HOLDS: "hold-lifted-by-owner",
     Mutation.NOT_RUNNING_IS_EVICTED: "one-live-execution",
     Mutation.RETRY_AS_NEW_SUBMISSION: "no-action-twice",
+    Mutation.STALL_BEFORE_BOUND: "stall-not-before-bound",
 }
 """The invariant each planted bug breaks (the one the mutation check expects to catch it)."""
 
@@ -96,6 +101,9 @@ BY_CONSTRUCTION: dict[str, str] = {
 """Invariants no planted bug can break, and why: the types hold them, so the simulator's check of them is a
 guard against a change to those types, not a test of the supervisor."""
 
+
+PLANTED_EARLY = 10.0
+"""How early Mutation.STALL_BEFORE_BOUND judges a stall, in seconds."""
 
 _FOLDED = frozenset({Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP, Mutation.NOT_RUNNING_IS_EVICTED})
 """The planted bugs applied to a folded record."""
@@ -112,6 +120,8 @@ class PlantedSupervisor(Supervisor):
         self.mutations = frozenset(Mutation(m) for m in mutations)
         if self.mutations:
             self._fast = False
+        if Mutation.STALL_BEFORE_BOUND in self.mutations:
+            self.stall_early = PLANTED_EARLY  # planted: judged 10 s before the bound
         if Mutation.UNKNOWN_IS_AN_ENDING in self.mutations:
             self.facts = dataclasses.replace(self.facts, unknown_grace=0.0)  # planted: no wait on an unknown
 

@@ -141,12 +141,22 @@ def suspects_for(seed: int) -> SuspectPolicy:
     return SUSPECTS if (seed // 2) % 2 == 0 else SuspectPolicy(after=0)
 
 
+STALLED_AFTER = 20.0
+"""The simulated jobs' stall bound (a reporting program reports every 5 s: see dispatch.memory.scheduler)."""
+
+
 def rules_for(shape: Shape, unmatched: str) -> dict[str, Any]:
     retry = "requeue" if shape is Shape.SLURM else "resubmit"
     # the Kubeflow shape readmits a preemption (its queue's eviction) while the rule's limit lasts, then resubmits
     readmit = (
         [{"name": "readmit-preempted", "cause": "preempted", "action": "readmit", "limit": 2}]
         if shape is Shape.KUBEFLOW
+        else []
+    )
+    # progress reaches the supervisor of the Slurm shape only (a watched backend reads no unchanged object)
+    stalls = (
+        [{"name": "hang", "cause": "stalled", "stalledAfter": f"{STALLED_AFTER:g}s", "action": "resubmit", "limit": 1}]
+        if shape is Shape.SLURM
         else []
     )
     return {
@@ -165,6 +175,7 @@ def rules_for(shape: Shape, unmatched: str) -> dict[str, Any]:
             },
             {"name": "retry-75", "cause": "exit", "exitCodes": [75], "action": retry, "limit": 2},
             {"name": "timeout", "cause": "timeout", "action": "hold", "limit": 1},
+            *stalls,
         ],
     }
 
@@ -182,6 +193,8 @@ class World:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.rng = random.Random(cfg.seed)
+        self.progress_rng = random.Random(f"progress-{cfg.seed}")
+        """Which jobs report progress or hang: a stream of its own, so the other draws stay what they were."""
         self.shape = Shape(cfg.shape)
         self.clock = FakeClock(1_800_000_000.0)
         self.sched = MemoryScheduler(
@@ -266,6 +279,11 @@ class World:
             "timeout": ("sleep", "1000"),
         }[kind]
         limit = 30.0 if kind == "timeout" else None
+        reporting = self.progress_rng.random()
+        if kind == "timeout" and reporting < 0.5 and self.shape is Shape.SLURM:
+            argv, limit = ("hang", str(self.progress_rng.choice([0, 10, 15]))), None  # reports, then goes silent
+        elif kind in ("ok", "exit") and reporting < 0.5:
+            argv = (*argv, "report")  # reports until it ends: never stalled
         ext = (Image("registry.example/train:1"),) if self.shape is Shape.KUBEFLOW else ()
         return JobSpec(command=argv, nodes=r.choice([1, 1, 2]), time_limit=limit, extensions=ext)
 

@@ -15,16 +15,19 @@ import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from dispatch.accelerators import Inventory
+from dispatch.adapterkit.fanout import spread
 from dispatch.adapterkit.holds import InstanceBook, encode_instance
 from dispatch.adapterkit.identity import execution_identity, submission_of
+from dispatch.adapterkit.storage import storage_answer, storage_paths
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, no
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
 from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.extensions import CessationWarning, ExtensionPolicy, Output, SharedCheckpoint
-from dispatch.outcome import Evidence
+from dispatch.outcome import Evidence, State
 from dispatch.slurm import errors as slurm_errors
-from dispatch.slurm import outputs, preflight, submit
+from dispatch.slurm import outputs, preflight, progress, submit
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
 from dispatch.slurm.mapping import Reading, accounting_settling, outcome_of
@@ -57,6 +60,7 @@ from dispatch.spi import (
     OutputPiece,
     OutputSlice,
     StartRequest,
+    StoragePaths,
 )
 
 NAME = "slurm"
@@ -130,6 +134,8 @@ class _Observed:
 
     live: SlurmJob | None
     history: tuple[SlurmJob, ...]
+    progress: Mapping[int, str] | None = None
+    """The raw progress reports by rank, read in the same script as squeue (None: not read)."""
 
 
 class SlurmBackend:
@@ -154,7 +160,9 @@ class SlurmBackend:
         self.facts = preflight.run_preflight(settings, self._run, self._clock, read_only=read_only)
         self._offset = self.facts.offset
         self._uncertainty = self.facts.uncertainty
-        self._caps = preflight.capabilities_of(self.facts)
+        self._caps = preflight.capabilities_of(self.facts).with_answer(
+            Capability.SHARED_STORAGE, storage_answer(settings.shared_storage)
+        )
         self._decl = preflight.declarations_of(settings, self.facts)
         self.slurm_release = self.facts.version
         self.dialect = dialect_of(self.facts.version)
@@ -220,8 +228,15 @@ class SlurmBackend:
     def declarations(self) -> Declarations:
         return self._decl
 
+    def accelerators(self) -> Inventory | None:
+        """The GPUs per partition, from ``sinfo`` at open."""
+        return self.facts.accelerators
+
     def extension_policy(self) -> ExtensionPolicy:
         return ExtensionPolicy(accepted=ACCEPTED)
+
+    def shared_storage(self) -> StoragePaths:
+        return storage_paths(self.settings.shared_storage, NAME)
 
     def build(self, request: StartRequest) -> submit.SbatchJob:
         self.extension_policy().check(request.spec.extensions, NAME)
@@ -305,8 +320,8 @@ class SlurmBackend:
             try:
                 out = self._run(s, True, partial=True)
             except (Unavailable, OutcomeUnknown) as exc:
-                for i, _ in built:
-                    answers[i] = type(exc)(str(exc))
+                for (i, _), each in zip(built, spread(exc, len(built)), strict=True):
+                    answers[i] = each
                 return [a for a in answers if a is not None]
             made = out.call(0)
             if dirs and made is not None and made.status == 0:
@@ -347,11 +362,11 @@ class SlurmBackend:
         try:
             out = self._run(s, True, partial=True)
         except (Unavailable, OutcomeUnknown) as exc:
-            return [j if isinstance(j, NotFound) else type(exc)(str(exc)) for j in jids]
+            return [j if isinstance(j, NotFound) else e for j, e in zip(jids, spread(exc, len(jids)), strict=True)]
         call = out.call(0)
         if call is not None and call.status not in (0, 2, None):
             err = slurm_errors.error_for("open", call.stderr or call.stdout, write=True, status=call.status)
-            return [j if isinstance(j, NotFound) else type(err)(str(err)) for j in jids]
+            return [j if isinstance(j, NotFound) else e for j, e in zip(jids, spread(err, len(jids)), strict=True)]
         seen: dict[str, str] = {}
         for line in (call.stdout if call is not None else "").splitlines():
             parts = line.split()
@@ -399,7 +414,11 @@ class SlurmBackend:
     def _observe_text_first(self, jids: list[str]) -> dict[str, _Observed]:
         s = self._script()
         s.shell('SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "$2"', ",".join(jids), SQUEUE_TEXT_FIELDS)
-        call = self._run(s, False).call(0)
+        s.shell(progress.READ, self._pointer("")[:-1], *jids)  # the same round trip: no call per job
+        out = self._run(s, False)
+        call = out.call(0)
+        reports = out.call(1)
+        raw = progress.parse_reports(reports.stdout) if reports is not None and reports.ok else {}
         rows: list[SlurmJob] = []
         if call is not None and call.status == 0:
             rows = parse_squeue_text(call.stdout, self.slurm_release)
@@ -417,7 +436,7 @@ class SlurmBackend:
             for jid, history in self._history(gone).items():
                 if jid in wanted and history:
                     result[jid] = _Observed(None, tuple(history))
-        return {j: result[j] for j in jids if j in result}
+        return {j: replace(result[j], progress=raw.get(j, {})) for j in jids if j in result}
 
     def _observe_json(self, jids: list[str]) -> dict[str, _Observed]:
         s = self._script()
@@ -490,6 +509,9 @@ class SlurmBackend:
         if r not in seen:
             executions.append(self._execution(jid, submission, current, r, reading))
         executions.sort(key=lambda e: e.restart)
+        if obs.progress and executions and executions[-1].outcome.state is State.RUNNING:
+            cur = executions[-1]
+            executions[-1] = replace(cur, progress=progress.reports_of(obs.progress, cur.identity, self._offset))
         return JobEvidence(
             scheduler_id=jid,
             marker=marker_job.name or None,

@@ -44,7 +44,9 @@ class Placement(Extension):
 @register_extension
 @dataclass(frozen=True)
 class Resources(Extension):
-    """Per-node and per-task resources: GPUs (type and count per node), CPUs per task, memory, exclusivity."""
+    """Deprecated: ask GPUs, CPUs, memory and exclusive nodes in the spec's portable ``resources``. Kept so that
+    specs and records that carry it still read and run; ``memPerCpu`` is Slurm's alone. A spec may not ask the
+    same thing in both (SpecError)."""
 
     kind: ClassVar[str] = "slurm.Resources"
     gpus_per_node: int | None = None

@@ -2,7 +2,8 @@
 
 1. **Environment** (every open): the commands exist (``sbatch squeue scontrol scancel sacct srun timeout``),
    the cluster's clock (``date +%s.%N``, bracketed by two reads of the caller's clock: offset = cluster -
-   midpoint, uncertainty = half the round trip), ``scontrol show config``, and ``$HOME``.
+   midpoint, uncertainty = half the round trip), ``scontrol show config``, ``$HOME``, and the GPUs per
+   partition from ``sinfo``'s Gres (the ``Accelerators`` inventory: read at every open, read-only too).
 2. **Cache**: a probe result younger than ``preflight.freshness`` in ``preflight.cacheDir``, keyed by the
    cluster's identity (transport, host, user, ClusterName, SLURM_VERSION, AuthType), is used as is.
 3. **Probe** (writable open without a fresh cache): submit a held probe job (script 2), then in script 3 set
@@ -27,10 +28,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatch.accelerators import Inventory
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import Unavailable, Unsupported
+from dispatch.slurm.gres import SINFO, parse_sinfo_gres
 from dispatch.slurm.holds import encode_hold
 from dispatch.slurm.parse import (
     auth_ttl,
@@ -63,6 +66,8 @@ class ClusterFacts:
     uncertainty: float
     hold: CapabilityAnswer = field(default_factory=lambda: unknown("not probed"))
     accounting: CapabilityAnswer = field(default_factory=lambda: unknown("not probed"))
+    accelerators: Inventory | None = None
+    """The GPUs ``sinfo`` lists per partition, read at every open (None: sinfo failed)."""
 
     @property
     def auth_ttl(self) -> float | None:
@@ -79,6 +84,7 @@ def environment_script(settings: SlurmSettings) -> Script:
     s.call(["date", "+%s.%N"])
     s.call(["scontrol", "show", "config"])
     s.shell('printf "%s\\n%s\\n" "$HOME" "$(id -un)"')
+    s.call(SINFO)
     return s
 
 
@@ -106,6 +112,7 @@ def read_environment(out: ScriptOutput, before: float, after: float) -> ClusterF
     cluster_now = float(date.stdout.strip().replace("N", "0") or 0)
     mid = (before + after) / 2
     lines = [*home.stdout.splitlines(), "", ""][:2]
+    sinfo = out.call(4)
     return ClusterFacts(
         config=cfg,
         version=version,
@@ -114,6 +121,7 @@ def read_environment(out: ScriptOutput, before: float, after: float) -> ClusterF
         user=lines[1],
         offset=cluster_now - mid,
         uncertainty=(after - before) / 2 + 0.01,
+        accelerators=parse_sinfo_gres(sinfo.stdout) if sinfo is not None and sinfo.ok else None,
     )
 
 
@@ -322,5 +330,15 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
                 "--no-requeue: Slurm never restarts an evicted job; only dispatch's requeue or resubmission does"
             ),
             Capability.NODE_EXCLUSION: yes("sbatch --exclude keeps a submission off named nodes"),
+            Capability.ACCELERATORS: (
+                facts.accelerators.answer()
+                if facts.accelerators is not None
+                else unknown("sinfo could not be read at open", Provenance.PROBED)
+            ),
+            Capability.SHARED_STORAGE: no("the backend answers from its sharedStorage setting"),
+            Capability.PROGRESS_REPORTING: yes(
+                "each rank writes <output dir>/<marker>.<job id>.<restart>.progress/rank-<r>.json on the shared "
+                "output directory; read in the same script as squeue"
+            ),
         }
     )

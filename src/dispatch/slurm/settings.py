@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from dispatch.adapterkit.storage import SharedStorageSettings
 from dispatch.errors import ConfigError
 
 _HOST = re.compile(r"[A-Za-z0-9_.:\[\]-]+")
@@ -209,6 +210,9 @@ class SlurmSettings:
         default_factory=dict, metadata={"doc": "variables set for every Slurm command on the cluster side"}
     )
     """Variables set for every Slurm command the adapter runs on the cluster side (``SLURM_CONF``)."""
+    shared_storage: SharedStorageSettings | None = field(
+        default=None, metadata={"doc": "a directory this machine and every node share (dispatch.Executor)"}
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.transport, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", self.transport):

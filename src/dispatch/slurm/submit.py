@@ -11,6 +11,8 @@
   starts with the warning signal ignored until the program handles it). The user's argv is shlex-quoted
   word by word inside a heredoc whose terminator carries the script nonce, so it reaches the ranks byte for
   byte.
+* Progress: every rank's ``DISPATCH_PROGRESS_DIR`` is ``<dir>/<marker>.<job id>.progress``, beside the output
+  (:mod:`dispatch.slurm.progress`).
 * Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``
   (:func:`output_paths`; the submitting script records ``<dir>/<marker>`` under the job id, see
   :func:`pointer_path`, so the files are found after the scheduler forgot the job): with
@@ -26,9 +28,12 @@ import shlex
 from dataclasses import dataclass
 
 from dispatch.adapterkit import render_job_script
+from dispatch.adapterkit.jobscript import launch_checks
 from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude, rank_wrapper
 from dispatch.errors import SpecError, Unsupported
 from dispatch.extensions import CessationWarning, Image, Output
+from dispatch.resources import Resources as PortableResources
+from dispatch.slurm import progress
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.parse import has_export_nil, has_restart_pattern
 from dispatch.slurm.settings import SlurmSettings, check_output_dir
@@ -112,16 +117,7 @@ def build(
     ):
         if value:
             argv.append(f"--{opt}={value}")
-    if res.gpus_per_node:
-        argv.append(f"--gpus-per-node={res.gpu_type + ':' if res.gpu_type else ''}{res.gpus_per_node}")
-    if res.cpus_per_task:
-        argv.append(f"--cpus-per-task={res.cpus_per_task}")
-    if res.mem_per_node:
-        argv.append(f"--mem={res.mem_per_node}")
-    if res.mem_per_cpu:
-        argv.append(f"--mem-per-cpu={res.mem_per_cpu}")
-    if res.exclusive:
-        argv.append("--exclusive")
+    argv += resource_options(spec.resources, res)
     workdir = spec.working_dir or default_workdir
     if workdir:
         argv.append(f"--chdir={workdir}")
@@ -144,7 +140,7 @@ def build(
     else:
         argv += [f"--output={base}.%j.slurm.out", f"--error={base}.%j.slurm.out"]
 
-    prelude = []
+    prelude = progress.prelude(base)
     if not per_exec:
         q = shlex.quote(base)
         suffix = '."$SLURM_JOB_ID"."${SLURM_RESTART_COUNT:-0}"'
@@ -167,8 +163,41 @@ def build(
             *rank_wrapper(_rank_prelude(spec)),
         ),
         exports=exports,
+        checks=launch_checks(spec.command, workdir or None),
     )
     return SbatchJob(tuple(argv), batch, out_dir, base)
+
+
+def resource_options(portable: PortableResources, res: Resources) -> list[str]:
+    """sbatch's words for the spec's ``resources`` (every supported release has ``--gpus-per-node``), and for
+    the deprecated ``slurm.Resources`` extension, whose ``memPerCpu`` is Slurm's alone. A spec may say each
+    thing once: SpecError when both ask for the same (GPUs, CPUs, memory)."""
+    for field, key, theirs in (
+        ("gpus_per_node", "gpusPerNode", portable.gpus_per_node),
+        ("cpus_per_task", "cpusPerTask", portable.cpus_per_proc),
+        ("mem_per_node", "memPerNode", portable.mem_per_node),
+    ):
+        if getattr(res, field) is not None and theirs:
+            raise SpecError(f"extensions.slurm.Resources.{key}", "is asked in resources too: keep resources only")
+    if res.mem_per_cpu is not None and portable.mem_per_node is not None:
+        raise SpecError("extensions.slurm.Resources.memPerCpu", "give resources.memPerNode or memPerCpu, not both")
+    argv = []
+    if portable.gpus_per_node:
+        argv.append(f"--gpus-per-node={portable.gpus}")
+    elif res.gpus_per_node:
+        argv.append(f"--gpus-per-node={res.gpu_type + ':' if res.gpu_type else ''}{res.gpus_per_node}")
+    cpus = portable.cpus_per_proc or res.cpus_per_task
+    if cpus:
+        argv.append(f"--cpus-per-task={cpus}")
+    if portable.mem_per_node is not None:
+        argv.append(f"--mem={portable.mem_per_node}M")
+    elif res.mem_per_node:
+        argv.append(f"--mem={res.mem_per_node}")
+    if res.mem_per_cpu:
+        argv.append(f"--mem-per-cpu={res.mem_per_cpu}")
+    if portable.exclusive or res.exclusive:
+        argv.append("--exclusive")
+    return argv
 
 
 def _rank_prelude(spec: JobSpec) -> list[str]:

@@ -26,7 +26,9 @@ were archived, once their job is closed (:meth:`~dispatch.records.archive.Output
 default nothing is deleted.
 
 What it cannot do: keep a log the cluster deleted before the supervisor saw the execution end (Kueue's
-eviction deletes the pods: they stay Terminating for their grace period, and past it the entry says ``gone``).
+eviction deletes the pods: they stay Terminating for their grace period, and past it the entry says ``gone``),
+unless the backend keeps it: a backend that is an :class:`~dispatch.spi.OutputKeeper` is asked to when the
+archiver is built (Kubeflow keeps rank 0's log of an execution its deadline ends, whose pods go at once).
 The Kubeflow adapter's ``supervised`` setting turns its ``OutputRetained`` answer to yes (docs/adapters/kubeflow.md
 says why it is a setting).
 """
@@ -45,7 +47,7 @@ from dispatch.clock import Clock
 from dispatch.errors import ConfigError, DispatchError, NotFound, Unavailable
 from dispatch.records.archive import ArchivedOutput, ArchiveStatus
 from dispatch.records.model import JobRecord
-from dispatch.spi import Backend, ExecutionOutput
+from dispatch.spi import Backend, ExecutionOutput, OutputKeeper
 
 DEFAULT_MAX_BYTES = 1 << 20
 """The default cap of one archived log: 1 MiB (its tail)."""
@@ -139,6 +141,8 @@ class Archiver:
         if not all(callable(getattr(records, m, None)) for m in ("put_output", "outputs")):
             return None
         bound = backend.declarations().call_bound or DEFAULT_READ_BOUND
+        if isinstance(backend, OutputKeeper):  # what the cluster deletes before a cycle could read it
+            backend.keep_output()
         return cls(backend, records, clock, settings, bound)
 
     # ----- what to archive ---------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ __all__ = [
     "suspects",
 ]
 
-BLAMING_CAUSES: frozenset[Cause] = frozenset({Cause.NODE_LOST, Cause.LAUNCH_FAILED})
+BLAMING_CAUSES: frozenset[Cause] = frozenset({Cause.NODE_LOST, Cause.LAUNCH_FAILED, Cause.STALLED})
 """The causes whose ending blames the execution's nodes."""
 
 

@@ -40,6 +40,7 @@ from dispatch.records.model import (
     IntentStatus,
     JobRecord,
     Submission,
+    stops_the_job,
 )
 from dispatch.spi import Cessation, Found, Gate, JobEvidence, Unanswered
 
@@ -472,7 +473,7 @@ def _resolve_by_evidence(job: JobRecord, sub: Submission, evidence: JobEvidence,
         elif it.action is Action.STOP:
             ok = evidence.outcome.ended or evidence.outcome.state is State.UNKNOWN
             if ok:
-                job.stop_requested = job.stop_requested or it.args.get("schedulerId") is None
+                job.stop_requested = job.stop_requested or stops_the_job(it)
             events.append(_resolve(job, it, IntentStatus.DONE if ok else IntentStatus.FAILED, f"ended={ok}", now))
         elif it.action is Action.REQUEUE:
             before = int(it.args.get("restart", -1))

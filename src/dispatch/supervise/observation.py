@@ -10,7 +10,7 @@ job failure: nothing is folded, and the records keep their last evidence and its
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dispatch.actions import Actor
@@ -18,10 +18,12 @@ from dispatch.clock import Clock
 from dispatch.errors import Unavailable
 from dispatch.outcome import Cause
 from dispatch.records.model import Event, JobRecord
+from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Unanswered, Watcher
+from dispatch.supervise import stall
 from dispatch.supervise.archive import Archiver
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
-from dispatch.supervise.next import Facts, needs_observation
+from dispatch.supervise.next import Facts, Step, needs_observation
 from dispatch.supervise.report import CycleReport
 from dispatch.supervise.steady import Quiet
 
@@ -53,6 +55,9 @@ class Observing:
     _seen: set[str]
     _pending: set[str]
     """Objects to read next cycle whatever a watch reports (a change not read, an object not answered yet)."""
+    rules_for: Callable[[JobRecord], RuleSet]
+    stall_early: float = 0.0
+    """Seconds before the bound a stall is judged: 0, except under the simulator's planted bug."""
 
     def _observe(self, items: Sequence[Quiet | JobRecord], now: float, report: CycleReport) -> Observation:
         """Read what ``items`` need read this cycle (see the module docstring); steady entries (:class:`Quiet`)
@@ -167,6 +172,8 @@ class Observing:
         for sid in [sid for s in job.submissions for sid in s.strays if sid in obs.inspected]:
             job, ev = fold_stray(job, sid, obs.evidence.get(sid), now, obs.inspected_at)
             events += ev
+        job, ev = stall.mark(job, now)
+        events += ev
         return job, events
 
     def _unchanged(self, q: Quiet, obs: Observation) -> bool:
@@ -178,7 +185,17 @@ class Observing:
         sid = settled.scheduler_id
         if sid in obs.inspected and (sid in obs.cessation or not settled.unchanged_by(obs.evidence.get(sid))):
             return False
+        if sid in obs.inspected and self._stall(q.job, obs) is not None:
+            return False
         return self.archiver is None or not self.archiver.pending(q.job.id)
+
+    def _stall(self, job: JobRecord, obs: Observation) -> Step | None:
+        """The stop that ends ``job``'s stalled execution, judged from this cycle's evidence (see
+        :mod:`dispatch.supervise.stall`), or None."""
+        sid = job.current.scheduler_id if job.current is not None else None
+        if sid is None or sid not in obs.inspected:
+            return None
+        return stall.judge(job, obs.evidence.get(sid), self.rules_for, early=self.stall_early)
 
 
 def _node_lost(ev: JobEvidence) -> bool:

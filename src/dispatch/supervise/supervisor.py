@@ -248,6 +248,8 @@ class Supervisor(Acting, Observing, Steady):
         self.exclusions.note(job, done, first=job.id not in self._seen)
         job = done
         self._seen.add(job.id)
+        if (stalled := self._stall(job, obs)) is not None:
+            job = self._act(job, stalled, report)
         return self._steps(job, report)
 
 
