@@ -447,7 +447,7 @@ def nodes(app: App, action: str | None, node: str | None, as_json: bool) -> None
     suspicion now.
 
     \b
-    A node is a suspect once blamed (an execution on it ended node-lost or launch-failed) `after` times within
+    A node is a suspect once blamed (an execution on it ended node-lost, launch-failed or stalled) `after` times within
     `window`, for `ttl` after the last of those blames: [clusters.<name>.suspects] in the config file
     (defaults: 3 times, 1 day, 1 day).
     """
