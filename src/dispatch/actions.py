@@ -137,7 +137,8 @@ class Actor:
         sub = job.submission(intent.submission)
         sid = sub.scheduler_id
         if intent.action is Action.START:
-            req = StartRequest(job.id, sub.n, sub.marker, job.spec)
+            exclude = tuple(str(n) for n in intent.args.get("exclude", ()))
+            req = StartRequest(job.id, sub.n, sub.marker, job.spec, exclude)
             return self.backend.start(req)
         if intent.action is Action.STOP and intent.args.get("schedulerId"):
             sid = str(intent.args["schedulerId"])  # a stray duplicate of the submission

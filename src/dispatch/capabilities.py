@@ -47,6 +47,9 @@ class Capability(StrEnum):
     """Output survives the job's end."""
     READMISSION_GATE = "ReadmissionGate"
     """After an eviction the job is not started again until dispatch allows it (it can count attempts)."""
+    NODE_EXCLUSION = "NodeExclusion"
+    """A submission can be kept off named nodes (a resubmission avoids the nodes its ending blamed, and the
+    cluster's suspect nodes)."""
     ACCELERATORS = "Accelerators"
     """The cluster has GPUs a job can ask for (``JobSpec.resources``); the Reason names which, per node and pool
     (the inventory itself: :class:`dispatch.spi.AcceleratorInventory`)."""

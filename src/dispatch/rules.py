@@ -14,6 +14,7 @@ A rules file is TOML, YAML or JSON::
     limit = 5                       # times this rule may fire
     backoff = "30s"                 # wait before acting: backoff x 2^(times fired), capped by backoffMax
     backoffMax = "10m"
+    excludeBlamedNodes = true       # optional: the new submission avoids the nodes the ending blamed
 
     [[rules]]
     cause = "exit"
@@ -35,7 +36,8 @@ restarts in place by its native policy), ``hold`` (a new submission kept under a
 matches, ``unmatched`` decides: ``escalate`` (the default) or ``close`` (leave the job ended as it is).
 
 Rules are validated against the cluster when loaded (:meth:`RuleSet.check_against`): a ``hold`` or
-``requeue`` the cluster cannot perform is a :class:`~dispatch.errors.ConfigError` naming the rule; a
+``requeue`` the cluster cannot perform, or ``excludeBlamedNodes`` where NodeExclusion is not yes, is a
+:class:`~dispatch.errors.ConfigError` naming the rule; a
 ``restart`` is accepted only where the backend compiles it into its scheduler's native policy
 (:class:`~dispatch.spi.NativePolicyCompiler`), and a ``readmit`` only where the backend is a
 :class:`~dispatch.spi.Readmitter` and the cluster's ReadmissionGate is yes; both are refused with
@@ -83,8 +85,11 @@ _RULE_KEYS = {
     "limit",
     "backoff",
     "backoffMax",
+    "excludeBlamedNodes",
     "stalledAfter",
 }
+_NEW_SUBMISSION_ACTIONS = frozenset({RuleAction.RESUBMIT, RuleAction.HOLD})
+"""The actions that make a new submission, the only ones that can be kept off nodes."""
 _TOP_KEYS = {"unmatched", "limits", "rules"}
 
 
@@ -99,6 +104,8 @@ class Rule:
     limit: int | None = None
     backoff: float = 0.0
     backoff_max: float = 3600.0
+    exclude_blamed_nodes: bool = False
+    """The new submission avoids the nodes the job's endings blamed (see :mod:`dispatch.supervise.blame`)."""
     stalled_after: float | None = None
     """Seconds without progress after which a running execution is judged ``stalled`` (rules naming that cause
     only; see :mod:`dispatch.supervise.stall`)."""
@@ -135,6 +142,8 @@ class Rule:
         if self.backoff:
             out["backoff"] = self.backoff
             out["backoffMax"] = self.backoff_max
+        if self.exclude_blamed_nodes:
+            out["excludeBlamedNodes"] = True
         if self.stalled_after is not None:
             out["stalledAfter"] = self.stalled_after
         return out
@@ -240,6 +249,12 @@ class RuleSet:
         """Raise naming the first rule whose action this cluster cannot perform: Unsupported for a ``restart``
         or a ``readmit`` no interface of the backend carries out, ConfigError for the other actions."""
         for i, rule in enumerate(self.rules):
+            if rule.exclude_blamed_nodes and not capabilities[Capability.NODE_EXCLUSION].yes:
+                cap = capabilities[Capability.NODE_EXCLUSION]
+                raise ConfigError(
+                    f"rules[{i}].excludeBlamedNodes",
+                    f"rule {rule.name!r}: NodeExclusion is {cap.answer.value} on this cluster: {cap.reason}",
+                )
             progress = capabilities[Capability.PROGRESS_REPORTING]
             if rule.stalled_after is not None and not progress.yes:
                 raise ConfigError(
@@ -388,6 +403,14 @@ def _rule(raw: object, i: int) -> Rule:
     limit = _count(raw.get("limit"), f"{path}.limit")
     backoff = parse_duration(raw.get("backoff", 0), f"{path}.backoff")
     backoff_max = parse_duration(raw.get("backoffMax", 3600), f"{path}.backoffMax")
+    exclude = raw.get("excludeBlamedNodes", False)
+    if not isinstance(exclude, bool):
+        raise ConfigError(f"{path}.excludeBlamedNodes", f"must be true or false, got {exclude!r}")
+    if exclude and action not in _NEW_SUBMISSION_ACTIONS:
+        raise ConfigError(
+            f"{path}.excludeBlamedNodes",
+            f"only a resubmit or hold rule makes a new submission that can avoid nodes, not {action.value}",
+        )
     stalled_after = None
     if "stalledAfter" in raw:
         if Cause.STALLED not in causes:
@@ -397,4 +420,16 @@ def _rule(raw: object, i: int) -> Rule:
             raise ConfigError(f"{path}.stalledAfter", f"must be longer than zero, got {raw['stalledAfter']!r}")
     elif Cause.STALLED in causes:
         raise ConfigError(f"{path}.stalledAfter", "is required on a rule whose cause includes stalled")
-    return Rule(name, causes, action, states, codes, max_exec, limit, backoff, backoff_max, stalled_after)
+    return Rule(
+        name,
+        causes,
+        action,
+        states,
+        codes,
+        max_exec,
+        limit,
+        backoff,
+        backoff_max,
+        exclude_blamed_nodes=exclude,
+        stalled_after=stalled_after,
+    )

@@ -11,8 +11,8 @@ is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-on
 
 Optional interfaces (``Holder``, ``Requeuer``, ``Readmitter``, ``NativePolicyCompiler``, ``Watcher``,
 ``CessationSignal``, ``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``,
-``OutputSlices``, ``ExecutionOutput``, ``AcceleratorInventory``) are ``runtime_checkable`` protocols: code
-asks ``isinstance(backend, Holder)``.
+``OutputSlices``, ``ExecutionOutput``, ``AcceleratorInventory``, ``NodeInventory``) are ``runtime_checkable``
+protocols: code asks ``isinstance(backend, Holder)``.
 :func:`restrict` hands out a backend without some of them.
 """
 
@@ -40,12 +40,17 @@ class StartRequest:
 
     ``marker`` is unique to this submission and written to the record before :meth:`Backend.start` is
     called; the backend must store it on the object so :meth:`Backend.find` can find it by marker.
+
+    ``exclude``: nodes the object must never run on (a resubmission avoiding blamed or suspect nodes). It is
+    non-empty only where the cluster's NodeExclusion is yes; such a backend keeps every execution of the object
+    off these nodes.
     """
 
     job_id: str
     submission: int
     marker: str
     spec: JobSpec
+    exclude: tuple[str, ...] = ()
 
 
 class Gate(StrEnum):
@@ -314,6 +319,17 @@ class IdentityWeakener(Protocol):
 
 
 @runtime_checkable
+class NodeInventory(Protocol):
+    """Names the nodes that could run a job, so a resubmission whose exclusions leave too few of them is
+    escalated instead of submitted to wait forever."""
+
+    def schedulable_nodes(self, spec: JobSpec) -> frozenset[str] | None:
+        """Every node that could run ``spec`` on this cluster, whatever its state now (a node down now may come
+        back); None when the backend cannot tell."""
+        ...
+
+
+@runtime_checkable
 class MultiFinder(Protocol):
     """Finds many markers in one call."""
 
@@ -476,6 +492,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     OutputReader,
     OutputSlices,
     ExecutionOutput,
+    NodeInventory,
     OutputKeeper,
     AcceleratorInventory,
     SharedStorer,
@@ -494,6 +511,7 @@ OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     OutputReader: ("stdout", "stderr"),
     OutputSlices: ("read_slices", "output_per_rank"),
     ExecutionOutput: ("execution_output",),
+    NodeInventory: ("schedulable_nodes",),
     OutputKeeper: ("keep_output",),
     AcceleratorInventory: ("accelerators",),
     SharedStorer: ("shared_storage",),

@@ -309,6 +309,7 @@ def test_named_cluster_and_records_path(cli: Env, tmp_path: Path) -> None:
 
 
 def test_read_commands_have_json(cli: Env) -> None:
+
     caps = cli.json("capabilities")
     assert caps["adapter"] == "local" and set(caps["capabilities"]) == {str(c) for c in Capability}
     assert all(set(a) == {"answer", "reason", "provenance"} for a in caps["capabilities"].values())

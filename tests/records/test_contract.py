@@ -23,6 +23,7 @@ from dispatch.records import (
     SQLiteRecords,
     Submission,
 )
+from dispatch.records.nodes import NodeBlame, NodeBlames
 from dispatch.records.postgres import SCHEMA_VERSION as PG_SCHEMA
 from dispatch.records.postgres import PostgresRecords, redact
 from dispatch.records.sqlite import SCHEMA_VERSION as SQLITE_SCHEMA
@@ -430,3 +431,77 @@ def test_a_batch_member_round_trips_and_older_records_have_none(store: Records) 
         "6b0e248a437748": None,
     }
     assert "batch" not in store.get("6b0e248a437748").to_json()
+
+
+# ----- node blames (dispatch.records.nodes) ---------------------------------------------------------------------
+
+
+def _blame(node: str, job: str, at: float, execution: str = "1.7.0", cluster: str = "c") -> NodeBlame:
+    return NodeBlame(cluster, node, job, execution, Cause.NODE_LOST, at)
+
+
+def test_node_blames_are_stored_once_per_execution_and_node(store: Records) -> None:
+    assert isinstance(store, NodeBlames)
+    first = [_blame("n1", "j1", 10.0), _blame("n2", "j1", 10.0)]
+    assert store.add_node_blames(first) == 2
+    # the same blames again (a supervisor that took the job over writes them again) change nothing
+    assert store.add_node_blames([_blame("n1", "j1", 99.0), _blame("n1", "j2", 20.0)]) == 1
+    got = store.node_blames("c", 0.0)
+    assert got == [_blame("n1", "j1", 10.0), _blame("n2", "j1", 10.0), _blame("n1", "j2", 20.0)]
+    assert got[0].cause is Cause.NODE_LOST and got[0].to_json()["jobId"] == "j1"
+    assert store.node_blames("c", 15.0) == [_blame("n1", "j2", 20.0)]
+    assert store.node_blames("other", 0.0) == []
+
+
+def test_clearing_a_node_deletes_its_blames_on_that_cluster_only(store: Records) -> None:
+    assert isinstance(store, NodeBlames)
+    store.add_node_blames([_blame("n1", "j1", 10.0), _blame("n1", "j2", 11.0), _blame("n2", "j2", 11.0)])
+    store.add_node_blames([_blame("n1", "j3", 12.0, cluster="d")])
+    assert store.clear_node_blames("c", "n1") == 2
+    assert store.clear_node_blames("c", "n1") == 0
+    assert [b.node for b in store.node_blames("c", 0.0)] == ["n2"]
+    assert [b.node for b in store.node_blames("d", 0.0)] == ["n1"]
+    # cleared, then blamed again: counted afresh
+    assert store.add_node_blames([_blame("n1", "j1", 10.0)]) == 1
+
+
+def test_sqlite_store_of_the_previous_schema_gains_the_node_blames(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "old.db"
+    SQLiteRecords(path).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE node_blames")
+    db.execute(f"PRAGMA user_version={SQLITE_SCHEMA - 1}")
+    db.commit()
+    db.close()
+    s = SQLiteRecords(path)
+    try:
+        assert s.schema_version() == SQLITE_SCHEMA
+        assert s.add_node_blames([_blame("n1", "j1", 1.0)]) == 1 and len(s.node_blames("c", 0.0)) == 1
+        names = [r[0] for r in s._db.execute("SELECT name FROM sqlite_master WHERE tbl_name = 'node_blames'")]
+        assert "node_blames_at" in names
+    finally:
+        s.close()
+
+
+@pytest.mark.postgres
+def test_postgres_store_of_the_previous_schema_gains_the_node_blames() -> None:
+    s = postgres_store()
+    try:
+        with s._tx() as cur:
+            cur.execute(s._q("DROP TABLE {s}.node_blames"))
+            cur.execute(s._q("UPDATE {s}.meta SET value = %s WHERE key = 'schema_version'"), (str(PG_SCHEMA - 1),))
+        again = PostgresRecords(POSTGRES_DSN, schema=s.schema)
+        try:
+            assert again.schema_version() == PG_SCHEMA
+            assert again.add_node_blames([_blame("n1", "j1", 1.0)]) == 1
+            assert again.node_blames("c", 0.0) == [_blame("n1", "j1", 1.0)]
+            with again._tx() as cur:
+                cur.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s", (s.schema,))
+                assert "node_blames_at" in {r[0] for r in cur.fetchall()}
+        finally:
+            again.close()
+    finally:
+        s.drop()
+        s.close()

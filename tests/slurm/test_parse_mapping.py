@@ -380,6 +380,18 @@ def test_a_failed_ranks_own_code_wins_over_the_batch_shells() -> None:
     assert plain[0].step_exit_code is None and outcome_of(plain[0], EV).outcome.exit_code == 3
 
 
+def test_a_hostlist_expands_to_its_node_names() -> None:
+    from dispatch.slurm.parse import ParseError, expand_hostlist
+
+    assert expand_hostlist("n1") == ("n1",)
+    assert expand_hostlist("n[1-3,07],gpu1") == ("n1", "n2", "n3", "n07", "gpu1")
+    assert expand_hostlist("rack[1-2]-n[01-02]") == ("rack1-n01", "rack1-n02", "rack2-n01", "rack2-n02")
+    assert expand_hostlist("n1,n1") == ("n1",)
+    for bad in ("n[1-", "n[a-b]", "n[3-1]", "n1;x"):
+        with pytest.raises(ParseError):
+            expand_hostlist(bad)
+
+
 def test_the_launch_checks_exit_is_launch_failed_but_a_ranks_own_125_is_its_exit() -> None:
     """The batch script exits 125 before srun (its launch checks failed): no srun step, launch-failed."""
     failed_checks = parse_sacct_text(

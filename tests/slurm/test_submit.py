@@ -197,3 +197,18 @@ def test_pre_termination_reason_names_the_clusters_figures() -> None:
     r = pre_termination_reason({"PreemptMode": "REQUEUE", "PreemptParameters": "send_user_signal"}, 30)
     assert "the CessationWarning signal at once" in r
     assert "not configured" in pre_termination_reason({"PreemptMode": "OFF"}, 30)
+
+
+def test_the_nodes_a_request_excludes_join_the_placements_in_one_exclude() -> None:
+    plain = build(StartRequest("abc", 2, "dsp-abc-2", JobSpec(("true",)), ("n1", "gpu-07")), S, "22.05.8", "/o")
+    assert "--exclude=n1,gpu-07" in plain.argv
+    placed = JobSpec(("true",), extensions=(Placement(exclude="n[3-4]"),))
+    both = build(StartRequest("abc", 2, "dsp-abc-2", placed, ("n1",)), S, "22.05.8", "/o")
+    assert [a for a in both.argv if a.startswith("--exclude")] == ["--exclude=n[3-4],n1"]
+    assert not [a for a in build(req(JobSpec(("true",))), S, "22.05.8", "/o").argv if a.startswith("--exclude")]
+
+
+@pytest.mark.parametrize("bad", ["n1;reboot", "$(id)", "-w", "n 1", ""])
+def test_an_excluded_name_that_is_no_node_name_is_refused(bad: str) -> None:
+    with pytest.raises(SpecError, match="not a Slurm node name"):
+        build(StartRequest("abc", 2, "dsp-abc-2", JobSpec(("true",)), (bad,)), S, "22.05.8", "/o")

@@ -1,5 +1,5 @@
 """Cluster and store commands: ``capabilities``, ``preflight``, ``schema``, ``clusters``, ``supervise``,
-``prune-outputs``, ``completion``."""
+``prune-outputs``, ``nodes``, ``completion``."""
 
 from __future__ import annotations
 
@@ -313,6 +313,8 @@ def supervise(
             used = PausingRecords(used, pause_action, emit)
         extra: dict[str, Any] = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
         extra["archive"] = ArchiveSettings(max_bytes=archive_max_bytes, keep=keep)
+        if adapter is None:
+            extra["suspects"] = app.cluster_config().suspects
         sup = Supervisor(backend, used, clock=clock, owner=who, poll=poll, default_rules=rules, cluster=name, **extra)
         if metrics is not None:
             metrics.stale_after = 3 * sup.poll + 10.0
@@ -432,3 +434,70 @@ def completion(shell: str) -> None:
     root = click.get_current_context().find_root().command  # the `dispatch` group, without importing it
     comp = cls(root, {}, "dispatch", "_DISPATCH_COMPLETE")
     click.echo(comp.source())
+
+
+@click.command(context_settings=CTX)
+@click.argument("action", required=False, type=click.Choice(["clear"]))
+@click.argument("node", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the suspects (or what was cleared) as JSON.")
+@pass_app
+def nodes(app: App, action: str | None, node: str | None, as_json: bool) -> None:
+    """The cluster's suspect nodes, which every resubmission avoids: each with its blames, their count and until
+    when (docs/supervisor.md, Bad nodes). `dispatch nodes clear NODE` deletes the node's blames, which ends its
+    suspicion now.
+
+    \b
+    A node is a suspect once blamed (an execution on it ended node-lost, launch-failed or stalled) `after` times within
+    `window`, for `ttl` after the last of those blames: [clusters.<name>.suspects] in the config file
+    (defaults: 3 times, 1 day, 1 day).
+    """
+    import time
+
+    from dispatch.cli import ui
+    from dispatch.errors import NotFound
+    from dispatch.records.nodes import NodeBlames, suspects
+
+    cc = app.cluster_config()
+    policy = cc.suspects
+    if action == "clear":
+        if not node:
+            raise ConfigError("NODE", "`dispatch nodes clear` needs the node to clear")
+        store: Any = app.records()
+        cleared = store.clear_node_blames(cc.name, node) if isinstance(store, NodeBlames) else 0
+        if as_json:
+            ui.print_json({"cluster": cc.name, "node": node, "cleared": cleared})
+            return
+        if cleared == 0:
+            raise NotFound(f"node {node} of cluster {cc.name} has no blame to clear")
+        click.echo(f"cleared {cleared} blame{'' if cleared == 1 else 's'} of node {node} on cluster {cc.name}")
+        return
+    if node:
+        raise ConfigError("NODE", f"a node ({node!r}) goes with `dispatch nodes clear`")
+    now = time.time()
+    records: Any = app.records_if_present()
+    found = []
+    if isinstance(records, NodeBlames):
+        found = suspects(records.node_blames(cc.name, now - policy.window - policy.ttl), policy, now)
+    if as_json:
+        ui.print_json(
+            {
+                "cluster": cc.name,
+                "policy": {"after": policy.after, "window": policy.window, "ttl": policy.ttl},
+                "suspects": [s.to_json() for s in found],
+            }
+        )
+        return
+    if not found:
+        click.echo(f"no suspect nodes on cluster {cc.name}")
+        return
+    rows = [
+        [
+            s.node,
+            str(len(s.blames)),
+            ", ".join(sorted({b.cause.value for b in s.blames})),
+            ", ".join(sorted({b.job_id for b in s.blames})),
+            present.when(s.until),
+        ]
+        for s in found
+    ]
+    click.echo(ui.table(["NODE", "BLAMES", "CAUSES", "JOBS", "UNTIL"], rows))

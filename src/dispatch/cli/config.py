@@ -37,10 +37,12 @@ from dispatch.errors import ConfigError
 
 if TYPE_CHECKING:
     from dispatch.records.base import Records
+    from dispatch.records.nodes import SuspectPolicy
 
 LOCAL = "local"
 _TOP_KEYS = {"default", "records", "clusters"}
-_CLUSTER_KEYS = {"adapter", "settings"}
+_CLUSTER_KEYS = {"adapter", "settings", "suspects"}
+_SUSPECT_KEYS = {"after", "window", "ttl"}
 
 
 def config_home() -> Path:
@@ -64,6 +66,35 @@ class ClusterConfig:
     name: str
     adapter: str
     settings: dict[str, Any] = field(default_factory=dict)
+    suspects: SuspectPolicy = field(default_factory=lambda: _default_policy())
+    """When a node of this cluster becomes a suspect (``[clusters.<name>.suspects]``: ``after``, ``window``,
+    ``ttl``; see docs/supervisor.md, Bad nodes)."""
+
+
+def _default_policy() -> SuspectPolicy:
+    from dispatch.records.nodes import SuspectPolicy
+
+    return SuspectPolicy()
+
+
+def _suspect_policy(raw: object, where: str) -> SuspectPolicy:
+    """``[clusters.<name>.suspects]``: ``after`` (a count; 0 turns suspects off), ``window`` and ``ttl``
+    (durations: 30d, 12h, 3600)."""
+    from dispatch.records.nodes import SuspectPolicy
+    from dispatch.settings import parse_duration
+
+    if not isinstance(raw, dict):
+        raise ConfigError(where, "must be a table: after, window, ttl")
+    for key in raw:
+        if key not in _SUSPECT_KEYS:
+            raise ConfigError(f"{where}.{key}", f"unknown key (known: {', '.join(sorted(_SUSPECT_KEYS))})")
+    base = SuspectPolicy()
+    after = raw.get("after", base.after)
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise ConfigError(f"{where}.after", f"must be a whole number >= 0, got {after!r}")
+    window = parse_duration(raw.get("window", base.window), f"{where}.window")
+    ttl = parse_duration(raw.get("ttl", base.ttl), f"{where}.ttl")
+    return SuspectPolicy(after, window, ttl)
 
 
 @dataclass(frozen=True)
@@ -202,7 +233,14 @@ def parse(data: dict[str, Any], path: Path) -> CliConfig:
         settings = raw.get("settings", {})
         if not isinstance(settings, dict):
             raise err(f"{where}.settings", "must be a table of the adapter's settings")
-        clusters[name] = ClusterConfig(name, adapter, settings)
+        if "suspects" in raw:
+            try:
+                policy = _suspect_policy(raw["suspects"], f"{where}.suspects")
+            except ConfigError as exc:
+                raise err(exc.path, exc.message) from None
+            clusters[name] = ClusterConfig(name, adapter, settings, policy)
+        else:
+            clusters[name] = ClusterConfig(name, adapter, settings)
     default = data.get("default", LOCAL)
     if not isinstance(default, str) or default not in clusters:
         raise err("default", f"names no cluster (known: {', '.join(sorted(clusters))})")

@@ -80,6 +80,7 @@ for command in (
     admin.preflight,
     admin.schema,
     admin.clusters,
+    admin.nodes,
     conformance.conformance,
     admin.completion,
 ):
@@ -139,6 +140,7 @@ SHORT_HELP = {
     "preflight": "Check the cluster can be used from here.",
     "schema": "JSON Schema of an adapter's settings.",
     "clusters": "The configured clusters.",
+    "nodes": "Suspect nodes every resubmission avoids.",
     "conformance": "Run the conformance suites against a cluster.",
     "completion": "Shell completion script (bash, zsh, fish).",
 }

@@ -155,6 +155,7 @@ class GridEngineBackend:
                 Capability.OUTPUT_FOLLOW: no("the adapter does not read output back"),
                 Capability.OUTPUT_RETAINED: yes("output files stay in the output directory"),
                 Capability.READMISSION_GATE: no("nothing readmits a Grid Engine job"),
+                Capability.NODE_EXCLUSION: no("the Grid Engine adapter does not exclude hosts from a submission"),
                 Capability.ACCELERATORS: (
                     self.gpus.answer()
                     if self.gpus is not None

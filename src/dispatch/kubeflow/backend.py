@@ -268,6 +268,7 @@ class KubeflowBackend:
                 Capability.OUTPUT_FOLLOW: follow,
                 Capability.OUTPUT_RETAINED: self._retained(),
                 Capability.READMISSION_GATE: readmission,
+                Capability.NODE_EXCLUSION: no("the Kubeflow adapter does not add node affinity to a submission"),
                 Capability.ACCELERATORS: self._accelerators_answer(),
                 Capability.SHARED_STORAGE: no(
                     "a pod shares no directory with this process (no volume is configured for function calls)"

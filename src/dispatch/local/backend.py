@@ -125,6 +125,7 @@ class LocalBackend:
                 Capability.READMISSION_GATE: no(
                     "nothing evicts a local job; a requeued execution starts at once unless held"
                 ),
+                Capability.NODE_EXCLUSION: no("one host: there is no other node to run a job on"),
                 Capability.ACCELERATORS: self.host_gpus().inventory.answer(
                     Provenance.DECLARED if self._gpu_setting is not None else Provenance.PROBED
                 ),

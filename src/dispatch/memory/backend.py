@@ -8,6 +8,7 @@
   NativePolicyCompiler, ExecutionOutput (rank 0's log of an execution, which lasts, as pods do, until a later
   execution of the object starts or the object is deleted); no PolledLoss; requires ``dispatch.Image``.
 
+Both are NodeInventory (every node of the memory cluster) and keep a submission off its excluded nodes.
 Together they implement every optional interface but OutputReader. Every call advances the scheduler to the
 clock's time first; nothing runs in the background.
 """
@@ -26,6 +27,7 @@ from dispatch.extensions import Extension, ExtensionPolicy, register_extension
 from dispatch.identity import AttemptId, RestartId
 from dispatch.memory.scheduler import REPORT_EVERY, MemoryScheduler, Shape, TruthExecution, TruthJob, last_report
 from dispatch.outcome import Cause, Evidence, Outcome, State
+from dispatch.spec import JobSpec
 from dispatch.spi import (
     Cessation,
     ExecutionEvidence,
@@ -167,10 +169,16 @@ class _Base(ABC):
             s.call(
                 "start",
                 None,
-                {"marker": request.marker},
-                lambda: s.create(request.job_id, request.submission, request.marker, request.spec),
+                {"marker": request.marker, "exclude": list(request.exclude)},
+                lambda: s.create(
+                    request.job_id, request.submission, request.marker, request.spec, exclude=request.exclude
+                ),
             )
         )
+
+    def schedulable_nodes(self, spec: JobSpec) -> frozenset[str] | None:
+        """Every node of the memory cluster (a lost node may come back)."""
+        return self.scheduler.node_set
 
     def open(self, scheduler_id: str) -> None:
         self._write("open")
@@ -329,6 +337,7 @@ class SlurmShapedBackend(_Base):
                     else no("this memory scheduler has no accounting", Provenance.PROBED)
                 ),
                 Capability.READMISSION_GATE: no("a requeued Slurm-shaped job starts again without dispatch"),
+                Capability.NODE_EXCLUSION: yes("a submission's excluded nodes never run it"),
                 Capability.PROGRESS_REPORTING: yes("a running program that reports (``... report``, ``hang S``) does"),
             }
         )
@@ -389,6 +398,7 @@ class KubeflowShapedBackend(_Base):
                 Capability.HOLD: hold,
                 Capability.ACCOUNTING_HISTORY: no("a deleted object is gone"),
                 Capability.READMISSION_GATE: yes("a held or evicted object is readmitted only when dispatch allows"),
+                Capability.NODE_EXCLUSION: yes("a submission's excluded nodes never run it"),
                 Capability.PROGRESS_REPORTING: no(
                     "a watched backend reads only the objects its watch reports changed, and a report is no change"
                 ),

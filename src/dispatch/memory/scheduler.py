@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -92,6 +93,8 @@ class TruthJob:
     readmissions: int = 0
     """Readmissions that took effect (an evicted object authorised to run again; see MemoryScheduler.readmit)."""
     stopped: bool = False
+    exclude: frozenset[str] = frozenset()
+    """Nodes none of the job's executions may run on (StartRequest.exclude)."""
 
     @property
     def current(self) -> TruthExecution:
@@ -348,12 +351,13 @@ class MemoryScheduler:
             return
         free = self._free_nodes()  # computed once per pass (not per job): linear in the number of jobs
         for job in sorted(startable, key=lambda j: int(j.sid.split("-")[-1])):
-            if len(free) < job.spec.nodes:
+            usable = [n for n in free if n not in job.exclude] if job.exclude else free
+            if len(usable) < job.spec.nodes:
                 continue
             job.current.started_at = now
             job.current.state = State.RUNNING
-            job.current.nodes = tuple(free[: job.spec.nodes])
-            free = free[job.spec.nodes :]
+            job.current.nodes = tuple(usable[: job.spec.nodes])
+            free = [n for n in free if n not in job.current.nodes]
             self._changed(job.sid)
 
     def _purge_due(self, now: float) -> None:
@@ -408,11 +412,11 @@ class MemoryScheduler:
             raise NotFound(f"memory: job {sid} left the queue")
         return job
 
-    def create(self, job_id: str, submission: int, marker: str, spec: JobSpec) -> str:
+    def create(self, job_id: str, submission: int, marker: str, spec: JobSpec, *, exclude: Sequence[str] = ()) -> str:
         now = self.clock.now()
         self._next_id += 1
         sid = str(self._next_id) if self.shape is Shape.SLURM else f"tj-{self._next_id}"
-        job = TruthJob(sid, marker, job_id, submission, spec, now)
+        job = TruthJob(sid, marker, job_id, submission, spec, now, exclude=frozenset(exclude))
         job.executions.append(TruthExecution(restart=0, attempt=0))
         self.jobs[sid] = job
         self._changed(sid)

@@ -18,6 +18,7 @@ from dispatch.records.archive import ArchivedOutput, ArchiveStatus, check_limit
 from dispatch.records.base import check_fence
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, matches
 from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, Peers, needs_supervision
+from dispatch.records.nodes import NodeBlame
 
 
 class MemoryRecords:
@@ -29,6 +30,7 @@ class MemoryRecords:
         self._created: dict[str, float] = {}  # id -> created_at, of the live jobs
         self._alive: dict[tuple[str, str], float] = {}  # (cluster, owner) -> until
         self._outputs: dict[tuple[str, str], ArchivedOutput] = {}  # (job, execution) -> archived output
+        self._blames: dict[tuple[str, str, str, str], NodeBlame] = {}  # (cluster, node, job, execution) -> blame
         self._lock = threading.Lock()
         self.writes = 0
 
@@ -210,6 +212,30 @@ class MemoryRecords:
             if not dry_run:
                 for key in doomed:
                     del self._outputs[key]
+            return len(doomed)
+
+    # ----- node blames (see dispatch.records.nodes) -------------------------------------------------------
+
+    def add_node_blames(self, blames: Sequence[NodeBlame]) -> int:
+        with self._lock:
+            new = 0
+            for b in blames:
+                key = (b.cluster, b.node, b.job_id, b.execution)
+                if key not in self._blames:
+                    self._blames[key] = b
+                    new += 1
+            return new
+
+    def node_blames(self, cluster: str, since: float) -> list[NodeBlame]:
+        with self._lock:
+            found = [b for b in self._blames.values() if b.cluster == cluster and b.at >= since]
+        return sorted(found, key=lambda b: (b.at, b.node, b.job_id, b.execution))
+
+    def clear_node_blames(self, cluster: str, node: str) -> int:
+        with self._lock:
+            doomed = [k for k in self._blames if k[0] == cluster and k[1] == node]
+            for k in doomed:
+                del self._blames[k]
             return len(doomed)
 
     def close(self) -> None:

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from dispatch.errors import ConfigError, Conflict, NotFound, ReadOnly, Unavailable
-from dispatch.records import archive
+from dispatch.records import archive, nodes
 from dispatch.records.archive import ArchivedOutput
 from dispatch.records.base import check_token
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
@@ -38,6 +38,7 @@ from dispatch.records.model import (
     needs_supervision,
     row_values,
 )
+from dispatch.records.nodes import NodeBlame
 
 try:
     import psycopg
@@ -45,7 +46,7 @@ try:
 except ImportError:  # pragma: no cover - exercised only without the extra
     psycopg = None  # type: ignore[assignment]
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _LOCK_KEY = 0x64697370  # "disp": the advisory lock migrations take
 
@@ -148,12 +149,19 @@ def _migration_5(cur: Any, schema: sql.Identifier) -> None:
     cur.execute(sql.SQL("CREATE INDEX IF NOT EXISTS outputs_archived ON {s}.outputs (archived_at)").format(s=schema))
 
 
+def _migration_6(cur: Any, schema: sql.Identifier) -> None:
+    """Node blames (see the SQLite store's migration 7)."""
+    cur.execute(sql.SQL(nodes.CREATE.format(table="{s}.node_blames", real="DOUBLE PRECISION")).format(s=schema))
+    cur.execute(sql.SQL(nodes.INDEX.format(table="{s}.node_blames")).format(s=schema))
+
+
 MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {
     1: _migration_1,
     2: _migration_2,
     3: _migration_3,
     4: _migration_4,
     5: _migration_5,
+    6: _migration_6,
 }
 _MARKS = ",".join(["%s"] * (len(ROW_COLUMNS.split(",")) + 1))
 _SETS = ", ".join(f"{c.strip()}=%s" for c in ROW_COLUMNS.split(","))
@@ -466,6 +474,39 @@ class PostgresRecords:
         # are deleted by their ctid (stable: locked, in this transaction), so the delete reads just those rows.
         with self._tx() as cur:
             cur.execute(self._q(PRUNE.format(prunable=prunable)), (before, limit))
+            return int(cur.rowcount)
+
+    # ----- node blames (see dispatch.records.nodes) -------------------------------------------------------------
+
+    def add_node_blames(self, blames: Sequence[NodeBlame]) -> int:
+        new = 0
+        with self._tx() as cur:
+            for b in blames:
+                cur.execute(
+                    self._q(
+                        "INSERT INTO {s}.node_blames (" + nodes.COLUMNS + ") VALUES (%s, %s, %s, %s, %s, %s)"
+                        " ON CONFLICT DO NOTHING"
+                    ),
+                    nodes.values(b),
+                )
+                new += max(cur.rowcount, 0)
+        return new
+
+    def node_blames(self, cluster: str, since: float) -> list[NodeBlame]:
+        with self._lock, self._db.cursor() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT " + nodes.COLUMNS + " FROM {s}.node_blames WHERE cluster = %s AND at >= %s"
+                    " ORDER BY at, node, job_id, execution"
+                ),
+                (cluster, since),
+            )
+            rows = cur.fetchall()
+        return [nodes.from_row(r) for r in rows]
+
+    def clear_node_blames(self, cluster: str, node: str) -> int:
+        with self._tx() as cur:
+            cur.execute(self._q("DELETE FROM {s}.node_blames WHERE cluster = %s AND node = %s"), (cluster, node))
             return int(cur.rowcount)
 
     # ----- browsing (see dispatch.records.browse) --------------------------------------------------------------

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from dispatch.errors import Conflict, NotFound, ReadOnly
-from dispatch.records import archive
+from dispatch.records import archive, nodes
 from dispatch.records.archive import ArchivedOutput
 from dispatch.records.base import check_token
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
@@ -40,8 +40,9 @@ from dispatch.records.model import (
     needs_supervision,
     row_values,
 )
+from dispatch.records.nodes import NodeBlame
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 
 def _run(db: sqlite3.Connection, script: str) -> None:
@@ -139,6 +140,12 @@ def _migration_6(db: sqlite3.Connection) -> None:
     _run(db, "CREATE INDEX outputs_archived ON outputs (archived_at)")
 
 
+def _migration_7(db: sqlite3.Connection) -> None:
+    """Node blames (see :mod:`dispatch.records.nodes`): one row per (cluster, node, job, execution)."""
+    _run(db, nodes.CREATE.format(table="node_blames", real="REAL"))
+    _run(db, nodes.INDEX.format(table="node_blames"))
+
+
 MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     1: _migration_1,
     2: _migration_2,
@@ -146,6 +153,7 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     4: _migration_4,
     5: _migration_5,
     6: _migration_6,
+    7: _migration_7,
 }
 
 
@@ -425,6 +433,30 @@ class SQLiteRecords:
                 return int(self._db.execute(f"SELECT count(*) FROM ({doomed})", args).fetchone()[0])
         with self._tx() as db:
             return db.execute(f"DELETE FROM outputs WHERE rowid IN ({doomed})", args).rowcount
+
+    # ----- node blames (see dispatch.records.nodes) -----------------------------------------------------------
+
+    def add_node_blames(self, blames: Sequence[NodeBlame]) -> int:
+        with self._tx() as db:
+            before = db.total_changes
+            db.executemany(
+                f"INSERT INTO node_blames ({nodes.COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [nodes.values(b) for b in blames],
+            )
+            return db.total_changes - before
+
+    def node_blames(self, cluster: str, since: float) -> list[NodeBlame]:
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {nodes.COLUMNS} FROM node_blames WHERE cluster = ? AND at >= ?"
+                " ORDER BY at, node, job_id, execution",
+                (cluster, since),
+            ).fetchall()
+        return [nodes.from_row(r) for r in rows]
+
+    def clear_node_blames(self, cluster: str, node: str) -> int:
+        with self._tx() as db:
+            return db.execute("DELETE FROM node_blames WHERE cluster = ? AND node = ?", (cluster, node)).rowcount
 
     # ----- browsing (see dispatch.records.browse) ------------------------------------------------------------
 

@@ -200,6 +200,16 @@ class ParkedRecords:
     def summaries(self, **kwargs: Any) -> Any:
         return self.inner.summaries(**kwargs)
 
+    def add_node_blames(self, blames: Any) -> int:
+        self.conductor.park("write", f"blame {len(blames)}")
+        return self.inner.add_node_blames(blames)  # type: ignore[no-any-return]
+
+    def node_blames(self, cluster: str, since: float) -> Any:
+        return self.inner.node_blames(cluster, since)
+
+    def clear_node_blames(self, cluster: str, node: str) -> int:
+        return self.inner.clear_node_blames(cluster, node)  # type: ignore[no-any-return]
+
     def events(self, job_id: str, after: int = 0) -> Any:
         return self.inner.events(job_id, after)
 

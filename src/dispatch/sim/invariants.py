@@ -26,6 +26,8 @@ INVARIANTS = (
     "unknown-is-not-an-ending",
     "fenced-writes",
     "batch-once",
+    "excluded-nodes-avoided",
+    "no-unrunnable-submission",
     "stall-not-before-bound",
 )
 
@@ -62,12 +64,56 @@ def check(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any) -
             )
 
     out += _batch_items(truth)
+    out += _exclusions(jobs, sched, by_job)
     out += _actions_once(jobs, sched, by_job)
     out += _holds(jobs, sched)
     for job in jobs.values():
         out += _outcomes(job, by_job.get(job.id, []), backend)
         out += _premature(job, by_job.get(job.id, []))
         out += _stalls(job, by_job.get(job.id, []), sched, backend)
+    return out
+
+
+def _exclusions(
+    jobs: Mapping[str, JobRecord], sched: MemoryScheduler, by_job: Mapping[str, list[TruthJob]]
+) -> list[str]:
+    """``excluded-nodes-avoided``: no execution of a submission made by a rule with ``excludeBlamedNodes`` ran
+    on a node the job's earlier executions blamed (as its record shows them). ``no-unrunnable-submission``: no
+    object was created whose excluded nodes leave fewer of the cluster's nodes than it needs."""
+    from dispatch.rules import RuleSet
+    from dispatch.supervise.blame import blames_of
+
+    out: list[str] = []
+    for job_id, objs in by_job.items():
+        for t in objs:
+            left = sched.node_set - t.exclude
+            if len(left) < t.spec.nodes:
+                out.append(
+                    f"no-unrunnable-submission: object {t.sid} of job {job_id} excludes {sorted(t.exclude)}, leaving "
+                    f"{sorted(left)} for a job of {t.spec.nodes} node(s): it can never start"
+                )
+        job = jobs.get(job_id)
+        later = [t for t in objs if t.submission > 1 and any(ex.nodes for ex in t.executions)]
+        if job is None or job.rules is None or not later:
+            continue
+        rules = {r.name: r for r in RuleSet.from_data(job.rules).rules}
+        for t in later:
+            start = next(
+                (i for i in job.intents if i.action is Action.START and i.submission == t.submission and i.decision),
+                None,
+            )
+            decision = next((d for d in job.decisions if start is not None and d.seq == start.decision), None)
+            rule = rules.get(decision.rule) if decision is not None else None
+            if rule is None or not rule.exclude_blamed_nodes:
+                continue
+            earlier = [ex.identity for s in job.submissions if s.n < t.submission for ex in s.executions]
+            blamed = {b.node for b in blames_of(job, "", only=earlier)}
+            landed = {n for ex in t.executions for n in ex.nodes} & blamed
+            if landed:
+                out.append(
+                    f"excluded-nodes-avoided: object {t.sid} (job {job_id} submission {t.submission}, rule "
+                    f"{rule.name!r}) ran on {sorted(landed)}, blamed by the job's earlier executions"
+                )
     return out
 
 

@@ -7,6 +7,7 @@ code has no hook for them. :data:`TARGETS` names the invariant each one breaks (
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
@@ -14,9 +15,13 @@ from typing import Any
 from dispatch.cluster import Operator, Submitted
 from dispatch.errors import Conflict
 from dispatch.records.model import Event, JobRecord
+from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.spi import JobEvidence, Unanswered
+from dispatch.supervise.blame import Exclusions
 from dispatch.supervise.fold import fold
+from dispatch.supervise.next import Step
+from dispatch.supervise.supervisor import Supervisor
 
 
 class Planted(StrEnum):
@@ -32,11 +37,21 @@ class Planted(StrEnum):
     """``submit_many`` records and starts the first half of the batch, then fails without saying which jobs
     exist: the caller's retry runs those jobs twice."""
 
+    FORGETS_BLAMED_NODES = "forgets-blamed-nodes"
+    """The supervisor's exclusions leave out the nodes a rule with ``excludeBlamedNodes`` asks to avoid (only
+    the cluster's suspects are excluded): a resubmission may land on the node that failed."""
+
+    SUBMITS_UNRUNNABLE = "submits-unrunnable"
+    """The supervisor's exclusions never ask which nodes could run the job: a resubmission whose exclusions
+    leave too few nodes is submitted, to wait forever, instead of escalated."""
+
 
 TARGETS: dict[Planted, str] = {
     Planted.STATUS_WITHOUT_UNKNOWN_CLOCK: "unknown-is-not-an-ending",
     Planted.NARROW_VIEW_GONE_FOR_GOOD: "unknown-is-not-an-ending",
     Planted.SUBMIT_MANY_HALF_BATCH: "batch-once",
+    Planted.FORGETS_BLAMED_NODES: "excluded-nodes-avoided",
+    Planted.SUBMITS_UNRUNNABLE: "no-unrunnable-submission",
 }
 """The invariant each planted bug breaks (the one the mutation check expects to catch it)."""
 
@@ -73,3 +88,32 @@ class HalfBatchOperator(Operator):
     def submit_many(self, specs: Sequence[JobSpec], rules: Any = None, **kwargs: Any) -> list[Submitted]:
         super().submit_many(specs[: (len(specs) + 1) // 2], rules, **kwargs)
         raise Conflict("a job id is taken")
+
+
+class ForgetfulExclusions(Exclusions):
+    """Planted bug (FORGETS_BLAMED_NODES): every rule is read as if it did not say ``excludeBlamedNodes``."""
+
+    def amend(self, job: JobRecord, step: Step, rules: RuleSet) -> Step:
+        forgetful = dataclasses.replace(
+            rules, rules=tuple(dataclasses.replace(r, exclude_blamed_nodes=False) for r in rules.rules)
+        )
+        return super().amend(job, step, forgetful)
+
+
+class BlindExclusions(Exclusions):
+    """Planted bug (SUBMITS_UNRUNNABLE): the nodes that could run a job are never known."""
+
+    def schedulable(self, spec: JobSpec) -> frozenset[str] | None:
+        return None
+
+
+def planted_exclusions(sup: Supervisor, planted: frozenset[Planted]) -> Exclusions:
+    """The supervisor's exclusions, made by :class:`ForgetfulExclusions` or :class:`BlindExclusions` when
+    ``planted`` names its bug (the simulator sets it on each supervisor it starts)."""
+    if Planted.FORGETS_BLAMED_NODES in planted:
+        cls: type[Exclusions] = ForgetfulExclusions
+    elif Planted.SUBMITS_UNRUNNABLE in planted:
+        cls = BlindExclusions
+    else:
+        return sup.exclusions
+    return cls(sup.backend, sup.records, sup.cluster, sup.facts.capabilities, sup.exclusions.policy)

@@ -38,6 +38,7 @@ from dispatch.slurm.parse import (
     SlurmJob,
     config_seconds,
     dialect_of,
+    expand_hostlist,
     filter_jobs,
     parse_sacct,
     parse_sacct_text,
@@ -49,6 +50,7 @@ from dispatch.slurm.parse import (
 from dispatch.slurm.scripts import CallOutput, Script, ScriptOutput, parse_output
 from dispatch.slurm.settings import SlurmSettings
 from dispatch.slurm.transport.base import Executor, TransportFailure
+from dispatch.spec import JobSpec
 from dispatch.spi import (
     Cessation,
     ExecutionEvidence,
@@ -546,7 +548,7 @@ class SlurmBackend:
             outcome=outcome,
             started_at=rec.start_time - off if rec.start_time and rec.start_time < 4e9 else None,
             ended_at=rec.end_time - off if outcome.state.ended and rec.end_time and rec.end_time < 4e9 else None,
-            nodes=tuple(x for x in [rec.nodes] if x),
+            nodes=_node_names(rec.nodes),
         )
 
     def inspect(self, scheduler_id: str) -> JobEvidence:
@@ -683,6 +685,21 @@ class SlurmBackend:
             "already finished'), and dispatch submits every job so, so that Slurm never requeues one by itself; "
             "rules act on ended executions, so use resubmit (a running job can still be requeued)"
         )
+
+    # ---------------------------------------------------------------- NodeInventory
+    def schedulable_nodes(self, spec: JobSpec) -> frozenset[str] | None:
+        """The nodes of the spec's partition (the Placement's, else the configured default; every partition's
+        without one), in every state: ``sinfo --noheader --Node --format=%N``. A read; None when sinfo printed
+        no node name."""
+        placement = spec.extension(Placement) or Placement()
+        partition = placement.partition or self.settings.defaults.partition
+        s = self._script()
+        s.call(["sinfo", "--noheader", "--Node", "--format=%N", *([f"--partition={partition}"] if partition else [])])
+        call = self._need(self._run(s, False), 0, "sinfo", write=False)
+        names: set[str] = set()
+        for word in call.stdout.split():
+            names.update(_node_names(word))
+        return frozenset(names) or None
 
     # ---------------------------------------------------------------- CessationSignal
     def cessation(self, scheduler_ids: Sequence[str]) -> Mapping[str, Cessation]:
@@ -852,3 +869,11 @@ def _job_id(scheduler_id: str) -> str:
     if not jid.isdigit():
         raise NotFound(f"{scheduler_id!r} is not a Slurm job id")
     return jid
+
+
+def _node_names(hostlist: str) -> tuple[str, ...]:
+    """The nodes of a job's NodeList, one name each (none when Slurm printed something else)."""
+    try:
+        return expand_hostlist(hostlist) if hostlist else ()
+    except ParseError:
+        return ()

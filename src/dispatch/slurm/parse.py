@@ -535,3 +535,52 @@ def parse_sbatch_id(text: str) -> str:
     if not jid.isdigit():
         raise ParseError(f"sbatch printed no job id: {text.strip()[:200]!r}")
     return jid
+
+
+_BRACKET = re.compile(r"\[([^\[\]]*)\]")
+_NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+def expand_hostlist(text: str) -> tuple[str, ...]:
+    """The node names of a Slurm hostlist (``n[1-3,07],gpu1`` -> ``n1 n2 n3 n07 gpu1``; zero padding kept), in
+    order, each once. ParseError for text that is not a hostlist of plain node names."""
+    names: list[str] = []
+    for part in _split_top(text.strip()):
+        names += _expand_one(part, text)
+    for n in names:
+        if not _NODE_NAME.fullmatch(n):
+            raise ParseError(f"not a Slurm node name in hostlist {text!r}: {n!r}")
+    return tuple(dict.fromkeys(names))
+
+
+def _split_top(text: str) -> list[str]:
+    """Split at the commas outside brackets."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += ch == "["
+        depth -= ch == "]"
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p for p in parts if p]
+
+
+def _expand_one(part: str, whole: str) -> list[str]:
+    m = _BRACKET.search(part)
+    if m is None:
+        if "[" in part or "]" in part:
+            raise ParseError(f"unbalanced brackets in hostlist {whole!r}")
+        return [part]
+    head, tail = part[: m.start()], part[m.end() :]
+    out: list[str] = []
+    for item in m.group(1).split(","):
+        lo, sep, hi = item.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ParseError(f"not a range in hostlist {whole!r}: {item!r}")
+        width = len(lo)
+        first, last = int(lo), int(hi) if sep else int(lo)
+        if last < first or last - first > 100_000:
+            raise ParseError(f"not a range in hostlist {whole!r}: {item!r}")
+        out += [f"{head}{i:0{width}d}{rest}" for i in range(first, last + 1) for rest in _expand_one(tail, whole)]
+    return out

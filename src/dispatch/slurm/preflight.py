@@ -329,6 +329,7 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
             Capability.READMISSION_GATE: yes(
                 "--no-requeue: Slurm never restarts an evicted job; only dispatch's requeue or resubmission does"
             ),
+            Capability.NODE_EXCLUSION: yes("sbatch --exclude keeps a submission off named nodes"),
             Capability.ACCELERATORS: (
                 facts.accelerators.answer()
                 if facts.accelerators is not None

@@ -41,6 +41,7 @@ from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
 
 _MARKER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
+_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,15 @@ def pointer_path(output_root: str, cluster: str, job_id: str) -> str:
     (one line): ``<output root>/.jobs/<cluster>.<job id>``. ``output_root`` is ``output.dir`` (default
     ``~/dispatch-output``) even for a job whose ``dispatch.Output`` puts its files elsewhere."""
     return f"{output_root.rstrip('/') or ''}/{POINTERS}/{cluster}.{job_id}"
+
+
+def _exclude(placed: str | None, blamed: tuple[str, ...]) -> str:
+    """``--exclude``: the Placement's hostlist and the nodes the request must avoid (StartRequest.exclude, names
+    from the scheduler's own NodeList, checked here all the same: a name reaches sbatch only as a node name)."""
+    for node in blamed:
+        if not _NODE.fullmatch(node):
+            raise SpecError("exclude", f"{node!r} is not a Slurm node name")
+    return ",".join([*([placed] if placed else []), *blamed])
 
 
 def build(
@@ -102,7 +112,7 @@ def build(
         ("qos", placement.qos or d.qos),
         ("reservation", placement.reservation or d.reservation),
         ("constraint", placement.constraint or d.constraint),
-        ("exclude", placement.exclude),
+        ("exclude", _exclude(placement.exclude, request.exclude)),
         ("nodelist", placement.nodelist),
     ):
         if value:

@@ -19,6 +19,7 @@ from dispatch.errors import DispatchError, Unavailable
 from dispatch.records.model import Action, Event, Intent, IntentStatus, JobRecord, Submission
 from dispatch.rules import RuleSet
 from dispatch.supervise.archive import Archiver
+from dispatch.supervise.blame import Exclusions
 from dispatch.supervise.fold import Settled
 from dispatch.supervise.leases import Leases
 from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, next_step
@@ -36,6 +37,7 @@ class Acting(Leases):
     refresh: float
     default_rules: RuleSet
     archiver: Archiver | None
+    exclusions: Exclusions
     _rules_cache: dict[str, RuleSet]
     _quiet: dict[str, Quiet]
     _quiet_next: dict[str, Quiet]
@@ -66,7 +68,7 @@ class Acting(Leases):
             return job
         for _ in range(MAX_STEPS_PER_JOB):
             now = self.clock.now()
-            step = next_step(job, self.rules_for(job), self.facts, now)
+            step = self.exclusions.amend(job, next_step(job, self.rules_for(job), self.facts, now), self.rules_for(job))
             report.steps[step.kind.value] += 1
             if step.kind is StepKind.NOTHING:
                 settled = None if job.closed else Settled.of(job, self.refresh)
@@ -92,7 +94,7 @@ class Acting(Leases):
     def _record_step(self, job: JobRecord, step: Step) -> tuple[JobRecord, list[Event]]:
         # re-derived on the record being written, so a retry after a lost race never applies a stale step
         now = self.clock.now()
-        again = next_step(job, self.rules_for(job), self.facts, now)
+        again = self.exclusions.amend(job, next_step(job, self.rules_for(job), self.facts, now), self.rules_for(job))
         if again != step:
             return job, []
         return apply_record_step(job, step, now, self.owner)

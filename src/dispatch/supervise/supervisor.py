@@ -37,6 +37,7 @@ from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Watcher
 from dispatch.supervise.acting import MAX_STEPS_PER_JOB, Acting
 from dispatch.supervise.archive import Archiver, ArchiveSettings, Pruner
+from dispatch.supervise.blame import Exclusions, SuspectPolicy
 from dispatch.supervise.leases import LostLease
 from dispatch.supervise.next import Facts, StepKind
 from dispatch.supervise.observation import Observation, Observing
@@ -95,6 +96,7 @@ class Supervisor(Acting, Observing, Steady):
         only: Collection[str] | None = None,
         archive: ArchiveSettings | None = None,
         steady: bool = True,
+        suspects: SuspectPolicy | None = None,
     ) -> None:
         decl = backend.declarations()
         self.backend = backend
@@ -134,6 +136,8 @@ class Supervisor(Acting, Observing, Steady):
         self.archiver = Archiver.for_backend(backend, records, clock, archive)
         self.pruner = Pruner.for_settings(records, archive)
         """The archive's retention (None: entries are kept forever, the default)."""
+        self.exclusions = Exclusions(backend, records, self.cluster, self.facts.capabilities, suspects)
+        """Bad nodes: blames of endings, and the nodes a new submission avoids (:mod:`dispatch.supervise.blame`)."""
 
     # ----- the loop ------------------------------------------------------------------------------------------
 
@@ -158,6 +162,7 @@ class Supervisor(Acting, Observing, Steady):
         with ``steady=False``."""
         now = self.clock.now()
         report = CycleReport(at=now)
+        self.exclusions.begin_cycle(now)
         peers: Peers | None = None
         if self.only is None:
             peers = self.records.peers(cluster=self.cluster, owner=self.owner, now=now, expires_at=now + self.lease_ttl)
@@ -245,6 +250,7 @@ class Supervisor(Acting, Observing, Steady):
             self.archiver.note(job, done)
             for entry in self.archiver.run(done.id):
                 report.archive[entry.status.value] += 1
+        self.exclusions.note(job, done, first=job.id not in self._seen)
         job = done
         self._seen.add(job.id)
         if (stalled := self._stall(job, obs)) is not None:
