@@ -25,7 +25,7 @@ SEEDS = range(100)
 def mutations() -> dict[str, object]:
     """For each planted bug: the first seed of 0-99 that catches it, how many do, and by which invariants."""
     from dispatch.sim import Config, run
-    from dispatch.supervise import Mutation
+    from dispatch.sim.mutation import Mutation
 
     out: dict[str, object] = {}
     for mutation in Mutation:

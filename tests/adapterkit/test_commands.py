@@ -103,3 +103,17 @@ def test_a_session_lost_while_a_write_ran_is_outcome_unknown(tmp_path: Path, sai
         runner.write(["qsub", "job.sh"])
     with pytest.raises(Unavailable):
         runner.read(["qstat"])
+
+
+def test_a_remote_command_exiting_255_reads_as_sshs_own_failure(tmp_path: Path) -> None:
+    """An ``ssh`` that runs the command as OpenSSH does (through a shell) and passes its status on: 255 from the
+    command itself cannot be told from ssh's own failure (docs/spi.md says so)."""
+    path = tmp_path / "ssh"
+    path.write_text('#!/bin/sh\nshift\nexec sh -c "$1"\n')
+    path.chmod(0o755)
+    runner = CommandRunner(prefix=(str(path), "login1"))
+    assert runner.write(["sh", "-c", "exit 254"]).returncode == 254
+    with pytest.raises(OutcomeUnknown, match="may have acted"):
+        runner.write(["sh", "-c", "exit 255"])
+    with pytest.raises(Unavailable, match="ssh failed"):
+        runner.read(["sh", "-c", "exit 255"])

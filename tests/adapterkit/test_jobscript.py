@@ -4,6 +4,7 @@ from pathlib import Path
 
 from dispatch.actions import marker_for
 from dispatch.adapterkit import render_job_script
+from dispatch.adapterkit.jobscript import LAUNCH_FAILED_EXIT, launch_checks
 from dispatch.extensions import SharedCheckpoint
 from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
@@ -56,3 +57,49 @@ def test_adapter_exports_come_after_dispatchs_and_before_the_specs(tmp_path: Pat
     assert lines[at - 1].startswith("export DISPATCH_CHECKPOINT_DIR=") and lines[at + 1].startswith("export GREETING=")
     with pytest.raises(ValueError, match="not an environment variable name"):
         render_job_script(request(tmp_path), scheduler_id="7", exports={"A;B": "x"})
+
+
+def _run_checked(tmp_path: Path, spec: JobSpec, working_dir: str | None = None) -> subprocess.CompletedProcess[str]:
+    script = render_job_script(
+        StartRequest("j1", 1, marker_for("j1", 1), spec),
+        scheduler_id="7",
+        checks=launch_checks(spec.command, working_dir),
+    )
+    env = {"PATH": "/usr/bin:/bin"}
+    return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path)
+
+
+def test_launch_checks_fail_the_launch_not_the_program(tmp_path: Path) -> None:
+    plain = tmp_path / "not executable"
+    plain.write_text("echo hi\n")
+    for command, said in (
+        (("/no/such/program",), "the program /no/such/program does not exist"),
+        ((str(plain),), f"the program {plain} is not an executable file"),
+        ((str(tmp_path),), f"the program {tmp_path} is not an executable file"),
+        (("no-such-program-anywhere",), "the program no-such-program-anywhere is not found in PATH"),
+    ):
+        done = _run_checked(tmp_path, JobSpec(command=command))
+        assert (done.returncode, done.stdout) == (LAUNCH_FAILED_EXIT, "")
+        assert done.stderr == f"dispatch: launch failed: {said}\n"
+
+
+def test_the_working_directory_is_entered_or_the_launch_fails(tmp_path: Path) -> None:
+    odd = tmp_path / "it's $(touch pwned) `id`"
+    done = _run_checked(tmp_path, JobSpec(command=("pwd",)), str(odd))
+    assert done.returncode == LAUNCH_FAILED_EXIT
+    assert done.stderr == f"dispatch: launch failed: the working directory {odd} cannot be entered\n"
+    assert not (tmp_path / "pwned").exists()  # quoted: nothing of the path ran
+    odd.mkdir()
+    done = _run_checked(tmp_path, JobSpec(command=("pwd",)), str(odd))
+    assert (done.returncode, done.stdout) == (0, f"{odd}\n")
+
+
+def test_the_program_is_looked_up_with_the_jobs_own_path(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "my bin"
+    bin_dir.mkdir()
+    tool = bin_dir / "my-tool"
+    tool.write_text("#!/bin/sh\necho tool ran\n")
+    tool.chmod(0o755)
+    done = _run_checked(tmp_path, JobSpec(command=("my-tool",), env={"PATH": f"{bin_dir}:/usr/bin:/bin"}))
+    assert (done.returncode, done.stdout) == (0, "tool ran\n")
+    assert _run_checked(tmp_path, JobSpec(command=("my-tool",))).returncode == LAUNCH_FAILED_EXIT

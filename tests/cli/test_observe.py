@@ -220,13 +220,14 @@ def _by_supervisor(job: JobRecord, ev: JobEvidence | Unanswered | None, now: flo
     from dispatch.clock import FakeClock
     from dispatch.memory import MemoryScheduler, Shape
     from dispatch.memory import backend as memory_backend
-    from dispatch.supervise.supervisor import Supervisor, _Observation
+    from dispatch.supervise.observation import Observation
+    from dispatch.supervise.supervisor import Supervisor
 
     clock = FakeClock(now)
     sched = MemoryScheduler(clock, Shape.SLURM, nodes=1, node_loss_window=GRACE)
     sup = Supervisor(memory_backend(sched), MemoryRecords(), clock=clock, owner="sup", poll=10.0)
     read = {"101"} if needs_observation(job, now) else set()  # what its cycle reads (Supervisor._observe)
-    obs = _Observation(evidence={} if ev is None else {"101": ev}, inspected=read, inspected_at=now)
+    obs = Observation(evidence={} if ev is None else {"101": ev}, inspected=read, inspected_at=now)
     folded, _ = sup._fold(job, obs, sup.refresh)
     return folded
 

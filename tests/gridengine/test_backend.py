@@ -105,3 +105,13 @@ def test_the_job_gets_the_rank_environment_as_rank_0_of_1(b: GridEngineBackend, 
     assert got == {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "NODE_RANK": "0",
                    "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "DISPATCH_RANK": "0",
                    "DISPATCH_WORLD_SIZE": "1", "DISPATCH_SCHEDULER_ID": sid, "DISPATCH_RESTART": "0"}  # fmt: skip
+
+
+def test_a_missing_program_is_launch_failed_not_an_exit(b: GridEngineBackend, tmp_path: Path) -> None:
+    """The kit's launch checks run in the job script: the program never ran, and the job says so."""
+    sid = start(b, (str(tmp_path / "no such program"), "--flag"))
+    b.open(sid)
+    ev = until(b, sid, lambda e: e.outcome.state.ended)
+    assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.LAUNCH_FAILED), ev.outcome
+    err = next((tmp_path / "o").glob(f"*.{sid}.err")).read_text()
+    assert f"dispatch: launch failed: the program {tmp_path}/no such program does not exist" in err

@@ -82,6 +82,8 @@ def test_exit_codes_memory_and_launch_failures() -> None:
     assert ended_outcome(record(0, 3), False, EV).exit_code == 3
     assert ended_outcome(record(37, 137, "-l h_vmem=1M"), False, EV).cause is Cause.OUT_OF_MEMORY
     assert ended_outcome(record(26, 0), False, EV).cause is Cause.LAUNCH_FAILED
+    # the job script's launch checks failed (exit 125, before the program ran)
+    assert ended_outcome(record(0, 125), False, EV).cause is Cause.LAUNCH_FAILED
 
 
 def test_live_holds_gate_and_foreign_holds() -> None:

@@ -1,4 +1,4 @@
-"""Mutation check: each planted bug (the supervisor's, dispatch.supervise.Mutation, and the other writers',
+"""Mutation check: each planted bug (the supervisor's, dispatch.sim.mutation.Mutation, and the other writers',
 dispatch.sim.planted.Planted) is found by the simulator within a bound.
 
 The bound is the number of seeds tried, alternating shapes as ``python -m dispatch.sim`` does. The seeds that
@@ -11,10 +11,9 @@ from __future__ import annotations
 import pytest
 
 from dispatch.sim import Config, run
+from dispatch.sim.mutation import TARGETS, Mutation
 from dispatch.sim.planted import TARGETS as PLANTED_TARGETS
 from dispatch.sim.planted import Planted
-from dispatch.supervise import Mutation
-from dispatch.supervise.mutation import TARGETS
 
 BOUND = 40
 
@@ -66,7 +65,7 @@ def test_every_planted_bug_names_the_invariant_it_breaks() -> None:
 
 def test_every_invariant_is_planted_or_held_by_construction() -> None:
     from dispatch.sim.invariants import INVARIANTS
-    from dispatch.supervise.mutation import BY_CONSTRUCTION
+    from dispatch.sim.mutation import BY_CONSTRUCTION
 
     assert set(BY_CONSTRUCTION) <= set(INVARIANTS)
     planted = set(TARGETS.values()) | set(PLANTED_TARGETS.values())

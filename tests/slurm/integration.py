@@ -335,3 +335,24 @@ def output_slices_in_one_script(name: str) -> None:
         b.stop_job(sid)
     finally:
         b.close()
+
+
+def launch_checks_fail_before_srun(name: str) -> None:
+    """A working directory that cannot be entered, and a program that does not exist: the batch script's launch
+    checks end the job before srun, and it reads launch-failed (not the shell's exit), with the reason in its
+    error file."""
+    b = open_backend(name)
+    try:
+        gone = f"/tmp/dispatch-it-{os.urandom(4).hex()} gone"
+        cases = (
+            (JobSpec(("true",), nodes=2, working_dir=gone), f"the working directory {gone} cannot be entered"),
+            (JobSpec(("/no/such/program", "--x"), nodes=2), "the program /no/such/program does not exist"),
+        )
+        for spec, said in cases:
+            sid, _ = run(b, spec)
+            ev = wait(b, sid, lambda e: e.outcome.state.ended, "the job ends")
+            assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.LAUNCH_FAILED), ev.outcome
+            err = b"".join(b.stderr(sid)).decode()
+            assert f"dispatch: launch failed: {said}" in err, err
+    finally:
+        b.close()

@@ -33,3 +33,7 @@ def test_output_slices_of_every_viewer_in_one_script() -> None:
 
 def test_output_is_readable_after_the_scheduler_forgot_the_job() -> None:
     it.output_after_the_scheduler_forgot("local")
+
+
+def test_launch_checks_fail_before_srun() -> None:
+    it.launch_checks_fail_before_srun("local")

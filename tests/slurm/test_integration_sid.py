@@ -34,3 +34,7 @@ def test_a_warning_before_the_program_listens_reaches_it_once_it_does() -> None:
 
 def test_output_is_readable_after_the_scheduler_forgot_the_job() -> None:
     it.output_after_the_scheduler_forgot("sid")
+
+
+def test_launch_checks_fail_before_srun() -> None:
+    it.launch_checks_fail_before_srun("sid")

@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 
+from dispatch.adapterkit.jobscript import LAUNCH_FAILED_EXIT
 from dispatch.outcome import Cause, Evidence, State
 from dispatch.slurm.holds import decode_hold, encode_hold
 from dispatch.slurm.mapping import outcome_of
@@ -46,6 +47,25 @@ ROWS = [
         None,
     ),
     (Job(1, state="PENDING", reason="JobHoldMaxRequeue"), State.FAILED, Cause.LAUNCH_FAILED, False, None, None, None),
+    # two reasons to wait at once: one cause by the kit's order (admin-held > held > gated), both readings kept
+    (
+        Job(1, state="PENDING", reason="JobHeldUser", eligible=HELD, priority=0),
+        State.HELD,
+        Cause.HELD,
+        True,
+        "h0badf00d",
+        None,
+        None,
+    ),
+    (
+        Job(1, state="PENDING", reason="JobHeldAdmin", eligible=HELD, priority=0),
+        State.HELD,
+        Cause.ADMIN_HELD,
+        False,
+        "h0badf00d",
+        "JobHeldAdmin",
+        None,
+    ),
     (
         Job(1, state="PENDING", reason="BeginTime", eligible=HELD),
         State.HELD,
@@ -358,3 +378,18 @@ def test_a_failed_ranks_own_code_wins_over_the_batch_shells() -> None:
         sacct_text(Job(15, "m", "FAILED", exit_code=3)) + "15.batch|batch|FAILED|3:0|1|1|1|2|n1|\n"
     )
     assert plain[0].step_exit_code is None and outcome_of(plain[0], EV).outcome.exit_code == 3
+
+
+def test_the_launch_checks_exit_is_launch_failed_but_a_ranks_own_125_is_its_exit() -> None:
+    """The batch script exits 125 before srun (its launch checks failed): no srun step, launch-failed."""
+    failed_checks = parse_sacct_text(
+        sacct_text(Job(16, "m", "FAILED", exit_code=LAUNCH_FAILED_EXIT)) + "16.batch|batch|FAILED|125:0|1|1|1|2|n1|\n"
+    )[0]
+    out = outcome_of(failed_checks, EV).outcome
+    assert (out.state, out.cause, out.exit_code) == (State.FAILED, Cause.LAUNCH_FAILED, LAUNCH_FAILED_EXIT)
+    rank_exit = parse_sacct_text(
+        sacct_text(Job(17, "m", "FAILED", exit_code=LAUNCH_FAILED_EXIT))
+        + "17.batch|batch|FAILED|125:0|1|1|1|2|n1|\n17.0|bash|FAILED|125:0|1|1|1|2|n1|\n"
+    )[0]
+    out = outcome_of(rank_exit, EV).outcome
+    assert (out.state, out.cause, out.exit_code) == (State.FAILED, Cause.EXIT, LAUNCH_FAILED_EXIT)

@@ -1,5 +1,6 @@
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -9,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dispatch.adapterkit.jobscript import LAUNCH_FAILED_EXIT
 from dispatch.errors import SpecError, Unsupported
 from dispatch.extensions import CessationWarning, Image, Output, SharedCheckpoint
 from dispatch.settings import decode
@@ -91,10 +93,15 @@ def test_argv_and_env_reach_the_ranks_byte_for_byte(argv: list[str], env: dict[s
             # the words after the rank wrapper (which runs in each rank, tests/adapterkit/test_rankenv.py)
             f.write('#!/bin/bash\nwhile [ "$1" != "dispatch-rank" ]; do shift; done; shift\nprintf "%s\\0" "$@"\n')
         os.chmod(fake, 0o755)
+        _program_named(d, argv[0])  # the launch checks look the program up where the script runs
         run_env = {"PATH": f"{d}:/usr/bin:/bin", "SLURM_JOB_ID": "77"}
-        out = subprocess.run(
-            ["bash", "-s"], input=job.batch.encode(), capture_output=True, env=run_env, check=True
-        ).stdout
+        done = subprocess.run(["bash", "-s"], input=job.batch.encode(), capture_output=True, env=run_env)
+        if shutil.which(argv[0], path=run_env["PATH"]) is None:  # a path to nothing: no srun, launch-failed
+            assert (done.returncode, done.stdout) == (LAUNCH_FAILED_EXIT, b"")
+            assert done.stderr.startswith(b"dispatch: launch failed: the program ")
+            return
+        assert done.returncode == 0, done.stderr
+        out = done.stdout
         assert out.split(b"\0")[:-1] == [a.encode() for a in argv]
         probe = (
             job.batch.rsplit("exec srun", 1)[0]
@@ -103,6 +110,27 @@ def test_argv_and_env_reach_the_ranks_byte_for_byte(argv: list[str], env: dict[s
         )
         got = subprocess.run(["bash", "-s"], input=probe.encode(), capture_output=True, env=run_env, check=True).stdout
         assert got.split(b"\0")[:-1] == [b"1.77.0", *(env[k].encode() for k in sorted(env))]
+
+
+def _program_named(directory: str, name: str) -> None:
+    """An executable called ``name`` in ``directory``, where a file can have that name."""
+    if "/" in name or name in ("", ".", ".."):
+        return
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\n")
+        os.chmod(path, 0o755)
+
+
+def test_launch_checks_end_the_batch_script_before_srun(tmp_path: Path) -> None:
+    for spec, said in (
+        (JobSpec(("/no/such/program",)), "the program /no/such/program does not exist"),
+        (JobSpec(("true",), working_dir=str(tmp_path / "gone dir")), f"the working directory {tmp_path}/gone dir"),
+    ):
+        job = build(req(spec), S, "26.05.5", "/o")
+        done = subprocess.run(["bash", "-s"], input=job.batch, capture_output=True, text=True, cwd=tmp_path)
+        assert done.returncode == LAUNCH_FAILED_EXIT and said in done.stderr, done.stderr
 
 
 def test_cessation_warning_renders_signal_and_exports_it() -> None:

@@ -354,7 +354,7 @@ def test_an_accounting_lag_delays_the_end_but_records_it_exactly(shape: str) -> 
 
 
 def test_next_step_is_asked_again_only_for_records_that_changed(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    import dispatch.supervise.supervisor as module
+    import dispatch.supervise.acting as module
 
     asked: list[str] = []
     real = module.next_step

@@ -7,20 +7,19 @@ far-future ``-a`` date: both are numbers. :func:`encode_instance` maps an instan
 :func:`decode_instance` reads ``k`` back as ``h<k in hex>``, which is the instance itself in the core's form.
 
 For any other instance string, an :class:`InstanceBook` remembers which instance a number stood for, in a
-small JSON file when given a path, so a process that did not place the hold reports the instance the core
-placed (an adapter that never sees non-canonical instances needs no book).
+small JSON file when given a path (a :class:`~dispatch.adapterkit.shared.SharedState`), so a process that did
+not place the hold reports the instance the core placed (an adapter that never sees non-canonical instances
+needs no book).
 """
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import re
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
+
+from dispatch.adapterkit.shared import SharedState
 
 HOLD_SPAN = 1 << 32
 _CANONICAL = re.compile(r"h([0-9a-f]{8})")
@@ -45,35 +44,19 @@ def matches(instance: str, held: str) -> bool:
 
 
 class InstanceBook:
-    """Which instance each number stood for. In memory only when ``path`` is None; otherwise persisted to
-    ``path`` (a JSON object, written atomically under an advisory lock) and shared by every process using
-    the same file."""
+    """Which instance each number stood for. In memory only when ``path`` is None; otherwise kept in ``path``
+    (a :class:`~dispatch.adapterkit.shared.SharedState`, tolerant: an unreadable book only loses names, and
+    holds then read back in the canonical form) and shared by every process using the same file."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
         self.path = Path(path) if path is not None else None
+        self._state = SharedState(path, tolerant=True) if path is not None else None
         self._memory: dict[str, str] = {}
 
-    @contextmanager
-    def _locked(self) -> Iterator[None]:
-        assert self.path is not None
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(f"{self.path}.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
-
     def _load(self) -> dict[str, str]:
-        if self.path is None:
+        if self._state is None:
             return self._memory
-        try:
-            data = json.loads(self.path.read_text())
-        except FileNotFoundError:
-            return {}
-        except (OSError, ValueError):
-            return {}  # an unreadable book only loses names: holds then read back in the canonical form
-        return {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+        return {str(k): str(v) for k, v in self._state.read().items()}
 
     def remember(self, instance: str) -> int:
         """Record ``instance`` under its number (before placing the hold) and return the number."""
@@ -82,16 +65,11 @@ class InstanceBook:
         if canonical == instance:
             return code  # the core's own form reads back as itself
         key = f"{code:08x}"
-        if self.path is None:
+        if self._state is None:
             self._memory[key] = instance
             return code
-        with self._locked():
-            book = self._load()
-            if book.get(key) != instance:
-                book[key] = instance
-                tmp = self.path.with_name(self.path.name + ".tmp")
-                tmp.write_text(json.dumps(book, sort_keys=True))
-                os.replace(tmp, self.path)
+        with self._state.update() as book:
+            book[key] = instance
         return code
 
     def name(self, code: int) -> str | None:

@@ -6,7 +6,10 @@ dispatch when its earliest start time carries dispatch's hold); ``hqw`` held: a 
 gate has not opened is the gate; an operator or system hold, or a user hold after the gate was opened, is
 someone else's (admin-held); ``E`` an error state Grid Engine will not leave by itself (failed, launch-failed).
 
-Ended jobs (qacct): ``failed 0`` and ``exit_status < 128`` is the job's own exit; a signal death is a stop when
+Ended jobs (qacct): ``failed 0`` and ``exit_status < 128`` is the job's own exit, except 125, the job script's
+launch checks failing (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_EXIT`: a working directory that
+cannot be entered, a program that is not an executable file), which is launch-failed (a program that itself
+exits 125 reads so too: qacct keeps nothing else to tell them apart); a signal death is a stop when
 dispatch stopped the job (recorded by the backend, because Grid Engine 8.1.9 does not record who deleted a
 job), a timeout when it ran for its ``h_rt``, out-of-memory when it reached its ``h_vmem``, and otherwise a
 failure of unknown cause (a ``qdel`` by someone else cannot be told from any other kill; never ``cancelled``).
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dispatch.adapterkit.jobscript import LAUNCH_FAILED_EXIT
+from dispatch.adapterkit.outcomes import end_outcome, waiting_outcome
 from dispatch.gridengine.parse import AccountingRecord, LiveJob, parse_duration, requested, size_bytes
 from dispatch.outcome import Cause, Evidence, Outcome, State
 
@@ -77,29 +82,28 @@ def live_reading(
     gate_closed = user_hold and not gate_open
     foreign_hold = ", ".join(foreign) if foreign else None
     if "E" in state:
-        out = Outcome(State.FAILED, Cause.LAUNCH_FAILED, ev, detail=f"qstat state {state}: Grid Engine error state")
+        out = end_outcome(ev, None, launch_failed=True, detail=f"qstat state {state}: Grid Engine error state")
     elif "d" in state or state[:1] in ("r", "t", "R") or any(c in state for c in "sST"):
         detail = f"qstat state {state}" + (" (suspended)" if any(c in state for c in "sST") else "")
         out = Outcome(State.RUNNING, None, ev, detail=detail)
-    elif foreign_hold:
-        out = Outcome(State.HELD, Cause.ADMIN_HELD, ev, detail=f"held by someone else: {foreign_hold}")
-    elif hold is not None:
-        out = Outcome(State.HELD, Cause.HELD, ev, detail=f"held by dispatch: {hold}")
-    elif gate_closed:
-        out = Outcome(State.PENDING, Cause.GATED, ev, detail=f"qstat state {state}")
     else:
-        out = Outcome(State.PENDING, Cause.QUEUED, ev, detail=f"qstat state {state}")
+        out = waiting_outcome(
+            ev,
+            foreign_holds=foreign,
+            holds=(hold,) if hold else (),
+            gate_closed=gate_closed,
+            detail=f"qstat state {state}",
+        )
     return Reading(out, gate_closed, hold, foreign_hold)
 
 
 def ended_outcome(rec: AccountingRecord, stopped: bool, ev: Evidence) -> Outcome:
     detail = f"qacct failed {rec.failed_text}, exit_status {rec.exit_status}"
     if rec.failed not in (0, LIMIT_ENFORCED, AFTER_JOB):
-        return Outcome(State.FAILED, Cause.LAUNCH_FAILED, ev, detail=detail)
+        return end_outcome(ev, None, launch_failed=True, detail=detail)
     if rec.exit_status < 128 and rec.failed == 0:
-        if rec.exit_status == 0:
-            return Outcome(State.SUCCEEDED, Cause.EXIT, ev, exit_code=0, detail=detail)
-        return Outcome(State.FAILED, Cause.EXIT, ev, exit_code=rec.exit_status, detail=detail)
+        launch = rec.exit_status == LAUNCH_FAILED_EXIT  # the job script's launch checks failed
+        return end_outcome(ev, rec.exit_status, launch_failed=launch, detail=detail)
     sig = rec.exit_status - 128 if rec.exit_status > 128 else None
     if stopped:
         return Outcome(State.CANCELLED, Cause.CANCELLED, ev, signal=sig, detail=detail + " (stopped by dispatch)")

@@ -6,6 +6,9 @@
 * Every job gets the kit's rank environment (:mod:`dispatch.adapterkit.rankenv`) as rank 0 of 1, its
   rendezvous at 127.0.0.1 on a port derived from ``$JOB_ID``.
 * A time limit is ``-l h_rt``; the working directory ``-wd``; the job runs under ``/bin/bash`` (``-S``).
+* The kit's launch checks (:func:`dispatch.adapterkit.jobscript.launch_checks`) run before the ``exec``: a
+  working directory that cannot be entered or a program that is not an executable file ends the job with
+  :data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_EXIT`, read as ``launch-failed``.
 * One slot per job: several nodes or several processes per node need a parallel environment, which this
   adapter does not use (Unsupported, with that reason).
 """
@@ -18,6 +21,7 @@ import re
 from dataclasses import dataclass
 
 from dispatch.adapterkit import render_job_script
+from dispatch.adapterkit.jobscript import launch_checks
 from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude
 from dispatch.errors import SpecError, Unsupported
 from dispatch.gridengine.settings import GridEngineSettings
@@ -43,6 +47,7 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
     if not _MARKER.fullmatch(request.marker):
         raise SpecError("marker", f"{request.marker!r} cannot be a Grid Engine job name")
     base = f"{output_dir.rstrip('/')}/{request.marker}.$JOB_ID"
+    workdir = spec.working_dir or os.getcwd()
     argv = [
         "qsub",
         "-terse",
@@ -58,7 +63,7 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         "-e",
         base + ".err",
         "-wd",
-        spec.working_dir or os.getcwd(),
+        workdir,
     ]
     if settings.queue:
         argv += ["-q", settings.queue]
@@ -74,5 +79,7 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         master_port=port_expression("JOB_ID"),
         node='"${HOSTNAME:-$(hostname)}"',
     )
-    script = render_job_script(request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude)
+    script = render_job_script(
+        request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude, checks=launch_checks(spec.command, workdir)
+    )
     return QsubJob(tuple(argv), script, output_dir)

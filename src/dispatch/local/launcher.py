@@ -123,13 +123,13 @@ def rank_exit_path(exec_dir: str, rank: int) -> str:
 # ----- the plan ---------------------------------------------------------------------------------------------------
 
 
-def _load_rankenv() -> Any:
-    """:mod:`dispatch.adapterkit.rankenv`, by path (this file imports nothing of dispatch; that module needs
-    the standard library only)."""
+def _load_kit(name: str) -> Any:
+    """:mod:`dispatch.adapterkit.<name>`, by path (this file imports nothing of dispatch; the kit's ``rankenv``
+    and ``rankends`` need the standard library only)."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "adapterkit", "rankenv.py")
-    spec = importlib.util.spec_from_file_location("_dispatch_rankenv", path)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "adapterkit", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_dispatch_{name}", path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault(spec.name, module)  # dataclasses look their module up by name
@@ -137,7 +137,8 @@ def _load_rankenv() -> Any:
     return module
 
 
-_RANKENV = _load_rankenv()
+_RANKENV = _load_kit("rankenv")
+_RANKENDS = _load_kit("rankends")
 
 
 def rank_env(
@@ -195,13 +196,6 @@ def _status_to_exit(status: int) -> dict[str, Any]:
     return {"exitCode": os.WEXITSTATUS(status), "signal": None}
 
 
-def _signal_name(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
-
-
 class Execution:
     """One execution's ranks and the bookkeeping that decides its outcome."""
 
@@ -221,7 +215,6 @@ class Execution:
         self.started_at = time.time()
         self.ending: str | None = None  # why we are ending it: stop, requeue, timeout, oom, rank, launch, signal
         self.ending_detail = ""
-        self.first_failure: tuple[int, dict[str, Any]] | None = None
         self.kill_at: float | None = None
         self.term_at: float | None = None  # SIGTERM due (after the cessation warning)
         self.warning: dict[str, Any] | None = plan.get("warning") or None
@@ -265,7 +258,12 @@ class Execution:
             except OSError as exc:
                 message = f"dispatch: cannot start {plan['argv'][0]!r} in {plan['cwd']!r}: {exc.strerror or exc}\n"
                 err.write(message.encode("utf-8", "replace"))
-                self.exits[int(rank["rank"])] = {"exitCode": 127, "signal": None, "launchError": message.strip()}
+                self.exits[int(rank["rank"])] = {
+                    "exitCode": 127,
+                    "signal": None,
+                    "launchError": message.strip().removeprefix("dispatch: "),
+                    "endedAt": time.time(),
+                }
                 self.begin_ending("launch", message.strip().removeprefix("dispatch: "))
                 return
             finally:
@@ -332,15 +330,9 @@ class Execution:
             ex["endedAt"] = time.time()
             self.exits[rank] = ex
             write_json(rank_exit_path(self.dir, rank), ex)
-            if (ex["exitCode"] != 0 or ex["signal"]) and self.first_failure is None:
-                self.first_failure = (rank, ex)
-                if self.ending is None:
-                    how = (
-                        f"killed by {_signal_name(ex['signal'])}"
-                        if ex["signal"]
-                        else f"exited with code {ex['exitCode']}"
-                    )
-                    self.begin_ending("rank", f"rank {rank} {how}")
+            end = _rank_end(rank, ex)
+            if end.failed and self.ending is None:
+                self.begin_ending("rank", end.describe())
 
     def check_memory(self) -> None:
         limit = self.plan.get("memoryMb")
@@ -406,11 +398,16 @@ class Execution:
         return self.result()
 
     def result(self) -> dict[str, Any]:
+        """The execution's outcome: the launcher's own reason to end it (stop, requeue, time limit, memory), else
+        the ranks' combined end (:func:`dispatch.adapterkit.rankends.combine`: the first failure in time wins,
+        a rank that could not start is launch-failed, success only when every rank exited 0). The exit code and
+        signal are the first failing rank's (a rank killed by a signal reads ``128 + signal``)."""
         now = time.time()
         base: dict[str, Any] = {"endedAt": now, "startedAt": self.started_at, "exitCode": None, "signal": None}
-        fail = self.first_failure
+        ends = [_rank_end(rank, ex) for rank, ex in sorted(self.exits.items())]
+        fail = _RANKENDS.first_failure(ends)
         if fail is not None:
-            base["exitCode"], base["signal"] = fail[1]["exitCode"], fail[1]["signal"]
+            base["exitCode"], base["signal"] = fail.exit_code, fail.signal
         why, detail = self.ending, self.ending_detail
         if why in ("stop", "signal"):
             return {**base, "state": "cancelled", "cause": "cancelled", "detail": detail or "stopped on request"}
@@ -420,11 +417,28 @@ class Execution:
             return {**base, "state": "failed", "cause": "timeout", "detail": detail}
         if why == "oom":
             return {**base, "state": "failed", "cause": "out-of-memory", "detail": detail}
-        if why == "launch":
-            return {**base, "state": "failed", "cause": "launch-failed", "exitCode": 127, "detail": detail}
-        if fail is not None:
-            return {**base, "state": "failed", "cause": "exit", "detail": detail}
-        return {**base, "state": "succeeded", "cause": "exit", "exitCode": 0, "detail": ""}
+        verdict = _RANKENDS.combine(ends, len(self.plan["ranks"]))
+        if verdict is None:
+            return {**base, "state": "unknown", "cause": "unknown", "detail": "not every rank reported its end"}
+        return {
+            **base,
+            "state": verdict.state,
+            "cause": verdict.cause,
+            "exitCode": verdict.exit_code,
+            "signal": verdict.signal,
+            "detail": verdict.detail,
+        }
+
+
+def _rank_end(rank: int, ex: dict[str, Any]) -> Any:
+    """One rank's exit record as the kit's :class:`~dispatch.adapterkit.rankends.RankEnd`."""
+    return _RANKENDS.RankEnd(
+        rank,
+        float(ex["endedAt"]),
+        exit_code=ex.get("exitCode"),
+        signal=ex.get("signal") or None,
+        launch_error=ex.get("launchError"),
+    )
 
 
 def _child_setup(group: int, blocked: set[signal.Signals]) -> Any:

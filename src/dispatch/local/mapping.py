@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dispatch.adapterkit.identity import execution_identity
+from dispatch.adapterkit.outcomes import waiting_outcome
 from dispatch.local.layout import ExecutionFiles, JobFiles
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.spi import ExecutionEvidence, Gate, JobEvidence
@@ -83,15 +84,9 @@ def _job_outcome(job: JobFiles, executions: list[ExecutionEvidence], evidence: E
     current = job.current
     if current is not None and current.result is None:
         return execution_outcome(current, evidence)
-    queued = job.queued
-    waiting = queued is not None or current is None
-    if job.stopped is not None and waiting:
-        return Outcome(State.CANCELLED, Cause.CANCELLED, evidence, detail="stopped before it ran")
-    if waiting:
-        if job.holds:
-            return Outcome(State.HELD, Cause.HELD, evidence, detail=f"held: {', '.join(sorted(job.holds))}")
-        if not job.gate_open:
-            return Outcome(State.PENDING, Cause.GATED, evidence)
-        return Outcome(State.PENDING, Cause.QUEUED, evidence)
+    if job.queued is not None or current is None:
+        return waiting_outcome(
+            evidence, stopped=job.stopped is not None, holds=sorted(job.holds), gate_closed=not job.gate_open
+        )
     assert executions, "an ended current execution is always listed"
     return executions[-1].outcome

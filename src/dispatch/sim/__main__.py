@@ -16,12 +16,12 @@ import sys
 import time
 from typing import Any
 
+from dispatch.sim.mutation import Mutation
 from dispatch.sim.planted import Planted
 from dispatch.sim.world import ACTORS, Config, Result, run, run_quiet
-from dispatch.supervise.mutation import Mutation
 
 PLANTED: list[Mutation | Planted] = [*Mutation, *Planted]
-"""Every planted bug: the supervisor's (:mod:`dispatch.supervise.mutation`), then the other writers'
+"""Every planted bug: the supervisor's (:mod:`dispatch.sim.mutation`), then the other writers'
 (:mod:`dispatch.sim.planted`)."""
 
 
@@ -152,9 +152,9 @@ def _mutations(args: argparse.Namespace) -> int:
     invariants held by construction with the reason. Fails if a bug is never caught, or if an invariant is
     neither the target of a planted bug nor held by construction."""
     from dispatch.sim.invariants import INVARIANTS
+    from dispatch.sim.mutation import BY_CONSTRUCTION
+    from dispatch.sim.mutation import TARGETS as SUPERVISOR_TARGETS
     from dispatch.sim.planted import TARGETS as PLANTED_TARGETS
-    from dispatch.supervise.mutation import BY_CONSTRUCTION
-    from dispatch.supervise.mutation import TARGETS as SUPERVISOR_TARGETS
 
     targets: dict[Mutation | Planted, str] = dict(SUPERVISOR_TARGETS.items())
     targets.update(PLANTED_TARGETS.items())

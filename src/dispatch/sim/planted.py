@@ -2,7 +2,7 @@
 
 Each lives here, in the simulator, as an injected function or a subclass of the product's own class: the product
 code has no hook for them. :data:`TARGETS` names the invariant each one breaks (``python -m dispatch.sim
---mutations`` runs them with the supervisor's planted bugs, :mod:`dispatch.supervise.mutation`).
+--mutations`` runs them with the supervisor's planted bugs, :mod:`dispatch.sim.mutation`).
 """
 
 from __future__ import annotations

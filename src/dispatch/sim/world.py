@@ -43,6 +43,7 @@ from dispatch.records.memory import MemoryRecords
 from dispatch.records.model import JobRecord
 from dispatch.sim.conductor import Conductor, ParkedRecords, Worker, parked_backend
 from dispatch.sim.invariants import check, check_batch_call, settled
+from dispatch.sim.mutation import Mutation, PlantedSupervisor
 from dispatch.sim.planted import (
     HalfBatchOperator,
     Planted,
@@ -52,7 +53,6 @@ from dispatch.sim.planted import (
 from dispatch.spec import JobSpec
 from dispatch.spi import view
 from dispatch.supervise.fold import fold as one_fold
-from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import hold_instance, unknown_grace
 from dispatch.supervise.supervisor import Supervisor
 
@@ -265,17 +265,20 @@ class World:
     def spawn(self, k: int) -> None:
         self.incarnation[k] += 1
         owner = f"sup-{k + 1}#{self.incarnation[k]}"
-        sup = Supervisor(
-            parked_backend(self.backend, self.conductor),
-            self.records,  # type: ignore[arg-type]
-            clock=self.clock,
-            owner=owner,
-            poll=POLL,
-            cluster="memory",
-            lease_ttl=LEASE_TTL,
-            margin=DEFAULT_MARGIN,
-            mutations=self.cfg.mutations,
-            steady=self.cfg.steady,
+        backend = parked_backend(self.backend, self.conductor)
+        opts: dict[str, Any] = {
+            "clock": self.clock,
+            "owner": owner,
+            "poll": POLL,
+            "cluster": "memory",
+            "lease_ttl": LEASE_TTL,
+            "margin": DEFAULT_MARGIN,
+            "steady": self.cfg.steady,
+        }
+        sup = (
+            PlantedSupervisor(backend, self.records, mutations=self.cfg.mutations, **opts)
+            if self.cfg.mutations
+            else Supervisor(backend, self.records, **opts)  # type: ignore[arg-type]
         )
 
         def body() -> None:

@@ -15,6 +15,7 @@ import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from dispatch.adapterkit.fanout import spread
 from dispatch.adapterkit.holds import InstanceBook, encode_instance
 from dispatch.adapterkit.identity import execution_identity, submission_of
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, no
@@ -303,8 +304,8 @@ class SlurmBackend:
             try:
                 out = self._run(s, True, partial=True)
             except (Unavailable, OutcomeUnknown) as exc:
-                for i, _ in built:
-                    answers[i] = type(exc)(str(exc))
+                for (i, _), each in zip(built, spread(exc, len(built)), strict=True):
+                    answers[i] = each
                 return [a for a in answers if a is not None]
             made = out.call(0)
             if dirs and made is not None and made.status == 0:
@@ -345,11 +346,11 @@ class SlurmBackend:
         try:
             out = self._run(s, True, partial=True)
         except (Unavailable, OutcomeUnknown) as exc:
-            return [j if isinstance(j, NotFound) else type(exc)(str(exc)) for j in jids]
+            return [j if isinstance(j, NotFound) else e for j, e in zip(jids, spread(exc, len(jids)), strict=True)]
         call = out.call(0)
         if call is not None and call.status not in (0, 2, None):
             err = slurm_errors.error_for("open", call.stderr or call.stdout, write=True, status=call.status)
-            return [j if isinstance(j, NotFound) else type(err)(str(err)) for j in jids]
+            return [j if isinstance(j, NotFound) else e for j, e in zip(jids, spread(err, len(jids)), strict=True)]
         seen: dict[str, str] = {}
         for line in (call.stdout if call is not None else "").splitlines():
             parts = line.split()

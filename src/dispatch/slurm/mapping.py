@@ -3,7 +3,10 @@
 :func:`outcome_of` is the whole table in code; ``docs/adapters/slurm.md`` prints it. Rules, in order:
 
 1. Flags that mean "Slurm itself held it" (``REQUEUE_HOLD``, ``SPECIAL_EXIT``) and a ``JobHeldAdmin`` reason
-   on a waiting job: ``held`` / ``admin-held``.
+   on a waiting job: ``held`` / ``admin-held``. A waiting job kept by several of the reasons below at once
+   (dispatch's hold in the begin time of a job behind its gate) reads by the kit's order, admin-held > held >
+   gated > queued (:func:`dispatch.adapterkit.outcomes.waiting_outcome`), and reports each of them (gate,
+   hold, foreign hold).
 2. ``PENDING``: by reason. ``JobHeldUser`` is dispatch's closed start gate (``pending`` / ``gated``) unless its
    description says Slurm requeued and held it (after a launch failure, or ``scontrol requeuehold``: "launch
    failed requeued held", "job requeued in held state"), which is ``held`` / ``admin-held``;
@@ -15,7 +18,9 @@
 4. Ended: ``COMPLETED`` ``succeeded`` / ``exit`` 0 (a non-zero exit code read elsewhere makes it ``failed``
    / ``exit``); ``FAILED`` ``failed`` / ``exit`` (code or signal), or ``launch-failed`` for the
    ``LAUNCH_FAILED`` flag and the reasons JobLaunchFailure, SystemFailure, BadConstraints without a signal
-   (22.05 gives a batch script killed by a signal the reason JobLaunchFailure);
+   (22.05 gives a batch script killed by a signal the reason JobLaunchFailure), and exit code 125 with no
+   rank's code: the batch script's launch checks failed before ``srun``
+   (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_EXIT`; a rank exiting 125 carries its step's code);
    ``CANCELLED`` / ``REVOKED`` ``cancelled``; a ``FAILED`` job one of whose steps (sacct) ended
    ``OUT_OF_MEMORY`` is ``out-of-memory`` (the ranks run in an srun step, where the OOM kill lands);
    ``REQUEUED`` (an execution a requeue ended) ``cancelled``;
@@ -48,6 +53,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from dispatch.adapterkit.jobscript import LAUNCH_FAILED_EXIT
+from dispatch.adapterkit.outcomes import end_outcome, waiting_outcome
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.slurm.holds import decode_hold
 from dispatch.slurm.parse import SlurmJob
@@ -143,47 +150,61 @@ def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
         return Outcome(s, c, evidence, exit_code=code, signal=sig, detail=detail)
 
     waiting = state in ("PENDING", "") and not (flags & RUNNING_FLAGS and not state)
-    if waiting and flags & SLURM_HELD_FLAGS:
-        return Reading(out(State.HELD, Cause.ADMIN_HELD), foreign_hold=sorted(flags & SLURM_HELD_FLAGS)[0])
-    if state == "PENDING":
-        if reason == "JobHeldAdmin":
-            return Reading(out(State.HELD, Cause.ADMIN_HELD), foreign_hold="JobHeldAdmin")
-        if reason == "JobHeldUser":
-            desc = job.description.lower()
-            if "requeued" in desc and "held" in desc:  # "launch failed requeued held", "job requeued in held state"
-                return Reading(out(State.HELD, Cause.ADMIN_HELD), foreign_hold=job.description)
-            return Reading(out(State.PENDING, Cause.GATED), gate_closed=True)
-        if reason == "JobHoldMaxRequeue":
-            return Reading(out(State.FAILED, Cause.LAUNCH_FAILED))
-        hold = decode_hold(job.eligible_time)
-        if hold is not None:
-            return Reading(out(State.HELD, Cause.HELD), hold=hold)
-        if reason in NO_CAPACITY_REASONS or reason.startswith(("ReqNodeNotAvail", "AssocGrp", "QOSGrp")):
-            return Reading(out(State.PENDING, Cause.NO_CAPACITY))
-        return Reading(out(State.PENDING, Cause.QUEUED))
+    held_flags = sorted(flags & SLURM_HELD_FLAGS) if waiting else []
+    if state == "PENDING" and reason == "JobHoldMaxRequeue" and not held_flags:
+        return Reading(out(State.FAILED, Cause.LAUNCH_FAILED))
+    if state == "PENDING" or held_flags:
+        return _waiting(job, held_flags, evidence, detail)
     if state in ("RUNNING", "SUSPENDED") or (not state and flags & RUNNING_FLAGS):
         return Reading(out(State.RUNNING, None))
     if state == "COMPLETED":
         code, sig = _exit_pair(job)
-        if code or sig:
-            return Reading(out(State.FAILED, Cause.EXIT, code, sig))
-        return Reading(out(State.SUCCEEDED, Cause.EXIT, 0))
+        return Reading(end_outcome(evidence, code if code or sig else 0, sig, detail=detail))
     if state == "FAILED":
         # 22.05 labels a batch script killed by a signal JobLaunchFailure: with a signal, it ran and was killed
         if "LAUNCH_FAILED" in flags or (reason in LAUNCH_FAILED_REASONS and not job.signal):
-            return Reading(out(State.FAILED, Cause.LAUNCH_FAILED, *_exit_pair(job)))
+            return Reading(end_outcome(evidence, *_exit_pair(job), launch_failed=True, detail=detail))
+        if job.exit_code == LAUNCH_FAILED_EXIT and not job.signal and not job.step_exit_code:
+            return Reading(end_outcome(evidence, job.exit_code, launch_failed=True, detail=detail))
         if "OUT_OF_MEMORY" in job.step_states:
             return Reading(out(State.FAILED, Cause.OUT_OF_MEMORY))
         if job.step_exit_code:  # a rank's own code, where the job's is srun's or the signal it died of
-            return Reading(out(State.FAILED, Cause.EXIT, job.step_exit_code))
-        code, sig = _exit_pair(job)
-        return Reading(out(State.FAILED, Cause.EXIT, code, sig))
+            return Reading(end_outcome(evidence, job.step_exit_code, detail=detail))
+        return Reading(end_outcome(evidence, *_exit_pair(job), detail=detail))
     if state in ENDED:
         s, c = ENDED[state]
         return Reading(out(s, c))  # Slurm or the machine ended it: no exit code, no signal (module docstring)
     if not state and flags & {"REQUEUED", "REQUEUE_FED"}:
         return Reading(out(State.PENDING, Cause.QUEUED))
     return Reading(out(State.UNKNOWN, Cause.UNKNOWN))
+
+
+def _waiting(job: SlurmJob, held_flags: list[str], evidence: Evidence, detail: str) -> Reading:
+    """A waiting job's reading: what keeps it waiting (Slurm's own hold flags, an administrator's hold, a hold
+    Slurm placed after a requeue, dispatch's gate, dispatch's hold in the begin time, the queue), one cause
+    by the kit's order (:func:`dispatch.adapterkit.outcomes.waiting_outcome`)."""
+    reason = job.reason
+    foreign = held_flags[0] if held_flags else None
+    gate_closed = False
+    if foreign is None and reason == "JobHeldAdmin":
+        foreign = "JobHeldAdmin"
+    elif reason == "JobHeldUser":
+        desc = job.description.lower()
+        if "requeued" in desc and "held" in desc:  # "launch failed requeued held", "job requeued in held state"
+            foreign = foreign or job.description
+        else:
+            gate_closed = True
+    hold = decode_hold(job.eligible_time)
+    no_capacity = reason in NO_CAPACITY_REASONS or reason.startswith(("ReqNodeNotAvail", "AssocGrp", "QOSGrp"))
+    outcome = waiting_outcome(
+        evidence,
+        foreign_holds=(foreign,) if foreign else (),
+        holds=(hold,) if hold else (),
+        gate_closed=gate_closed,
+        queued=Cause.NO_CAPACITY if no_capacity else Cause.QUEUED,
+        detail=detail,
+    )
+    return Reading(outcome, gate_closed=gate_closed, hold=hold, foreign_hold=foreign)
 
 
 def _exit_pair(job: SlurmJob) -> tuple[int | None, int | None]:

@@ -26,6 +26,7 @@ import shlex
 from dataclasses import dataclass
 
 from dispatch.adapterkit import render_job_script
+from dispatch.adapterkit.jobscript import launch_checks
 from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude, rank_wrapper
 from dispatch.errors import SpecError, Unsupported
 from dispatch.extensions import CessationWarning, Image, Output
@@ -157,6 +158,7 @@ def build(
             *rank_wrapper(_rank_prelude(spec)),
         ),
         exports=exports,
+        checks=launch_checks(spec.command, workdir or None),
     )
     return SbatchJob(tuple(argv), batch, out_dir, base)
 

@@ -2,13 +2,15 @@
 
 * :func:`fold` (:mod:`dispatch.supervise.fold`): evidence into a record, pure.
 * :func:`next_step` (:mod:`dispatch.supervise.next`): the next step for a record, pure.
-* :class:`Supervisor` (:mod:`dispatch.supervise.supervisor`): leases, batched observation, the intent protocol.
+* :class:`Supervisor` (:mod:`dispatch.supervise.supervisor`): the loop, composed of its parts: leases and sharing
+  (:mod:`~dispatch.supervise.leases`), batched observation (:mod:`~dispatch.supervise.observation`), deciding and
+  acting under the intent protocol (:mod:`~dispatch.supervise.acting`) and the steady path
+  (:mod:`~dispatch.supervise.steady`).
 
 See docs/supervisor.md for the guarantees and docs/invariants.md for what the simulator checks.
 """
 
 from dispatch.supervise.fold import fold, fold_found, fold_stray
-from dispatch.supervise.mutation import Mutation
 from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, hold_instance, next_step
 from dispatch.supervise.supervisor import CycleReport, LostLease, Supervisor, default_poll
 
@@ -16,7 +18,6 @@ __all__ = [
     "CycleReport",
     "Facts",
     "LostLease",
-    "Mutation",
     "Step",
     "StepKind",
     "Supervisor",

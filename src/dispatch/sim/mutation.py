@@ -1,0 +1,234 @@
+"""The supervisor's planted bugs, for proving that the simulator catches them.
+
+:class:`PlantedSupervisor` is the product's :class:`~dispatch.supervise.Supervisor` with some of these bugs
+planted: each overrides one of the product's own steps (a lease check, a fence, the fold, a call, the answer)
+and breaks one of its rules, so the mutation tests (``tests/sim/test_mutations.py``, ``python -m dispatch.sim
+--mutations``) can show the simulator's invariants find each bug within a bounded number of seeds. The product
+code has no hook for them (``STORE_IGNORES_FENCE`` also makes the simulator's record store skip its token
+check). :data:`TARGETS` names the invariant each one breaks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Collection
+from enum import StrEnum
+from typing import Any
+
+from dispatch.errors import DispatchError
+from dispatch.outcome import Cause, Outcome, State
+from dispatch.records.model import Action, Event, GateState, Intent, IntentStatus, JobRecord
+from dispatch.supervise import Supervisor
+from dispatch.supervise.acting import answer_intent
+from dispatch.supervise.next import Step, StepKind
+from dispatch.supervise.observation import Observation
+from dispatch.supervise.report import CycleReport
+
+
+class Mutation(StrEnum):
+    ACT_BEFORE_INTENT = "act-before-intent"
+    """Make the backend call first and write the intent (with its answer) afterwards: a crash in between leaves
+    a scheduler object the record knows nothing about."""
+
+    SKIP_FENCE = "skip-fence"
+    """Skip the fence: write without the fencing token and without checking the lease before a write. A
+    supervisor overtaken in the middle of a cycle re-reads after its lost compare-and-set and keeps writing a
+    job another supervisor now owns."""
+
+    RESUBMIT_ON_UNKNOWN = "resubmit-on-unknown"
+    """Take an unknown outcome (OutcomeUnknown from a start or requeue) as a failure and act again at once,
+    instead of waiting out the CallBound and observing: the call may have landed, so it lands twice."""
+
+    UNKNOWN_IS_AN_ENDING = "unknown-is-an-ending"
+    """Take the first ``unknown`` observation of a live job as its ending (no wait for the backend's bound): a
+    job whose queue entry vanished for a moment is escalated and closed while it still runs."""
+
+    STORE_IGNORES_FENCE = "store-ignores-fence"
+    """The record store forgets to compare the fencing token, and the supervisor trusts it (no lease check of
+    its own before a write): an overtaken supervisor's write lands on a job another one now owns."""
+
+    SUCCESS_ON_VANISH = "success-on-vanish"
+    """Evidence that vanished (or reads unknown) is folded as success, exit 0: a job is recorded succeeded
+    that never was."""
+
+    CAUSE_MIXUP = "cause-mixup"
+    """A preempted execution is recorded with cause node-lost: the record disagrees with the scheduler."""
+
+    OPEN_BEFORE_RECORD = "open-before-record"
+    """The start gate is opened right after the start returns, before the scheduler id is recorded: a crash in
+    between leaves a running object the record does not name."""
+
+    RELEASE_OTHERS_HOLDS = "release-others-holds"
+    """The supervisor lifts holds other people placed through dispatch (a user's hold, by its instance)."""
+
+    NOT_RUNNING_IS_EVICTED = "not-running-is-evicted"
+    """A submission not seen running once its gate is open (waiting in the queue, held, or read ``unknown``) is
+    taken to have been evicted, and its eviction rule resubmits the job without the old object being stopped
+    or seen to end: when the old one runs again, two executions of the job run at once."""
+
+    RETRY_AS_NEW_SUBMISSION = "retry-as-new-submission"
+    """A start that failed (refused, or found not to have landed) is made again as a new submission with a new
+    marker instead of the same one: the job gains a submission no decision asked for."""
+
+
+TARGETS: dict[Mutation, str] = {
+    Mutation.ACT_BEFORE_INTENT: "no-object-without-record",
+    Mutation.SKIP_FENCE: "fenced-writes",
+    Mutation.RESUBMIT_ON_UNKNOWN: "no-object-without-record",
+    Mutation.UNKNOWN_IS_AN_ENDING: "unknown-is-not-an-ending",
+    Mutation.STORE_IGNORES_FENCE: "fenced-writes",
+    Mutation.SUCCESS_ON_VANISH: "no-success-without-evidence",
+    Mutation.CAUSE_MIXUP: "record-matches-truth",
+    Mutation.OPEN_BEFORE_RECORD: "gate-opened-only-when-recorded",
+    Mutation.RELEASE_OTHERS_HOLDS: "hold-lifted-by-owner",
+    Mutation.NOT_RUNNING_IS_EVICTED: "one-live-execution",
+    Mutation.RETRY_AS_NEW_SUBMISSION: "no-action-twice",
+}
+"""The invariant each planted bug breaks (the one the mutation check expects to catch it)."""
+
+BY_CONSTRUCTION: dict[str, str] = {
+    "ended-has-cause": (
+        "an Outcome in an ended state cannot be built without a cause (Outcome raises ValueError), and records "
+        "are rebuilt through Outcome on every read, so no supervisor bug can write a record that breaks it"
+    ),
+}
+"""Invariants no planted bug can break, and why: the types hold them, so the simulator's check of them is a
+guard against a change to those types, not a test of the supervisor."""
+
+
+_FOLDED = frozenset({Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP, Mutation.NOT_RUNNING_IS_EVICTED})
+"""The planted bugs applied to a folded record."""
+
+
+class PlantedSupervisor(Supervisor):
+    """The product's supervisor with the planted bugs ``mutations`` (the simulator's mutation check only).
+
+    Takes the product's arguments; with any bug planted every job goes the whole way each cycle (no steady path),
+    so the bug is met wherever it can be."""
+
+    def __init__(self, *args: Any, mutations: Collection[Mutation], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.mutations = frozenset(Mutation(m) for m in mutations)
+        if self.mutations:
+            self._fast = False
+        if Mutation.UNKNOWN_IS_AN_ENDING in self.mutations:
+            self.facts = dataclasses.replace(self.facts, unknown_grace=0.0)  # planted: no wait on an unknown
+
+    def _check(self, job: JobRecord) -> None:
+        if Mutation.SKIP_FENCE in self.mutations or Mutation.STORE_IGNORES_FENCE in self.mutations:
+            return  # planted: no lease check before a write
+        super()._check(job)
+
+    def _fence(self, job: JobRecord) -> int | None:
+        return None if Mutation.SKIP_FENCE in self.mutations else super()._fence(job)
+
+    def _fold(self, job: JobRecord, obs: Observation, refresh: float) -> tuple[JobRecord, list[Event]]:
+        job, events = super()._fold(job, obs, refresh)
+        return (self._misfold(job) if self.mutations & _FOLDED else job), events
+
+    def _misfold(self, job: JobRecord) -> JobRecord:
+        """SUCCESS_ON_VANISH, CAUSE_MIXUP and NOT_RUNNING_IS_EVICTED, applied to a folded record."""
+        cur = job.current
+        if cur is None:
+            return job
+        new = job.copy()
+        sub = new.submission(cur.n)
+        changed = False
+        if Mutation.SUCCESS_ON_VANISH in self.mutations and sub.outcome and sub.outcome.state is State.UNKNOWN:
+            sub.outcome = Outcome(State.SUCCEEDED, Cause.EXIT, sub.outcome.evidence, exit_code=0)
+            changed = True
+        if Mutation.CAUSE_MIXUP in self.mutations:
+            for ex in sub.executions:
+                if ex.outcome.cause is Cause.PREEMPTED:
+                    ex.outcome = dataclasses.replace(ex.outcome, cause=Cause.NODE_LOST)
+                    changed = True
+        out = sub.outcome
+        if (
+            Mutation.NOT_RUNNING_IS_EVICTED in self.mutations
+            and out is not None
+            and (out.state is State.UNKNOWN or (out.state.waiting and sub.gate is GateState.OPEN))
+            and not sub.gone
+        ):
+            sub.outcome = Outcome(State.FAILED, Cause.NODE_LOST, out.evidence, detail="not seen running: evicted")
+            sub.unknown_since = None
+            changed = True
+        return new if changed else job
+
+    def _steps(self, job: JobRecord, report: CycleReport) -> JobRecord:
+        if Mutation.RELEASE_OTHERS_HOLDS in self.mutations:
+            for h in job.active_holds():  # planted: lifts a hold someone else placed
+                if h.owner != self.owner and job.current is not None and job.current.scheduler_id is not None:
+                    args = {"instance": h.instance}
+                    release = Step(StepKind.ACT, "planted", action=Action.RELEASE, submission=h.submission, args=args)
+                    job = self._act(job, release, report)
+                    break
+        return super()._steps(job, report)
+
+    def _act(self, job: JobRecord, step: Step, report: CycleReport) -> JobRecord:
+        if Mutation.RETRY_AS_NEW_SUBMISSION in self.mutations:
+            step = _retry_as_new(job, step)
+        return super()._act(job, step, report)
+
+    def _call(self, base: JobRecord, step: Step, report: CycleReport) -> JobRecord:
+        if Mutation.ACT_BEFORE_INTENT not in self.mutations:
+            return super()._call(base, step, report)
+        # planted: the call is made before its intent is written
+        assert step.action is not None and step.submission is not None
+        now = self.clock.now()
+        provisional = Intent(
+            base.next_seq(base.intents), step.action, step.submission, self.owner, now, now, args=dict(step.args)
+        )
+        report.actions += 1
+        status, answer, error = self.actor.attempt(base, provisional)
+        written, intent = self.actor.write_intent(
+            base, step.action, step.submission, args=step.args, decision=step.decision, fence=self._fence(base)
+        )
+        report.writes += 1
+        return self._commit(
+            written, lambda j: answer_intent(j, intent, status, answer, error, self.clock.now()), report
+        )
+
+    def _answered(
+        self,
+        job: JobRecord,
+        intent: Intent,
+        status: IntentStatus,
+        answer: Any,
+        error: DispatchError | None,
+        report: CycleReport,
+    ) -> JobRecord:
+        opens = intent.action is Action.START and status is IntentStatus.DONE
+        if Mutation.OPEN_BEFORE_RECORD in self.mutations and opens:
+            with contextlib.suppress(DispatchError):
+                self.backend.open(str(answer))  # planted: opened before the scheduler id is recorded
+        if (
+            Mutation.RESUBMIT_ON_UNKNOWN in self.mutations
+            and status is IntentStatus.UNKNOWN
+            and intent.action in (Action.START, Action.REQUEUE)
+        ):
+            return self._commit(job, lambda j: _taken_as_failed(j, intent, self.clock.now()), report)
+        return super()._answered(job, intent, status, answer, error, report)
+
+
+def _taken_as_failed(job: JobRecord, intent: Intent, now: float) -> tuple[JobRecord, list[Event]]:
+    """RESUBMIT_ON_UNKNOWN: an unknown outcome is written as a failure."""
+    new = job.copy()
+    for it in new.intents:
+        if it.seq == intent.seq and it.open:
+            it.status, it.resolved_at, it.result = IntentStatus.FAILED, now, "taken as failed"
+    return new, []
+
+
+def _retry_as_new(job: JobRecord, step: Step) -> Step:
+    """RETRY_AS_NEW_SUBMISSION: a start that failed is made again as a new submission."""
+    if step.action is not Action.START or step.new_submission or step.submission is None:
+        return step
+    failed = any(
+        i.action is Action.START and i.submission == step.submission and i.status is IntentStatus.FAILED
+        for i in job.intents
+    )
+    return dataclasses.replace(step, submission=step.submission + 1, new_submission=True) if failed else step
+
+
+__all__ = ["BY_CONSTRUCTION", "TARGETS", "Mutation", "PlantedSupervisor"]
