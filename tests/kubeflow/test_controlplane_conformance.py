@@ -65,6 +65,8 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     "EvictionByEvictionAPI; the pod deleted) reads cause cessation",
     ("plain", "node_lost_cause"): "pods the node lifecycle controller evicts from a NotReady kwok node "
     "(DisruptionTarget, DeletionByTaintManager) read cause exit",
+    ("kueue", "node_lost_cause"): "pods the node lifecycle controller evicts from a NotReady kwok node "
+    "(DisruptionTarget, DeletionByTaintManager) read cause exit",
 }
 INTERMITTENT: dict[tuple[str, str], str] = {
     ("plain", "failure_keeps_exit_code"): "a race, not found yet: a rank kwok ends with exit 3 (pod Failed, node "
