@@ -47,16 +47,20 @@ def cluster(
 
 
 class PodSampler:
-    """The running pods of the namespace's TrainJobs, sampled: which samples held pods of two executions."""
+    """The running pods of the namespace's TrainJobs, sampled as executions: (JobSet name, the attempt Kueue's
+    admission check annotated the pods with). Two executions in one sample overlap."""
 
     def __init__(self, cluster: ControlPlaneCluster) -> None:
         self.cluster = cluster
-        self.samples: list[set[str]] = []
+        self.samples: list[set[tuple[str, str]]] = []
 
     def sample(self) -> None:
         out = self.cluster.k("get", "pods", "-n", self.cluster.ns, "-o", "json")
         running = {
-            p["metadata"]["uid"]
+            (
+                p["metadata"].get("labels", {}).get("jobset.sigs.k8s.io/jobset-name", ""),
+                p["metadata"].get("annotations", {}).get("dispatch.io/attempt", ""),
+            )
             for p in json.loads(out)["items"]
             if p["status"].get("phase") == "Running"
             and not p["metadata"].get("deletionTimestamp")
@@ -64,9 +68,16 @@ class PodSampler:
         }
         self.samples.append(running)
 
-    def overlaps(self, first: set[str]) -> list[set[str]]:
-        """Samples holding a pod of the first execution (uids ``first``) beside a pod of a later one."""
-        return [s for s in self.samples if s & first and s - first]
+    def overlaps(self) -> list[set[tuple[str, str]]]:
+        """Samples holding pods of two executions."""
+        return [s for s in self.samples if len(s) > 1]
+
+    def executions(self) -> list[tuple[str, str]]:
+        """The executions seen running, in the order first seen."""
+        seen: list[tuple[str, str]] = []
+        for s in self.samples:
+            seen.extend(sorted(e for e in s if e not in seen))
+        return seen
 
 
 def cycle_until(
@@ -81,13 +92,6 @@ def cycle_until(
         time.sleep(1)
     job = records.get(job_id)
     raise AssertionError(f"timed out waiting until {what}: {job.state} {job.intents} {job.decisions}")
-
-
-def first_execution_pods(sampler: PodSampler) -> set[str]:
-    for s in reversed(sampler.samples):
-        if s:
-            return s
-    raise AssertionError("no running pod was ever sampled")
 
 
 @pytest.mark.parametrize("cluster", [Mode.KUEUE], indirect=True, ids=["kueue"])
@@ -106,7 +110,6 @@ def test_a_trainjob_kueue_preempts_is_readmitted_by_rule_and_ends_once(cluster: 
         while not sampler.samples[-1] and time.monotonic() < wait_running:
             sampler.sample()
             time.sleep(0.5)
-        first = first_execution_pods(sampler)
         cluster.preempt(sid)  # a TrainJob of a higher priority class needs the whole quota
         cycle_until(sup, sampler, records, job_id, "closed", lambda: records.get(job_id).closed)
         job = records.get(job_id)
@@ -118,8 +121,8 @@ def test_a_trainjob_kueue_preempts_is_readmitted_by_rule_and_ends_once(cluster: 
         assert [(d.action, d.rule, d.cause) for d in job.decisions] == [("readmit", "back", Cause.PREEMPTED)]
         readmits = [(i.status, i.decision) for i in job.intents if i.action is Action.READMIT]
         assert readmits == [(IntentStatus.DONE, 1)]
-        assert not sampler.overlaps(first), "pods of both attempts ran at once"
-        assert any(s - first for s in sampler.samples), "the second attempt's pods were seen running"
+        assert not sampler.overlaps(), "pods of both attempts ran at once"
+        assert sampler.executions() == [(sid, "1"), (sid, "2")], "each attempt's pods were seen running"
     finally:
         b.close()
 
@@ -146,7 +149,6 @@ def test_a_trainjob_whose_rank_is_evicted_is_resubmitted_by_rule_and_ends_once(c
         while not sampler.samples[-1] and time.monotonic() < wait_running:
             sampler.sample()
             time.sleep(0.5)
-        first = first_execution_pods(sampler)
         cluster.preempt(sid)  # rank 0 evicted through the Eviction API
         cycle_until(sup, sampler, records, job_id, "closed", lambda: records.get(job_id).closed)
         job = records.get(job_id)
@@ -155,7 +157,7 @@ def test_a_trainjob_whose_rank_is_evicted_is_resubmitted_by_rule_and_ends_once(c
         assert job.state is State.SUCCEEDED
         assert [(d.action, d.rule, d.cause) for d in job.decisions] == [("resubmit", "again", Cause.PREEMPTED)]
         assert job.submissions[0].scheduler_id != job.submissions[1].scheduler_id
-        assert not sampler.overlaps(first), "pods of both submissions ran at once"
-        assert any(s - first for s in sampler.samples), "the second submission's pods were seen running"
+        assert not sampler.overlaps(), "pods of both submissions ran at once"
+        assert [e[0] for e in sampler.executions()] == [s.scheduler_id for s in job.submissions]
     finally:
         b.close()
