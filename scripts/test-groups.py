@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Run the test suite as independent pytest groups in parallel: one per real cluster, the apiserver tests, the rest.
+"""Run the test suite as independent pytest groups in parallel: one per real cluster, the apiserver tests, the
+control-plane tests, the rest.
 
 Why groups and not pytest-xdist: the tests that use a real Slurm cluster inject faults into it (preemptions, a
 killed slurmd, a restarted slurmctld), so two of them must never run on the same cluster at once; tests on
@@ -27,16 +28,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Markers that bind a test to one real cluster. A test carrying two of them runs in the group listed first.
 CLUSTER_MARKERS = ("slurm_local", "slurm_sid", "slurm_trixie", "gridengine")
-# Markers of their own group, run beside the cluster groups: the real apiextensions-apiserver is injected with no
-# faults by anyone (each test has its own namespace there), and its tests are long enough (the Kubeflow suite in
-# front of it) to lengthen `rest` by minutes.
-OWN_GROUP_MARKERS = ("apiserver",)
-# Markers whose daemons the test command does not start yet (the real control plane: docs/dev/k8s-control-plane.md):
-# left out of every group; run them by hand with `pytest -m controlplane` after scripts/k8s/controlplane-up.sh.
-NOT_STARTED_MARKERS = ("controlplane",)
-# Folders of tests that need no daemon but enough time that `rest`, run serially, would be the longest group:
-# each runs as a group of its own (the simulator's seed sweeps, the Kubeflow adapter against the project's model,
-# the wheel installed in a fresh venv, which waits mostly on the package index).
+# Markers of their own group, run beside the cluster groups: the real apiextensions-apiserver and the real Kubernetes
+# control plane are injected with no faults by anyone (each test has its own namespace there), and their tests are
+# long enough (the Kubeflow suites on them) to lengthen `rest` by minutes. A test carrying two of them runs in the
+# group listed first.
+OWN_GROUP_MARKERS = ("apiserver", "controlplane")
+# Markers whose daemons the test command does not start: left out of every group (none today).
+NOT_STARTED_MARKERS: tuple[str, ...] = ()
+# Folders of tests that need no daemon but enough CPU time that `rest`, run serially, would be the longest group:
+# each runs as a group of its own (the simulator's seed sweeps, the Kubeflow adapter against the project's model, the wheel installed in a fresh
+# venv, which waits mostly on the package index).
 OWN_GROUP_FOLDERS = ("tests/sim", "tests/kubeflow", "tests/packaging")
 
 
@@ -59,6 +60,7 @@ def groups() -> list[Group]:
     absent = [f"not {m}" for m in NOT_STARTED_MARKERS]
     for marker in OWN_GROUP_MARKERS:
         out.append(Group(marker, " and ".join([marker, *(f"not {m}" for m in earlier), *absent])))
+        earlier.append(marker)
     no_daemon = " and ".join(f"not {m}" for m in (*CLUSTER_MARKERS, *OWN_GROUP_MARKERS, *NOT_STARTED_MARKERS))
     for folder in OWN_GROUP_FOLDERS:
         out.append(Group(folder.removeprefix("tests/"), no_daemon, paths=(folder,)))

@@ -100,6 +100,44 @@ def test_only_its_own_entry_is_written_and_rbac_is_exact(tmp_path: Path, world: 
         c.close()
 
 
+def test_it_admits_workloads_in_every_namespace_whatever_its_kubeconfig_context_names(tmp_path: Path) -> None:
+    """The kubeconfig's context (or an in-cluster service account) names a namespace of its own; the controller
+    still watches Workloads and TrainJobs in all of them."""
+    c = FakeCluster(tmp_path, Mode.KUEUE, admission=False)
+    elsewhere = c.server.write_kubeconfig(tmp_path / "admission.kubeconfig", token=ADMISSION_TOKEN, namespace="ops")
+    ctrl = Controller(
+        ControllerSettings(
+            kubeconfig=str(elsewhere),
+            controller_name=c.admission_controller,
+            lease_namespace=c.ns,
+            identity="elsewhere",
+            renew_every=0.2,
+        )
+    )
+    try:
+        ctrl.start()
+        c.control.create(
+            {
+                "apiVersion": "trainer.kubeflow.org/v1alpha1",
+                "kind": "TrainJob",
+                "metadata": {"name": "plain-user", "labels": {n.QUEUE_LABEL: "lq"}},
+                "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "x:1", "numNodes": 1}},
+            }
+        )
+        state = None
+        for _ in range(200):
+            w = c.control.workload_for("plain-user")
+            entries = {e["name"]: e for e in (w or {}).get("status", {}).get("admissionChecks") or []}
+            state = entries.get(c.check, {}).get("state")
+            if state == "Ready":
+                break
+            time.sleep(0.05)
+        assert state == "Ready", f"the Workload in {c.ns} was not admitted by a controller whose context names ops"
+    finally:
+        ctrl.stop()
+        c.close()
+
+
 def test_one_leader_at_a_time(tmp_path: Path) -> None:
     c = FakeCluster(tmp_path, Mode.KUEUE, admission=False)
     ctrls: list[Controller] = []

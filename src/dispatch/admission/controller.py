@@ -27,7 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from lightkube import ApiError, Client, KubeConfig
+from lightkube import ALL_NS, ApiError, Client, KubeConfig
 from lightkube.types import PatchType
 
 from dispatch.kubeflow import client as k
@@ -188,17 +188,19 @@ class Controller:
             self._lock.notify_all()
 
     def _start_informers(self) -> None:
-        for kind, res in (("admissionchecks", k.AdmissionCheck), ("trainjobs", k.TrainJob), ("workloads", k.Workload)):
+        # cluster-wide: the namespaced kinds are listed and watched across all namespaces (ALL_NS; without it the
+        # client would use its kubeconfig context's or service account's namespace and see no other)
+        kinds = (("admissionchecks", k.AdmissionCheck, None), ("trainjobs", k.TrainJob, ALL_NS))
+        for kind, res, namespace in (*kinds, ("workloads", k.Workload, ALL_NS)):
             inf = Informer(
                 kind,
                 lambda live: self._client(stream=False, live=live),
                 res,
                 self._sink,
                 self._reset,
-                namespace=None,
+                namespace=namespace,
                 freshness=Freshness.of(self.settings.request_timeout, self.settings.request_timeout + 5.0),
             )
-            # cluster-wide: namespaced kinds are listed and watched across all namespaces
             self.informers.append(inf)
             inf.start()
 
