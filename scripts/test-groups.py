@@ -36,8 +36,8 @@ OWN_GROUP_MARKERS = ("apiserver", "controlplane")
 # Markers whose daemons the test command does not start: left out of every group (none today).
 NOT_STARTED_MARKERS: tuple[str, ...] = ()
 # Folders of tests that need no daemon but enough CPU time that `rest`, run serially, would be the longest group:
-# each runs as a group of its own (the simulator's seed sweeps, the Kubeflow adapter against the project's model, the wheel installed in a fresh
-# venv, which waits mostly on the package index).
+# each runs as a group of its own (the simulator's seed sweeps, the Kubeflow adapter against the project's model,
+# the wheel installed in a fresh venv, which waits mostly on the package index).
 OWN_GROUP_FOLDERS = ("tests/sim", "tests/kubeflow", "tests/packaging")
 
 
