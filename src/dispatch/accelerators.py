@@ -11,15 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from dispatch.capabilities import Answer, Capability, CapabilityAnswer, Provenance, no, yes
+from dispatch.capabilities import CapabilityAnswer, Provenance, no, yes
 from dispatch.errors import Unsupported
 from dispatch.resources import Resources
-
-if TYPE_CHECKING:
-    from dispatch.spec import JobSpec
-    from dispatch.spi import Backend
 
 
 @dataclass(frozen=True)
@@ -139,20 +135,3 @@ def check_request(inventory: Inventory | None, resources: Resources, nodes: int,
     else:
         asked += " GPU(s) each"
     raise Unsupported(f"{cluster} can never run {asked}: it has {inventory.describe()}")
-
-
-def check_accelerators(backend: Backend, spec: JobSpec) -> None:
-    """Refuse (:class:`Unsupported`), before anything is recorded, a spec asking for GPUs ``backend``'s cluster
-    can never give: it answers ``Accelerators`` no, or its inventory has no pool big enough. An unknown answer
-    lets the spec through (the scheduler then decides)."""
-    if spec.resources.gpus_per_node == 0:
-        return
-    from dispatch.spi import AcceleratorInventory
-
-    inventory = backend.accelerators() if isinstance(backend, AcceleratorInventory) else None
-    if inventory is None:
-        answer = backend.capabilities()[Capability.ACCELERATORS]
-        if answer.answer is Answer.NO:
-            raise Unsupported(f"a request for GPUs needs Accelerators, which is no here: {answer.reason}")
-        return
-    check_request(inventory, spec.resources, spec.nodes, f"this {backend.name} cluster")

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import Any, TypeVar
 
-from dispatch.accelerators import check_accelerators
+from dispatch.accelerators import check_request
 from dispatch.actions import Actor, default_owner, marker_for
 from dispatch.capabilities import Answer, Capabilities, Capability
 from dispatch.clock import SYSTEM_CLOCK, Clock
@@ -58,6 +58,7 @@ from dispatch.settings import decode
 from dispatch.spec import JobSpec
 from dispatch.spi import (
     ZERO_BOUND_FORBIDS,
+    AcceleratorInventory,
     Backend,
     BatchStarter,
     Holder,
@@ -233,6 +234,21 @@ def check_spec(backend: Backend, spec: JobSpec) -> None:
     if spec.procs_per_node > 1 and caps.answer(Capability.PROCS_PER_NODE) is Answer.NO:
         caps.require(Capability.PROCS_PER_NODE, "more than one process per node")
     check_accelerators(backend, spec)
+
+
+def check_accelerators(backend: Backend, spec: JobSpec) -> None:
+    """Refuse (:class:`Unsupported`), before anything is recorded, a spec asking for GPUs ``backend``'s cluster
+    can never give: it answers ``Accelerators`` no, or its inventory has no pool big enough. An unknown answer
+    lets the spec through (the scheduler then decides)."""
+    if spec.resources.gpus_per_node == 0:
+        return
+    inventory = backend.accelerators() if isinstance(backend, AcceleratorInventory) else None
+    if inventory is None:
+        answer = backend.capabilities()[Capability.ACCELERATORS]
+        if answer.answer is Answer.NO:
+            raise Unsupported(f"a request for GPUs needs Accelerators, which is no here: {answer.reason}")
+        return
+    check_request(inventory, spec.resources, spec.nodes, f"this {backend.name} cluster")
 
 
 class Operator:

@@ -13,13 +13,32 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from dispatch.errors import ReadOnly
 
 if TYPE_CHECKING:
-    from dispatch.cluster import Cluster
+    from dispatch.clock import Clock
+    from dispatch.records.base import Records
     from dispatch.records.model import JobRecord
+    from dispatch.spi import Backend
+
+
+class Followed(Protocol):
+    """What :func:`follow` needs of a cluster (:class:`dispatch.cluster.Cluster` is one): its name, backend,
+    records and clock, and whether it is open read-only."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def backend(self) -> Backend: ...
+    @property
+    def records(self) -> Records | None: ...
+    @property
+    def clock(self) -> Clock: ...
+    @property
+    def read_only(self) -> bool: ...
+
 
 DEFAULT_POLL = 0.25
 """Seconds between two cycles of the in-process supervisor (bounded below by nothing else: one batched
@@ -36,7 +55,7 @@ def over(job: JobRecord) -> bool:
 
 
 def follow(
-    cluster: Cluster,
+    cluster: Followed,
     job_id: str,
     *,
     timeout: float | None = None,
