@@ -11,7 +11,7 @@ from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.spi import ExecutionEvidence, Gate, JobEvidence, RankProgress
 from dispatch.supervise import stall
-from dispatch.supervise.next import StepKind
+from dispatch.supervise.step import StepKind
 
 T0 = 1_800_000_000.0
 BOUND = 600.0

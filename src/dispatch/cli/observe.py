@@ -24,7 +24,8 @@ from dispatch.records.base import Records
 from dispatch.records.model import Event, JobRecord, final
 from dispatch.spi import Backend, JobEvidence, RankProgress, Unanswered
 from dispatch.supervise.fold import fold as one_fold
-from dispatch.supervise.next import needs_observation, unknown_grace
+from dispatch.supervise.next import needs_observation
+from dispatch.supervise.step import unknown_grace
 
 Fold = Callable[..., tuple[JobRecord, list[Event]]]
 """The signature of :func:`dispatch.supervise.fold.fold` (the simulator passes a planted variant)."""

@@ -21,9 +21,9 @@ from dispatch.outcome import Cause, Outcome, State
 from dispatch.records.model import Action, Event, GateState, Intent, IntentStatus, JobRecord
 from dispatch.supervise import Supervisor
 from dispatch.supervise.acting import answer_intent
-from dispatch.supervise.next import Step, StepKind
 from dispatch.supervise.observation import Observation
 from dispatch.supervise.report import CycleReport
+from dispatch.supervise.step import Step, StepKind
 
 
 class Mutation(StrEnum):

@@ -20,7 +20,7 @@ from dispatch.spec import JobSpec
 from dispatch.spi import JobEvidence, Unanswered
 from dispatch.supervise.blame import Exclusions
 from dispatch.supervise.fold import fold
-from dispatch.supervise.next import Step
+from dispatch.supervise.step import Step
 from dispatch.supervise.supervisor import Supervisor
 
 

@@ -55,7 +55,7 @@ from dispatch.sim.planted import (
 from dispatch.spec import JobSpec
 from dispatch.spi import view
 from dispatch.supervise.fold import fold as one_fold
-from dispatch.supervise.next import hold_instance, unknown_grace
+from dispatch.supervise.step import hold_instance, unknown_grace
 from dispatch.supervise.supervisor import Supervisor
 
 CALL_BOUND = 30.0

@@ -11,7 +11,8 @@ See docs/supervisor.md for the guarantees and docs/invariants.md for what the si
 """
 
 from dispatch.supervise.fold import fold, fold_found, fold_stray
-from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, hold_instance, next_step
+from dispatch.supervise.next import next_step
+from dispatch.supervise.step import Facts, Step, StepKind, apply_record_step, hold_instance
 from dispatch.supervise.supervisor import CycleReport, LostLease, Supervisor, default_poll
 
 __all__ = [

@@ -22,9 +22,10 @@ from dispatch.supervise.archive import Archiver
 from dispatch.supervise.blame import Exclusions
 from dispatch.supervise.fold import Settled
 from dispatch.supervise.leases import Leases
-from dispatch.supervise.next import Facts, Step, StepKind, apply_record_step, next_step
+from dispatch.supervise.next import next_step
 from dispatch.supervise.report import CycleReport
 from dispatch.supervise.steady import Quiet
+from dispatch.supervise.step import Facts, Step, StepKind, apply_record_step
 
 MAX_STEPS_PER_JOB = 8
 

@@ -31,7 +31,7 @@ from dispatch.records.model import Action, JobRecord
 from dispatch.records.nodes import NodeBlame, NodeBlames, Suspect, SuspectPolicy, suspects
 from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
-from dispatch.supervise.next import Step, StepKind
+from dispatch.supervise.step import Step, StepKind
 
 __all__ = [
     "BLAMING_CAUSES",

@@ -23,9 +23,10 @@ from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence
 from dispatch.supervise import stall
 from dispatch.supervise.archive import Archiver
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
-from dispatch.supervise.next import Facts, Step, needs_observation
+from dispatch.supervise.next import needs_observation
 from dispatch.supervise.report import CycleReport
 from dispatch.supervise.steady import Quiet
+from dispatch.supervise.step import Facts, Step
 
 
 @dataclass

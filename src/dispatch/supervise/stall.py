@@ -36,7 +36,7 @@ from dispatch.outcome import Cause, Outcome, State
 from dispatch.records.model import Action, Event, IntentStatus, JobRecord
 from dispatch.rules import RuleSet
 from dispatch.spi import JobEvidence, Unanswered
-from dispatch.supervise.next import Step, StepKind
+from dispatch.supervise.step import Step, StepKind
 
 STALLED = "stalled"
 """The argument of a ``stop`` intent that names the stalled execution."""

@@ -39,10 +39,10 @@ from dispatch.supervise.acting import MAX_STEPS_PER_JOB, Acting
 from dispatch.supervise.archive import Archiver, ArchiveSettings, Pruner
 from dispatch.supervise.blame import Exclusions, SuspectPolicy
 from dispatch.supervise.leases import LostLease
-from dispatch.supervise.next import Facts, StepKind
 from dispatch.supervise.observation import Observation, Observing
 from dispatch.supervise.report import CycleReport
 from dispatch.supervise.steady import Quiet, Steady
+from dispatch.supervise.step import Facts, StepKind
 
 DEFAULT_LEASE_TTL = 120.0
 DEFAULT_MAX_POLL = 30.0
