@@ -68,8 +68,9 @@ class Followed:
     size: int = 0
     done: bool = False
     how: str = "being followed"
-    _buf: bytearray = field(default_factory=bytearray, repr=False)
-    _read: int = 0
+    reading: bytearray = field(default_factory=bytearray, repr=False)
+    """The tail of the read running now (the keeper's own bookkeeping)."""
+    reading_size: int = 0
 
 
 class LogKeeper:
@@ -156,7 +157,7 @@ class LogKeeper:
             state = PodState.GONE if cut == "gone" else self._state(rec.pod, rec.uid)
             with self._lock:
                 rec.data, rec.size = self._longest(rec)
-                rec._buf, rec._read = bytearray(), 0
+                rec.reading, rec.reading_size = bytearray(), 0
                 if state is not PodState.RUNNING:
                     rec.done = True
                     rec.how = "followed to its container's end" if not cut else "followed until its pod went"
@@ -167,15 +168,15 @@ class LogKeeper:
 
     def _took(self, rec: Followed, chunk: bytes) -> None:
         with self._lock:
-            rec._buf += chunk
-            rec._read += len(chunk)
-            if len(rec._buf) > 2 * self._cap:
-                del rec._buf[: len(rec._buf) - self._cap]
+            rec.reading += chunk
+            rec.reading_size += len(chunk)
+            if len(rec.reading) > 2 * self._cap:
+                del rec.reading[: len(rec.reading) - self._cap]
 
     def _longest(self, rec: Followed) -> tuple[bytes, int]:
         """The tail and size of the longest read of ``rec``: the one running now once it has read as much as
         the longest before it (the log only grows: it then holds all that one held)."""
-        if rec._read >= rec.size and rec._read > 0:
-            buf = rec._buf
-            return (bytes(buf[-self._cap :]) if len(buf) > self._cap else bytes(buf)), rec._read
+        if rec.reading_size >= rec.size and rec.reading_size > 0:
+            buf = rec.reading
+            return (bytes(buf[-self._cap :]) if len(buf) > self._cap else bytes(buf)), rec.reading_size
         return rec.data, rec.size
