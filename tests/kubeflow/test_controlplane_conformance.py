@@ -61,10 +61,6 @@ def kueue(control_plane: dict[str, Any], tmp_path: Path) -> Iterator[ControlPlan
 KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ("plain", "preempted_cause"): "rank 0 evicted through the Eviction API (DisruptionTarget, "
     "EvictionByEvictionAPI; the pod deleted) reads cause cessation",
-    ("plain", "node_lost_cause"): "pods the node lifecycle controller evicts from a NotReady kwok node "
-    "(DisruptionTarget, DeletionByTaintManager) read cause exit",
-    ("kueue", "node_lost_cause"): "pods the node lifecycle controller evicts from a NotReady kwok node "
-    "(DisruptionTarget, DeletionByTaintManager) read cause exit",
 }
 INTERMITTENT: dict[tuple[str, str], str] = {}
 
