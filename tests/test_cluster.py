@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -62,12 +63,12 @@ def test_intent_is_written_before_the_call(clock: FakeClock) -> None:
     seen: list[str] = []
     real_create = sched.create
 
-    def spying_create(job_id: str, submission: int, marker: str, spec: JobSpec) -> str:
+    def spying_create(job_id: str, submission: int, marker: str, spec: JobSpec, **kw: Any) -> str:
         job = store.get(job_id)
         assert job.intents[-1].action.value == "start" and job.intents[-1].status is IntentStatus.PENDING
         assert job.current is not None and job.current.marker == marker
         seen.append(marker)
-        return real_create(job_id, submission, marker, spec)
+        return real_create(job_id, submission, marker, spec, **kw)
 
     sched.create = spying_create  # type: ignore[method-assign]
     c.submit(SLEEP)

@@ -101,6 +101,22 @@ def test_an_object_missing_from_the_readers_view_is_on_the_clock_and_read_again(
     assert sub.outcome is not None and sub.outcome.state is State.RUNNING
 
 
+def test_a_reader_never_records_the_absence_of_a_job_with_rules() -> None:
+    """The supervisor decides by rules on an unknown that outlasts the NodeLossWindow. A reader whose view is
+    narrower (another user's credentials, Slurm's PrivateData) must not start that clock: it shows the object
+    missing, and writes nothing (5,000 simulator seeds found running jobs escalated or closed after a narrow
+    reader's absence, e.g. ``python -m dispatch.sim --seed 11582``)."""
+    from dispatch.cli.observe import refresh
+
+    records = MemoryRecords()
+    records.create(record(outcome(State.RUNNING, None, T0 + 5)))
+    before = records.get("j1")
+    [shown] = refresh(records, Scheduler(), [before], T0 + 20)  # type: ignore[arg-type]
+    assert shown.current is not None and shown.current.gone, "the reader shows what it saw"
+    after = records.get("j1")
+    assert after.version == before.version and after.current is not None and after.current.unknown_since is None
+
+
 def test_a_missing_object_of_a_job_without_rules_closes_only_after_the_bound() -> None:
     from dispatch.cli.observe import refresh
 
@@ -238,7 +254,8 @@ def test_every_path_that_writes_folds_the_same_record(
     pair: tuple[JobRecord, JobEvidence | Unanswered | None, float],
 ) -> None:
     """The one fold, the supervisor's fold of a cycle's observation, and the read commands' refresh (status,
-    show, run without a supervisor): the same record and evidence give the same record."""
+    show, run without a supervisor): the same record and evidence give the same record; only the absence of a
+    job with rules is left unwritten by a reader."""
     from dispatch.cli.observe import refresh
 
     job, ev, now = pair
@@ -250,7 +267,8 @@ def test_every_path_that_writes_folds_the_same_record(
     stored = records.create(job)
     refresh(records, Scheduler({} if ev is None else {"101": ev}), [stored], now)  # type: ignore[arg-type]
     written = records.get("j1")
-    assert _comparable(written) == _comparable(expected)
+    # a reader never writes the absence of a job with rules: that is the supervisor's (its view is the full one)
+    assert _comparable(written) == _comparable(job if ev is None and job.rules is not None else expected)
     if job.lease is None and written.closed:
         assert job.rules is None, "a read command closes only a job without rules"
 

@@ -42,6 +42,20 @@ def left_to_supervisor(job: JobRecord, now: float) -> bool:
     return owned_by_supervisor(job, now) or any(i.open for i in job.intents)
 
 
+def reader_writes(job: JobRecord, evidence: JobEvidence | Unanswered | None, now: float) -> bool:
+    """Whether a read command writes what it folded of ``job`` (else it only shows it): not a job left to a
+    supervisor (:func:`left_to_supervisor`), and not the absence of a job with rules. An object missing from a
+    reader's view is no evidence that it is gone: the view may be narrower than the supervisor's (another user's
+    credentials, Slurm's PrivateData), and a reader that recorded the absence would start the unknown clock a
+    supervisor then decides on by a rule (a running job resubmitted or escalated as unknown). The absence of a
+    job with rules is recorded by the supervisor's own reads; a job without rules is only closed by it."""
+    return not ((evidence is None and job.rules is not None) or left_to_supervisor(job, now))
+
+
+Writes = Callable[[JobRecord, "JobEvidence | Unanswered | None", float], bool]
+"""The signature of :func:`reader_writes` (the simulator passes a planted variant)."""
+
+
 def observe(
     job: JobRecord,
     evidence: JobEvidence | Unanswered | None,
@@ -83,6 +97,7 @@ def refresh(
     now: float,
     *,
     fold: Fold = one_fold,
+    writes: Writes = reader_writes,
     progress: dict[str, tuple[RankProgress, ...]] | None = None,
 ) -> list[JobRecord]:
     """Observe the ``jobs`` that need it in one batched call and return all of them as observed, in order.
@@ -90,7 +105,8 @@ def refresh(
     Changes are written (compare-and-set) for jobs no supervisor owns. A job under a live supervisor lease is
     observed too but NOT written: the returned copy shows what the scheduler says now, and the record stays
     the supervisor's to write. So a reader always sees the truth, even when the process that owned the job has
-    died and its lease has not expired yet. ``fold`` is the one fold; only the simulator passes another.
+    died and its lease has not expired yet; nor is the absence of a job with rules (:func:`reader_writes`).
+    ``fold`` is the one fold and ``writes`` that rule; only the simulator passes others.
     ``progress``, when given, receives the progress the same read showed, by job id, for the jobs whose current
     execution runs and reported (records keep no progress: it changes every few seconds).
     """
@@ -110,7 +126,7 @@ def refresh(
         if new is job:
             continue  # nothing changed: no write (status stays cheap)
         new.updated_at = now
-        if left_to_supervisor(job, now):
+        if not writes(job, ev, now):
             out[job.id] = new  # shown, not written
             continue
         try:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from enum import StrEnum
 from typing import Any
 
+from dispatch.cli.observe import left_to_supervisor
 from dispatch.cluster import Operator, Submitted
 from dispatch.errors import Conflict
 from dispatch.records.model import Event, JobRecord
@@ -30,8 +31,9 @@ class Planted(StrEnum):
     own fold before there was one fold): a supervisor taking the job next decides at once on the unknown."""
 
     NARROW_VIEW_GONE_FOR_GOOD = "narrow-view-gone-for-good"
-    """A user whose view of the scheduler lacks an object marks it gone, fate unknown, with no clock: it is never
-    read again, and a supervisor taking the job decides on the unknown while the object runs."""
+    """A user whose view of the scheduler lacks an object records it gone (the read commands leave the absence
+    of a job with rules to the supervisor), fate unknown, with no clock: it is never read again, and a supervisor
+    taking the job decides on the unknown while the object runs."""
 
     SUBMIT_MANY_HALF_BATCH = "submit-many-half-batch"
     """``submit_many`` records and starts the first half of the batch, then fails without saying which jobs
@@ -72,6 +74,11 @@ def fold_without_unknown_clock(
     """Planted bug (STATUS_WITHOUT_UNKNOWN_CLOCK): the one fold, then the clock an unknown reading started is
     dropped."""
     return _without_clock(job, evidence, now, missing=False, **kwargs)
+
+
+def writes_absence(job: JobRecord, evidence: JobEvidence | Unanswered | None, now: float) -> bool:
+    """Planted bug (NARROW_VIEW_GONE_FOR_GOOD): a read command writes an object's absence from its view too."""
+    return not left_to_supervisor(job, now)
 
 
 def fold_gone_for_good(

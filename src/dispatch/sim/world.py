@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from dispatch.actions import DEFAULT_MARGIN
-from dispatch.cli.observe import Fold, refresh
+from dispatch.cli.observe import Fold, Writes, reader_writes, refresh
 from dispatch.clock import FakeClock
 from dispatch.cluster import Cluster
 from dispatch.errors import DispatchError
@@ -51,6 +51,7 @@ from dispatch.sim.planted import (
     fold_gone_for_good,
     fold_without_unknown_clock,
     planted_exclusions,
+    writes_absence,
 )
 from dispatch.spec import JobSpec
 from dispatch.spi import view
@@ -551,8 +552,9 @@ class World:
         (:func:`dispatch.cli.observe.refresh`), as the first user or as the second one with a narrower view."""
         planted = self.cfg.planted
         fold: Fold = one_fold
+        writes: Writes = reader_writes
         if narrow and Planted.NARROW_VIEW_GONE_FOR_GOOD in planted:
-            fold = fold_gone_for_good
+            fold, writes = fold_gone_for_good, writes_absence
         elif not narrow and Planted.STATUS_WITHOUT_UNKNOWN_CLOCK in planted:
             fold = fold_without_unknown_clock
         who = "narrow-status" if narrow else "status"
@@ -560,7 +562,7 @@ class World:
         before = {j.id: j.version for j in jobs}
         try:
             backend = self._narrow() if narrow else self.backend
-            seen = refresh(self.records, backend, jobs, self.clock.now(), fold=fold)  # type: ignore[arg-type]
+            seen = refresh(self.records, backend, jobs, self.clock.now(), fold=fold, writes=writes)  # type: ignore[arg-type]
         except DispatchError as exc:
             self.note(f"{who} raised {type(exc).__name__}")
             return
