@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 from dispatch.clock import Clock
 from dispatch.errors import ConfigError, DispatchError, NotFound, Unavailable
@@ -128,7 +128,15 @@ class Archiver:
         self.bound = bound
         self._pending: dict[str, dict[str, _Item]] = {}  # job id -> identity -> item
         self._spent_until = 0.0
-        self._reader = _Reader()
+        self._reader: Reader = _Reader()
+        self._timer: Callable[[], float] = time.monotonic
+
+    def run_inline(self, timer: Callable[[], float]) -> None:
+        """Read in the calling thread, each read to its end, and measure the cycle's budget on ``timer``: for a
+        caller that must be deterministic (the simulator, whose backend answers at once on a fake clock). By
+        default reads run on a worker thread, each bounded in wall-clock time."""
+        self._reader = InlineReader()
+        self._timer = timer
 
     @classmethod
     def for_backend(
@@ -150,7 +158,7 @@ class Archiver:
     def begin_cycle(self, owned: Sequence[JobRecord]) -> None:
         """Start the cycle's time budget (one CallBound for all of the cycle's reads), and drop what is queued
         for jobs this supervisor no longer holds (their next holder catches up from the archive)."""
-        self._spent_until = time.monotonic() + self.bound
+        self._spent_until = self._timer() + self.bound
         if self._pending:
             held = {j.id for j in owned}
             for job_id in [k for k in self._pending if k not in held]:
@@ -208,7 +216,7 @@ class Archiver:
             return []
         written = []
         for identity, item in list(queued.items()):
-            left = self._spent_until - time.monotonic()
+            left = self._spent_until - self._timer()
             if left <= 0:
                 break  # the cycle's time is spent: read in the next cycle
             read = self._read(item, min(self.bound, left))
@@ -301,6 +309,23 @@ class Pruner:
 
 
 _Task = tuple[Callable[[], Any], list[Any], threading.Event]
+
+
+class Reader(Protocol):
+    """Runs one read with a timeout: ``(True, result or exception)``, ``(False, None)`` when it did not finish
+    in time, ``(False, BUSY)`` when it was not tried."""
+
+    def run(self, fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]: ...
+
+
+class InlineReader:
+    """Runs each read in the calling thread, to its end (the timeout is not applied)."""
+
+    def run(self, fn: Callable[[], Any], timeout: float) -> tuple[bool, Any]:
+        try:
+            return True, fn()
+        except Exception as exc:  # handed back and recorded, as the worker thread does
+            return True, exc
 
 
 class _Reader:
