@@ -60,6 +60,8 @@ from dispatch.supervise.step import hold_instance, unknown_grace
 from dispatch.supervise.supervisor import Supervisor
 
 CALL_BOUND = 30.0
+LIVENESS_CAP = 4
+"""The liveness bound runs on while the scheduler still works on an object, up to this many times K rounds."""
 POLL = 10.0
 LEASE_TTL = 40.0
 
@@ -718,6 +720,17 @@ class World:
                 return True
         return False
 
+    def _scheduler_busy(self) -> bool:
+        """Whether the scheduler itself still works on an object: one with its gate open, no hold, not deleted
+        and not ended (running, or queued for capacity, as a resubmission that excludes blamed nodes may be
+        for a while). The liveness bound then runs on (up to :data:`LIVENESS_CAP` times), since the wait is
+        the scheduler's, not the supervisor's; a supervisor that leaves a gate closed, a hold placed or an
+        ended job open is still caught at the bound."""
+        return any(
+            t.gate_open and not t.holds and not t.admin_held and not t.deleted and t.ended_at is None
+            for t in self.sched.jobs.values()
+        )
+
     def liveness(self) -> None:
         c = self.sched.control
         self.sched.faults.clear()
@@ -730,7 +743,9 @@ class World:
             if w is None or w.state == "done":  # crashed, or ended by an error (reported as supervisor-error)
                 self.spawn(k)
         self.note("liveness: faults stopped")
-        for _ in range(self.cfg.quiet):
+        for rnd in range(LIVENESS_CAP * self.cfg.quiet):
+            if rnd >= self.cfg.quiet and not self._scheduler_busy():
+                break
             for t in sorted(self.sched.jobs.values(), key=lambda t: _sid_key(t.sid)):
                 if t.admin_held:
                     c.admin_release(t.sid)
@@ -759,7 +774,8 @@ class World:
             self.step_no += 1
             self.tick(POLL)
         self.result.violations.append(
-            f"liveness: not settled within {self.cfg.quiet} rounds: {self.result.unsettled[:3]}"
+            f"liveness: not settled within {self.cfg.quiet} rounds (and the scheduler's own waits): "
+            f"{self.result.unsettled[:3]}"
         )
 
     def shutdown(self) -> None:
