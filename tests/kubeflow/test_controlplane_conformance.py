@@ -62,7 +62,6 @@ KNOWN_FAILURES: dict[tuple[str, str], str] = {
     ("plain", "preempted_cause"): "rank 0 evicted through the Eviction API (DisruptionTarget, "
     "EvictionByEvictionAPI; the pod deleted) reads cause cessation",
 }
-INTERMITTENT: dict[tuple[str, str], str] = {}
 
 
 def _params(mode: str) -> list[Any]:
@@ -75,9 +74,6 @@ def _params(mode: str) -> list[Any]:
         known = KNOWN_FAILURES.get((mode, name))
         if known:
             marks.append(pytest.mark.xfail(strict=True, reason=known))
-        flaky = INTERMITTENT.get((mode, name))
-        if flaky:  # not strict: it passes more often than not, and that pass must not fail the run
-            marks.append(pytest.mark.xfail(strict=False, reason=flaky))
         out.append(pytest.param(check, id=name, marks=marks))
     return out
 

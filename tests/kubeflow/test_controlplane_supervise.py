@@ -94,6 +94,21 @@ def cycle_until(
     raise AssertionError(f"timed out waiting until {what}: {job.state} {job.intents} {job.decisions}")
 
 
+def running_job(
+    cluster: ControlPlaneCluster, b: Any, records: MemoryRecords, sup: Supervisor, sampler: PodSampler
+) -> tuple[str, str]:
+    """Submit a ``slow`` job, supervise it until it runs and its pods are seen running: (job id, TrainJob)."""
+    job_id = Cluster("cp", b, records, SYSTEM_CLOCK).submit(job_spec("slow"))
+    cycle_until(sup, sampler, records, job_id, "running", lambda: records.get(job_id).state is State.RUNNING)
+    sid = records.get(job_id).current.scheduler_id  # type: ignore[union-attr]
+    assert sid is not None
+    wait_running = time.monotonic() + 60
+    while not sampler.samples[-1] and time.monotonic() < wait_running:
+        sampler.sample()
+        time.sleep(0.5)
+    return job_id, sid
+
+
 @pytest.mark.parametrize("cluster", [Mode.KUEUE], indirect=True, ids=["kueue"])
 def test_a_trainjob_kueue_preempts_is_readmitted_by_rule_and_ends_once(cluster: ControlPlaneCluster) -> None:
     b = cluster.backend()
@@ -102,14 +117,7 @@ def test_a_trainjob_kueue_preempts_is_readmitted_by_rule_and_ends_once(cluster: 
     sup = Supervisor(b, records, clock=SYSTEM_CLOCK, owner="sup", poll=1, cluster="cp", default_rules=rules)
     sampler = PodSampler(cluster)
     try:
-        job_id = Cluster("cp", b, records, SYSTEM_CLOCK).submit(job_spec("slow"))
-        cycle_until(sup, sampler, records, job_id, "running", lambda: records.get(job_id).state is State.RUNNING)
-        sid = records.get(job_id).current.scheduler_id  # type: ignore[union-attr]
-        assert sid is not None
-        wait_running = time.monotonic() + 60
-        while not sampler.samples[-1] and time.monotonic() < wait_running:
-            sampler.sample()
-            time.sleep(0.5)
+        job_id, sid = running_job(cluster, b, records, sup, sampler)
         cluster.preempt(sid)  # a TrainJob of a higher priority class needs the whole quota
         cycle_until(sup, sampler, records, job_id, "closed", lambda: records.get(job_id).closed)
         job = records.get(job_id)
@@ -140,15 +148,8 @@ def test_a_trainjob_whose_rank_is_evicted_is_resubmitted_by_rule_and_ends_once(c
     sup = Supervisor(b, records, clock=SYSTEM_CLOCK, owner="sup", poll=1, cluster="cp", default_rules=rules)
     sampler = PodSampler(cluster)
     try:
-        job_id = Cluster("cp", b, records, SYSTEM_CLOCK).submit(job_spec("slow"))
-        cycle_until(sup, sampler, records, job_id, "running", lambda: records.get(job_id).state is State.RUNNING)
-        sid = records.get(job_id).current.scheduler_id  # type: ignore[union-attr]
-        assert sid is not None
+        job_id, sid = running_job(cluster, b, records, sup, sampler)
         cluster.rank0(sid)
-        wait_running = time.monotonic() + 60
-        while not sampler.samples[-1] and time.monotonic() < wait_running:
-            sampler.sample()
-            time.sleep(0.5)
         cluster.preempt(sid)  # rank 0 evicted through the Eviction API
         cycle_until(sup, sampler, records, job_id, "closed", lambda: records.get(job_id).closed)
         job = records.get(job_id)
