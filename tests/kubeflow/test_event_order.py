@@ -11,9 +11,13 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from dispatch.kubeflow.evidence import job_evidence
 from dispatch.kubeflow.mapping import ExecKey
 from dispatch.kubeflow.watch import Cache
-from dispatch.outcome import Cause, State
+from dispatch.outcome import Cause, Evidence, State
+from dispatch.records.model import GateState, JobRecord, Submission
+from dispatch.spec import JobSpec
+from dispatch.supervise import fold
 
 from .test_mapping import EARLIER, NODES, NOW, cond, pod, terminated, trainjob, unknown_since
 
@@ -142,3 +146,48 @@ def test_pods_stopped_by_a_jobset_deleted_with_no_word_from_the_trainjob_read_th
         Cause.EXIT,
         143,
     )
+
+
+def test_an_end_read_once_then_read_running_while_a_rank_still_ends_reaches_the_record() -> None:
+    """Seen in the journey on a loaded machine: rank 1 exited 3 while rank 0's pod was being deleted, so one
+    reading named the end; the TrainJob's Failed came next with rank 0 still ending, and the readings said running
+    (the settle) until it ended. A supervisor that missed the first reading and recorded a running one must
+    still take the end once rank 0 is gone: each reading stamps the journal's outcome with its own time, never
+    the time the end was first read (older evidence never rewinds a record, so that stamp was ignored for ever)."""
+    cache = fresh(node("w0"), node("w1"))
+    rank0, rank1 = pod(), pod("p1", index=1, node="w1")
+    failed = cond("Failed", reason="ReachedMaxRestarts", message="jobset failed due to reaching max number of restarts")
+    stopping = deleting(pod())
+    events = [
+        ("trainjobs", "ADDED", trainjob()),
+        ("pods", "ADDED", rank0),
+        ("pods", "ADDED", rank1),
+        ("pods", "MODIFIED", pod("p1", phase="Failed", index=1, node="w1", state=terminated(3))),
+        ("pods", "MODIFIED", stopping),
+        ("trainjobs", "MODIFIED", trainjob(failed)),
+        ("pods", "MODIFIED", deleting(pod(phase="Failed", state=terminated(143)))),
+        ("pods", "DELETED", stopping),
+    ]
+    record = JobRecord(
+        id="j",
+        cluster="kubeflow",
+        spec=JobSpec(command=("true",)),
+        created_at=NOW - 60,
+        submissions=[Submission(1, "m", NOW - 60, scheduler_id=NAME, gate=GateState.OPEN)],
+    )
+    shown = []
+    for step, (kind, type_, obj) in enumerate(events, start=1):
+        cache.event(kind, type_, obj)
+        at = NOW + step
+        got = cache.reading(NAME, at)
+        assert got is not None
+        evidence = job_evidence(NAME, *got, Evidence("kubernetes:watch", at), kueue=False)
+        assert evidence.outcome.evidence.observed_at == at
+        assert all(e.outcome.evidence.observed_at == at for e in evidence.executions)
+        shown.append((evidence.outcome.state, evidence.executions[-1].outcome.state if evidence.executions else None))
+        if step != 5:  # the supervisor's cycles come between the events, and one misses the first end
+            record, _ = fold(record, evidence, at, refresh=0.0)
+    # the order this test is about: the execution read ended, then the TrainJob read running while rank 0 ends
+    assert shown[4][1] is State.FAILED and (State.RUNNING, State.FAILED) in shown[5:], shown
+    assert record.outcome is not None
+    assert (record.outcome.state, record.outcome.cause, record.outcome.exit_code) == (State.FAILED, Cause.EXIT, 3)

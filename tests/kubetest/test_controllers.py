@@ -166,8 +166,10 @@ def test_settle_fails_loudly_naming_a_write_the_real_schema_refuses(world: FakeA
     assert control.loop is not None
     control.loop.reactors.append(_WritesAnInvalidStatus(control))
     http.post(f"{TRAINER}/namespaces/{ns}/trainjobs", json=trainjob("bad", ns))
-    control.settle_timeout = 3.0
-    with pytest.raises(SettleTimeout, match="broken-controller: 422 Invalid: .*jobsStatus"):
+    control.settle_timeout = 600.0  # never reached: a refusal that repeats ends the wait at once
+    with pytest.raises(
+        SettleTimeout, match="refused a write 3 rounds in a row: broken-controller: 422 Invalid: .*jobsStatus"
+    ):
         control.reconcile()
     control.loop.reactors.pop()
 

@@ -33,7 +33,14 @@ log = logging.getLogger(__name__)
 
 
 class SettleTimeout(AssertionError):
-    """The controllers did not become quiescent in time (a reactor keeps writing, or keeps failing)."""
+    """The controllers did not become quiescent in time (a reactor keeps writing, or keeps failing), or the API
+    server refused the same write as invalid round after round."""
+
+
+REFUSED_ROUNDS = 3
+"""Rounds in a row in which the API server refuses the same write as invalid (422) before ``settle`` gives up
+at once: a schema does not change its mind, so waiting for the timeout would only hide the model's bug (and on
+a loaded machine the timeout can pass before the first round ends, hiding which write it was)."""
 
 
 @dataclass
@@ -67,6 +74,8 @@ class ControllerLoop:
         self._seq = 0
         self._last: Round | None = None
         self.rounds = 0
+        self._refused: dict[str, int] = {}
+        """Each 422 of the last round -> the rounds in a row that it came back."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kubetest-controllers", daemon=True)
 
@@ -107,6 +116,7 @@ class ControllerLoop:
             with self._cond:
                 self._last = current
                 self.rounds += 1
+                self._refused = {e: self._refused.get(e, 0) + 1 for e in current.errors if ": 422 " in e}
                 self._cond.notify_all()
             if current.errors:
                 time.sleep(self.retry_pause)
@@ -152,6 +162,11 @@ class ControllerLoop:
         with self._cond:
             first = self.rounds
             while not self._quiet(target):
+                refused = sorted(e for e, n in self._refused.items() if n >= REFUSED_ROUNDS)
+                if refused:
+                    raise SettleTimeout(
+                        f"the API server refused a write {REFUSED_ROUNDS} rounds in a row: {refused[0]}"
+                    )
                 left = deadline - time.monotonic()
                 if left <= 0 or not self._thread.is_alive():
                     last = self._last or Round(-1)

@@ -42,11 +42,11 @@ from dispatch.clock import Clock
 from dispatch.declarations import Declarations
 from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.extensions import ExtensionPolicy
-from dispatch.identity import AttemptId
 from dispatch.kubeflow import client as k
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow import render as rd
 from dispatch.kubeflow.accelerators import node_inventory
+from dispatch.kubeflow.evidence import job_evidence
 from dispatch.kubeflow.extensions import RuntimeRef
 from dispatch.kubeflow.keeper import Followed, LogKeeper, PodState
 from dispatch.kubeflow.mapping import (
@@ -54,23 +54,20 @@ from dispatch.kubeflow.mapping import (
     annotations_of,
     condition,
     current_key,
-    eviction_outcome,
     evictions,
     labels,
-    last_eviction,
     meta,
     node_ceasing,
     of_key,
     parse_time,
-    pod_key,
     pod_started,
     rank,
 )
 from dispatch.kubeflow.preflight import PreflightResult
 from dispatch.kubeflow.settings import KubeflowSettings, Mode
 from dispatch.kubeflow.watch import Cache, Freshness, Informer
-from dispatch.outcome import Cause, Evidence, Outcome, State
-from dispatch.spi import Cessation, ExecutionEvidence, Found, JobEvidence, StartRequest, WatchBatch
+from dispatch.outcome import Evidence
+from dispatch.spi import Cessation, Found, JobEvidence, StartRequest, WatchBatch
 
 NAME = "kubeflow"
 JSON = dict[str, Any]
@@ -571,62 +568,7 @@ class KubeflowBackend:
         if got is None:
             return None
         o, r, journal = got
-        ann = annotations_of(o.trainjob)
-        job_id = ann.get(n.JOB_ID) or name
-        raw_sub = ann.get(n.SUBMISSION, "1")
-        submission = int(raw_sub) if raw_sub.isdigit() and int(raw_sub) >= 1 else 1
-        ev = Evidence("kubernetes:watch", at)
-        execs: list[ExecutionEvidence] = []
-        if self.kueue and r.key.attempt > 1 and not any(key.attempt < r.key.attempt for key in journal.execs):
-            # earlier attempts ran before this process watched: one entry stands for them (attempt numbers
-            # are 1 + the Workload's evictions, so they need not be contiguous)
-            last = last_eviction(o.workload)
-            synth = (
-                eviction_outcome(last[0], last[1], bool(r.holds), ev)
-                if last
-                else Outcome(State.UNKNOWN, None, ev, detail="ran before this process watched it")
-            )
-            execs.append(
-                ExecutionEvidence(_identity(job_id, submission, r.key.attempt - 1, 0, 0), 0, synth, None, None, ())
-            )
-        for key in sorted(journal.execs):
-            rec = journal.execs[key]
-            out = rec.outcome if rec.outcome.ended else rec.outcome.with_evidence(ev)
-            execs.append(
-                ExecutionEvidence(
-                    _identity(job_id, submission, key.attempt, key.a, key.j),
-                    key.a + key.j,
-                    out,
-                    rec.started_at,
-                    rec.ended_at,
-                    rec.nodes,
-                )
-            )
-        current = journal.execs.get(r.key)
-        outcome: Outcome
-        if r.execution is not None and r.execution.state is State.RUNNING:
-            outcome = r.execution
-        elif r.execution is not None and r.execution.ended:
-            waiting = r.waiting
-            stopped = waiting is not None and waiting.state is State.CANCELLED and waiting.cause is Cause.CANCELLED
-            if waiting is not None and ((waiting.state.waiting and not r.awaiting_authorisation) or stopped):
-                outcome = waiting  # held after the execution ended, or stopped after a hold ended it
-            else:
-                outcome = current.outcome if current is not None else r.execution
-        else:
-            assert r.waiting is not None
-            outcome = r.waiting
-            if r.awaiting_authorisation and execs and execs[-1].outcome.ended and outcome.state.waiting:
-                outcome = execs[-1].outcome
-        return JobEvidence(
-            scheduler_id=name,
-            marker=r.marker,
-            outcome=outcome,
-            gate=r.gate,
-            holds=r.holds,
-            foreign_holds=r.foreign_holds,
-            executions=tuple(execs),
-        )
+        return job_evidence(name, o, r, journal, Evidence("kubernetes:watch", at), kueue=self.kueue)
 
     def inspect(self, scheduler_id: str) -> JobEvidence:
         out = self._evidence(scheduler_id)
@@ -889,13 +831,6 @@ class KueueBackend(KubeflowBackend):
         self._patch(scheduler_id, {"metadata": {"annotations": {n.ADMIT: self._authorise_kueue(tj)}}})
 
 
-def _identity(job_id: str, submission: int, attempt: int, a: int, j: int) -> str:
-    try:
-        return str(AttemptId(job_id, submission, attempt, a, j))
-    except ValueError:
-        return f"{n.short_hash(job_id)}.{submission}.{attempt}.{a}.{j}"
-
-
 def _age(age: float | None) -> float:
     return float("inf") if age is None else age
 
@@ -909,6 +844,3 @@ def k_exists() -> Any:
     from lightkube.operators import exists
 
     return exists()
-
-
-_ = pod_key
