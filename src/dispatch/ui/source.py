@@ -62,6 +62,9 @@ class Source:
     _clusters: dict[str, Cluster] = field(default_factory=dict)
     _failed: dict[str, tuple[float, DispatchError]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _calls: dict[str, threading.Lock] = field(default_factory=dict)
+    """One lock per cluster: the dashboard makes one read call at a time to a cluster (output rounds and
+    progress readings take turns; a backend need not be safe for concurrent calls)."""
 
     def __post_init__(self) -> None:
         self.rounds = Rounds(self._read_many)
@@ -165,6 +168,11 @@ class Source:
         """One round's reads on cluster ``name``: one ``read_slices`` call where the adapter has it, else each
         through its ``stdout``/``stderr`` from the offset (Kubernetes reads a pod's log from its start)."""
         backend: Any = self._backend(name)
+        with self._turn(name):
+            return self._read_each(backend, asks)
+
+    def _read_each(self, backend: Any, asks: Sequence[OutputSlice]) -> Sequence[OutputPiece | DispatchError]:
+        """The asks read through ``backend``, in the cluster's turn."""
         adapter = str(backend.name)
         if isinstance(backend, OutputSlices):
             return backend.read_slices(asks)
@@ -188,7 +196,13 @@ class Source:
     def _inspect_many(self, name: str, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence | Unanswered]:
         """One progress reading on cluster ``name``: the adapter's batched read of the jobs' state, which
         carries each running execution's progress."""
-        return self.cluster(name).backend.inspect_many(scheduler_ids)
+        backend = self.cluster(name).backend
+        with self._turn(name):
+            return backend.inspect_many(scheduler_ids)
+
+    def _turn(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._calls.setdefault(name, threading.Lock())
 
     def close(self) -> None:
         with self._lock:
