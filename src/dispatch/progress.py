@@ -57,13 +57,15 @@ def views(reports: Sequence[RankProgress], now: float) -> list[RankView]:
     return [RankView.of(p, now) for p in sorted(reports, key=lambda p: p.rank)]
 
 
-def _step(v: RankView) -> str:
+def step_text(v: RankView) -> str:
+    """The step, with the total and the share done where the total is known: ``1200/5000 (24%)``."""
     if v.total is None:
         return f"{v.step}"
     return f"{v.step}/{v.total} ({100 * v.step / v.total:.0f}%)"
 
 
-def _rate(rate: float | None) -> str:
+def rate_text(rate: float | None) -> str:
+    """Steps per second (per hour below 0.01/s); ``-`` without a rate."""
     if rate is None:
         return NONE
     return f"{rate:.3g}/s" if rate >= 0.01 else f"{rate * 3600:.3g}/h"
@@ -78,7 +80,7 @@ def summary(reports: Sequence[RankProgress], now: float) -> str:
     slow = min(vs, key=lambda v: (v.step, v.rank))
     ends = [v.ends_at for v in vs]
     end = max(e for e in ends if e is not None) if any(e is not None for e in ends) else None
-    text = f"{_step(slow)} {_rate(slow.rate)}"
+    text = f"{step_text(slow)} {rate_text(slow.rate)}"
     if end is not None:
         text += f" ends {when(end)[11:] if end - now < 86400 else when(end)}"
     return text + f", {age(max(v.last_report_age for v in vs))} ago"
@@ -90,9 +92,11 @@ def lines(reports: Sequence[RankProgress], now: float) -> list[str]:
     for v in views(reports, now):
         metrics = " ".join(f"{k}={'nan' if x is None else f'{x:.4g}'}" for k, x in v.metrics)
         ends = f"ends {when(v.ends_at)}" if v.ends_at is not None else "end unknown"
-        text = f"rank {v.rank}: step {_step(v)}, {_rate(v.rate)}, {ends}, last report {age(v.last_report_age)} ago"
+        text = (
+            f"rank {v.rank}: step {step_text(v)}, {rate_text(v.rate)}, {ends}, last report {age(v.last_report_age)} ago"
+        )
         out.append(text + (f"; {metrics}" if metrics else ""))
     return out
 
 
-__all__ = ["RankView", "lines", "summary", "views"]
+__all__ = ["RankView", "lines", "rate_text", "step_text", "summary", "views"]

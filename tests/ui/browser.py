@@ -111,7 +111,7 @@ def server(home: Path, driver: webdriver.Chrome | None = None) -> Iterator[str]:
         yield url.split("?", 1)[0].rstrip("/")
     finally:
         p.terminate()
-        p.wait(10)
+        p.wait(60)
 
 
 def screenshot(driver: webdriver.Chrome, name: str) -> Path:

@@ -455,7 +455,7 @@ def nodes(app: App, action: str | None, node: str | None, as_json: bool) -> None
 
     from dispatch.cli import ui
     from dispatch.errors import NotFound
-    from dispatch.records.nodes import NodeBlames, suspects
+    from dispatch.records.nodes import NodeBlames, current_suspects
 
     cc = app.cluster_config()
     policy = cc.suspects
@@ -477,7 +477,7 @@ def nodes(app: App, action: str | None, node: str | None, as_json: bool) -> None
     records: Any = app.records_if_present()
     found = []
     if isinstance(records, NodeBlames):
-        found = suspects(records.node_blames(cc.name, now - policy.window - policy.ttl), policy, now)
+        found = current_suspects(records, cc.name, policy, now)
     if as_json:
         ui.print_json(
             {

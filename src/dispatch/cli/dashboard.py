@@ -56,7 +56,12 @@ def ui(app: App, host: str, port: int, token: str | None, no_token: bool) -> Non
         token = token or secrets.token_urlsafe(24)
     check_bind(host, token)
     records = app.records_read_only()
-    source = Source(records, lambda name: app.cluster(name, read_only=True, store=False), str(app.config().records))
+    source = Source(
+        records,
+        lambda name: app.cluster(name, read_only=True, store=False),
+        str(app.config().records),
+        policy_of=lambda name: app.cluster_config(name).suspects,
+    )
     hosts = None if is_loopback(host) else ["*"]
     web = create_app(source, token=token, allowed_hosts=hosts)
     sock = bind(host, port)

@@ -113,6 +113,14 @@ def suspects(blames: Sequence[NodeBlame], policy: SuspectPolicy, now: float) -> 
     return out
 
 
+def current_suspects(records: NodeBlames, cluster: str, policy: SuspectPolicy, now: float) -> list[Suspect]:
+    """The suspects of ``cluster`` at ``now`` by ``policy``, from the blames ``records`` keep (one query: the
+    blames recent enough to count). What ``dispatch nodes`` lists and the dashboard shows."""
+    if policy.after <= 0:
+        return []
+    return suspects(records.node_blames(cluster, now - policy.window - policy.ttl), policy, now)
+
+
 COLUMNS = "cluster, node, job_id, execution, cause, at"
 """The columns of the ``node_blames`` table, in :func:`from_row` order."""
 

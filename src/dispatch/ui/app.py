@@ -38,6 +38,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from dispatch import present
+from dispatch import progress as progress_view
 from dispatch import timeline as model
 from dispatch.errors import DispatchError, NotFound
 from dispatch.outcome import Cause, State
@@ -68,6 +69,8 @@ def _templates() -> Environment:
     env.filters["age"] = present.age
     env.filters["when"] = present.when
     env.filters["cause"] = present.cause_text
+    env.filters["step"] = progress_view.step_text
+    env.filters["rate"] = progress_view.rate_text
     env.filters["tojson_pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, sort_keys=True)
     return env
 
@@ -196,14 +199,18 @@ def create_app(
         pages = max(1, -(-found.total // per_page))
         filters = {k: v for k, v in (("state", query.state), ("cause", query.cause), ("cluster", query.cluster),
                                       ("name", query.name)) if v}  # fmt: skip
+        t = now()
+        active = [r.id for r in found.rows if not (r.closed or r.state.ended)]
+        reported = source.progress(source.records.get_many(active)) if active else {}
         return {
             "rows": found.rows,
+            "progress": {k: progress_view.summary(v, t) for k, v in reported.items()},
             "total": found.total,
             "number": number,
             "pages": pages,
             "filters": filters,
             "link": lambda n: "/jobs?" + urlencode({**filters, "page": n}),
-            "now": now(),
+            "now": t,
         }
 
     def overview(request: Request) -> HTMLResponse:
@@ -240,6 +247,7 @@ def create_app(
             tallest=tallest,
             leases=source.records.leases(),
             clusters=clusters(),
+            suspects=[(c, s) for c in clusters() for s in source.suspects(c, t)],
             now=t,
         )
 
@@ -261,6 +269,7 @@ def create_app(
         t = now()
         tl = model.build(job, t)
         live = not (job.closed and job.state.ended)
+        reported = source.progress([job]).get(job.id, ())
         return {
             "job": job,
             "cause": model.cause_label(job.outcome),
@@ -268,6 +277,8 @@ def create_app(
             "timeline": tl,
             "live": live,
             "per_rank": source.per_rank(job.cluster),
+            "progress": progress_view.views(reported, t),
+            "progress_error": source.readings.error(job.cluster) if live else None,
             "now": t,
         }
 
@@ -346,6 +357,9 @@ def create_app(
             capabilities=[(c.value, a.answer.value, a.provenance.value, a.reason) for c, a in caps.items()],
             declarations=decl,
             interfaces=interfaces_of(backend),
+            suspects=source.suspects(name, now()),
+            policy=source.policy_of(name),
+            now=now(),
         )
 
     async def not_found(request: Request, exc: Exception) -> Response:

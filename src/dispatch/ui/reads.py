@@ -43,6 +43,8 @@ class _Round:
     at: float
     slices: list[OutputSlice] = field(default_factory=list)
     index: dict[OutputSlice, int] = field(default_factory=dict)
+    asks: int = 0
+    """Asks waiting for this round, the same ask from two viewers counted twice."""
     done: threading.Event = field(default_factory=threading.Event)
     answers: Sequence[OutputPiece | DispatchError] = ()
     error: DispatchError | None = None
@@ -89,6 +91,7 @@ class Rounds:
                     raise Busy(max(0.0, r.at - now) + self.interval)
                 i = r.index[ask] = len(r.slices)
                 r.slices.append(ask)
+            r.asks += 1
         if lead:
             self._lead(cluster, r)
         elif not r.done.wait(WAIT):
@@ -99,6 +102,12 @@ class Rounds:
         if isinstance(answer, DispatchError):
             raise answer
         return answer
+
+    def waiting(self, cluster: str) -> int:
+        """How many asks wait for the open round of ``cluster`` (0 when none is open)."""
+        with self._lock:
+            r = self._open.get(cluster)
+            return 0 if r is None else r.asks
 
     def _lead(self, cluster: str, r: _Round) -> None:
         delay = r.at - self._clock()

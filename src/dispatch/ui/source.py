@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,18 @@ from dispatch.errors import DispatchError, NotFound, Unsupported
 from dispatch.records.base import Records
 from dispatch.records.browse import Browse
 from dispatch.records.model import JobRecord
-from dispatch.spi import SLICE_LIMIT, OutputPiece, OutputReader, OutputSlice, OutputSlices
+from dispatch.records.nodes import NodeBlames, Suspect, SuspectPolicy, current_suspects
+from dispatch.spi import (
+    SLICE_LIMIT,
+    JobEvidence,
+    OutputPiece,
+    OutputReader,
+    OutputSlice,
+    OutputSlices,
+    RankProgress,
+    Unanswered,
+)
+from dispatch.ui.observed import ProgressReads
 from dispatch.ui.reads import Rounds
 
 RETRY_OPEN = 30.0
@@ -42,14 +53,22 @@ class Source:
     """Opens cluster ``name`` read-only (no record store)."""
     where: str = ""
     """Where the records are, for the page footer."""
+    policy_of: Callable[[str], SuspectPolicy] = field(default=lambda name: SuspectPolicy())
+    """The suspect policy of cluster ``name`` (``dispatch ui``: the config file's, as ``dispatch nodes`` reads it)."""
     rounds: Rounds = field(init=False)
     """Every output read goes through these rounds (one per instance: the rate limit is per dashboard)."""
+    readings: ProgressReads = field(init=False)
+    """Every progress read goes through these (one per instance, like the rounds)."""
     _clusters: dict[str, Cluster] = field(default_factory=dict)
     _failed: dict[str, tuple[float, DispatchError]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _calls: dict[str, threading.Lock] = field(default_factory=dict)
+    """One lock per cluster: the dashboard makes one read call at a time to a cluster (output rounds and
+    progress readings take turns; a backend need not be safe for concurrent calls)."""
 
     def __post_init__(self) -> None:
         self.rounds = Rounds(self._read_many)
+        self.readings = ProgressReads(self._inspect_many)
         if not (isinstance(self.records, Records) and isinstance(self.records, Browse)):
             raise TypeError(f"{type(self.records).__name__} cannot be browsed")
         if getattr(self.records, "read_only", False) is not True:
@@ -86,6 +105,28 @@ class Source:
         except DispatchError:
             return False
         return isinstance(backend, OutputSlices) and backend.output_per_rank()
+
+    def progress(self, jobs: Sequence[JobRecord]) -> dict[str, tuple[RankProgress, ...]]:
+        """The progress of the ``jobs`` that are active, by job id, for those whose current execution reported
+        some: one :class:`~dispatch.ui.observed.ProgressReads` ask per cluster (its readings are rate-limited
+        and shared by every viewer)."""
+        by_cluster: dict[str, dict[str, str]] = {}
+        for job in jobs:
+            sub = job.current
+            if job.closed or job.state.ended or sub is None or sub.scheduler_id is None or sub.gone:
+                continue
+            by_cluster.setdefault(job.cluster, {})[sub.scheduler_id] = job.id
+        out: dict[str, tuple[RankProgress, ...]] = {}
+        for cluster, ids in by_cluster.items():
+            for sid, reports in self.readings.progress(cluster, list(ids)).items():
+                out[ids[sid]] = reports
+        return out
+
+    def suspects(self, name: str, now: float) -> list[Suspect]:
+        """The suspect nodes of cluster ``name`` at ``now``, by its policy: what ``dispatch nodes`` lists."""
+        if not isinstance(self.records, NodeBlames):
+            return []
+        return current_suspects(self.records, name, self.policy_of(name), now)
 
     def output(
         self, job: JobRecord, submission: int, execution: int | None, rank: int | None, stream: str, offset: int
@@ -127,6 +168,11 @@ class Source:
         """One round's reads on cluster ``name``: one ``read_slices`` call where the adapter has it, else each
         through its ``stdout``/``stderr`` from the offset (Kubernetes reads a pod's log from its start)."""
         backend: Any = self._backend(name)
+        with self._turn(name):
+            return self._read_each(backend, asks)
+
+    def _read_each(self, backend: Any, asks: Sequence[OutputSlice]) -> Sequence[OutputPiece | DispatchError]:
+        """The asks read through ``backend``, in the cluster's turn."""
         adapter = str(backend.name)
         if isinstance(backend, OutputSlices):
             return backend.read_slices(asks)
@@ -146,6 +192,17 @@ class Source:
             except DispatchError as exc:
                 answers.append(exc)
         return answers
+
+    def _inspect_many(self, name: str, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence | Unanswered]:
+        """One progress reading on cluster ``name``: the adapter's batched read of the jobs' state, which
+        carries each running execution's progress."""
+        backend = self.cluster(name).backend
+        with self._turn(name):
+            return backend.inspect_many(scheduler_ids)
+
+    def _turn(self, name: str) -> threading.Lock:
+        with self._lock:
+            return self._calls.setdefault(name, threading.Lock())
 
     def close(self) -> None:
         with self._lock:
