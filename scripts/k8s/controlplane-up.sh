@@ -131,11 +131,14 @@ if start kube-apiserver kube-apiserver "$API_PORT" -- "$BIN/kube-apiserver" \
 fi
 
 # ------------------------------------------------------------------ 4. controller-manager, scheduler
+# The node grace period is longer than kwok's heartbeat (its node-heartbeat stage: every 20 s plus up to
+# 5 s of jitter); at 20 s every node went Ready=Unknown for a moment each heartbeat. A lost node is not
+# waited for: kwok's node-not-ready stage sets Ready=False itself, seen at the next 2 s monitor period.
 if start kube-controller-manager kube-controller "$KCM_PORT" -- "$BIN/kube-controller-manager" \
   --kubeconfig "$KC" --authentication-kubeconfig "$KC" --authorization-kubeconfig "$KC" \
   --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --leader-elect=false \
   --service-account-private-key-file "$S/sa.key" --root-ca-file "$S/ca.crt" \
-  --node-monitor-period 2s --node-monitor-grace-period 20s --profiling=false; then
+  --node-monitor-period 2s --node-monitor-grace-period 60s --profiling=false; then
   waitfor 60 "kube-controller-manager /healthz" healthz "$KCM_PORT"
   LOGHINT=""
 fi
