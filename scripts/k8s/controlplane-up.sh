@@ -185,8 +185,13 @@ metadata:
   name: kwok-node-$i
   annotations: {kwok.x-k8s.io/node: fake}
   labels: {type: kwok, kubernetes.io/hostname: kwok-node-$i, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
+status:
+  addresses: [{type: InternalIP, address: 127.0.0.1}, {type: Hostname, address: kwok-node-$i}]
 EON
 done >"$S/nodes.yaml"
+# Both addresses from the start: kwok's node-initialize stage, run again whenever a node is not Ready, writes
+# `addresses:` with nothing under it when only one of InternalIP and Hostname is there (its NodeName is empty
+# here), which wipes the InternalIP kube-apiserver reaches the kubelet endpoint by (pods/log, exec).
 kc apply -f "$S/nodes.yaml" >"$S/kubectl.log" 2>&1 || { LOGHINT=$S/kubectl.log; die "creating the kwok nodes failed"; }
 node_ready() { [ "$(kc get node kwok-node-0 -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
 waitfor 60 "kwok-node-0 Ready" node_ready
