@@ -131,11 +131,14 @@ if start kube-apiserver kube-apiserver "$API_PORT" -- "$BIN/kube-apiserver" \
 fi
 
 # ------------------------------------------------------------------ 4. controller-manager, scheduler
+# The node grace period is longer than kwok's heartbeat (its node-heartbeat stage: every 20 s plus up to
+# 5 s of jitter); at 20 s every node went Ready=Unknown for a moment each heartbeat. A lost node is not
+# waited for: kwok's node-not-ready stage sets Ready=False itself, seen at the next 2 s monitor period.
 if start kube-controller-manager kube-controller "$KCM_PORT" -- "$BIN/kube-controller-manager" \
   --kubeconfig "$KC" --authentication-kubeconfig "$KC" --authorization-kubeconfig "$KC" \
   --bind-address 127.0.0.1 --secure-port "$KCM_PORT" --leader-elect=false \
   --service-account-private-key-file "$S/sa.key" --root-ca-file "$S/ca.crt" \
-  --node-monitor-period 2s --node-monitor-grace-period 20s --profiling=false; then
+  --node-monitor-period 2s --node-monitor-grace-period 60s --profiling=false; then
   waitfor 60 "kube-controller-manager /healthz" healthz "$KCM_PORT"
   LOGHINT=""
 fi
@@ -182,8 +185,13 @@ metadata:
   name: kwok-node-$i
   annotations: {kwok.x-k8s.io/node: fake}
   labels: {type: kwok, kubernetes.io/hostname: kwok-node-$i, kubernetes.io/os: linux, kubernetes.io/arch: amd64}
+status:
+  addresses: [{type: InternalIP, address: 127.0.0.1}, {type: Hostname, address: kwok-node-$i}]
 EON
 done >"$S/nodes.yaml"
+# Both addresses from the start: kwok's node-initialize stage, run again whenever a node is not Ready, writes
+# `addresses:` with nothing under it when only one of InternalIP and Hostname is there (its NodeName is empty
+# here), which wipes the InternalIP kube-apiserver reaches the kubelet endpoint by (pods/log, exec).
 kc apply -f "$S/nodes.yaml" >"$S/kubectl.log" 2>&1 || { LOGHINT=$S/kubectl.log; die "creating the kwok nodes failed"; }
 node_ready() { [ "$(kc get node kwok-node-0 -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}')" = True ]; }
 waitfor 60 "kwok-node-0 Ready" node_ready

@@ -303,6 +303,10 @@ class ControlPlaneCluster:
                 "apiVersion": "v1",
                 "kind": "Node",
                 "metadata": {"name": node, "annotations": {"kwok.x-k8s.io/node": "fake"}, "labels": labels},
+                # as controlplane-up.sh makes them: with one address only, kwok's node-initialize wipes it
+                "status": {
+                    "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}, {"type": "Hostname", "address": node}]
+                },
             }
             self.k("create", "-f", "-", stdin=json.dumps(fresh))
         self.lost_nodes.clear()

@@ -312,7 +312,8 @@ def test_admission_rejection_reads_rejected(kueue: FakeCluster) -> None:
     [
         ("PreemptionByScheduler", Cause.PREEMPTED),
         ("TerminationByKubelet", Cause.NODE_LOST),
-        ("EvictionByEvictionAPI", Cause.CESSATION),
+        ("EvictionByEvictionAPI", Cause.PREEMPTED),
+        ("drain", Cause.CESSATION),
     ],
 )
 def test_pod_disruptions_end_to_end(disrupt: str, cause: Cause, plain: FakeCluster) -> None:
@@ -321,7 +322,11 @@ def test_pod_disruptions_end_to_end(disrupt: str, cause: Cause, plain: FakeClust
         sid = start(b)
         b.open(sid)
         wait(plain, b, sid, running, "runs")
-        plain.control.preempt_pod(plain.rank0(sid)["metadata"]["name"], reason=disrupt)
+        rank0 = plain.rank0(sid)
+        if disrupt == "drain":  # as `kubectl drain` does: cordon the node, then evict through the Eviction API
+            plain.control.patch(NODE, rank0["spec"]["nodeName"], {"spec": {"unschedulable": True}}, namespace="")
+            disrupt = "EvictionByEvictionAPI"
+        plain.control.preempt_pod(rank0["metadata"]["name"], reason=disrupt)
         ev = wait(plain, b, sid, lambda e: e.outcome.state.ended, "ends")
         assert ev.outcome.cause is cause
     finally:

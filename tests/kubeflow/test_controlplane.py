@@ -134,13 +134,36 @@ def job(
 
 def test_control_plane_lists_its_components_and_serves_the_release(control_plane: dict[str, Any], k: Kubectl) -> None:
     comps = control_plane["components"]
-    for name in ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok"):
+    core = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+    for name in (*core, "jobset", "kueue", "trainer-controller-manager"):
         assert name in comps, f"{name} not running"
         assert comps[name]["version"].startswith("v") and comps[name]["address"].startswith(("http://", "https://"))
     version = json.loads(k.run("version", "-o", "json", namespaced=False))["serverVersion"]
     assert version["gitVersion"] == comps["kube-apiserver"]["version"]
     nodes = k.get("nodes", namespaced=False)["items"]
     assert {n["metadata"]["name"] for n in nodes} >= set(control_plane["nodes"])
+    for n in nodes:
+        if n["metadata"]["name"] in control_plane["nodes"]:
+            # both, so that kwok initialising the node again never wipes the address pods/log goes to
+            kinds = {a["type"] for a in n["status"].get("addresses") or []}
+            assert kinds >= {"InternalIP", "Hostname"}, f"{n['metadata']['name']} has addresses {kinds}"
+
+
+def test_a_pods_log_request_reaches_kwoks_kubelet_endpoint(k: Kubectl) -> None:
+    """kube-apiserver proxies pods/log to the node's kubelet endpoint (kwok's); kwok's pods run no program, so it
+    answers that it has no log (it would serve one only from a Logs object naming a file)."""
+    k.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p"},
+            "spec": {"containers": [{"name": "main", "image": "registry.example/train:1"}]},
+        }
+    )
+    wait_for("pod p Running", lambda: k.get("pod", "p")["status"].get("phase") == "Running")
+    with pytest.raises(AssertionError) as refused:
+        k.run("logs", "p")
+    assert 'no logs found for container "main"' in str(refused.value), "the answer is not kwok's kubelet's"
 
 
 def test_a_pod_is_scheduled_onto_a_kwok_node_runs_and_is_deleted(k: Kubectl, control_plane: dict[str, Any]) -> None:

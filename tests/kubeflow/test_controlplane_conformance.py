@@ -7,9 +7,8 @@ Every situation a check needs is made the way a real cluster makes it (controlpl
 the ranks, Kueue priority preemption or an eviction preempts, kwok's node-not-ready stage and the node lifecycle
 controller lose a node.
 
-Checks that fail on the real controllers, for differences not fixed yet (docs/dev/k8s-control-plane.md lists
-them), are marked as expected to fail: strictly when they always fail (a fix shows as a pass that fails until the
-mark goes), not strictly for the one that fails intermittently (a race still to be found).
+Every check selected here passes on the real controllers: none is marked as expected to fail
+(docs/dev/k8s-control-plane.md lists the differences found and how each was fixed).
 """
 
 from __future__ import annotations
@@ -57,25 +56,12 @@ def kueue(control_plane: dict[str, Any], tmp_path: Path) -> Iterator[ControlPlan
     yield from _cluster(control_plane, tmp_path, Mode.KUEUE)
 
 
-# (mode, check) -> the finding (docs/dev/k8s-control-plane.md, differences table)
-KNOWN_FAILURES: dict[tuple[str, str], str] = {
-    ("plain", "preempted_cause"): "rank 0 evicted through the Eviction API (DisruptionTarget, "
-    "EvictionByEvictionAPI; the pod deleted) reads cause cessation",
-}
-
-
 def _params(mode: str) -> list[Any]:
-    out = []
-    for check in backend_checks():
-        name = str(check)
-        if name in LEFT_OUT or (mode == "plain" and name in LEFT_OUT_PLAIN):
-            continue
-        marks = []
-        known = KNOWN_FAILURES.get((mode, name))
-        if known:
-            marks.append(pytest.mark.xfail(strict=True, reason=known))
-        out.append(pytest.param(check, id=name, marks=marks))
-    return out
+    return [
+        pytest.param(check, id=str(check))
+        for check in backend_checks()
+        if str(check) not in LEFT_OUT and not (mode == "plain" and str(check) in LEFT_OUT_PLAIN)
+    ]
 
 
 @pytest.mark.parametrize("check", _params("plain"))

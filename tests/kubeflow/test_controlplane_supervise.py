@@ -135,11 +135,6 @@ def test_a_trainjob_kueue_preempts_is_readmitted_by_rule_and_ends_once(cluster: 
         b.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the adapter does not read rank 0's eviction (Eviction API) as preempted (the plain preempted_cause "
-    "finding): the job read pending for 240 s after it and no rule was applied",
-)
 @pytest.mark.parametrize("cluster", [Mode.PLAIN], indirect=True, ids=["plain"])
 def test_a_trainjob_whose_rank_is_evicted_is_resubmitted_by_rule_and_ends_once(cluster: ControlPlaneCluster) -> None:
     b = cluster.backend()

@@ -189,12 +189,26 @@ FAILED = cond("Failed", reason="FailedJobs", message="jobset failed (first faile
         ("DeletionByTaintManager", Cause.NODE_LOST),
         ("DeletionByPodGC", Cause.NODE_LOST),
         ("TerminationByKubelet", Cause.NODE_LOST),
-        ("EvictionByEvictionAPI", Cause.CESSATION),
+        ("EvictionByEvictionAPI", Cause.PREEMPTED),
     ],
 )
 def test_pod_disruption_rows(reason: str, cause: Cause) -> None:
     r = reading(trainjob(FAILED), gone=[pod(phase="Failed", state=terminated(143), disruption=reason)])
     assert ended(r)[:2] == (State.FAILED, cause)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [{"unschedulable": True}, {"taints": [{"key": "node.kubernetes.io/out-of-service", "effect": "NoExecute"}]}],
+    ids=["cordoned", "out-of-service"],
+)
+def test_an_eviction_from_a_node_taken_out_of_service_reads_cessation(spec: dict[str, Any]) -> None:
+    """A drain cordons the node, then evicts its pods through the Eviction API: planned, not a preemption."""
+    nodes = {"w0": {"metadata": {"name": "w0"}, "spec": spec, "status": {"conditions": [cond("Ready")]}}}
+    evicted = pod(phase="Failed", state=terminated(143), disruption="EvictionByEvictionAPI")
+    r = reading(trainjob(FAILED), gone=[evicted], nodes=nodes)
+    assert ended(r)[:2] == (State.FAILED, Cause.CESSATION)
+    assert r.execution is not None and "EvictionByEvictionAPI (w0: node " in (r.execution.detail or "")
 
 
 def test_oom_killed_reads_out_of_memory() -> None:

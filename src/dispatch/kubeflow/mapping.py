@@ -26,7 +26,8 @@ plain: TrainJob suspended by someone else, after it ran               cancelled 
 pod ``DisruptionTarget`` ``PreemptionByScheduler``                    failed / preempted
 pod ``DisruptionTarget`` ``DeletionByTaintManager``/``DeletionByPodGC`` failed / node-lost
 pod ``DisruptionTarget`` ``TerminationByKubelet``                     failed / node-lost
-pod ``DisruptionTarget`` ``EvictionByEvictionAPI`` (a drain)          failed / cessation
+pod ``DisruptionTarget`` ``EvictionByEvictionAPI``, node cordoned      failed / cessation (a drain)
+pod ``DisruptionTarget`` ``EvictionByEvictionAPI``, node in service   failed / preempted
 container ``OOMKilled``                                               failed / out-of-memory
 pod on a node NotReady/Unknown before any own exit code, or deleted   failed / node-lost
 container waiting ``ErrImagePull``/``ImagePullBackOff``/...            failed / launch-failed
@@ -303,7 +304,13 @@ def pod_cause(
             if reason in ("DeletionByTaintManager", "DeletionByPodGC", "TerminationByKubelet"):
                 return Cause.NODE_LOST, None, reason
             if reason == "EvictionByEvictionAPI":
-                return Cause.CESSATION, None, reason
+                # a drain cordons the node before it evicts; any other eviction (a descheduler, an operator's
+                # or a disruption controller's) takes the resources back for other work
+                host = str((pod.get("spec") or {}).get("nodeName") or "")
+                ceasing = node_ceasing(nodes.get(host)) if host else None
+                if ceasing is not None:
+                    return Cause.CESSATION, None, f"{reason} ({host}: {ceasing})"
+                return Cause.PREEMPTED, None, reason
     for pod in ordered:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             for term in ((cs.get("state") or {}).get("terminated"), (cs.get("lastState") or {}).get("terminated")):
