@@ -214,6 +214,8 @@ def _progress(rig: Rig, job_id: str) -> Any:
 def test_capabilities_follow_the_declared_status_server(rig: Rig) -> None:
     caps = rig.b.capabilities()
     assert caps[Capability.PROGRESS_REPORTING].yes and caps[Capability.NODE_EXCLUSION].yes
+    # the nodes a resubmission may be left with (the supervisor escalates one that excludes too many)
+    assert rig.b.schedulable_nodes(job_spec("sleep")) == {f"worker-{i}" for i in range(4)}
     other = rig.c.backend()
     try:
         answer = other.capabilities()[Capability.PROGRESS_REPORTING]

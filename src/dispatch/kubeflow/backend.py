@@ -1,7 +1,7 @@
 """KubeflowBackend: the SPI over Kubeflow Trainer v2 (TrainJob -> JobSet -> Jobs -> Pods), with or without Kueue.
 
-Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener, OutputReader, ExecutionOutput and
-OutputKeeper (no
+Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener, OutputReader, ExecutionOutput,
+NodeInventory and OutputKeeper (no
 Requeuer, MultiFinder or NativePolicyCompiler: Kubeflow has no requeue); in Kueue mode also Readmitter
 (:class:`KueueBackend`). Reads (inspect, inspect_many, find, watch,
 cessation, weakened) come from the watch cache: no request in steady state. Writes go to the apiserver.
@@ -69,6 +69,7 @@ from dispatch.kubeflow.progress import trainer_progress
 from dispatch.kubeflow.settings import KubeflowSettings, Mode
 from dispatch.kubeflow.watch import Cache, Freshness, Informer
 from dispatch.outcome import Evidence, State
+from dispatch.spec import JobSpec
 from dispatch.spi import Cessation, Found, JobEvidence, StartRequest, WatchBatch
 
 NAME = "kubeflow"
@@ -298,6 +299,22 @@ class KubeflowBackend:
                 return None
             nodes = list(self.cache.nodes.values())
         return node_inventory(nodes, self.settings.gpu_resource, self.settings.gpu_type_label)
+
+    def schedulable_nodes(self, spec: JobSpec) -> frozenset[str] | None:
+        """NodeInventory: the watched nodes that could run ``spec`` whatever their state now (a node NotReady or
+        cordoned may come back), those whose ``gpuTypeLabel`` is the asked GPU type where one is asked; None until
+        the node watch has listed them, or when it lists none."""
+        with self.cache.lock:
+            if "nodes" not in self.cache.synced:
+                return None
+            nodes = list(self.cache.nodes.values())
+        kind, label = spec.resources.gpu_type, self.settings.gpu_type_label
+        names = {
+            str(meta(node).get("name"))
+            for node in nodes
+            if kind is None or label is None or (meta(node).get("labels") or {}).get(label) == kind
+        }
+        return frozenset(names) or None
 
     def _accelerators_answer(self) -> CapabilityAnswer:
         inventory = self.accelerators()
