@@ -9,7 +9,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from dispatch_kubetest.resources import TRAINJOB
 
 from .harness import FakeCluster, job_spec
 from .statusserver import StatusServer
-from .test_archive import caught_up, cycles
+from .test_archive import caught_up
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 BOUND = 60.0
@@ -191,6 +192,18 @@ class Rig:
         assert metrics["dispatch.execution"] == ex.identity
         return float(metrics["dispatch.at"])
 
+    def until(self, pred: Callable[[], bool], what: str, within: float = 300.0) -> None:
+        """Cycle, a second of fake time each, until ``pred()``: bounded by real time (the watches deliver in real
+        time, slower on a loaded machine), not by a number of cycles."""
+        deadline = time.monotonic() + within
+        while True:
+            self.sup.cycle()
+            if pred():
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"not reached within {within:g}s: {what}")
+            self.c.tick(1.0)
+
     def advance_to(self, t: float) -> None:
         now = self.c.clock.now()
         assert t > now, f"the fake clock ({now:.0f}) is already past {t:.0f}"
@@ -226,7 +239,7 @@ def test_capabilities_follow_the_declared_status_server(rig: Rig) -> None:
 
 def test_a_stall_ends_the_trainjob_and_the_resubmission_avoids_its_nodes(rig: Rig) -> None:
     job_id = rig.cluster.submit(job_spec("sleep", nodes=2), RULES)
-    cycles(rig.c, rig.sup, lambda: bool(rig.c.control.pods_of(rig.sid(job_id, 1))), "pods run")
+    rig.until(lambda: bool(rig.c.control.pods_of(rig.sid(job_id, 1))), "pods run")
 
     def running() -> bool:
         execs = rig.records.get(job_id).submission(1).executions
@@ -251,7 +264,7 @@ def test_a_stall_ends_the_trainjob_and_the_resubmission_avoids_its_nodes(rig: Ri
 
     # past the bound: ended by the supervisor, recorded stalled, resubmitted away from the nodes it ran on
     rig.advance_to(at + BOUND + 5)
-    cycles(rig.c, rig.sup, lambda: len(rig.records.get(job_id).submissions) >= 2, "the stall resubmitted")
+    rig.until(lambda: len(rig.records.get(job_id).submissions) >= 2, "the stall resubmitted")
     job = rig.records.get(job_id)
     stop = next(i for i in job.intents if i.action is Action.STOP)
     assert stop.args["silentFor"] > BOUND and stop.args["ranks"] == [0]
@@ -264,7 +277,7 @@ def test_a_stall_ends_the_trainjob_and_the_resubmission_avoids_its_nodes(rig: Ri
     assert ended is not None and ended["spec"]["suspend"] is True
     assert "dispatch.io/stop-requested" in ended["metadata"]["annotations"]
 
-    cycles(rig.c, rig.sup, lambda: len(rig.c.control.pods_of(rig.sid(job_id, 2))) == 2, "the resubmission runs")
+    rig.until(lambda: len(rig.c.control.pods_of(rig.sid(job_id, 2))) == 2, "the resubmission runs")
     second_nodes = {p["spec"]["nodeName"] for p in rig.c.control.pods_of(rig.sid(job_id, 2))}
     assert second_nodes.isdisjoint(first_nodes), (second_nodes, first_nodes)
     assert len(second_nodes) == 2
