@@ -227,7 +227,7 @@ def hung(cluster: str, ref: bytes) -> Result:
 def stall_detected_s(res: Result) -> float | None:
     """Seconds from the stalled execution's last progress report to the judgement that wrote its stop."""
     stops = [i for i in res.job.intents if i.action is Action.STOP and i.args.get("stalled")]
-    return round(float(stops[0].args["silentFor"]), 1) if stops else None
+    return round(float(stops[0].args["silentFor"]), 2) if stops else None
 
 
 def excluded_nodes(res: Result) -> list[str]:
