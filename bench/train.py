@@ -1,6 +1,6 @@
 """What interruptions cost a real training job: examples/train_ddp.py through dispatch on the real Slurm cluster.
 
-    python bench/train.py --json [--cluster local] [--cases none,preempted,timeout,node-lost,supervisor-killed]
+    python bench/train.py --json [--cluster local] [--cases none,preempted,timeout,node-lost,supervisor-killed,hang]
 
 Runs the proof scenarios of tests/training (same job, same faults, same checks) and prints
 ``{"runs": [...]}``, one row per (cluster, interruption):
@@ -13,6 +13,11 @@ Runs the proof scenarios of tests/training (same job, same faults, same checks) 
 * ``wall_ratio``: the job's wall time through dispatch (from the submit call to the training's last step, its
   "done" line) over the same for the same training launched with plain ``sbatch`` + ``srun`` and no
   interruption, measured in the same run with the same step delay. For ``none`` it is dispatch's pure overhead.
+* ``hang`` (rank 1 stops without a word at step 45, a ``stalledAfter: 10s`` rule) adds ``stall_detected_s``: the
+  seconds from the stalled execution's last progress report to the supervisor's judgement that ended it (at
+  least the bound, at most a cycle more), and ``excluded_nodes``: the nodes the resubmission was kept off (none
+  under this rule: the job needs both nodes of the two-node cluster, so excluding the blamed ones would leave
+  it nowhere to run).
 
 Needs torch==2.13.0 (scripts/training-deps.sh) and the clusters (brought up when down). Faults are short and
 always undone; the clusters may be shared, so a row can show someone else's interruption as an extra execution.
@@ -44,6 +49,7 @@ CASES = {
     "timeout": (scenarios.timed_out, 0.6),
     "node-lost": (scenarios.node_lost, 0.4),
     "supervisor-killed": (scenarios.supervisor_killed, 0.1),
+    "hang": (scenarios.hung, 0.1),
 }
 
 
@@ -78,6 +84,11 @@ def row(cluster: str, interruption: str, res: Result, ref: bytes, plain: float) 
         "wall_s": round(res.wall, 1),
         "plain_wall_s": round(plain, 1),
         "causes": res.causes,
+        **(
+            {"stall_detected_s": scenarios.stall_detected_s(res), "excluded_nodes": scenarios.excluded_nodes(res)}
+            if interruption == "hang"
+            else {}
+        ),
     }
 
 

@@ -58,6 +58,7 @@ import warnings
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "Context",
@@ -314,11 +315,19 @@ class _Progress:
         self.written_at: float | None = None  # time.monotonic() of the last write attempt
         self.first: tuple[int, float] | None = None  # (step, time) of this process's first report: the rate's base
         self.warned = False
+        self.sender: Any = None  # a dispatch.trainerstatus.Sender on Kubeflow (rank 0), else None
 
     def setup(self) -> None:
         env = os.environ
         self.directory = _first(env, PROGRESS_DIR_VARIABLE)
         self.rank = _int(env, 0, "DISPATCH_RANK", "RANK", "SLURM_PROCID")
+        url = _first(env, "KUBEFLOW_TRAINER_SERVER_URL")
+        if self.directory is None and url is not None and self.rank == 0:
+            from dispatch.trainerstatus import Sender  # imported only where a Trainer's status server listens
+
+            self.sender = Sender(
+                url, _first(env, "KUBEFLOW_TRAINER_SERVER_CA_CERT"), _first(env, "KUBEFLOW_TRAINER_SERVER_TOKEN")
+            )
         self.execution = _first(env, "DISPATCH_EXECUTION")
         raw = _float(env, PROGRESS_INTERVAL_VARIABLE)
         self.interval = PROGRESS_INTERVAL if raw is None or not raw >= 0 else raw
@@ -370,7 +379,9 @@ def progress(step: int, total: int | None = None, **metrics: float) -> bool:
     (atomically, to ``$DISPATCH_PROGRESS_DIR/rank-<rank>.json``) at most once every ``DISPATCH_PROGRESS_INTERVAL``
     seconds (default 5), and when ``step`` reaches ``total``; the other calls only check their arguments.
     Returns whether this call wrote. Outside a job whose adapter gives a progress directory it writes nothing
-    and returns False.
+    and returns False. On Kubeflow (no directory; the Trainer's status server in ``KUBEFLOW_TRAINER_SERVER_URL``)
+    rank 0's report is posted there instead, from a background thread (:mod:`dispatch.trainerstatus`): the call
+    returns True when it queued one; the other ranks write nothing.
 
     Refusals raise; failures warn. A call whose arguments are wrong (a step that is not an int, a metric that
     is not a number, more than 16 metrics, a name that is not an identifier of at most 64 characters) raises
@@ -390,7 +401,7 @@ def progress(step: int, total: int | None = None, **metrics: float) -> bool:
     with state.lock:
         if not state.ready:
             state.setup()
-        if state.directory is None:
+        if state.directory is None and state.sender is None:
             return False
         now = time.monotonic()
         final = total is not None and step >= total
@@ -406,6 +417,9 @@ def progress(step: int, total: int | None = None, **metrics: float) -> bool:
             report["execution"] = state.execution
         if values:
             report["metrics"] = values
+        if state.sender is not None:
+            state.sender.offer(report)
+            return True
         return state.write(report)
 
 

@@ -11,8 +11,25 @@ from __future__ import annotations
 import signal
 import time
 
+import dispatch
+from dispatch.outcome import Cause, State
+from dispatch.records import SQLiteRecords
+from dispatch.records.model import Action
+from dispatch.rules import RuleSet
+from dispatch.spec import JobSpec
+
 from ..slurm.clusters import admin, description
 from .harness import Case, Result
+
+HANG_BOUND = 10.0
+"""The stall rule's ``stalledAfter`` in the hang scenario (seconds)."""
+HANG_POLL = 1.0  # Case.supervise's --poll
+HANG_RULES = {
+    "unmatched": "escalate",
+    "rules": [
+        {"name": "hang", "cause": ["stalled"], "stalledAfter": f"{HANG_BOUND:g}s", "action": "resubmit", "limit": 2}
+    ],
+}
 
 
 def reference(cluster: str, attempts: int = 3) -> Result:
@@ -162,3 +179,57 @@ def supervisor_killed(cluster: str, ref: bytes) -> Result:
         return res
     finally:
         case.cleanup(keep=False)
+
+
+class HangCase(Case):
+    """The training job with ``--hang-at 45 --hang-rank 1`` (rank 1 stops without a word in its first
+    execution; rank 0 then waits in the next all-reduce), reporting every 0.5 s, under :data:`HANG_RULES`."""
+
+    def spec(self) -> JobSpec:
+        base = super().spec()
+        env = {**base.env, "DISPATCH_PROGRESS_INTERVAL": "0.5"}
+        return JobSpec((*base.command, "--hang-at", "45", "--hang-rank", "1"), nodes=base.nodes,
+                       procs_per_node=base.procs_per_node, env=env, extensions=base.extensions)  # fmt: skip
+
+    def submit(self) -> str:
+        self.started = time.time()
+        with dispatch.open("slurm", adapter=self.settings, records=SQLiteRecords(self.db)) as cluster:
+            self.job_id = cluster.operator.submit(self.spec(), rules=RuleSet.from_data(HANG_RULES))
+        return self.job_id
+
+
+def hung(cluster: str, ref: bytes) -> Result:
+    """A rank hangs in a collective: the supervisor judges the run stalled no earlier than the bound and within a
+    cycle of it (plus the cycle's own script time), ends it through scancel, records ``stalled`` and resubmits;
+    the new submission resumes from the step-40 checkpoint to the reference's parameters, bit for bit."""
+    case = HangCase(cluster, "hang", delay=0.1)
+    try:
+        case.submit()
+        case.supervise()
+        res = case.finish()
+        first = res.job.submissions[0]
+        assert first.outcome is not None, case.describe()
+        assert (first.outcome.state, first.outcome.cause) == (State.FAILED, Cause.STALLED), case.describe()
+        (stop,) = [i for i in res.job.intents if i.action is Action.STOP]
+        assert stop.args["stalled"] == first.executions[-1].identity
+        assert stop.args["ranks"], stop.args
+        assert HANG_BOUND < float(stop.args["silentFor"]) <= HANG_BOUND + HANG_POLL + 3.0, stop.args
+        assert [d.cause for d in res.job.decisions] == [Cause.STALLED]
+        assert res.job.submissions[-1].outcome is not None and res.job.submissions[-1].outcome.state is State.SUCCEEDED
+        assert any(r == 40 for _, r in res.handoffs()), res.handoffs()  # resumed from the step-40 checkpoint
+        assert res.params == ref, "the final parameters differ from the uninterrupted run's"
+        res.assert_no_overlap()
+        return res
+    finally:
+        case.cleanup(keep=False)
+
+
+def stall_detected_s(res: Result) -> float | None:
+    """Seconds from the stalled execution's last progress report to the judgement that wrote its stop."""
+    stops = [i for i in res.job.intents if i.action is Action.STOP and i.args.get("stalled")]
+    return round(float(stops[0].args["silentFor"]), 2) if stops else None
+
+
+def excluded_nodes(res: Result) -> list[str]:
+    """The nodes the job's resubmissions were kept off (their start intents' ``exclude``)."""
+    return sorted({str(x) for i in res.job.intents if i.action is Action.START for x in i.args.get("exclude") or ()})

@@ -1,8 +1,9 @@
 """GridEngineBackend: the dispatch Backend over Son of Grid Engine's commands (qsub, qstat, qacct, qalter,
 qrls, qhold, qdel), built on :mod:`dispatch.adapterkit`.
 
-Implements Backend, Holder and MultiFinder (polled; not Requeuer, OutputReader or CessationSignal). A command
-that cannot be run or times out is Unavailable for reads; for writes OutcomeUnknown once it may have acted.
+Implements Backend, Holder, MultiFinder and NodeInventory (polled; not Requeuer, OutputReader or
+CessationSignal). A command that cannot be run or times out is Unavailable for reads; for writes OutcomeUnknown
+once it may have acted.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from dispatch.adapterkit import CommandResult, CommandRunner, InstanceBook, chec
 from dispatch.adapterkit.holds import decode_instance, encode_instance, matches
 from dispatch.adapterkit.identity import execution_identity, submission_of
 from dispatch.adapterkit.storage import storage_answer, storage_paths
-from dispatch.capabilities import Capabilities, Capability, Provenance, no, yes
+from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, yes
 from dispatch.capabilities import unknown as unknown_answer
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
@@ -48,6 +49,7 @@ from dispatch.gridengine.parse import (
 )
 from dispatch.gridengine.settings import GridEngineSettings
 from dispatch.outcome import Cause, Evidence, Outcome, State
+from dispatch.spec import JobSpec
 from dispatch.spi import ExecutionEvidence, Found, Gate, JobEvidence, StartRequest, StoragePaths, Unanswered
 
 NAME = "gridengine"
@@ -73,6 +75,8 @@ class GridEngineBackend:
         self.config = self._global_config()
         self.version = self._version()
         self.gpus = self._probe_gpus()
+        self._exclusion: CapabilityAnswer | None = None
+        """NodeExclusion, probed at the first capabilities() (:meth:`_exclusion_answer`)."""
         self._in_qstat: dict[str, float] = {}
         """When this backend last saw each job in qstat: one missing from qstat and qacct since is Unanswered."""
 
@@ -124,6 +128,33 @@ class GridEngineBackend:
     def accelerators(self) -> Inventory | None:
         return self.gpus
 
+    def _exclusion_answer(self) -> CapabilityAnswer:
+        """NodeExclusion, probed once: ``qsub -w v`` (the scheduler verifies the job as if the cell were empty and
+        submits nothing) of a job excluding a host that cannot exist must find a queue; a cell that refuses the
+        Boolean host expression, or finds no queue for it, answers no."""
+        if self._exclusion is None:
+            probe = "dispatch-probe.invalid"
+            argv = ["qsub", "-w", "v", *(["-q", self.settings.queue] if self.settings.queue else [])]
+            argv += ["-b", "y", *submit.exclusion_options((probe,)), "true"]
+            r = self.runner.read(argv)
+            text = (r.stdout + r.stderr).strip()
+            if "found suitable queue" in text:
+                self._exclusion = yes(
+                    "qsub -l hostname=!(host|...): a Boolean host expression (probed: qsub -w v)", Provenance.PROBED
+                )
+            else:
+                self._exclusion = no(
+                    f"the cell did not verify a job with -l hostname=!({probe}): {text[:200]}", Provenance.PROBED
+                )
+        return self._exclusion
+
+    def schedulable_nodes(self, spec: JobSpec) -> frozenset[str] | None:
+        """NodeInventory: the hosts of the adapter's queue (every queue's without one), in every state, from the
+        queue instances ``qselect`` lists (``queue@host``). A read; None when it lists none."""
+        r = self.runner.read(["qselect", *(["-q", self.settings.queue] if self.settings.queue else [])])
+        hosts = {line.strip().split("@", 1)[1] for line in r.stdout.splitlines() if "@" in line} if r.ok else set()
+        return frozenset(hosts) or None
+
     def _version(self) -> str:
         r = self.runner.read(["qstat", "-help"])
         return (r.stdout.splitlines() or ["unknown"])[0].strip()
@@ -155,7 +186,7 @@ class GridEngineBackend:
                 Capability.OUTPUT_FOLLOW: no("the adapter does not read output back"),
                 Capability.OUTPUT_RETAINED: yes("output files stay in the output directory"),
                 Capability.READMISSION_GATE: no("nothing readmits a Grid Engine job"),
-                Capability.NODE_EXCLUSION: no("the Grid Engine adapter does not exclude hosts from a submission"),
+                Capability.NODE_EXCLUSION: self._exclusion_answer(),
                 Capability.ACCELERATORS: (
                     self.gpus.answer()
                     if self.gpus is not None

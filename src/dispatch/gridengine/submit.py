@@ -10,6 +10,8 @@
   ``-l gpu=N,h_vmem=<M>M`` per slot, ``-l exclusive=true``, and CPUs per process as that many slots of the
   ``cpuPe`` parallel environment on one host (``-pe <pe> C``; Grid Engine multiplies per-slot consumables by
   the slots, so GPUs and memory are divided among them: :func:`resource_options`).
+* Excluded hosts (a resubmission avoiding blamed or suspect nodes) are ``-l hostname=!(a|b)``
+  (:func:`exclusion_options`), a Boolean host expression of the ``hostname`` complex.
 * The kit's launch checks (:func:`dispatch.adapterkit.jobscript.launch_checks`) run before the ``exec``: a
   working directory that cannot be entered or a program that is not an executable file ends the job with
   :data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_EXIT`, read as ``launch-failed``.
@@ -33,6 +35,7 @@ from dispatch.resources import Resources
 from dispatch.spi import StartRequest
 
 _MARKER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
+_HOST = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]{0,252}[A-Za-z0-9])?")
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
     if spec.time_limit is not None:
         argv += ["-l", f"h_rt={max(1, math.ceil(spec.time_limit))}"]
     argv += resource_options(spec.resources, settings.complexes)
+    argv += exclusion_options(request.exclude)
     # one slot: rank 0 of 1, its rendezvous on this host
     prelude = rank_prelude(
         RankLayout(1, 1),
@@ -89,6 +93,18 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude, checks=launch_checks(spec.command, workdir)
     )
     return QsubJob(tuple(argv), script, output_dir)
+
+
+def exclusion_options(hosts: tuple[str, ...]) -> list[str]:
+    """``-l hostname=!(a|b)``: the hosts the request must avoid (StartRequest.exclude), a Boolean expression of
+    the ``hostname`` complex; nothing when there are none. SpecError names a word that is not a host name (the
+    expression's operators and wildcards never come from a name)."""
+    if not hosts:
+        return []
+    for host in hosts:
+        if not _HOST.fullmatch(host):
+            raise SpecError("exclude", f"{host!r} is not a Grid Engine host name")
+    return ["-l", f"hostname=!({'|'.join(sorted(set(hosts)))})"]
 
 
 def resource_options(res: Resources, names: Complexes) -> list[str]:

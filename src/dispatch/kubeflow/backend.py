@@ -1,7 +1,7 @@
 """KubeflowBackend: the SPI over Kubeflow Trainer v2 (TrainJob -> JobSet -> Jobs -> Pods), with or without Kueue.
 
-Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener, OutputReader, ExecutionOutput and
-OutputKeeper (no
+Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener, OutputReader, ExecutionOutput,
+NodeInventory and OutputKeeper (no
 Requeuer, MultiFinder or NativePolicyCompiler: Kubeflow has no requeue); in Kueue mode also Readmitter
 (:class:`KueueBackend`). Reads (inspect, inspect_many, find, watch,
 cessation, weakened) come from the watch cache: no request in steady state. Writes go to the apiserver.
@@ -32,6 +32,7 @@ import datetime as _dt
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import yaml
@@ -64,9 +65,11 @@ from dispatch.kubeflow.mapping import (
     rank,
 )
 from dispatch.kubeflow.preflight import PreflightResult
+from dispatch.kubeflow.progress import trainer_progress
 from dispatch.kubeflow.settings import KubeflowSettings, Mode
 from dispatch.kubeflow.watch import Cache, Freshness, Informer
-from dispatch.outcome import Evidence
+from dispatch.outcome import Evidence, State
+from dispatch.spec import JobSpec
 from dispatch.spi import Cessation, Found, JobEvidence, StartRequest, WatchBatch
 
 NAME = "kubeflow"
@@ -265,16 +268,27 @@ class KubeflowBackend:
                 Capability.OUTPUT_FOLLOW: follow,
                 Capability.OUTPUT_RETAINED: self._retained(),
                 Capability.READMISSION_GATE: readmission,
-                Capability.NODE_EXCLUSION: no("the Kubeflow adapter does not add node affinity to a submission"),
+                Capability.NODE_EXCLUSION: yes(
+                    "a required node affinity (metadata.name NotIn the excluded nodes) on the trainer pods of the "
+                    "submission's runtime copy"
+                ),
                 Capability.ACCELERATORS: self._accelerators_answer(),
                 Capability.SHARED_STORAGE: no(
                     "a pod shares no directory with this process (no volume is configured for function calls)"
                 ),
-                Capability.PROGRESS_REPORTING: no(
-                    "not carried yet: the pods share no storage the supervisor reads, and the adapter does not read "
-                    "the Trainer's own progress status"
-                ),
+                Capability.PROGRESS_REPORTING: self._progress_answer(),
             }
+        )
+
+    def _progress_answer(self) -> CapabilityAnswer:
+        if self.settings.trainer_status:
+            return yes(
+                "rank 0 posts its reports to the Trainer's status server, which writes the TrainJob's "
+                "status.trainerStatus, read from the watch (declared: trainerStatus is set)"
+            )
+        return no(
+            "the Trainer's status server is not declared (set trainerStatus where the Trainer runs with the "
+            "TrainJobStatus feature gate): the pods share no storage the supervisor reads"
         )
 
     def accelerators(self) -> Inventory | None:
@@ -285,6 +299,22 @@ class KubeflowBackend:
                 return None
             nodes = list(self.cache.nodes.values())
         return node_inventory(nodes, self.settings.gpu_resource, self.settings.gpu_type_label)
+
+    def schedulable_nodes(self, spec: JobSpec) -> frozenset[str] | None:
+        """NodeInventory: the watched nodes that could run ``spec`` whatever their state now (a node NotReady or
+        cordoned may come back), those whose ``gpuTypeLabel`` is the asked GPU type where one is asked; None until
+        the node watch has listed them, or when it lists none."""
+        with self.cache.lock:
+            if "nodes" not in self.cache.synced:
+                return None
+            nodes = list(self.cache.nodes.values())
+        kind, label = spec.resources.gpu_type, self.settings.gpu_type_label
+        names = {
+            str(meta(node).get("name"))
+            for node in nodes
+            if kind is None or label is None or (meta(node).get("labels") or {}).get(label) == kind
+        }
+        return frozenset(names) or None
 
     def _accelerators_answer(self) -> CapabilityAnswer:
         inventory = self.accelerators()
@@ -568,7 +598,31 @@ class KubeflowBackend:
         if got is None:
             return None
         o, r, journal = got
-        return job_evidence(name, o, r, journal, Evidence("kubernetes:watch", at), kueue=self.kueue)
+        ev = job_evidence(name, o, r, journal, Evidence("kubernetes:watch", at), kueue=self.kueue)
+        return self._with_progress(ev, o.trainjob) if self.settings.trainer_status else ev
+
+    def _with_progress(self, ev: JobEvidence, trainjob: JSON) -> JobEvidence:
+        """``ev`` with rank 0's progress (:mod:`dispatch.kubeflow.progress`) on its running last execution."""
+        if not ev.executions or ev.executions[-1].outcome.state is not State.RUNNING:
+            return ev
+        last = ev.executions[-1]
+        reports = trainer_progress(trainjob, last.identity, last.started_at)
+        if not reports:
+            return ev
+        return replace(ev, executions=(*ev.executions[:-1], replace(last, progress=reports)))
+
+    def _reporting(self) -> set[str]:
+        """The TrainJobs whose running execution carries progress: their silence grows with every reading."""
+        if not self.settings.trainer_status:
+            return set()
+        with self.cache.lock:
+            names = [name for name, tj in self.cache.trainjobs.items() if (tj.get("status") or {}).get("trainerStatus")]
+        out = set()
+        for name in names:
+            ev = self._evidence(name, self.clock.now())
+            if ev is not None and ev.executions and ev.executions[-1].progress:
+                out.add(name)
+        return out
 
     def inspect(self, scheduler_id: str) -> JobEvidence:
         out = self._evidence(scheduler_id)
@@ -612,7 +666,10 @@ class KubeflowBackend:
         self.cache.wait_change(position, max(0.0, timeout))
         self._synced_at()
         seq, names, reset = self.cache.changes_since(position)
-        return WatchBatch(str(seq), tuple(names), reset)
+        # a stall is the absence of change: a job that reports progress is read at every watch read, so its
+        # silence is judged each cycle (from the cache: no request)
+        reporting = sorted(self._reporting() - set(names)) if not reset else []
+        return WatchBatch(str(seq), (*names, *reporting), reset)
 
     def cessation(self, scheduler_ids: Sequence[str]) -> Mapping[str, Cessation]:
         out: dict[str, Cessation] = {}

@@ -7,7 +7,8 @@ docs/adapters/kubeflow.md; the names live in :mod:`dispatch.kubeflow.names`.
   execution without any counter moving (``restartPolicy`` other than ``Never``, or ``backoffLimit`` other
   than 0) is refused unless ``allowRankRestart``.
 * The runtime is copied (:func:`runtime_copy`) into a namespaced TrainingRuntime named like the TrainJob, so a
-  later edit of the shared runtime cannot change a submitted job; a SharedCheckpoint claim is mounted there.
+  later edit of the shared runtime cannot change a submitted job; a SharedCheckpoint claim is mounted there, and
+  the nodes the request excludes are kept off by a required node affinity (:func:`exclude_nodes`).
 * The TrainJob (:func:`render_trainjob`) is created behind the start gate: Kueue's ``admission-gated-by``
   annotation (kueue mode) or ``spec.suspend: true`` (plain mode).
 * The command runs under a ``/bin/sh`` prologue that sets ``DISPATCH_EXECUTION`` from the downward API, exports
@@ -21,12 +22,13 @@ from __future__ import annotations
 import copy
 import math
 import os.path
+import re
 import shlex
 from dataclasses import dataclass
 from typing import Any
 
 from dispatch.adapterkit.rankenv import RankLayout, rank_prelude
-from dispatch.errors import Unsupported
+from dispatch.errors import SpecError, Unsupported
 from dispatch.extensions import CessationWarning, Image, SharedCheckpoint
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow.extensions import RuntimeRef
@@ -46,6 +48,8 @@ TORCH_MASTER_PORT = 29400
 """The rendezvous port the torch runtime gives (``PET_MASTER_PORT``), used too where no runtime gives one."""
 
 RESERVED_ENV_PREFIXES = ("DISPATCH_", "PET_")
+_NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+"""A Kubernetes node name (a DNS subdomain)."""
 CHECKPOINT_VOLUME = "dispatch-checkpoint"
 
 
@@ -116,6 +120,12 @@ def runtime_copy(runtime: JSON, name: str, settings: KubeflowSettings, request: 
             if rj.get("name") == trainer.get("name"):
                 pod = rj.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {})
                 pod.setdefault("spec", {})["terminationGracePeriodSeconds"] = math.ceil(warning.seconds)
+    if request.exclude:
+        trainer = trainer_step({"spec": spec})
+        for rj in spec["template"]["spec"]["replicatedJobs"]:
+            if rj.get("name") == trainer.get("name"):
+                pod = rj.setdefault("template", {}).setdefault("spec", {}).setdefault("template", {})
+                exclude_nodes(pod.setdefault("spec", {}), request.exclude)
     ref = request.spec.extension(RuntimeRef)
     assert ref is not None
     return {
@@ -133,6 +143,23 @@ def runtime_copy(runtime: JSON, name: str, settings: KubeflowSettings, request: 
         },
         "spec": spec,
     }
+
+
+def exclude_nodes(pod_spec: JSON, nodes: tuple[str, ...]) -> None:
+    """Keep the pods of ``pod_spec`` off ``nodes``: a required node affinity term ``metadata.name NotIn nodes``
+    (a field selector on the node's name, which every scheduler honours). The runtime's own required terms are
+    kept, each with the exclusion added (terms are ORed, a term's requirements ANDed); SpecError names a node that
+    is not a Kubernetes node name."""
+    for node in nodes:
+        if not _NODE_NAME.match(node):
+            raise SpecError("exclude", f"{node!r} is not a Kubernetes node name")
+    match = {"key": "metadata.name", "operator": "NotIn", "values": sorted(set(nodes))}
+    affinity = pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        term["matchFields"] = [*(term.get("matchFields") or []), dict(match)]
+    required["nodeSelectorTerms"] = terms
 
 
 def rank_lines(layout: RankLayout, trainjob: str, step: str) -> list[str]:

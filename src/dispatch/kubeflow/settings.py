@@ -15,6 +15,7 @@ Keys (camelCase)::
     allowRankRestart: false
     preflight: {probe: true, probeWatch: 10s}
     supervised: false               # a dispatch supervisor runs for this cluster (OutputRetained: yes)
+    trainerStatus: false            # the Trainer runs its status server (TrainJobStatus gate): ProgressReporting yes
 """
 
 from __future__ import annotations
@@ -116,6 +117,13 @@ class KubeflowSettings:
         metadata={
             "doc": "a dispatch supervisor runs for this cluster: it archives rank 0's log of each execution "
             "(OutputRetained is then yes)"
+        },
+    )
+    trainer_status: bool = field(
+        default=False,
+        metadata={
+            "doc": "the cluster's Trainer runs its status server (feature gate TrainJobStatus): rank 0's "
+            "dispatch.job.progress reaches the TrainJob's status.trainerStatus (ProgressReporting is then yes)"
         },
     )
 

@@ -2,8 +2,9 @@
 
 What runs on its own (each reconcile):
 - scheduling: a Pending pod without ``spec.nodeName`` is bound to a Ready node without
-  NoSchedule/NoExecute taints whose labels satisfy the pod's ``nodeSelector``, the node with the
-  fewest bound pods first (ties by name). No resources, affinity or tolerations are considered.
+  NoSchedule/NoExecute taints that the pod's ``nodeSelector`` and required node affinity admit
+  (:func:`affinity_allows`), the node with the fewest bound pods first (ties by name). No resources,
+  preferred affinity or tolerations are considered.
   Unschedulable pods get ``PodScheduled=False`` reason ``Unschedulable``;
 - taint eviction: a pod bound to a node carrying a NoExecute taint (``node.kubernetes.io/unreachable``
   or ``not-ready``, set by ``Cluster.set_node_ready``) is deleted once ``tolerationSeconds`` (default
@@ -93,6 +94,7 @@ class PodReactor(Reactor):
                 and not _blocking_taints(n)
                 and not (n.get("spec") or {}).get("unschedulable")
                 and all((n["metadata"].get("labels") or {}).get(k) == v for k, v in selector.items())
+                and affinity_allows(spec, n)
             ]
             if not fits:
                 status = copy.deepcopy(pod.get("status") or {})
@@ -360,3 +362,35 @@ def _node_ip(node: JSON) -> str:
         if addr.get("type") == "InternalIP":
             return str(addr.get("address"))
     return "192.168.0.1"
+
+
+def affinity_allows(pod_spec: JSON, node: JSON) -> bool:
+    """Whether the pod's required node affinity admits ``node``: one of its ``nodeSelectorTerms`` (ORed) whose
+    ``matchExpressions`` (on the node's labels) and ``matchFields`` (``metadata.name`` only, as in Kubernetes) all
+    hold; operators In, NotIn, Exists, DoesNotExist. No required affinity admits every node."""
+    required = ((pod_spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    terms = required.get("nodeSelectorTerms") or []
+    if not terms:
+        return True
+    labels = node["metadata"].get("labels") or {}
+    fields = {"metadata.name": node["metadata"]["name"]}
+
+    def holds(req: JSON, values: dict[str, str]) -> bool:
+        key, op, want = req.get("key"), req.get("operator"), req.get("values") or []
+        if op == "In":
+            return key in values and values[key] in want
+        if op == "NotIn":
+            return key not in values or values[key] not in want
+        if op == "Exists":
+            return key in values
+        if op == "DoesNotExist":
+            return key not in values
+        return False
+
+    return any(
+        all(holds(r, labels) for r in t.get("matchExpressions") or [])
+        and all(holds(r, fields) for r in t.get("matchFields") or [])
+        for t in terms
+    )
