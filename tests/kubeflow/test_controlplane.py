@@ -44,7 +44,11 @@ class Kubectl:
 
     def run(self, *args: str, stdin: str | None = None, namespaced: bool = True) -> str:
         argv = [str(KUBECTL), *(["-n", self.ns] if namespaced else []), *args]
-        p = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=self.env, timeout=60)
+        # kubectl's own --timeout (a wait for a deletion) ends first, so its error is the one a failure shows
+        waits = [float(a.removeprefix("--timeout=").removesuffix("s")) for a in args if a.startswith("--timeout=")]
+        p = subprocess.run(
+            argv, input=stdin, capture_output=True, text=True, env=self.env, timeout=max([120.0, *waits]) + 60
+        )
         if p.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} failed ({p.returncode}): {p.stderr.strip()}")
         return p.stdout
@@ -178,7 +182,7 @@ def test_a_pod_is_scheduled_onto_a_kwok_node_runs_and_is_deleted(k: Kubectl, con
     pod = wait_for("pod p Running", lambda: (p := k.get("pod", "p"))["status"].get("phase") == "Running" and p)
     assert pod["spec"]["nodeName"] in control_plane["nodes"]  # the real scheduler placed it
     assert pod["status"]["containerStatuses"][0]["state"].get("running") is not None
-    k.run("delete", "pod", "p", "--wait=true", "--timeout=60s")  # kwok's pod-delete stage finishes the deletion
+    k.run("delete", "pod", "p", "--wait=true", "--timeout=300s")  # kwok's pod-delete stage finishes the deletion
     assert not k.items("pods")
 
 
@@ -208,7 +212,7 @@ def test_a_container_oomkilled_fails_its_job_with_exit_code_137(k: Kubectl) -> N
 def test_the_garbage_collector_deletes_the_pods_of_a_deleted_job(k: Kubectl) -> None:
     k.apply(job("gc", annotations={"pod-complete.stage.kwok.x-k8s.io/delay": "600s"}))
     wait_for("a pod of Job gc", lambda: k.items("pods", "job-name=gc"))
-    k.run("delete", "job", "gc", "--cascade=foreground", "--wait=true", "--timeout=60s")
+    k.run("delete", "job", "gc", "--cascade=foreground", "--wait=true", "--timeout=300s")
     assert not k.items("pods", "job-name=gc")
 
 
@@ -291,6 +295,6 @@ def test_kueue_admits_a_queued_trainjob_within_quota_and_it_completes(
         assert wl[0]["status"]["admission"]["clusterQueue"] == cq
         wait_for("TrainJob queued Complete", lambda: condition(k.get("trainjob", "queued"), "Complete"), timeout=180)
     finally:
-        k.run("delete", "trainjob", "--all", "--wait=true", "--timeout=60s")
+        k.run("delete", "trainjob", "--all", "--wait=true", "--timeout=300s")
         k.run("delete", "clusterqueue", cq, "--wait=false", namespaced=False)
         k.run("delete", "resourceflavor", flavor, "--wait=false", namespaced=False)
