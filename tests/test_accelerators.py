@@ -52,7 +52,10 @@ def test_a_cluster_without_gpus_refuses_a_gpu_request_before_recording_anything(
     records = MemoryRecords()
     cluster = dispatch.Cluster("sim", backend(MemoryScheduler(FakeClock(), "slurm")), records, FakeClock())
     assert cluster.capabilities().answer(Capability.ACCELERATORS) is Answer.NO
-    with pytest.raises(Unsupported, match="Accelerators, which is no here: the memory scheduler models no GPUs"):
+    with pytest.raises(
+        Unsupported,
+        match=r"can never run 1 node\(s\) with 1 GPU\(s\) each: it has no GPUs \(setting gpusPerNode is 0\)",
+    ):
         cluster.submit(JobSpec(("true",), resources=Resources(gpus_per_node=1)))
     assert records.jobs(active_only=False) == []
     cluster.submit(JobSpec(("true",), resources=Resources(cpus_per_proc=2)))  # no GPUs asked: no check

@@ -10,7 +10,10 @@
 #   trixie   trixie  24.11  2223  8817      8819     8821..  3308    grace  7900 7930 7931 7932
 # Env (PFX = SID or TRIXIE): PFX_SLURM_ROOT (chroot, default /opt/dispatch-slurm-CLUSTER),
 #      PFX_SLURM_KEYDIR (host-side ssh files, default /opt/dispatch-slurm-CLUSTER-ssh),
-#      PFX_SLURM_NODES (default 2), PFX_SLURM_MIRROR, PFX_SLURM_CGROUP=none, DISPATCH_TEST_STATE.
+#      PFX_SLURM_NODES (default 2), PFX_SLURM_GPUS (fake GPUs per node, default 2), PFX_SLURM_MIRROR,
+#      PFX_SLURM_CGROUP=none, DISPATCH_TEST_STATE.
+# Every node declares PFX_SLURM_GPUS GPUs as generic resources (gres/gpu), backed by character-device files
+# the script creates in the chroot (there is no GPU here: Slurm only hands them out), as local-up.sh does.
 # See docs/dev/test-clusters.md.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -43,7 +46,9 @@ KEYDIR=$(envor KEYDIR "/opt/dispatch-slurm-$C-ssh")
 MIRROR=$(envor MIRROR http://deb.debian.org/debian)
 NNODES=$(envor NODES 2)
 CGROUP_MODE=$(envor CGROUP auto)
+GPUS=$(envor GPUS 2)
 case $NNODES in ''|*[!0-9]*) die "${PFX}_SLURM_NODES must be an integer" ;; esac
+case $GPUS in ''|*[!0-9]*) die "${PFX}_SLURM_GPUS must be an integer" ;; esac
 CPUS=2 MEM=4000
 MINJOBAGE=15 KILLWAIT=5 SLURMDTIMEOUT=10
 # Service users get ids the host does not use: Debian pins slurm to 64030 on the host and
@@ -209,9 +214,25 @@ port = $DB_PORT
 socket = /run/mysqld/mysqld.sock
 EOF2
 
+# fake GPU devices: node<i>'s GPUs are /var/lib/dispatch-fake-gpus/node<i>/nvidia<k> in the chroot, character
+# devices with NVIDIA's major number (Slurm refuses regular files; it only stats them, and without a driver
+# nothing can open them)
+GPUDEV=/var/lib/dispatch-fake-gpus
+gres="# written by scripts/slurm/$C-up.sh: fake GPUs (device files) for the dispatch tests"
+NODEGRES="" GRESTYPES=""
+if [ "$GPUS" -gt 0 ]; then NODEGRES=" Gres=gpu:$GPUS" GRESTYPES="GresTypes=gpu"; fi
+for n in "${NODES[@]}"; do
+  install -d -m 755 "$R$GPUDEV/$n"
+  for ((g = 0; g < GPUS; g++)); do
+    f=$R$GPUDEV/$n/nvidia$g
+    [ -c "$f" ] || { rm -f -- "$f"; mknod -m 600 "$f" c 195 "$g" || die "mknod $f failed"; ch_slurm=1; }
+  done
+  if [ "$GPUS" -gt 0 ]; then gres+=$'\n'"NodeName=$n Name=gpu File=$GPUDEV/$n/nvidia[0-$((GPUS - 1))]"; fi
+done
+write_if_changed "$R/etc/slurm/gres.conf" 644 <<<"$gres" && ch_slurm=1 || true
 nodelines=""
 for ((i = 0; i < NNODES; i++)); do
-  nodelines+="NodeName=${NODES[i]} NodeHostname=${NODES[i]} NodeAddr=127.0.0.1 Port=$((NODE_PORT0 + i)) CPUs=$CPUS Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM State=UNKNOWN"$'\n'
+  nodelines+="NodeName=${NODES[i]} NodeHostname=${NODES[i]} NodeAddr=127.0.0.1 Port=$((NODE_PORT0 + i)) CPUs=$CPUS Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM$NODEGRES State=UNKNOWN"$'\n'
 done
 write_if_changed "$R/etc/slurm/slurm.conf" 644 <<EOF2 && ch_slurm=1 || true
 # written by scripts/slurm/$C-up.sh: the dispatch "$C" test cluster (Slurm $SERIES, chroot)
@@ -257,6 +278,7 @@ MaxJobCount=20000
 JobRequeue=0
 PreemptType=preempt/partition_prio
 PreemptMode=REQUEUE
+$GRESTYPES
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=$DBD_PORT
@@ -432,7 +454,8 @@ ${PFX}_ROOT=$R
 ${PFX}_KEYDIR=$KEYDIR
 ${PFX}_NODES=$NNODES
 ${PFX}_MEMORY_ENFORCED=$MEMORY_ENFORCED
+${PFX}_GPUS_PER_NODE=$GPUS
 ${PFX}_SSH_PORT=$SSH_PORT
 ${PFX}_USER=$SUSER
 EOF2
-log "$C cluster ready: $out over ssh://$SUSER@127.0.0.1:$SSH_PORT, nodes ${NODES[*]}, memory enforced: $MEMORY_ENFORCED, $((SECONDS - T0)) s"
+log "$C cluster ready: $out over ssh://$SUSER@127.0.0.1:$SSH_PORT, nodes ${NODES[*]}, memory enforced: $MEMORY_ENFORCED, GPUs per node: $GPUS, $((SECONDS - T0)) s"

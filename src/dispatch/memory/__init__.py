@@ -3,12 +3,16 @@
 It is the backend the conformance suite is proven against and the one the simulator runs. Open it like any
 adapter (``dispatch.open("memory", adapter={"shape": "kubeflow"}, records=...)``) or build one directly::
 
-    sched = MemoryScheduler(FakeClock(), "slurm", nodes=4)
+    sched = MemoryScheduler(FakeClock(), "slurm", nodes=4, gpus_per_node=4, gpu_nodes=2)
     backend = dispatch.memory.backend(sched)
     sched.control.preempt(job_id)
 
 Opened through the registry, backends with the same ``cluster`` setting share one scheduler in the process
 (``scheduler_for(name)`` returns it, for its control surface).
+
+Nodes may hold GPUs, CPUs and memory (settings ``gpusPerNode``, ``gpuType``, ``gpuNodes``, ``cpusPerNode``,
+``memoryPerNode``): a job that asks for them in its ``resources`` runs only where they are free
+(:mod:`dispatch.memory.capacity`), and the GPUs are the cluster's Accelerators inventory.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dispatch.memory.backend import NAME, KubeflowShapedBackend, Runtime, SlurmS
 from dispatch.memory.scheduler import Control, Crashed, MemoryScheduler, Shape, TruthExecution, TruthJob
 from dispatch.registry import OpenOptions
 from dispatch.registry import register as _register
+from dispatch.resources import GPU_TYPE, MAX_GPUS_PER_NODE, MAX_MEM_MIB
 from dispatch.spi import Backend
 
 _SCHEDULERS: dict[str, MemoryScheduler] = {}
@@ -54,9 +59,27 @@ class MemorySettings:
         metadata={"duration": True, "doc": "how long after a job ends reads have no answer for it (Unanswered)"},
     )
 
+    gpus_per_node: int = field(default=0, metadata={"doc": "GPUs on each node with GPUs (0: no GPUs)"})
+    gpu_type: str = field(default="", metadata={"doc": "the type of those GPUs (empty: not named)"})
+    gpu_nodes: int = field(default=0, metadata={"doc": "how many nodes (the first ones) have GPUs (0: all)"})
+    cpus_per_node: int = field(default=0, metadata={"doc": "CPUs on each node (0: not counted)"})
+    memory_per_node: int = field(default=0, metadata={"doc": "memory on each node in MiB (0: not counted)"})
+
     def __post_init__(self) -> None:
         if not 1 <= self.nodes <= 100_000:
             raise ValueError("nodes must be between 1 and 100000")
+        for key, value, top in (
+            ("gpusPerNode", self.gpus_per_node, MAX_GPUS_PER_NODE),
+            ("gpuNodes", self.gpu_nodes, self.nodes),
+            ("cpusPerNode", self.cpus_per_node, 1 << 20),
+            ("memoryPerNode", self.memory_per_node, MAX_MEM_MIB),
+        ):
+            if not 0 <= value <= top:
+                raise ValueError(f"{key} must be between 0 and {top}, got {value}")
+        if self.gpu_type and not GPU_TYPE.fullmatch(self.gpu_type):
+            raise ValueError(f"gpuType must be a word such as a100 or h100-80gb, got {self.gpu_type!r}")
+        if self.gpu_type and not self.gpus_per_node:
+            raise ValueError("gpuType names the type of the nodes' GPUs: give gpusPerNode too")
         if self.accounting_lag < 0:
             raise ValueError("accountingLag must not be negative")
 
@@ -87,6 +110,11 @@ def scheduler_for(cluster: str, clock: Clock | None = None, settings: MemorySett
                 kill_wait=s.kill_wait,
                 native_restart=s.native_restart,
                 accounting_lag=s.accounting_lag,
+                gpus_per_node=s.gpus_per_node,
+                gpu_type=s.gpu_type or None,
+                gpu_nodes=s.gpu_nodes,
+                cpus_per_node=s.cpus_per_node,
+                memory_per_node=s.memory_per_node,
             )
             _SCHEDULERS[cluster] = sched
         return sched

@@ -8,7 +8,8 @@
   NativePolicyCompiler, ExecutionOutput (rank 0's log of an execution, which lasts, as pods do, until a later
   execution of the object starts or the object is deleted); no PolledLoss; requires ``dispatch.Image``.
 
-Both are NodeInventory (every node of the memory cluster) and keep a submission off its excluded nodes.
+Both are NodeInventory (every node of the memory cluster) and AcceleratorInventory (the GPUs its settings give
+the nodes), and keep a submission off its excluded nodes.
 Together they implement every optional interface but OutputReader. Every call advances the scheduler to the
 clock's time first; nothing runs in the background.
 """
@@ -20,6 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from dispatch.accelerators import GpuPool, Inventory
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import NotFound, ReadOnly
@@ -42,6 +44,8 @@ from dispatch.spi import (
 )
 
 NAME = "memory"
+POOL = "nodes"
+"""The name of the memory cluster's one pool of nodes in its GPU inventory."""
 
 
 @register_extension
@@ -102,9 +106,7 @@ class _Base(ABC):
             return Outcome(State.HELD, Cause.HELD, ev, detail="held by dispatch")
         if not job.gate_open:
             return Outcome(State.PENDING, Cause.GATED, ev, detail="start gate closed")
-        s = self.scheduler
-        usable = len(s.node_names) - len(s.lost_nodes.keys() & s.node_set)  # not a pass over every node per job
-        if job.spec.nodes > usable:
+        if job.spec.nodes > self.scheduler.nodes_that_fit(job.spec):
             return Outcome(State.PENDING, Cause.NO_CAPACITY, ev, detail="Resources")
         return Outcome(State.PENDING, Cause.QUEUED, ev, detail="Priority")
 
@@ -297,8 +299,14 @@ class _Base(ABC):
             Capability.OUTPUT_RETAINED: no(
                 "the memory adapter keeps no output files (the Kubeflow shape's rank 0 log goes with the execution)"
             ),
-            Capability.ACCELERATORS: no("the memory scheduler models no GPUs"),
+            Capability.ACCELERATORS: self.accelerators().answer(Provenance.DECLARED),
         }
+
+    def accelerators(self) -> Inventory:
+        """The GPUs of the simulated nodes (settings ``gpusPerNode``, ``gpuType``, ``gpuNodes``), as one pool."""
+        caps = self.scheduler.capacity.values()
+        pools = [GpuPool(POOL, c.gpu_type, c.gpus, 1) for c in caps if c.gpus]
+        return Inventory.of(pools, "memory settings", note="" if pools else "setting gpusPerNode is 0")
 
     @abstractmethod
     def extension_policy(self) -> ExtensionPolicy:

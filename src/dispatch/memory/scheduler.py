@@ -32,6 +32,7 @@ from typing import Any
 
 from dispatch.clock import Clock
 from dispatch.errors import NotFound, OutcomeUnknown, Rejected, Unavailable
+from dispatch.memory.capacity import Allocation, Demand, layout
 from dispatch.outcome import Cause, State
 from dispatch.spec import JobSpec
 
@@ -204,11 +205,29 @@ class MemoryScheduler:
         native_restart: bool = False,
         watch_window: int = 10_000,
         accounting_lag: float = 0.0,
+        gpus_per_node: int = 0,
+        gpu_type: str | None = None,
+        gpu_nodes: int = 0,
+        cpus_per_node: int = 0,
+        memory_per_node: int = 0,
     ) -> None:
         self.clock = clock
         self.shape = Shape(shape)
         self.node_names = [f"node{i + 1}" for i in range(nodes)]
         self.node_set = frozenset(self.node_names)
+        self.capacity = layout(
+            self.node_names,
+            gpus=gpus_per_node,
+            gpu_type=gpu_type,
+            gpu_nodes=gpu_nodes,
+            cpus=cpus_per_node,
+            memory=memory_per_node,
+        )
+        """What each node holds (see :mod:`dispatch.memory.capacity`): the first ``gpu_nodes`` (0: all) have
+        ``gpus_per_node`` GPUs of ``gpu_type``; every node ``cpus_per_node`` CPUs and ``memory_per_node`` MiB (0:
+        not counted)."""
+        self.counted = any(c.counted for c in self.capacity.values())
+        """Whether any node counts anything; when none does, every job takes whole nodes, any nodes."""
         self.min_job_age = min_job_age
         self.node_loss_window = node_loss_window
         self.accounting = accounting and self.shape is Shape.SLURM
@@ -349,6 +368,9 @@ class MemoryScheduler:
         startable = [j for j in self.jobs.values() if self._startable(j)]
         if not startable:
             return
+        if self.counted:
+            self._start_by_capacity(now, startable)
+            return
         free = self._free_nodes()  # computed once per pass (not per job): linear in the number of jobs
         for job in sorted(startable, key=lambda j: int(j.sid.split("-")[-1])):
             usable = [n for n in free if n not in job.exclude] if job.exclude else free
@@ -359,6 +381,32 @@ class MemoryScheduler:
             job.current.nodes = tuple(usable[: job.spec.nodes])
             free = [n for n in free if n not in job.current.nodes]
             self._changed(job.sid)
+
+    def _start_by_capacity(self, now: float, startable: list[TruthJob]) -> None:
+        """Start, in submission order, each job for which enough nodes have what it needs free now."""
+        live = [
+            (j.current.nodes, Demand.of(j.spec, True))
+            for j in self.jobs.values()
+            if not j.ended and not j.deleted and j.current.live
+        ]
+        alloc = Allocation(self.capacity, live)
+        up = [n for n in self.node_names if n not in self.lost_nodes and n not in self.ceasing]
+        for job in sorted(startable, key=lambda j: int(j.sid.split("-")[-1])):
+            usable = [n for n in up if n not in job.exclude] if job.exclude else up
+            nodes = alloc.place(usable, job.spec.nodes, Demand.of(job.spec, True))
+            if nodes is None:
+                continue
+            job.current.started_at = now
+            job.current.state = State.RUNNING
+            job.current.nodes = nodes
+            self._changed(job.sid)
+
+    def nodes_that_fit(self, spec: JobSpec) -> int:
+        """How many nodes not lost could run ``spec`` when empty (every node not lost, when none counts)."""
+        if not self.counted or spec.resources.empty:
+            return len(self.node_names) - len(self.lost_nodes.keys() & self.node_set)
+        demand = Demand.of(spec, True)
+        return sum(1 for n, c in self.capacity.items() if n not in self.lost_nodes and demand.ever_fits(c))
 
     def _purge_due(self, now: float) -> None:
         if self.shape is not Shape.SLURM:
