@@ -255,7 +255,8 @@ def test_gone_without_accounting_is_not_found_never_success() -> None:
 
 def test_failed_poll_is_unavailable() -> None:
     b, _ = backend(
-        RELEASE_2605, Exchange("JobArrayID:|,State", wrapped(fail("Unable to contact slurm controller (connect failure)")))
+        RELEASE_2605,
+        Exchange("JobArrayID:|,State", wrapped(fail("Unable to contact slurm controller (connect failure)"))),
     )
     with pytest.raises(Unavailable):
         b.inspect("9")

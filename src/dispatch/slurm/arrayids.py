@@ -64,11 +64,11 @@ def tasks(text: str) -> list[int]:
         return [i for i in range(bits.bit_length()) if bits >> i & 1]
     out: list[int] = []
     for part in text.split(","):
-        lo, _, rest = part.partition("-")
-        hi, _, step = rest.partition(":")
-        if not lo.isdigit() or (rest and not hi.isdigit()) or (step and not step.isdigit()):
+        lo, dash, rest = part.partition("-")
+        hi, colon, step = rest.partition(":")
+        if not lo.isdigit() or (dash and not hi.isdigit()) or (colon and not step.isdigit()):
             raise ArrayIdError(f"not a task list: {text!r}")
-        first, last, by = int(lo), int(hi) if rest else int(lo), int(step) if step else 1
+        first, last, by = int(lo), int(hi) if dash else int(lo), int(step) if colon else 1
         if last < first or by < 1 or len(out) + (last - first) // by + 1 > MAX_TASKS:
             raise ArrayIdError(f"not a task list: {text!r}")
         out.extend(range(first, last + 1, by))
