@@ -47,10 +47,13 @@ def capture(c: Cluster) -> dict[str, object]:
 
         def ended() -> bool:
             lines = c.run(["sacct", "-X", "-P", "-n", "-o", "JobID,State", "-j", jid], check=False).stdout.split()
-            states = dict(line.split("|", 1) for line in lines if "|" in line)
-            return states.get(f"{jid}_1") == "COMPLETED" and states.get(f"{jid}_2", "").startswith("CANCELLED")
+            acct = dict(line.split("|", 1) for line in lines if "|" in line)
+            lines = c.run(["squeue", "-r", "-h", "-t", "all", "-o", "%i|%T", "-j", jid], check=False).stdout.split()
+            live = dict(line.split("|", 1) for line in lines if "|" in line)
+            return acct.get(f"{jid}_1") == "COMPLETED" and live.get(f"{jid}_2") == "CANCELLED"
 
-        _until("task 1 completed and task 2 cancelled in accounting", ended)
+        # a task cancelled before it ever started reaches accounting late or never (26.05): squeue is the witness
+        _until("task 1 completed in accounting and task 2 cancelled in squeue", ended)
         env = {"SLURM_TIME_FORMAT": "%s"}
         if c.old:
             doc = json.loads(c.run(["squeue", "--json"]).stdout)
