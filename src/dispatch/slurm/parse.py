@@ -240,7 +240,7 @@ def parse_squeue(text: str) -> tuple[str, list[SlurmJob]]:
     doc = _load(text, "squeue")
     release = release_of(doc)
     old = raw_exit_status(dialect_of_doc(doc, release))
-    jobs = []
+    jobs: list[SlurmJob] = []
     for raw in doc.get("jobs") or []:
         base, flags = _states(raw.get("job_state"))
         if base == "REQUEUED":  # in squeue, REQUEUED is a flag (22.05 prints it instead of the base state)
@@ -288,7 +288,7 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
     """
     doc = _load(text, "sacct")
     release = release_of(doc)
-    jobs = []
+    jobs: list[SlurmJob] = []
     for raw in doc.get("jobs") or []:
         st = raw.get("state") or {}
         base, flags = _states(st.get("current"))
@@ -445,7 +445,7 @@ def parse_squeue_text(text: str, release: str = "") -> list[SlurmJob]:
     may hold ``|``). No exit code, flags, output paths or end time: :func:`text_settles` says which rows
     need nothing more. A start time counts only for a running job (a pending one's is an estimate).
     """
-    jobs = []
+    jobs: list[SlurmJob] = []
     for line in text.splitlines():
         if not line.strip():
             continue
