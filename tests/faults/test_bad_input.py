@@ -403,7 +403,7 @@ def _garbage_read(release: str, *exchanges: Any) -> None:
 def test_garbage_text_squeue_through_the_slurm_backend_is_unavailable(release: str, text: str) -> None:
     """The cheap text listing answers garbage (exit status 0)."""
     _, kit = _slurm_kit()
-    _garbage_read(release, kit.Exchange("JobID:|,State", kit.wrapped(kit.ok(text))))
+    _garbage_read(release, kit.Exchange("JobArrayID:|,State", kit.wrapped(kit.ok(text))))
 
 
 @pytest.mark.parametrize("release", ["22.05.8", "26.05.5"])
@@ -414,7 +414,7 @@ def test_garbage_json_squeue_through_the_slurm_backend_is_unavailable(release: s
     live = kit.Job(7, "dsp-j-1", "RUNNING", restarts=1, start=1_800_000_000 - 5)
     _garbage_read(
         release,
-        kit.Exchange("JobID:|,State", kit.wrapped(kit.ok(kit.squeue_text(live)))),
+        kit.Exchange("JobArrayID:|,State", kit.wrapped(kit.ok(kit.squeue_text(live)))),
         kit.Exchange("squeue --json", kit.wrapped(kit.ok(text))),
     )
 
@@ -425,6 +425,6 @@ def test_garbage_sacct_through_the_slurm_backend_is_unavailable(text: str) -> No
     _, kit = _slurm_kit()
     _garbage_read(
         "26.05.5",
-        kit.Exchange("JobID:|,State", kit.wrapped(kit.ok(""))),
+        kit.Exchange("JobArrayID:|,State", kit.wrapped(kit.ok(""))),
         kit.Exchange("sacct", kit.wrapped(kit.ok(text))),
     )

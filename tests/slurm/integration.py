@@ -245,7 +245,10 @@ def batch_submission_one_script_per_phase(name: str) -> None:
         assert len(set(sids)) == 3 and len({j.current.marker for j in jobs if j.current is not None}) == 3
         for sid, code in zip(sids, (0, 3, 0), strict=True):
             ev = wait(backend, str(sid), lambda e: e.outcome.state.ended, "the job ends")
-            assert ev.outcome.exit_code == code and ev.marker is not None
+            assert ev.outcome.exit_code == code
+        markers = [j.current.marker for j in jobs if j.current is not None]
+        found = backend.find_many(markers, 0.0)  # the jobs share one array: each task is found by its own marker
+        assert [[f.scheduler_id for f in found[m]] for m in markers] == [[str(s)] for s in sids]
     finally:
         cluster.close()
 

@@ -208,7 +208,7 @@ def test_open_gates_script_on_bash() -> None:
 def test_inspect_gated_and_held(release: str) -> None:
     gated = Job(7, "dsp-j-1", "PENDING", reason="JobHeldUser", priority=0)
     held = Job(8, "dsp-j-2", "PENDING", reason="BeginTime", eligible=encode_hold("h00c0ffee"))
-    b, ex = backend(release, Exchange("JobID:|,State", wrapped(ok(squeue_text(gated, held, Job(9, "other"))))))
+    b, ex = backend(release, Exchange("JobArrayID:|,State", wrapped(ok(squeue_text(gated, held, Job(9, "other"))))))
     got = b.inspect_many(["7", "8"])
     ex.assert_done()  # the text listing settles both: no JSON, no sacct
     assert set(got) == {"7", "8"}
@@ -226,7 +226,7 @@ def test_inspect_requeued_reads_history_2605() -> None:
                       Job(4, "dsp-j-1", "RUNNING", restarts=2, start=NOW - 5))  # fmt: skip
     b, _ = backend(
         RELEASE_2605,
-        Exchange("JobID:|,State", wrapped(ok(squeue_text(live)))),
+        Exchange("JobArrayID:|,State", wrapped(ok(squeue_text(live)))),
         Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2605, live)))),
         Exchange("sacct --json -D", wrapped(ok(hist))),
     )
@@ -239,7 +239,7 @@ def test_inspect_requeued_reads_history_2605() -> None:
 def test_gone_from_squeue_with_accounting_2205_uses_text_exit_codes() -> None:
     b, _ = backend(
         RELEASE_2205,
-        Exchange("JobID:|,State", wrapped(ok(""))),
+        Exchange("JobArrayID:|,State", wrapped(ok(""))),
         Exchange("sacct -D -P", wrapped(ok(sacct_text(Job(9, "dsp-j-1", "FAILED", exit_code=3, end=int(NOW)))))),
     )
     ev = b.inspect("9")
@@ -248,14 +248,15 @@ def test_gone_from_squeue_with_accounting_2205_uses_text_exit_codes() -> None:
 
 
 def test_gone_without_accounting_is_not_found_never_success() -> None:
-    b, _ = backend(RELEASE_2605, Exchange("JobID:|,State", wrapped(absent())), accounting=False)
+    b, _ = backend(RELEASE_2605, Exchange("JobArrayID:|,State", wrapped(absent())), accounting=False)
     with pytest.raises(NotFound):
         b.inspect("9")
 
 
 def test_failed_poll_is_unavailable() -> None:
     b, _ = backend(
-        RELEASE_2605, Exchange("JobID:|,State", wrapped(fail("Unable to contact slurm controller (connect failure)")))
+        RELEASE_2605,
+        Exchange("JobArrayID:|,State", wrapped(fail("Unable to contact slurm controller (connect failure)"))),
     )
     with pytest.raises(Unavailable):
         b.inspect("9")
@@ -348,7 +349,7 @@ def test_find_many_one_script_2205_filters_client_side() -> None:
         RELEASE_2205,
         Exchange(
             "sacct -X -D -P -n -o JobIDRaw,JobName,Submit",
-            wrapped(ok(squeue_json(RELEASE_2205, a, c, Job(3, "zzz"))), ok(f"11|dsp-a-1|{int(NOW) - 5}\n")),
+            wrapped(ok(squeue_json(RELEASE_2205, a, c, Job(3, "zzz"))), ok(f"11|dsp-a-1|{int(NOW) - 5}\n"), ok()),
         ),
     )
     got = b.find_many(["dsp-a-1", "dsp-b-1"], NOW - 100)
@@ -444,13 +445,13 @@ def test_output_is_found_from_the_pointer_after_the_scheduler_forgot_the_job(rel
     b, ex = backend(
         release,
         Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
-        Exchange("squeue -h -t all -j", wrapped(absent("4"))),
+        Exchange("squeue -h -r -t all -j", wrapped(absent("4"))),
         Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),  # which executions have files
         Exchange("/out/dsp-j-1.4.1.out", wrapped(ok(base64.b64encode(b"second\n").decode()))),
-        Exchange("squeue -h -t all -j", wrapped(absent("4"))),  # the prefix is remembered
+        Exchange("squeue -h -r -t all -j", wrapped(absent("4"))),  # the prefix is remembered
         Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
         Exchange("/out/dsp-j-1.4.0.err", wrapped(ok(base64.b64encode(b"oops\n").decode()))),
-        Exchange("squeue -h -t all -j", wrapped(absent("4"))),
+        Exchange("squeue -h -r -t all -j", wrapped(absent("4"))),
         Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
         read_only=True,
     )
@@ -526,7 +527,7 @@ def test_a_failed_job_waits_for_accounting_to_record_its_ranks_code() -> None:
     def read(squeued: Job, recorded: str):
         b, _ = backend(
             RELEASE_2205,
-            Exchange("JobID:|,State", wrapped(ok(squeue_text(squeued)))),
+            Exchange("JobArrayID:|,State", wrapped(ok(squeue_text(squeued)))),
             Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2205, squeued)))),
             Exchange("sacct -D -P", wrapped(ok(recorded))),
         )

@@ -26,8 +26,10 @@ from dispatch.declarations import Declarations
 from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.extensions import CessationWarning, ExtensionPolicy, Output, SharedCheckpoint
 from dispatch.outcome import Evidence, State
+from dispatch.slurm import arrays, outputs, preflight, progress, submit
 from dispatch.slurm import errors as slurm_errors
-from dispatch.slurm import outputs, preflight, progress, submit
+from dispatch.slurm.arrayids import is_scheduler_id, task_id
+from dispatch.slurm.arrayids import split as split_id
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
 from dispatch.slurm.mapping import Reading, accounting_settling, outcome_of
@@ -64,12 +66,14 @@ from dispatch.spi import (
 )
 
 NAME = "slurm"
+ARRAY_PREFIX = "dspa-"
+"""The start of a job array's name (:func:`dispatch.slurm.arrays.new_name`): its tasks' markers are in its map."""
 BATCH = 100
 """Submissions (or gates) per script in :meth:`SlurmBackend.start_many` / :meth:`SlurmBackend.open_many`."""
 PATHS_KEPT = 1024
 """Output paths :meth:`SlurmBackend.read_slices` keeps (per job, execution and stream; the oldest go first)."""
 OPEN_GATES = (
-    'out=$(squeue -h -t all -j "$1" -o "%i %r" 2>&1) || case "$out" in\n'
+    'out=$(squeue -h -r -t all -j "$1" -o "%i %r" 2>&1) || case "$out" in\n'
     '  *"Invalid job id"*) out="";;\n'
     '  *) printf "%s\\n" "$out" >&2; exit 1;;\n'
     "esac\n"
@@ -87,9 +91,9 @@ OPEN_GATES = (
 """Opens dispatch's gate on the jobs ``$1`` (comma-separated) with one ``squeue`` and one ``scontrol release``:
 prints ``<id> release|open|admin`` per job squeue knows (admin: an administrator's hold, never lifted); exit 2
 when the release failed for some (its messages name them: "... for job <id>")."""
-_FOR_JOB = re.compile(r"for job (\d+)")
+_FOR_JOB = re.compile(r"for job (\d+(?:_\d+)?)")
 _READ_HOLD = (
-    'line=$(SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "State:|,EligibleTime:|" 2>&1) '
+    'line=$(SLURM_TIME_FORMAT=%s squeue -h -r -t all -j "$1" -O "State:|,EligibleTime:|" 2>&1) '
     '|| { printf "%s\\n" "$line" >&2; exit 1; }\n'
     'IFS="|" read -r st elig _ <<<"$line"\n'
     'case "$elig" in *[!0-9]*|"") elig=0;; esac\n'
@@ -125,6 +129,14 @@ POINTED = (
 )
 """The pointer ``$1`` of job ``$2``: ``NONE``, or the files' prefix and then one line ``<restart>.out`` per
 execution that has a stdout file."""
+STOP = (
+    'r=$(squeue -h -t all -j "$1" -o %T 2>&1) || { printf "%s\\n" "$r" >&2; exit 1; }\n'
+    'case "$1" in *_*) scontrol update JobId="$1" Requeue=0 >/dev/null 2>&1;; esac\n'
+    'scancel "$1"'
+)
+"""Cancel job ``$1`` (exit 1 with squeue's message when squeue does not know it). An array task still inside its
+array's record is first updated alone (a no-op update), which gives it its own record: Slurm cancels such a
+task without a trace otherwise (neither squeue nor sacct would show it ended)."""
 ACCEPTED = frozenset({Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind, CessationWarning.kind})
 
 
@@ -238,9 +250,19 @@ class SlurmBackend:
     def shared_storage(self) -> StoragePaths:
         return storage_paths(self.settings.shared_storage, NAME)
 
-    def build(self, request: StartRequest) -> submit.SbatchJob:
+    def build(self, request: StartRequest, array: str | None = None) -> submit.SbatchJob:
+        """What sbatch gets for ``request`` (with ``array``: as a task of the job array of that name)."""
         self.extension_policy().check(request.spec.extensions, NAME)
-        return submit.build(request, self.settings, self.slurm_release, self.default_output_dir, self.default_workdir())
+        return submit.build(
+            request, self.settings, self.slurm_release, self.default_output_dir, self.default_workdir(), array=array
+        )
+
+    @property
+    def max_array_size(self) -> int:
+        """The cluster's ``MaxArraySize`` (an array's task ids are below it; 0 or 1: no arrays), Slurm's default
+        1001 when ``scontrol show config`` did not say."""
+        value = self.facts.config.get("MaxArraySize", "1001").strip()
+        return int(value) if value.isdigit() else 1001
 
     def default_workdir(self) -> str:
         """Where a job without a working directory starts: with the local transport the current directory (this
@@ -292,14 +314,64 @@ class SlurmBackend:
 
     # ---------------------------------------------------------------- BatchStarter
     def start_many(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
-        """Every request's ``sbatch`` in one script per :data:`BATCH` requests (and one ``mkdir`` for new
-        output directories), four at a time (:meth:`Script.call_concurrently`); each call answers for its own
-        job (see :meth:`start`)."""
+        """Requests that can share a job array go as one ``sbatch --array`` per array (:mod:`dispatch.slurm.arrays`:
+        grouped by sbatch options, cut at ``MaxArraySize``), each task answering ``<array>_<task>``; the others
+        (alone in their group, or every request where the cluster allows no arrays) each get their own
+        ``sbatch``, in one script per :data:`BATCH` requests (and one ``mkdir`` for new output directories), four
+        at a time (:meth:`Script.call_concurrently`). Each answer is its own job's (see :meth:`start`); a failed
+        ``sbatch --array`` is every task's answer."""
         self._writable()
-        answers: list[str | DispatchError] = []
-        for first in range(0, len(requests), BATCH):
-            answers.extend(self._start_chunk(requests[first : first + BATCH]))
-        return answers
+        answers: list[str | DispatchError | None] = [None] * len(requests)
+        singles = list(range(len(requests)))
+        if self.max_array_size > 1 and len(requests) > 1:
+            provisional: list[tuple[int, submit.SbatchJob]] = []
+            for i, request in enumerate(requests):
+                try:
+                    provisional.append((i, self.build(request, arrays.PROVISIONAL)))
+                except DispatchError as exc:
+                    answers[i] = exc
+            planned, singles = arrays.plan(
+                provisional,
+                {i: r.marker for i, r in enumerate(requests)},
+                lambda i, name: self.build(requests[i], name),
+                self.max_array_size,
+            )
+            for array in planned:
+                for task, answer in zip(array.tasks, self._start_array(array), strict=True):
+                    answers[task.index] = answer
+        for first in range(0, len(singles), BATCH):
+            chunk = singles[first : first + BATCH]
+            for i, answer in zip(chunk, self._start_chunk([requests[i] for i in chunk]), strict=True):
+                answers[i] = answer
+        return [a if a is not None else Unavailable("not submitted") for a in answers]
+
+    def _start_array(self, array: arrays.Array) -> list[str | DispatchError]:
+        """One ``sbatch --array`` (:data:`dispatch.slurm.arrays.SUBMIT`): the tasks' ids, or the call's answer for
+        every task (OutcomeUnknown when the array may exist: its tasks are found by their markers)."""
+        n = len(array.tasks)
+        s = self._script()
+        index = 0
+        if array.output_dir not in self._made_dirs:
+            s.call(["mkdir", "-p", array.output_dir, posixpath.dirname(self._pointer(""))])
+            index = 1
+        pointer = self._pointer("")
+        markers = "\n".join(t.marker for t in array.tasks)
+        where = arrays.map_path(pointer, array.name)
+        argv = ["bash", "-c", arrays.SUBMIT, "_", pointer[:-1], array.base, where, markers, str(n), *array.argv()]
+        s.call(argv, stdin=array.script())
+        try:
+            out = self._run(s, True)
+            call = out.call(index)
+            if call is not None and call.status == 3:
+                raise Unavailable(f"sbatch --array not run: {(call.stderr or call.stdout).strip()[:300]}")
+            call = self._need(out, index, "sbatch --array", write=True)
+            jid = parse_sbatch_id(call.stdout)
+        except ParseError as exc:
+            return list(spread(OutcomeUnknown(str(exc)), n))
+        except DispatchError as exc:
+            return list(spread(exc, n))
+        self._made_dirs.add(array.output_dir)
+        return [task_id(jid, t.task) for t in array.tasks]
 
     def _start_chunk(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
         answers: list[str | DispatchError | None] = [None] * len(requests)
@@ -413,7 +485,7 @@ class SlurmBackend:
 
     def _observe_text_first(self, jids: list[str]) -> dict[str, _Observed]:
         s = self._script()
-        s.shell('SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "$2"', ",".join(jids), SQUEUE_TEXT_FIELDS)
+        s.shell('SLURM_TIME_FORMAT=%s squeue -h -r -t all -j "$1" -O "$2"', ",".join(jids), SQUEUE_TEXT_FIELDS)
         s.shell(progress.READ, self._pointer("")[:-1], *jids)  # the same round trip: no call per job
         out = self._run(s, False)
         call = out.call(0)
@@ -484,7 +556,7 @@ class SlurmBackend:
         observation (thousands of gated jobs are one reading)."""
         now = self._clock.now()
         marker_job = obs.live or obs.history[-1]
-        submission = submission_of(marker_job.name)
+        submission = submission_of(marker_job.name)  # an array task's name is its array's: submission 1
         executions: list[ExecutionEvidence] = []
         seen: set[int] = set()
         for rec in obs.history:
@@ -514,7 +586,7 @@ class SlurmBackend:
             executions[-1] = replace(cur, progress=progress.reports_of(obs.progress, cur.identity, self._offset))
         return JobEvidence(
             scheduler_id=jid,
-            marker=marker_job.name or None,
+            marker=None if marker_job.name.startswith(ARRAY_PREFIX) else (marker_job.name or None),
             outcome=reading.outcome,
             gate=Gate.CLOSED if reading.gate_closed else Gate.OPEN,
             holds=(self._hold_name(reading.hold),) if reading.hold else (),
@@ -591,8 +663,12 @@ class SlurmBackend:
                 str(max(0, int(since + self._offset) - 1)),  # sacct refuses a start before the epoch (find(m, 0))
                 ",".join(wanted),
             )
+        maps = posixpath.dirname(arrays.map_path(self._pointer(""), "_"))
+        s.shell(arrays.FIND, "1" if acct else "0", maps, str(max(0, int(since + self._offset) - 1)), *wanted)
         out = self._run(s, False)
         found: dict[str, dict[str, Found]] = {m: {} for m in wanted}
+        tasks = self._need(out, 2 if acct else 1, "find array tasks", write=False)
+        array_tasks = arrays.parse_find(tasks.stdout)
         sq = self._need(out, 0, "squeue", write=False)
         _, jobs = parse_squeue(sq.stdout)
         for j in filter_jobs(jobs, names=wanted):
@@ -606,13 +682,17 @@ class SlurmBackend:
                 if len(parts) >= 3 and parts[1] in found:
                     created = float(parts[2]) - self._offset if parts[2].isdigit() else None
                     found[parts[1]].setdefault(parts[0], Found(parts[0], parts[1], created))
-        return {m: sorted(v.values(), key=lambda f: int(f.scheduler_id)) for m, v in found.items()}
+        for task in array_tasks:
+            created = task.created - self._offset if task.created is not None else None
+            if task.marker in found and (created is None or created >= since - self._uncertainty - 1):
+                found[task.marker].setdefault(task.scheduler_id, Found(task.scheduler_id, task.marker, created))
+        return {m: sorted(v.values(), key=lambda f: _id_order(f.scheduler_id)) for m, v in found.items()}
 
     def stop_job(self, scheduler_id: str) -> float:
         self._writable()
         jid = _job_id(scheduler_id)
         s = self._script()
-        s.shell('r=$(squeue -h -t all -j "$1" -o %T 2>&1) || { printf "%s\\n" "$r" >&2; exit 1; }; scancel "$1"', jid)
+        s.shell(STOP, jid)
         out = self._run(s, True)
         call = out.call(0)
         if call is not None and call.status not in (0, None) and "Invalid job id" in call.stderr:
@@ -865,10 +945,16 @@ class SlurmBackend:
 
 
 def _job_id(scheduler_id: str) -> str:
+    """The id of a job (``<digits>``) or of a job array's task (``<array>_<task>``), checked."""
     jid = str(scheduler_id).strip()
-    if not jid.isdigit():
+    if not is_scheduler_id(jid):
         raise NotFound(f"{scheduler_id!r} is not a Slurm job id")
     return jid
+
+
+def _id_order(scheduler_id: str) -> tuple[int, int]:
+    array, task = split_id(scheduler_id)
+    return int(array), -1 if task is None else task
 
 
 def _node_names(hostlist: str) -> tuple[str, ...]:

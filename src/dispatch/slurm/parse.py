@@ -26,6 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dispatch.slurm import arrayids
+from dispatch.slurm.arrayids import is_scheduler_id
+
 BASE_STATES = frozenset(
     {
         "PENDING",
@@ -237,16 +240,19 @@ def parse_squeue(text: str) -> tuple[str, list[SlurmJob]]:
     doc = _load(text, "squeue")
     release = release_of(doc)
     old = raw_exit_status(dialect_of_doc(doc, release))
-    jobs = []
+    jobs: list[SlurmJob] = []
     for raw in doc.get("jobs") or []:
         base, flags = _states(raw.get("job_state"))
         if base == "REQUEUED":  # in squeue, REQUEUED is a flag (22.05 prints it instead of the base state)
             base, flags = "", flags | {"REQUEUED"}
         flags = flags | frozenset(str(f).upper() for f in (raw.get("flags") or []) if str(f).upper() == "REQUEUED")
         code, sig = _exit(raw.get("exit_code"), raw_status=old)
-        jobs.append(
+        ids = _ids(
+            str(raw.get("job_id")), raw.get("array_job_id"), raw.get("array_task_id"), raw.get("array_task_string")
+        )
+        jobs.extend(
             SlurmJob(
-                job_id=str(raw.get("job_id")),
+                job_id=jid,
                 name=str(raw.get("name") or ""),
                 state=base,
                 flags=flags,
@@ -269,6 +275,7 @@ def parse_squeue(text: str) -> tuple[str, list[SlurmJob]]:
                 source="squeue",
                 release=release,
             )
+            for jid in ids
         )
     return release, jobs
 
@@ -281,7 +288,7 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
     """
     doc = _load(text, "sacct")
     release = release_of(doc)
-    jobs = []
+    jobs: list[SlurmJob] = []
     for raw in doc.get("jobs") or []:
         st = raw.get("state") or {}
         base, flags = _states(st.get("current"))
@@ -300,9 +307,11 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
             if step_code is None and _srun_step(step):
                 c, _ = _exit(step.get("exit_code"), raw_status=False)
                 step_code = c or None
-        jobs.append(
+        array = raw.get("array") if isinstance(raw.get("array"), Mapping) else {}
+        ids = _ids(str(raw.get("job_id")), array.get("job_id"), array.get("task_id"), array.get("task"))
+        jobs.extend(
             SlurmJob(
-                job_id=str(raw.get("job_id")),
+                job_id=jid,
                 name=str(raw.get("name") or ""),
                 state=base,
                 flags=flags,
@@ -324,6 +333,7 @@ def parse_sacct(text: str) -> tuple[str, list[SlurmJob]]:
                 step_states=frozenset(x for x in steps if x),
                 step_exit_code=step_code,
             )
+            for jid in ids
         )
     return release, jobs
 
@@ -345,8 +355,10 @@ def _step_code(code: str) -> int | None:
     return None
 
 
-SACCT_TEXT_FIELDS = "JobIDRaw,JobName,State,ExitCode,Submit,Eligible,Start,End,NodeList,Reason"
-SQUEUE_TEXT_FIELDS = "JobID:|,State:|,Reason:|,RestartCnt:|,EligibleTime:|,StartTime:|,NodeList:|,Name:"
+SACCT_TEXT_FIELDS = "JobIDRaw,JobName,State,ExitCode,Submit,Eligible,Start,End,NodeList,Reason,JobID"
+"""``sacct -P -n -o`` fields: the last, ``JobID``, names an array task ``<array>_<task>`` (a listing without it,
+as older captures have, is read by the raw id)."""
+SQUEUE_TEXT_FIELDS = "JobArrayID:|,State:|,Reason:|,RestartCnt:|,EligibleTime:|,StartTime:|,NodeList:|,Name:"
 """``squeue -h -t all -O`` fields (with ``SLURM_TIME_FORMAT=%s``): the cheap listing the adapter reads first."""
 
 
@@ -365,6 +377,9 @@ def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:
         if len(parts) < 10:
             raise ParseError(f"sacct line has {len(parts)} fields, expected 10: {line[:200]!r}")
         jid, name, state, code, sub, elig, start, end, nodes, reason = parts[:10]
+        if len(parts) > 10 and parts[-1].strip():
+            # JobID comes last (a Reason holding "|" shifts nothing before it)
+            jid, name, reason = parts[-1].strip(), name, "|".join(parts[9:-1])
         base = state.split()[0].upper() if state.strip() else ""
         if "." in jid:  # a step line (sacct without -X): belongs to the execution printed before it
             owner, step = jid.split(".", 1)
@@ -380,29 +395,46 @@ def parse_sacct_text(text: str, release: str = "") -> list[SlurmJob]:
             if a.isdigit() and b.isdigit():
                 # the same rule as the JSON: a signal-killed execution has a signal and no exit code
                 exit_code, sig = (None, int(b)) if int(b) else (int(a), None)
-        n = counts.get(jid, 0)
-        counts[jid] = n + 1
-        jobs.append(
-            SlurmJob(
-                job_id=jid,
-                name=name,
-                state=base if base in BASE_STATES else "",
-                flags=frozenset() if base in BASE_STATES else frozenset({base}),
-                reason=reason,
-                description=state,
-                restart_cnt=n,
-                submit_time=_text_time(sub),
-                eligible_time=_text_time(elig),
-                start_time=_text_time(start),
-                end_time=_text_time(end),
-                exit_code=exit_code,
-                signal=sig,
-                nodes="" if nodes == "None assigned" else nodes,
-                source="sacct",
-                release=release,
-            )
-        )
+        for each in _text_ids(jid):
+            n = counts.get(each, 0)
+            counts[each] = n + 1
+            jobs.append(_sacct_text_job(each, name, base, state, reason, n, (sub, elig, start, end), nodes, release,
+                                        exit_code, sig))  # fmt: skip
     return jobs
+
+
+def _sacct_text_job(
+    jid: str,
+    name: str,
+    base: str,
+    state: str,
+    reason: str,
+    n: int,
+    times: tuple[str, str, str, str],
+    nodes: str,
+    release: str,
+    exit_code: int | None,
+    sig: int | None,
+) -> SlurmJob:
+    sub, elig, start, end = times
+    return SlurmJob(
+        job_id=jid,
+        name=name,
+        state=base if base in BASE_STATES else "",
+        flags=frozenset() if base in BASE_STATES else frozenset({base}),
+        reason=reason,
+        description=state,
+        restart_cnt=n,
+        submit_time=_text_time(sub),
+        eligible_time=_text_time(elig),
+        start_time=_text_time(start),
+        end_time=_text_time(end),
+        exit_code=exit_code,
+        signal=sig,
+        nodes="" if nodes == "None assigned" else nodes,
+        source="sacct",
+        release=release,
+    )
 
 
 def parse_squeue_text(text: str, release: str = "") -> list[SlurmJob]:
@@ -413,7 +445,7 @@ def parse_squeue_text(text: str, release: str = "") -> list[SlurmJob]:
     may hold ``|``). No exit code, flags, output paths or end time: :func:`text_settles` says which rows
     need nothing more. A start time counts only for a running job (a pending one's is an estimate).
     """
-    jobs = []
+    jobs: list[SlurmJob] = []
     for line in text.splitlines():
         if not line.strip():
             continue
@@ -422,13 +454,14 @@ def parse_squeue_text(text: str, release: str = "") -> list[SlurmJob]:
             raise ParseError(f"squeue line has {len(parts)} fields, expected 8: {line[:200]!r}")
         jid, state, reason, restarts, eligible, start, nodes, name = parts
         state = state.strip().upper()
-        if not jid.strip().isdigit():
+        ids = _text_ids(jid.strip())
+        if not all(is_scheduler_id(i) for i in ids):
             raise ParseError(f"squeue printed no job id: {line[:200]!r}")
         base = state if state in BASE_STATES else ""
         running = base in ("RUNNING", "SUSPENDED")
-        jobs.append(
+        jobs.extend(
             SlurmJob(
-                job_id=jid.strip(),
+                job_id=each,
                 name=name,
                 state=base,
                 flags=frozenset() if base else frozenset({state}),
@@ -440,8 +473,23 @@ def parse_squeue_text(text: str, release: str = "") -> list[SlurmJob]:
                 source="squeue",
                 release=release,
             )
+            for each in ids
         )
     return jobs
+
+
+def _text_ids(job_id: str) -> list[str]:
+    try:
+        return arrayids.text_ids(job_id)
+    except arrayids.ArrayIdError as exc:
+        raise ParseError(str(exc)) from None
+
+
+def _ids(job_id: str, array_job: Any, array_task: Any, task_string: Any) -> list[str]:
+    try:
+        return arrayids.json_ids(job_id, array_job, array_task, task_string)
+    except arrayids.ArrayIdError as exc:
+        raise ParseError(str(exc)) from None
 
 
 TEXT_SETTLED_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin", "BeginTime", "Priority", "Resources", "None"})

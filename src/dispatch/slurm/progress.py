@@ -38,18 +38,21 @@ READ = (
 """Print ``<job id> rank-<r>.json <report>`` for every report of the jobs ``$2...``; ``$1`` is the pointers'
 prefix (``<output root>/.jobs/<cluster>``). A job without a pointer or without reports prints nothing."""
 
-_LINE = re.compile(r"(\d+) rank-(\d{1,7})\.json (.*)")
+_LINE = re.compile(r"(\d+(?:_\d+)?) rank-(\d{1,7})\.json (.*)")
+JOB_ID = '"$SLURM_JOB_ID"'
+"""The shell expression of a job's scheduler id in its batch script (an array task's is
+:data:`dispatch.slurm.submit.ARRAY_TASK_ID`)."""
 
 
-def directory(base: str) -> str:
+def directory(base: str, job_id: str = JOB_ID) -> str:
     """The progress directory of the job whose files' prefix is ``base`` (``<dir>/<marker>``), as a shell word
-    that expands ``$SLURM_JOB_ID`` when the batch script runs."""
-    return f'{shlex.quote(base)}."$SLURM_JOB_ID".progress'
+    that expands ``job_id`` (the scheduler id's shell expression) when the batch script runs."""
+    return f"{shlex.quote(base)}.{job_id}.progress"
 
 
-def prelude(base: str) -> list[str]:
+def prelude(base: str, job_id: str = JOB_ID) -> list[str]:
     """The batch script's lines that give every rank its progress directory (srun passes it on)."""
-    return [f"export {VARIABLE}={directory(base)}", f'mkdir -p -- "${VARIABLE}" 2>/dev/null || true']
+    return [f"export {VARIABLE}={directory(base, job_id)}", f'mkdir -p -- "${VARIABLE}" 2>/dev/null || true']
 
 
 def parse_reports(stdout: str) -> dict[str, dict[int, str]]:

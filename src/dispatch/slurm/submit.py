@@ -80,12 +80,25 @@ def _exclude(placed: str | None, blamed: tuple[str, ...]) -> str:
     return ",".join([*([placed] if placed else []), *blamed])
 
 
+ARRAY_TASK_ID = '"${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"'
+"""An array task's scheduler id ``<array>_<task>`` as its batch script expands it."""
+
+
 def build(
-    request: StartRequest, settings: SlurmSettings, release: str, default_output_dir: str, default_workdir: str = ""
+    request: StartRequest,
+    settings: SlurmSettings,
+    release: str,
+    default_output_dir: str,
+    default_workdir: str = "",
+    *,
+    array: str | None = None,
 ) -> SbatchJob:
     """The sbatch options and batch script of ``request``. The job starts in the spec's working directory, else
     in ``default_workdir`` (always sent as ``--chdir``, so a dry run shows it; empty: sbatch's own default).
-    Raises Unsupported for an image, SpecError for a marker or extension Slurm cannot carry."""
+    With ``array`` (a job array's name, :mod:`dispatch.slurm.arrays`), the request is a task of that array:
+    the job name and the files' prefix are the array's, and the task's id, files and progress directory are
+    ``<array job id>_<task id>``'s. Raises Unsupported for an image, SpecError for a marker or extension Slurm
+    cannot carry."""
     spec = request.spec
     if spec.extension(Image) is not None:
         raise Unsupported("Slurm runs no container images (ContainerImage is no): remove the dispatch.Image extension")
@@ -102,7 +115,7 @@ def build(
         "--parsable",
         "--hold",
         "--no-requeue",
-        f"--job-name={request.marker}",
+        f"--job-name={array or request.marker}",
         f"--nodes={spec.nodes}",
         f"--ntasks-per-node={spec.procs_per_node}",
     ]
@@ -134,16 +147,17 @@ def build(
     else:
         argv.append("--export=" + ("NIL" if has_export_nil(release) else "NONE"))
     per_exec = has_restart_pattern(release)
-    base = f"{out_dir}/{request.marker}"
+    base = f"{out_dir}/{array or request.marker}"
+    jid, pattern = (ARRAY_TASK_ID, "%A_%a") if array else (progress.JOB_ID, "%j")
     if per_exec:
-        argv += [f"--output={base}.%j.%r.out", f"--error={base}.%j.%r.err"]
+        argv += [f"--output={base}.{pattern}.%r.out", f"--error={base}.{pattern}.%r.err"]
     else:
-        argv += [f"--output={base}.%j.slurm.out", f"--error={base}.%j.slurm.out"]
+        argv += [f"--output={base}.{pattern}.slurm.out", f"--error={base}.{pattern}.slurm.out"]
 
-    prelude = progress.prelude(base)
+    prelude = progress.prelude(base, jid)
     if not per_exec:
         q = shlex.quote(base)
-        suffix = '."$SLURM_JOB_ID"."${SLURM_RESTART_COUNT:-0}"'
+        suffix = f'.{jid}."${{SLURM_RESTART_COUNT:-0}}"'
         prelude.append(f"exec >{q}{suffix}.out 2>{q}{suffix}.err")
     exports = {}
     if warning is not None:
@@ -151,7 +165,7 @@ def build(
         exports["DISPATCH_CESSATION_GRACE"] = str(math.ceil(warning.seconds))
     batch = render_job_script(
         request,
-        scheduler_id='"$SLURM_JOB_ID"',
+        scheduler_id=jid,
         restart='"${SLURM_RESTART_COUNT:-0}"',
         prelude=prelude,
         launcher=(

@@ -1,0 +1,19 @@
+"""Job arrays on the real Slurm 26.05 over SSH (see arrays_suite.py). Fails loudly when the cluster is down."""
+
+import pytest
+
+from . import arrays_suite as suite
+
+pytestmark = pytest.mark.slurm_sid
+
+
+def test_a_batch_of_20_is_one_array_each_task_its_own_job() -> None:
+    suite.batch_of_20_is_one_array("sid")
+
+
+def test_one_task_cancelled_one_requeued_one_held_alone() -> None:
+    suite.one_task_cancelled_one_requeued_one_held_alone("sid")
+
+
+def test_a_lost_sbatch_answer_is_resolved_by_marker_and_no_task_runs_twice() -> None:
+    suite.lost_answer_after_sbatch_runs_no_task_twice("sid")
