@@ -14,6 +14,8 @@ from dispatch.sim.world import Config, run
 FOUND = {
     10504: "liveness: a user whose release of a stopped, purged job's hold answered NotFound stopped there, "
     "and never lifted the holds of a live job (the simulator's user, not the product)",
+    14545: "unknown-is-not-an-ending: a status read started the unknown clock, every supervisor was down while "
+    "the object answered again, and a second short no-answer after the gap was taken for one long one",
 }
 
 

@@ -113,6 +113,9 @@ class Submission:
     unknown_since: float | None = None
     """When the evidence of this not-yet-ended submission turned ``unknown`` (None while it is known). An
     unknown is not an ending until it has lasted the backend's bound (see ``unknown_grace``)."""
+    unknown_seen_at: float | None = None
+    """The last reading written that found it unknown or unanswered, while ``unknown_since`` runs: a reading
+    after a longer gap than the bound restarts the clock (:mod:`dispatch.supervise.unknown_clock`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,6 +129,7 @@ class Submission:
             "gone": self.gone,
             "strays": list(self.strays),
             "unknownSince": self.unknown_since,
+            "unknownSeenAt": self.unknown_seen_at,
         }
 
     @classmethod
@@ -141,6 +145,7 @@ class Submission:
             gone=bool(d.get("gone", False)),
             strays=list(d.get("strays", [])),
             unknown_since=d.get("unknownSince"),
+            unknown_seen_at=d.get("unknownSeenAt"),
         )
 
 

@@ -43,6 +43,7 @@ from dispatch.records.model import (
     stops_the_job,
 )
 from dispatch.spi import Cessation, Found, Gate, JobEvidence, Unanswered
+from dispatch.supervise import unknown_clock
 
 DEFAULT_REFRESH = 60.0
 """How stale a record's evidence time may get before an unchanged observation is written anyway."""
@@ -76,15 +77,19 @@ def fold(
     sub = _target(job, submission)
     if sub is None:
         return job, []
+    at = now if observed_at is None else observed_at
     if isinstance(evidence, Unanswered):
         if found is None and not _unanswered_changes(sub, evidence, unanswered_grace):
             return job, []
-    elif found is None and not _worth_folding(job, sub, evidence, now, cessation, refresh):
+    elif (
+        found is None
+        and not _worth_folding(job, sub, evidence, now, cessation, refresh)
+        and not _unknown_reading_due(sub, evidence, at, unanswered_grace)
+    ):
         return job, []
     new = job.copy()
     nsub = new.submission(sub.n)
     events: list[Event] = []
-    at = now if observed_at is None else observed_at
     if found is not None:
         events += _fold_found(new, nsub, found, now, at)
     if isinstance(evidence, Unanswered):
@@ -96,22 +101,37 @@ def fold(
             events += _fold_vanished(new, nsub, now, at)
         elif evidence.scheduler_id == nsub.scheduler_id:
             events += _fold_evidence(new, nsub, evidence, now, cessation)
-    _mark_unknown(sub, nsub, at)
+    _mark_unknown(sub, nsub, at, unanswered_grace)
     return new, events
 
 
-def _mark_unknown(old: Submission, new: Submission, at: float) -> None:
+def _unknown_reading_due(sub: Submission, evidence: JobEvidence | None, at: float, grace: float) -> bool:
+    """Whether an ``unknown`` reading of ``sub``'s object is to be written for the clock's sake alone (see
+    :mod:`dispatch.supervise.unknown_clock`)."""
+    return (
+        evidence is not None
+        and evidence.scheduler_id == sub.scheduler_id
+        and evidence.outcome.state is State.UNKNOWN
+        and unknown_clock.due(sub, at, grace)
+    )
+
+
+def _mark_unknown(old: Submission, new: Submission, at: float, grace: float) -> None:
     """Start (or end) the clock on an unknown: a submission not seen to end whose evidence turns ``unknown``
     gets ``unknown_since``; evidence that is known again clears it. An object shown again after it was marked
     gone starts the clock afresh: the scheduler had it all along (the reader that missed it may have had a
-    narrower view), so the time it was missing says nothing of how long its unknown has lasted."""
+    narrower view), so the time it was missing says nothing of how long its unknown has lasted. A reading
+    after a gap nobody read restarts it too (:mod:`dispatch.supervise.unknown_clock`)."""
     out = new.outcome
     shown_again = old.gone and not new.gone
     was_unknown = old.outcome is not None and old.outcome.state is State.UNKNOWN
     if out is None or out.state is not State.UNKNOWN:
-        new.unknown_since = None
-    elif shown_again or (new.unknown_since is None and not was_unknown):
-        new.unknown_since = at
+        unknown_clock.stop(new)
+    elif shown_again:
+        unknown_clock.stop(new)
+        unknown_clock.read_unknown(new, at, grace)
+    elif new.unknown_since is not None or not was_unknown:
+        unknown_clock.read_unknown(new, at, grace)
 
 
 def fold_found(
@@ -269,12 +289,17 @@ class Settled:
 
 
 def _unanswered_changes(sub: Submission, unanswered: Unanswered, grace: float) -> bool:
-    """Whether an Unanswered reading changes ``sub``: it starts the unknown clock, or outlasts the grace."""
+    """Whether an Unanswered reading changes ``sub``: it starts the unknown clock (or restarts it, or keeps its
+    last reading fresh), or outlasts the grace."""
     if sub.scheduler_id is None or unanswered.scheduler_id != sub.scheduler_id:
         return False
     out = sub.outcome
-    if out is not None and (out.ended or out.state is State.UNKNOWN):
-        return False  # an end seen stays; an unknown already runs its clock
+    if out is not None and out.ended:
+        return False  # an end seen stays
+    if unknown_clock.due(sub, unanswered.observed_at, grace):
+        return True  # the clock's last reading is to be kept fresh, or the clock restarted after a gap
+    if out is not None and out.state is State.UNKNOWN:
+        return False  # an unknown already runs its clock
     since = sub.unknown_since
     return since is None or unanswered.observed_at - since >= grace
 
@@ -282,13 +307,13 @@ def _unanswered_changes(sub: Submission, unanswered: Unanswered, grace: float) -
 def _fold_unanswered(job: JobRecord, sub: Submission, unanswered: Unanswered, now: float, grace: float) -> list[Event]:
     at = unanswered.observed_at
     events: list[Event] = []
-    if sub.unknown_since is None:
-        sub.unknown_since = at
+    if unknown_clock.read_unknown(sub, at, grace):
         events.append(Event(job.id, now, "unanswered", {"submission": sub.n, "reason": unanswered.reason}))
+    since = at if sub.unknown_since is None else sub.unknown_since  # set by read_unknown
     out = sub.outcome
-    if (out is None or not (out.ended or out.state is State.UNKNOWN)) and at - sub.unknown_since >= grace:
+    if (out is None or not (out.ended or out.state is State.UNKNOWN)) and at - since >= grace:
         ev = Evidence("unanswered", at)
-        detail = f"the scheduler has not answered for it for {at - sub.unknown_since:.0f}s: {unanswered.reason}"
+        detail = f"the scheduler has not answered for it for {at - since:.0f}s: {unanswered.reason}"
         for ex in sub.executions:
             if not ex.outcome.ended:
                 ex.outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail=detail)
