@@ -60,6 +60,7 @@ def fold(
     refresh: float = DEFAULT_REFRESH,
     observed_at: float | None = None,
     unanswered_grace: float = 0.0,
+    reading_gap: float = 0.0,
 ) -> tuple[JobRecord, list[Event]]:
     """Fold one observation of a submission (default: the current one) into ``job``.
 
@@ -70,7 +71,9 @@ def fold(
     ``evidence`` is what ``inspect`` showed (None: the scheduler has no trace of the object; pass nothing for
     a submission that was not observed, see :func:`fold_found`). ``found`` is what finding the submission's
     marker showed (only used to resolve an open ``start`` past its deadline). ``unanswered_grace`` is how long
-    an :class:`~dispatch.spi.Unanswered` reading keeps the last evidence (see the module's docstring). Returns
+    an :class:`~dispatch.spi.Unanswered` reading keeps the last evidence (see the module's docstring).
+    ``reading_gap`` is the longest gap between two unknown readings that keeps the unknown clock running
+    (:func:`~dispatch.supervise.unknown_clock.reading_bound`; 0, the default: no gap restarts it). Returns
     the new record (``job`` itself, unchanged, when the observation changes nothing worth writing) and the
     events to append.
     """
@@ -79,12 +82,12 @@ def fold(
         return job, []
     at = now if observed_at is None else observed_at
     if isinstance(evidence, Unanswered):
-        if found is None and not _unanswered_changes(sub, evidence, unanswered_grace):
+        if found is None and not _unanswered_changes(sub, evidence, unanswered_grace, reading_gap):
             return job, []
     elif (
         found is None
         and not _worth_folding(job, sub, evidence, now, cessation, refresh)
-        and not _unknown_reading_due(sub, evidence, at, unanswered_grace)
+        and not _unknown_reading_due(sub, evidence, at, reading_gap)
     ):
         return job, []
     new = job.copy()
@@ -93,30 +96,30 @@ def fold(
     if found is not None:
         events += _fold_found(new, nsub, found, now, at)
     if isinstance(evidence, Unanswered):
-        if nsub.scheduler_id is not None and _unanswered_changes(nsub, evidence, unanswered_grace):
-            events += _fold_unanswered(new, nsub, evidence, now, unanswered_grace)
+        if nsub.scheduler_id is not None and _unanswered_changes(nsub, evidence, unanswered_grace, reading_gap):
+            events += _fold_unanswered(new, nsub, evidence, now, unanswered_grace, reading_gap)
         return new, events
     if nsub.scheduler_id is not None:
         if evidence is None:
             events += _fold_vanished(new, nsub, now, at)
         elif evidence.scheduler_id == nsub.scheduler_id:
             events += _fold_evidence(new, nsub, evidence, now, cessation)
-    _mark_unknown(sub, nsub, at, unanswered_grace)
+    _mark_unknown(sub, nsub, at, reading_gap)
     return new, events
 
 
-def _unknown_reading_due(sub: Submission, evidence: JobEvidence | None, at: float, grace: float) -> bool:
+def _unknown_reading_due(sub: Submission, evidence: JobEvidence | None, at: float, gap: float) -> bool:
     """Whether an ``unknown`` reading of ``sub``'s object is to be written for the clock's sake alone (see
     :mod:`dispatch.supervise.unknown_clock`)."""
     return (
         evidence is not None
         and evidence.scheduler_id == sub.scheduler_id
         and evidence.outcome.state is State.UNKNOWN
-        and unknown_clock.due(sub, at, grace)
+        and unknown_clock.due(sub, at, gap)
     )
 
 
-def _mark_unknown(old: Submission, new: Submission, at: float, grace: float) -> None:
+def _mark_unknown(old: Submission, new: Submission, at: float, gap: float) -> None:
     """Start (or end) the clock on an unknown: a submission not seen to end whose evidence turns ``unknown``
     gets ``unknown_since``; evidence that is known again clears it. An object shown again after it was marked
     gone starts the clock afresh: the scheduler had it all along (the reader that missed it may have had a
@@ -129,9 +132,9 @@ def _mark_unknown(old: Submission, new: Submission, at: float, grace: float) -> 
         unknown_clock.stop(new)
     elif shown_again:
         unknown_clock.stop(new)
-        unknown_clock.read_unknown(new, at, grace)
+        unknown_clock.read_unknown(new, at, gap)
     elif new.unknown_since is not None or not was_unknown:
-        unknown_clock.read_unknown(new, at, grace)
+        unknown_clock.read_unknown(new, at, gap)
 
 
 def fold_found(
@@ -288,7 +291,7 @@ class Settled:
         return at - self.observed_at < self.refresh
 
 
-def _unanswered_changes(sub: Submission, unanswered: Unanswered, grace: float) -> bool:
+def _unanswered_changes(sub: Submission, unanswered: Unanswered, grace: float, gap: float) -> bool:
     """Whether an Unanswered reading changes ``sub``: it starts the unknown clock (or restarts it, or keeps its
     last reading fresh), or outlasts the grace."""
     if sub.scheduler_id is None or unanswered.scheduler_id != sub.scheduler_id:
@@ -296,7 +299,7 @@ def _unanswered_changes(sub: Submission, unanswered: Unanswered, grace: float) -
     out = sub.outcome
     if out is not None and out.ended:
         return False  # an end seen stays
-    if unknown_clock.due(sub, unanswered.observed_at, grace):
+    if unknown_clock.due(sub, unanswered.observed_at, gap):
         return True  # the clock's last reading is to be kept fresh, or the clock restarted after a gap
     if out is not None and out.state is State.UNKNOWN:
         return False  # an unknown already runs its clock
@@ -304,10 +307,12 @@ def _unanswered_changes(sub: Submission, unanswered: Unanswered, grace: float) -
     return since is None or unanswered.observed_at - since >= grace
 
 
-def _fold_unanswered(job: JobRecord, sub: Submission, unanswered: Unanswered, now: float, grace: float) -> list[Event]:
+def _fold_unanswered(
+    job: JobRecord, sub: Submission, unanswered: Unanswered, now: float, grace: float, gap: float
+) -> list[Event]:
     at = unanswered.observed_at
     events: list[Event] = []
-    if unknown_clock.read_unknown(sub, at, grace):
+    if unknown_clock.read_unknown(sub, at, gap):
         events.append(Event(job.id, now, "unanswered", {"submission": sub.n, "reason": unanswered.reason}))
     since = at if sub.unknown_since is None else sub.unknown_since  # set by read_unknown
     out = sub.outcome
