@@ -789,8 +789,10 @@ class KubeflowBackend:
             self.keeper.close()
         for inf in self.informers:
             inf.stop()
+        # a thread in the middle of a list request ends when the request does: at most one call's bound
+        deadline = time.monotonic() + self.settings.call_bound
         for inf in self.informers:
-            inf.join()
+            inf.join(max(0.0, deadline - time.monotonic()))
         self.kube.close()
 
     def __repr__(self) -> str:

@@ -19,7 +19,8 @@ from typing import Any
 from dispatch.errors import DispatchError
 from dispatch.outcome import Cause, Outcome, State
 from dispatch.records.model import Action, Event, GateState, Intent, IntentStatus, JobRecord
-from dispatch.supervise import Supervisor
+from dispatch.rules import RuleSet
+from dispatch.supervise import Supervisor, stall
 from dispatch.supervise.acting import answer_intent
 from dispatch.supervise.observation import Observation
 from dispatch.supervise.report import CycleReport
@@ -109,6 +110,15 @@ _FOLDED = frozenset({Mutation.SUCCESS_ON_VANISH, Mutation.CAUSE_MIXUP, Mutation.
 """The planted bugs applied to a folded record."""
 
 
+def _sooner(rules: RuleSet) -> RuleSet:
+    """``rules`` with every ``stalledAfter`` PLANTED_EARLY seconds shorter."""
+    shorter = tuple(
+        r if r.stalled_after is None else dataclasses.replace(r, stalled_after=r.stalled_after - PLANTED_EARLY)
+        for r in rules.rules
+    )
+    return dataclasses.replace(rules, rules=shorter)
+
+
 class PlantedSupervisor(Supervisor):
     """The product's supervisor with the planted bugs ``mutations`` (the simulator's mutation check only).
 
@@ -120,10 +130,17 @@ class PlantedSupervisor(Supervisor):
         self.mutations = frozenset(Mutation(m) for m in mutations)
         if self.mutations:
             self._fast = False
-        if Mutation.STALL_BEFORE_BOUND in self.mutations:
-            self.stall_early = PLANTED_EARLY  # planted: judged 10 s before the bound
         if Mutation.UNKNOWN_IS_AN_ENDING in self.mutations:
             self.facts = dataclasses.replace(self.facts, unknown_grace=0.0)  # planted: no wait on an unknown
+
+    def _stall(self, job: JobRecord, obs: Observation) -> Step | None:
+        if Mutation.STALL_BEFORE_BOUND not in self.mutations:
+            return super()._stall(job, obs)
+        sid = job.current.scheduler_id if job.current is not None else None
+        if sid is None or sid not in obs.inspected:
+            return None
+        # planted: judged PLANTED_EARLY seconds before the bound (the rules the judge reads, made shorter)
+        return stall.judge(job, obs.evidence.get(sid), lambda j: _sooner(self.rules_for(j)))
 
     def _check(self, job: JobRecord) -> None:
         if Mutation.SKIP_FENCE in self.mutations or Mutation.STORE_IGNORES_FENCE in self.mutations:

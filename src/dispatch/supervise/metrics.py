@@ -45,7 +45,7 @@ from __future__ import annotations
 import importlib
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol, runtime_checkable
 
@@ -83,12 +83,14 @@ class WatchHealth(Protocol):
 class Metrics:
     """The supervisor's metrics in a registry of their own, and its health."""
 
-    def __init__(self, stale_after: float) -> None:
+    def __init__(self, stale_after: float, *, monotonic: Callable[[], float] = time.monotonic) -> None:
+        """``monotonic``: the clock health is judged by (tests pass their own)."""
         pc = _client()
         self._pc = pc
         self.registry = pc.CollectorRegistry()
         self.stale_after = stale_after
-        self.started = time.monotonic()
+        self._monotonic = monotonic
+        self.started = monotonic()
         self.last_cycle: float | None = None
         p = "dispatch_supervisor_"
         r = self.registry
@@ -132,7 +134,7 @@ class Metrics:
         self.pruned.inc(report.archive_pruned)
         self.prune_errors.inc(report.archive_prune_errors)
         self.jobs.states = dict(report.states)
-        self.last_cycle = time.monotonic()
+        self.last_cycle = self._monotonic()
         self.last_cycle_ts.set(time.time())
 
     def watch(self, backend: object) -> None:
@@ -142,7 +144,7 @@ class Metrics:
 
     def healthy(self) -> tuple[bool, str]:
         """Whether a cycle completed within ``stale_after`` seconds (counting from the start for the first)."""
-        since = time.monotonic() - (self.last_cycle if self.last_cycle is not None else self.started)
+        since = self._monotonic() - (self.last_cycle if self.last_cycle is not None else self.started)
         if since <= self.stale_after:
             return True, "ok"
         what = "the last cycle completed" if self.last_cycle is not None else "started, and no cycle completed"

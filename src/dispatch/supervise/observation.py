@@ -58,8 +58,6 @@ class Observing:
     """Objects to read next cycle whatever a watch reports (a change not read, an object not answered yet)."""
     rules_for: Callable[[JobRecord], RuleSet]
     poll: float
-    stall_early: float = 0.0
-    """Seconds before the bound a stall is judged: 0, except under the simulator's planted bug."""
 
     def _observe(self, items: Sequence[Quiet | JobRecord], now: float, report: CycleReport) -> Observation:
         """Read what ``items`` need read this cycle (see the module docstring); steady entries (:class:`Quiet`)
@@ -198,7 +196,7 @@ class Observing:
         sid = job.current.scheduler_id if job.current is not None else None
         if sid is None or sid not in obs.inspected:
             return None
-        return stall.judge(job, obs.evidence.get(sid), self.rules_for, early=self.stall_early)
+        return stall.judge(job, obs.evidence.get(sid), self.rules_for)
 
 
 def _node_lost(ev: JobEvidence) -> bool:

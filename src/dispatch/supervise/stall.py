@@ -46,12 +46,9 @@ def judge(
     job: JobRecord,
     evidence: JobEvidence | Unanswered | None,
     rules: RuleSet | Callable[[JobRecord], RuleSet],
-    *,
-    early: float = 0.0,
 ) -> Step | None:
     """The stop that ends ``job``'s stalled execution, or None (see the module docstring). ``rules`` may be a
-    callable, asked only for a job whose evidence carries progress. ``early`` exists for the simulator's
-    planted bug (judging that many seconds before the bound); never set it otherwise."""
+    callable, asked only for a job whose evidence carries progress."""
     if not isinstance(evidence, JobEvidence) or evidence.outcome.state is not State.RUNNING:
         return None
     cur = evidence.current
@@ -66,7 +63,7 @@ def judge(
     if bound is None:
         return None
     seen = evidence.outcome.evidence.observed_at
-    silent = {p.rank: seen - p.at for p in cur.progress if seen - p.at > bound - early}
+    silent = {p.rank: seen - p.at for p in cur.progress if seen - p.at > bound}
     if not silent:
         return None
     longest = max(silent.values())
