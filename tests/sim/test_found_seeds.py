@@ -16,6 +16,8 @@ FOUND = {
     "and never lifted the holds of a live job (the simulator's user, not the product)",
     14545: "unknown-is-not-an-ending: a status read started the unknown clock, every supervisor was down while "
     "the object answered again, and a second short no-answer after the gap was taken for one long one",
+    20334: "unknown-is-not-an-ending: a supervisor read a spurious unknown and died in an outage; its successor "
+    "read the next partition a window later and closed the running job on the first supervisor's clock",
 }
 
 

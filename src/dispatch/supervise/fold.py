@@ -12,8 +12,8 @@ What :func:`fold` guarantees:
   last evidence and starts the clock an ``unknown`` reading starts (``Submission.unknown_since``); once it has
   lasted ``unanswered_grace`` (the supervisor passes the backend's NodeLossWindow) the submission is folded as
   unknown evidence is: ``unknown`` / cause ``unknown``, an end already seen kept. It resolves no intent.
-* The unknown clock counts readings: a reading more than ``reading_gap`` after the last unknown one restarts
-  it, nobody having read the object in between (:mod:`dispatch.supervise.unknown_clock`).
+* The unknown clock runs under one supervisor lease: a supervisor's reading under another lease than the clock's
+  restarts it, nobody having watched the object throughout (:mod:`dispatch.supervise.unknown_clock`).
 * A foreign hold (someone else's gate or hold) on a waiting object makes it ``held`` / ``admin-held``.
 * A :class:`~dispatch.spi.Cessation` covering an execution that ended node-lost turns its cause into
   ``cessation`` (planned, not a failure of the job).
@@ -46,7 +46,7 @@ from dispatch.supervise.fold_absent import fold_unanswered, fold_vanished
 from dispatch.supervise.fold_evidence import fold_evidence, shown
 from dispatch.supervise.fold_guards import Settled, unanswered_changes, worth_folding
 from dispatch.supervise.fold_intents import fold_stray, readmitted, resolve_found, start_intent
-from dispatch.supervise.unknown_clock import due, read_unknown, stop
+from dispatch.supervise.unknown_clock import read_unknown, restarts, stop
 
 __all__ = [
     "DEFAULT_REFRESH",
@@ -74,7 +74,7 @@ def fold(
     refresh: float = DEFAULT_REFRESH,
     observed_at: float | None = None,
     unanswered_grace: float = 0.0,
-    reading_gap: float = 0.0,
+    reading_lease: int | None = None,
 ) -> tuple[JobRecord, list[Event]]:
     """Fold one observation of a submission (default: the current one) into ``job``.
 
@@ -86,8 +86,9 @@ def fold(
     a submission that was not observed, see :func:`fold_found`). ``found`` is what finding the submission's
     marker showed (only used to resolve an open ``start`` past its deadline). ``unanswered_grace`` is how long
     an :class:`~dispatch.spi.Unanswered` reading keeps the last evidence (see the module's docstring).
-    ``reading_gap`` is the longest gap between two unknown readings that keeps the unknown clock running
-    (:func:`~dispatch.supervise.unknown_clock.reading_bound`; 0, the default: no gap restarts it). Returns
+    ``reading_lease`` is the fencing token of the supervisor lease the reading was made under (None, the
+    default: a reader without one, which never restarts an unknown clock; see
+    :mod:`~dispatch.supervise.unknown_clock`). Returns
     the new record (``job`` itself, unchanged, when the observation changes nothing worth writing) and the
     events to append.
     """
@@ -96,12 +97,12 @@ def fold(
         return job, []
     at = now if observed_at is None else observed_at
     if isinstance(evidence, Unanswered):
-        if found is None and not unanswered_changes(sub, evidence, unanswered_grace, reading_gap):
+        if found is None and not unanswered_changes(sub, evidence, unanswered_grace, reading_lease):
             return job, []
     elif (
         found is None
         and not worth_folding(job, sub, evidence, now, cessation, refresh)
-        and not _unknown_reading_due(sub, evidence, at, reading_gap)
+        and not _unknown_reading_due(sub, evidence, reading_lease)
     ):
         return job, []
     new = job.copy()
@@ -110,35 +111,35 @@ def fold(
     if found is not None:
         events += resolve_found(new, nsub, found, now, at)
     if isinstance(evidence, Unanswered):
-        if nsub.scheduler_id is not None and unanswered_changes(nsub, evidence, unanswered_grace, reading_gap):
-            events += fold_unanswered(new, nsub, evidence, now, unanswered_grace, reading_gap)
+        if nsub.scheduler_id is not None and unanswered_changes(nsub, evidence, unanswered_grace, reading_lease):
+            events += fold_unanswered(new, nsub, evidence, now, unanswered_grace, reading_lease)
         return new, events
     if nsub.scheduler_id is not None:
         if evidence is None:
             events += fold_vanished(new, nsub, now, at)
         elif evidence.scheduler_id == nsub.scheduler_id:
             events += fold_evidence(new, nsub, evidence, now, cessation)
-    _mark_unknown(sub, nsub, at, reading_gap)
+    _mark_unknown(sub, nsub, at, reading_lease)
     return new, events
 
 
-def _unknown_reading_due(sub: Submission, evidence: JobEvidence | None, at: float, gap: float) -> bool:
-    """Whether an ``unknown`` reading of ``sub``'s object is to be written for the unknown clock's sake alone
-    (:mod:`dispatch.supervise.unknown_clock`)."""
+def _unknown_reading_due(sub: Submission, evidence: JobEvidence | None, lease: int | None) -> bool:
+    """Whether an ``unknown`` reading of ``sub``'s object is to be written for the unknown clock's sake alone:
+    it restarts the clock (:mod:`dispatch.supervise.unknown_clock`)."""
     return (
         evidence is not None
         and evidence.scheduler_id == sub.scheduler_id
         and evidence.outcome.state is State.UNKNOWN
-        and due(sub, at, gap)
+        and restarts(sub, lease)
     )
 
 
-def _mark_unknown(old: Submission, new: Submission, at: float, gap: float) -> None:
+def _mark_unknown(old: Submission, new: Submission, at: float, lease: int | None) -> None:
     """Start (or end) the clock on an unknown: a submission not seen to end whose evidence turns ``unknown``
     gets ``unknown_since``; evidence that is known again clears it. An object shown again after it was marked
     gone starts the clock afresh: the scheduler had it all along (the reader that missed it may have had a
-    narrower view), so the time it was missing says nothing of how long its unknown has lasted. A reading
-    after a gap nobody read restarts it too (:mod:`dispatch.supervise.unknown_clock`)."""
+    narrower view), so the time it was missing says nothing of how long its unknown has lasted. A supervisor's
+    reading under another lease than the clock's restarts it too (:mod:`dispatch.supervise.unknown_clock`)."""
     out = new.outcome
     shown_again = old.gone and not new.gone
     was_unknown = old.outcome is not None and old.outcome.state is State.UNKNOWN
@@ -146,9 +147,9 @@ def _mark_unknown(old: Submission, new: Submission, at: float, gap: float) -> No
         stop(new)
     elif shown_again:
         stop(new)
-        read_unknown(new, at, gap)
+        read_unknown(new, at, lease)
     elif new.unknown_since is not None or not was_unknown:
-        read_unknown(new, at, gap)
+        read_unknown(new, at, lease)
 
 
 def fold_found(

@@ -20,13 +20,13 @@ from dispatch.supervise.unknown_clock import read_unknown
 
 
 def fold_unanswered(
-    job: JobRecord, sub: Submission, unanswered: Unanswered, now: float, grace: float, gap: float
+    job: JobRecord, sub: Submission, unanswered: Unanswered, now: float, grace: float, lease: int | None
 ) -> list[Event]:
-    """Fold an Unanswered reading of ``sub``'s object (the caller checked it changes something); ``gap`` is
-    the reading bound of its unknown clock (:mod:`dispatch.supervise.unknown_clock`)."""
+    """Fold an Unanswered reading of ``sub``'s object (the caller checked it changes something), made under the
+    supervisor lease ``lease`` (or None: :mod:`dispatch.supervise.unknown_clock`)."""
     at = unanswered.observed_at
     events: list[Event] = []
-    if read_unknown(sub, at, gap):
+    if read_unknown(sub, at, lease):
         events.append(Event(job.id, now, "unanswered", {"submission": sub.n, "reason": unanswered.reason}))
     since = at if sub.unknown_since is None else sub.unknown_since  # set by read_unknown
     out = sub.outcome

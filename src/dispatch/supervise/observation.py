@@ -20,7 +20,7 @@ from dispatch.outcome import Cause
 from dispatch.records.model import Event, JobRecord
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Unanswered, Watcher
-from dispatch.supervise import stall, unknown_clock
+from dispatch.supervise import stall
 from dispatch.supervise.archive import Archiver
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
 from dispatch.supervise.next import needs_observation
@@ -57,7 +57,7 @@ class Observing:
     _pending: set[str]
     """Objects to read next cycle whatever a watch reports (a change not read, an object not answered yet)."""
     rules_for: Callable[[JobRecord], RuleSet]
-    poll: float
+    owner: str
 
     def _observe(self, items: Sequence[Quiet | JobRecord], now: float, report: CycleReport) -> Observation:
         """Read what ``items`` need read this cycle (see the module docstring); steady entries (:class:`Quiet`)
@@ -167,7 +167,7 @@ class Observing:
                     refresh=refresh,
                     observed_at=obs.inspected_at,
                     unanswered_grace=self.facts.unknown_grace,
-                    reading_gap=unknown_clock.reading_bound(self.facts.unknown_grace, self.poll),
+                    reading_lease=job.lease.token if job.lease is not None and job.lease.owner == self.owner else None,
                 )
                 events += ev
         for sid in [sid for s in job.submissions for sid in s.strays if sid in obs.inspected]:
