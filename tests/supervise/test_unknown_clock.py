@@ -76,6 +76,17 @@ def test_a_successor_restarts_the_clock_of_a_supervisor_that_died() -> None:
     assert sub.outcome.state is State.UNKNOWN and sub.unknown_since == T0 + 88 and sub.unknown_seen_by == 2
 
 
+def test_a_successor_restarts_the_clock_of_an_object_gone_from_the_queue() -> None:
+    """A spurious blank (the queue shows no trace of a running job) starts the clock as unknown evidence does;
+    a successor's NotFound a window later restarts it (the object may have shown again in between)."""
+    gone, _ = fold(running_job(), None, T0 + 20, observed_at=T0 + 20, unanswered_grace=GRACE, reading_lease=1)
+    assert gone.current is not None and gone.current.gone and gone.current.unknown_since == T0 + 20
+    same, _ = fold(gone, None, T0 + 90, observed_at=T0 + 90, unanswered_grace=GRACE, reading_lease=1)
+    assert same is gone
+    after, _ = fold(gone, None, T0 + 90, observed_at=T0 + 90, unanswered_grace=GRACE, reading_lease=2)
+    assert after.current is not None and after.current.unknown_since == T0 + 90
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(min_value=0.5, max_value=200.0), min_size=1, max_size=30), st.booleans())
 def test_readings_under_one_lease_never_restart_the_clock(gaps: list[float], answerless: bool) -> None:

@@ -124,14 +124,13 @@ def fold(
 
 
 def _unknown_reading_due(sub: Submission, evidence: JobEvidence | None, lease: int | None) -> bool:
-    """Whether an ``unknown`` reading of ``sub``'s object is to be written for the unknown clock's sake alone:
-    it restarts the clock (:mod:`dispatch.supervise.unknown_clock`)."""
-    return (
-        evidence is not None
-        and evidence.scheduler_id == sub.scheduler_id
-        and evidence.outcome.state is State.UNKNOWN
-        and restarts(sub, lease)
-    )
+    """Whether an ``unknown`` reading of ``sub``'s object (or a NotFound: no end seen, the clock runs) is to be
+    written for the unknown clock's sake alone: it restarts the clock (:mod:`dispatch.supervise.unknown_clock`)."""
+    if evidence is not None and (
+        evidence.scheduler_id != sub.scheduler_id or evidence.outcome.state is not State.UNKNOWN
+    ):
+        return False
+    return restarts(sub, lease)
 
 
 def _mark_unknown(old: Submission, new: Submission, at: float, lease: int | None) -> None:
