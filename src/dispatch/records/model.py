@@ -113,6 +113,10 @@ class Submission:
     unknown_since: float | None = None
     """When the evidence of this not-yet-ended submission turned ``unknown`` (None while it is known). An
     unknown is not an ending until it has lasted the backend's bound (see ``unknown_grace``)."""
+    unknown_seen_by: int | None = None
+    """The fencing token of the supervisor lease under which ``unknown_since`` runs (None: started by a reader
+    without one); a supervisor reading under another token restarts the clock
+    (:mod:`dispatch.supervise.unknown_clock`)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -126,6 +130,7 @@ class Submission:
             "gone": self.gone,
             "strays": list(self.strays),
             "unknownSince": self.unknown_since,
+            "unknownSeenBy": self.unknown_seen_by,
         }
 
     @classmethod
@@ -141,6 +146,7 @@ class Submission:
             gone=bool(d.get("gone", False)),
             strays=list(d.get("strays", [])),
             unknown_since=d.get("unknownSince"),
+            unknown_seen_by=d.get("unknownSeenBy"),
         )
 
 

@@ -494,14 +494,18 @@ class World:
                 self.submit()
 
     def user_release(self) -> None:
-        """A user lifts the holds they placed through the operator (no instance named: only their own)."""
+        """A user lifts the holds they placed through the operator (no instance named: only their own), on the
+        first job whose release goes through. A release that fails does not keep the user from their other
+        jobs: the hold of a stopped job whose object has left the queue answers NotFound for ever (there is
+        nothing left to release), and a user who stopped at it would leave a live job held to the end."""
         for job in self.store.jobs(active_only=False):
             if any(h.owner.startswith("operator:") for h in job.active_holds()):
                 try:
                     lifted = self.cluster.operator.release(job.id)
-                    self.note(f"user-release {job.id} {lifted}")
                 except DispatchError as exc:
                     self.note(f"user-release {job.id} raised {type(exc).__name__}")
+                    continue
+                self.note(f"user-release {job.id} {lifted}")
                 return
 
     def human_release(self) -> None:

@@ -12,6 +12,8 @@ What :func:`fold` guarantees:
   last evidence and starts the clock an ``unknown`` reading starts (``Submission.unknown_since``); once it has
   lasted ``unanswered_grace`` (the supervisor passes the backend's NodeLossWindow) the submission is folded as
   unknown evidence is: ``unknown`` / cause ``unknown``, an end already seen kept. It resolves no intent.
+* The unknown clock runs under one supervisor lease: a supervisor's reading under another lease than the clock's
+  restarts it, nobody having watched the object throughout (:mod:`dispatch.supervise.unknown_clock`).
 * A foreign hold (someone else's gate or hold) on a waiting object makes it ``held`` / ``admin-held``.
 * A :class:`~dispatch.spi.Cessation` covering an execution that ended node-lost turns its cause into
   ``cessation`` (planned, not a failure of the job).
@@ -44,6 +46,7 @@ from dispatch.supervise.fold_absent import fold_unanswered, fold_vanished
 from dispatch.supervise.fold_evidence import fold_evidence, shown
 from dispatch.supervise.fold_guards import Settled, unanswered_changes, worth_folding
 from dispatch.supervise.fold_intents import fold_stray, readmitted, resolve_found, start_intent
+from dispatch.supervise.unknown_clock import read_unknown, restarts, stop
 
 __all__ = [
     "DEFAULT_REFRESH",
@@ -71,6 +74,7 @@ def fold(
     refresh: float = DEFAULT_REFRESH,
     observed_at: float | None = None,
     unanswered_grace: float = 0.0,
+    reading_lease: int | None = None,
 ) -> tuple[JobRecord, list[Event]]:
     """Fold one observation of a submission (default: the current one) into ``job``.
 
@@ -81,49 +85,70 @@ def fold(
     ``evidence`` is what ``inspect`` showed (None: the scheduler has no trace of the object; pass nothing for
     a submission that was not observed, see :func:`fold_found`). ``found`` is what finding the submission's
     marker showed (only used to resolve an open ``start`` past its deadline). ``unanswered_grace`` is how long
-    an :class:`~dispatch.spi.Unanswered` reading keeps the last evidence (see the module's docstring). Returns
+    an :class:`~dispatch.spi.Unanswered` reading keeps the last evidence (see the module's docstring).
+    ``reading_lease`` is the fencing token of the supervisor lease the reading was made under (None, the
+    default: a reader without one, which never restarts an unknown clock; see
+    :mod:`~dispatch.supervise.unknown_clock`). Returns
     the new record (``job`` itself, unchanged, when the observation changes nothing worth writing) and the
     events to append.
     """
     sub = _target(job, submission)
     if sub is None:
         return job, []
+    at = now if observed_at is None else observed_at
     if isinstance(evidence, Unanswered):
-        if found is None and not unanswered_changes(sub, evidence, unanswered_grace):
+        if found is None and not unanswered_changes(sub, evidence, unanswered_grace, reading_lease):
             return job, []
-    elif found is None and not worth_folding(job, sub, evidence, now, cessation, refresh):
+    elif (
+        found is None
+        and not worth_folding(job, sub, evidence, now, cessation, refresh)
+        and not _unknown_reading_due(sub, evidence, reading_lease)
+    ):
         return job, []
     new = job.copy()
     nsub = new.submission(sub.n)
     events: list[Event] = []
-    at = now if observed_at is None else observed_at
     if found is not None:
         events += resolve_found(new, nsub, found, now, at)
     if isinstance(evidence, Unanswered):
-        if nsub.scheduler_id is not None and unanswered_changes(nsub, evidence, unanswered_grace):
-            events += fold_unanswered(new, nsub, evidence, now, unanswered_grace)
+        if nsub.scheduler_id is not None and unanswered_changes(nsub, evidence, unanswered_grace, reading_lease):
+            events += fold_unanswered(new, nsub, evidence, now, unanswered_grace, reading_lease)
         return new, events
     if nsub.scheduler_id is not None:
         if evidence is None:
             events += fold_vanished(new, nsub, now, at)
         elif evidence.scheduler_id == nsub.scheduler_id:
             events += fold_evidence(new, nsub, evidence, now, cessation)
-    _mark_unknown(sub, nsub, at)
+    _mark_unknown(sub, nsub, at, reading_lease)
     return new, events
 
 
-def _mark_unknown(old: Submission, new: Submission, at: float) -> None:
+def _unknown_reading_due(sub: Submission, evidence: JobEvidence | None, lease: int | None) -> bool:
+    """Whether an ``unknown`` reading of ``sub``'s object (or a NotFound: no end seen, the clock runs) is to be
+    written for the unknown clock's sake alone: it restarts the clock (:mod:`dispatch.supervise.unknown_clock`)."""
+    if evidence is not None and (
+        evidence.scheduler_id != sub.scheduler_id or evidence.outcome.state is not State.UNKNOWN
+    ):
+        return False
+    return restarts(sub, lease)
+
+
+def _mark_unknown(old: Submission, new: Submission, at: float, lease: int | None) -> None:
     """Start (or end) the clock on an unknown: a submission not seen to end whose evidence turns ``unknown``
     gets ``unknown_since``; evidence that is known again clears it. An object shown again after it was marked
     gone starts the clock afresh: the scheduler had it all along (the reader that missed it may have had a
-    narrower view), so the time it was missing says nothing of how long its unknown has lasted."""
+    narrower view), so the time it was missing says nothing of how long its unknown has lasted. A supervisor's
+    reading under another lease than the clock's restarts it too (:mod:`dispatch.supervise.unknown_clock`)."""
     out = new.outcome
     shown_again = old.gone and not new.gone
     was_unknown = old.outcome is not None and old.outcome.state is State.UNKNOWN
     if out is None or out.state is not State.UNKNOWN:
-        new.unknown_since = None
-    elif shown_again or (new.unknown_since is None and not was_unknown):
-        new.unknown_since = at
+        stop(new)
+    elif shown_again:
+        stop(new)
+        read_unknown(new, at, lease)
+    elif new.unknown_since is not None or not was_unknown:
+        read_unknown(new, at, lease)
 
 
 def fold_found(

@@ -16,19 +16,23 @@ from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.records.model import Event, JobRecord, Submission
 from dispatch.spi import Unanswered
 from dispatch.supervise.fold_intents import resolve_vanished
+from dispatch.supervise.unknown_clock import read_unknown
 
 
-def fold_unanswered(job: JobRecord, sub: Submission, unanswered: Unanswered, now: float, grace: float) -> list[Event]:
-    """Fold an Unanswered reading of ``sub``'s object (the caller checked it changes something)."""
+def fold_unanswered(
+    job: JobRecord, sub: Submission, unanswered: Unanswered, now: float, grace: float, lease: int | None
+) -> list[Event]:
+    """Fold an Unanswered reading of ``sub``'s object (the caller checked it changes something), made under the
+    supervisor lease ``lease`` (or None: :mod:`dispatch.supervise.unknown_clock`)."""
     at = unanswered.observed_at
     events: list[Event] = []
-    if sub.unknown_since is None:
-        sub.unknown_since = at
+    if read_unknown(sub, at, lease):
         events.append(Event(job.id, now, "unanswered", {"submission": sub.n, "reason": unanswered.reason}))
+    since = at if sub.unknown_since is None else sub.unknown_since  # set by read_unknown
     out = sub.outcome
-    if (out is None or not (out.ended or out.state is State.UNKNOWN)) and at - sub.unknown_since >= grace:
+    if (out is None or not (out.ended or out.state is State.UNKNOWN)) and at - since >= grace:
         ev = Evidence("unanswered", at)
-        detail = f"the scheduler has not answered for it for {at - sub.unknown_since:.0f}s: {unanswered.reason}"
+        detail = f"the scheduler has not answered for it for {at - since:.0f}s: {unanswered.reason}"
         for ex in sub.executions:
             if not ex.outcome.ended:
                 ex.outcome = Outcome(State.UNKNOWN, Cause.UNKNOWN, ev, detail=detail)

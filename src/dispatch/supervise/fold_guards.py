@@ -14,6 +14,7 @@ from dispatch.outcome import Cause, State
 from dispatch.records.model import GateState, JobRecord, Submission
 from dispatch.spi import Cessation, Gate, JobEvidence, Unanswered
 from dispatch.supervise.fold_evidence import shown
+from dispatch.supervise.unknown_clock import restarts
 
 
 def worth_folding(
@@ -58,13 +59,19 @@ def worth_folding(
     return ev.evidence.observed_at - out.evidence.observed_at >= refresh
 
 
-def unanswered_changes(sub: Submission, unanswered: Unanswered, grace: float) -> bool:
-    """Whether an Unanswered reading changes ``sub``: it starts the unknown clock, or outlasts the grace."""
+def unanswered_changes(sub: Submission, unanswered: Unanswered, grace: float, lease: int | None) -> bool:
+    """Whether an Unanswered reading (made under the supervisor lease ``lease``, or None) changes ``sub``: it
+    starts the unknown clock (or restarts it: :mod:`dispatch.supervise.unknown_clock`), or outlasts the
+    grace."""
     if sub.scheduler_id is None or unanswered.scheduler_id != sub.scheduler_id:
         return False
     out = sub.outcome
-    if out is not None and (out.ended or out.state is State.UNKNOWN):
-        return False  # an end seen stays; an unknown already runs its clock
+    if out is not None and out.ended:
+        return False  # an end seen stays
+    if restarts(sub, lease):
+        return True
+    if out is not None and out.state is State.UNKNOWN:
+        return False  # an unknown already runs its clock
     since = sub.unknown_since
     return since is None or unanswered.observed_at - since >= grace
 

@@ -57,6 +57,7 @@ class Observing:
     _pending: set[str]
     """Objects to read next cycle whatever a watch reports (a change not read, an object not answered yet)."""
     rules_for: Callable[[JobRecord], RuleSet]
+    owner: str
 
     def _observe(self, items: Sequence[Quiet | JobRecord], now: float, report: CycleReport) -> Observation:
         """Read what ``items`` need read this cycle (see the module docstring); steady entries (:class:`Quiet`)
@@ -166,6 +167,7 @@ class Observing:
                     refresh=refresh,
                     observed_at=obs.inspected_at,
                     unanswered_grace=self.facts.unknown_grace,
+                    reading_lease=job.lease.token if job.lease is not None and job.lease.owner == self.owner else None,
                 )
                 events += ev
         for sid in [sid for s in job.submissions for sid in s.strays if sid in obs.inspected]:
