@@ -64,8 +64,10 @@ def test_injected_faults_map_through_the_real_client(plain: FakeCluster) -> None
         plain.control.faults.fail_next(1, 404, method="GET", path_contains="trainjobs")
         with pytest.raises(NotFound):
             b.stop_job(sid)
-        slow = plain.backend(timeouts={"apiserverRequest": "0.5s"})
-        plain.control.faults.delay(1.5, count=1, method="PATCH", path_contains="trainjobs")
+        # A request bound that the preflight's own reads meet on a loaded machine (0.5 s did not: the probe's
+        # create timed out and the backend opened observe-only); the delayed PATCH outlasts it three times over.
+        slow = plain.backend(timeouts={"apiserverRequest": "5s"}, preflight={"probe": False})
+        plain.control.faults.delay(15.0, count=1, method="PATCH", path_contains="trainjobs")
         try:
             with pytest.raises(OutcomeUnknown):
                 slow.open(sid)
