@@ -6,8 +6,12 @@
 #   - the test image: a sandbox directory <chroot>/var/lib/dispatch-test-images/busybox holding a static busybox,
 #     a handful of applet links and /etc/dispatch-test-image (a file only the image has), built once (a stamp
 #     file records the busybox version it was built from; a new busybox rebuilds it);
-#   - $DISPATCH_TEST_STATE/CLUSTER-apptainer.json: the image's path as the jobs see it, the apptainer version and
-#     the options the cluster needs (tests/slurm/images.py reads it).
+#   - $DISPATCH_TEST_STATE/CLUSTER-apptainer.json: the image's path as the jobs see it, its marker file and the
+#     apptainer version (tests/slurm/test_images_clusters.py reads it).
+# Apptainer cannot start a container inside the chroot itself: the kernel refuses user namespaces to a process
+# whose root is a chroot (not the root of its mount namespace), and Debian's package has no setuid starter. So
+# the cluster answers ContainerImage no, and the tests run the image words in a pivot_root'ed namespace
+# (docs/dev/test-clusters.md).
 # Idempotent: with both present it costs about a second. Run as root. Env: PFX_SLURM_ROOT as chroot-up.sh.
 # See docs/dev/test-clusters.md.
 set -euo pipefail
@@ -77,7 +81,6 @@ if [ "$(cat "$R$IMAGE/.dispatch-built" 2>/dev/null)" != "$STAMP" ]; then
   mv -- "$NEW" "$R$IMAGE"
 fi
 
-# The options every apptainer call on this cluster needs: none found yet beyond the defaults.
 python3 - "$DISPATCH_TEST_STATE/$C-apptainer.json" "$IMAGE" "$MARKER" "$APPTAINER" <<'PY'
 import json, os, sys
 
