@@ -11,6 +11,9 @@
   starts with the warning signal ignored until the program handles it). The user's argv is shlex-quoted
   word by word inside a heredoc whose terminator carries the script nonce, so it reaches the ranks byte for
   byte.
+* Image: with a ``dispatch.Image`` each rank's wrapper execs ``apptainer exec`` (the cluster's
+  ``container.options``, binds of the working, output and checkpoint directories, ``--pwd``) and the argv
+  runs inside the image (:mod:`dispatch.slurm.images`).
 * Progress: every rank's ``DISPATCH_PROGRESS_DIR`` is ``<dir>/<marker>.<job id>.progress``, beside the output
   (:mod:`dispatch.slurm.progress`).
 * Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``
