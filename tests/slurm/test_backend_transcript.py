@@ -125,6 +125,8 @@ def test_an_image_job_is_submitted_where_the_probe_started_a_container() -> None
     sent = ex.scripts[-1]
     assert f"dispatch-rank apptainer exec --bind {os.getcwd()} --bind /home/ada/dispatch-output --pwd" in sent
     assert "/img/a.sif x\n" in sent
+    shown = b.render(StartRequest("j", 1, "dsp-j-1", JobSpec(("x",), extensions=(Image(ref="/img/a.sif"),))))
+    assert "dispatch-rank apptainer exec --bind " in shown and "/img/a.sif x\n" in shown  # --dry-run's words
 
 
 def test_start_rejected_by_sbatch() -> None:

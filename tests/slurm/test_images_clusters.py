@@ -5,20 +5,17 @@
   and 24.11 (trixie chroot) have no Apptainer; 26.05 (sid chroot) has Debian's apptainer
   (scripts/slurm/apptainer-up.sh), which cannot start a container there: the kernel refuses user namespaces to a
   process whose root is a chroot, and Debian's package has no setuid starter.
-* What each rank runs (the words after ``srun --``), run for real by that apptainer on the sid chroot's
-  filesystem, as the cluster's user, for two ranks: each runs inside the test image, sees its rank, the world
-  size and the master address, and receives its argv byte for byte. The chroot is made the root of a private
-  mount namespace first (``pivot_root``, as root), the one thing a chroot lacks for user namespaces; Slurm
-  itself is not involved (its steps run chrooted).
+* A 2-node dispatch job through the adapter on Slurm 26.05 made of the sid cluster's own files, in a private
+  cluster whose daemons run where user namespaces are allowed (the chroot made the root of a mount namespace by
+  ``pivot_root``: tests/slurm/pivotcluster.py): the probe answers yes, and each rank runs inside the test image,
+  sees its rank, the world size and the master address, and receives its argv byte for byte.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shlex
-import subprocess
-import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,12 +28,10 @@ from dispatch.errors import Unsupported
 from dispatch.extensions import Image
 from dispatch.records import MemoryRecords
 from dispatch.slurm import harness as shipped
-from dispatch.slurm.settings import SlurmSettings
-from dispatch.slurm.submit import build
 from dispatch.spec import JobSpec
-from dispatch.spi import StartRequest
 
 from .clusters import HOW, STATE, description
+from .pivotcluster import PivotCluster
 
 NOT_FOUND = "apptainer is not found in PATH on the login node"
 NO_USERNS = "cannot start a container on the login node: Failed to create user namespace"
@@ -93,24 +88,7 @@ def _apptainer_facts() -> dict[str, Any]:
     return facts
 
 
-PIVOT = r"""
-set -eu
-root=$1 old=$2 uid=$3; shift 3
-mount --rbind "$root" "$root"
-cd "$root"
-pivot_root . "$old"
-cd /
-umount -l "/${old#"$root"/}"
-exec setpriv --reuid="$uid" --regid="$uid" --clear-groups --reset-env "$@"
-"""
-"""Make the chroot ``$1`` the root of this (private, ``unshare -m``) mount namespace, then run ``$4...`` as uid
-``$3`` with a clean environment (``env`` puts back what a rank would have)."""
-
 ARGV = ("a b", "it's", 'say "hi"', "$HOME", "`id`", "back\\slash", "line1\nline2", "-n", "ünïcødé", "*")
-SHOW = (
-    'cat /etc/dispatch-test-image; printf "%s|%s|%s|%s|%s\\n" "$RANK" "$WORLD_SIZE" "$MASTER_ADDR" "$MASTER_PORT" '
-    '"$(pwd)"; printf "%s\\0" "$@"'
-)
 
 
 def _uid(root: str, user: str) -> str:
@@ -122,55 +100,61 @@ def _uid(root: str, user: str) -> str:
     pytest.fail(f"no user {user} in {root}/etc/passwd: {HOW}", pytrace=False)
 
 
-@pytest.mark.slurm_sid
-def test_each_rank_runs_inside_the_image_with_its_rank_and_its_argv_byte_for_byte() -> None:
-    facts = _apptainer_facts()
+REPORT = (
+    '{ cat /etc/dispatch-test-image; printf "%s|%s|%s|%s|%s|%s\\n" "$RANK" "$WORLD_SIZE" "$MASTER_ADDR" "$MASTER_PORT" '
+    '"$DISPATCH_NODE" "$(pwd)"; printf "%s\\0" "$@"; } >"rank-$RANK.out"'
+)
+"""Each rank's report, in a file of its own in the working directory (two ranks' output never interleaves)."""
+
+
+@pytest.fixture
+def pivot() -> Iterator[PivotCluster]:
+    _apptainer_facts()
     desc = description("sid")
     root, user = desc["chroot"], desc["user"]
-    uid = _uid(root, user)
-    with tempfile.TemporaryDirectory(dir=os.path.join(root, "tmp")) as host_dir:
-        os.chmod(host_dir, 0o755)
-        work = os.path.join(host_dir, "work dir")  # a space: the bind and --pwd carry it as one word
-        os.mkdir(work)
-        os.chown(work, int(uid), int(uid))
-        old = os.path.join(host_dir, "old-root")
-        os.mkdir(old)
-        inside = "/" + os.path.relpath(work, root)
-        spec = JobSpec(("/bin/sh", "-c", SHOW, "rank", *ARGV), nodes=2, extensions=(Image(facts["image"]),))
-        batch = build(StartRequest("j", 1, "dsp-j-1", spec), SlurmSettings(), "26.05.5", inside, inside).batch
-        words = shlex.split(batch[batch.index("exec srun ") :])
-        rank_words = words[words.index("--") + 1 :]  # what srun starts on each node
-        assert rank_words[rank_words.index("apptainer") + 1] == "exec", rank_words
-        outs = []
-        for rank in (0, 1):
-            env = {
-                "PATH": "/usr/local/bin:/usr/bin:/bin",
-                "HOME": f"/home/{user}",
-                "SLURM_PROCID": str(rank),
-                "SLURM_LOCALID": "0",
-                "SLURM_NODEID": str(rank),
-                "SLURM_LAUNCH_NODE_IPADDR": "127.0.0.1",
-                "SLURM_JOB_ID": "4242",
-                "SLURMD_NODENAME": f"node{rank + 1}",
-            }
-            argv = [
-                "unshare",
-                "-m",
-                "bash",
-                "-c",
-                PIVOT,
-                "_",
-                root,
-                old,
-                uid,
-                "env",
-                *(f"{k}={v}" for k, v in env.items()),
-            ]
-            done = subprocess.run([*argv, *rank_words], capture_output=True, cwd="/", timeout=120)
-            assert done.returncode == 0, done.stderr.decode(errors="replace")
-            outs.append(done.stdout)
-    for rank, out in enumerate(outs):
-        marker, fields, rest = out.split(b"\n", 2)
-        assert marker.startswith(b"dispatch test image"), out  # /etc/dispatch-test-image: only the image has it
-        assert fields.decode() == f"{rank}|2|127.0.0.1|24242|{inside}"
+    cluster = PivotCluster(root, int(_uid(root, user)), f"/home/{user}")
+    try:
+        cluster.start()
+        yield cluster
+    except Exception:
+        print("\n".join(cluster.log), cluster.slurm_log())
+        raise
+    finally:
+        cluster.stop()
+
+
+@pytest.mark.slurm_sid
+def test_a_two_node_sbatch_job_runs_each_rank_inside_the_image(pivot: PivotCluster) -> None:
+    """Slurm 26.05 (the sid cluster's packages, in a private cluster whose daemons run where user namespaces are
+    allowed: tests/slurm/pivotcluster.py) runs a 2-node dispatch job through the adapter: the probe answers yes,
+    and each rank runs inside the image with its rank, the world size and the master address, and its argv byte
+    for byte."""
+    facts = _apptainer_facts()
+    settings = {"output": {"dir": f"{pivot.inside}/out"}, "timeouts": {"call": 30, "script": 60}}
+    backend = slurm.new(settings, executor=pivot.executor())
+    records = MemoryRecords()
+    cluster = dispatch.Cluster("pivot", backend, records, dispatch.SystemClock())
+    try:
+        answer = cluster.capabilities()[Capability.CONTAINER_IMAGE]
+        assert answer.answer is Answer.YES, answer
+        assert "started a test container on the login node" in answer.reason
+        work = f"{pivot.inside}/out"
+        spec = JobSpec(
+            ("/bin/sh", "-c", REPORT, "rank", *ARGV), nodes=2, working_dir=work, extensions=(Image(facts["image"]),)
+        )
+        record = cluster.run(spec, timeout=180)
+        assert record.state is dispatch.State.SUCCEEDED, (record.outcome, pivot.slurm_log())
+        assert record.current is not None and record.current.scheduler_id is not None
+        job_id = int(record.current.scheduler_id)
+    finally:
+        cluster.close()
+    nodes = set()
+    for rank in (0, 1):
+        with open(os.path.join(pivot.dir, "out", f"rank-{rank}.out"), "rb") as f:
+            marker, fields, rest = f.read().split(b"\n", 2)
+        assert marker.startswith(b"dispatch test image"), marker  # /etc/dispatch-test-image: only the image has it
+        r, world, addr, port, node, cwd = fields.decode().split("|")
+        assert (r, world, addr, port, cwd) == (str(rank), "2", "127.0.0.1", str(20000 + job_id % 20000), work)
+        nodes.add(node)
         assert rest.split(b"\0")[:-1] == [a.encode() for a in ARGV]
+    assert nodes == {"inode1", "inode2"}  # one rank on each node
