@@ -59,8 +59,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def add_probe(script: Script, settings: ContainerSettings) -> int:
-    """Add the probe call to ``script``; its index."""
-    return script.shell(PROBE, settings.apptainer, *settings.options, timeout=60)
+    """Add the probe call to ``script`` (under the script's call deadline, ``timeouts.call``); its index."""
+    return script.shell(PROBE, settings.apptainer, *settings.options)
 
 
 def read_probe(call: CallOutput | None, settings: ContainerSettings) -> CapabilityAnswer:
