@@ -4,6 +4,7 @@ real)."""
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 
 import pytest
@@ -145,3 +146,17 @@ def test_the_probe_script_runs_here_and_finds_no_such_program() -> None:
         timeout=60,
     )
     assert (done.returncode, done.stdout.splitlines()[0]) == (0, "missing")
+
+
+def test_the_warning_signal_is_neutralised_again_inside_the_image() -> None:
+    """Apptainer's starter clears the signal mask and dispositions, so the blocking wrapper runs twice: on the
+    node (around the rank wrapper) and inside the image (around the program)."""
+    from dispatch.extensions import CessationWarning
+
+    spec = JobSpec(("train",), time_limit=600, extensions=(Image("/i.sif"), CessationWarning(seconds=30)))
+    batch = build(StartRequest("j", 1, "dsp-j-1", spec), SlurmSettings(), "26.05.5", "/o", "/w").batch
+    words = shlex.split(batch[batch.index("exec srun ") :])
+    rank = words[words.index("--") + 1 :]
+    image = rank.index("/i.sif")
+    assert rank[0] == "/bin/sh" and 'trap "" USR1' in rank[2]  # on the node
+    assert rank[image + 1] == "/bin/sh" and 'trap "" USR1' in rank[image + 3] and rank[-1] == "train"  # in the image

@@ -8,13 +8,15 @@
 * A 2-node dispatch job through the adapter on Slurm 26.05 made of the sid cluster's own files, in a private
   cluster whose daemons run where user namespaces are allowed (the chroot made the root of a mount namespace by
   ``pivot_root``: tests/slurm/pivotcluster.py): the probe answers yes, and each rank runs inside the test image,
-  sees its rank, the world size and the master address, and receives its argv byte for byte.
+  sees its rank, the world size and the master address, receives its argv byte for byte, and starts with the
+  CessationWarning signal neutralised inside the image.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,7 @@ import dispatch
 import dispatch.slurm as slurm
 from dispatch.capabilities import Answer, Capability, Provenance
 from dispatch.errors import Unsupported
-from dispatch.extensions import Image
+from dispatch.extensions import CessationWarning, Image
 from dispatch.records import MemoryRecords
 from dispatch.slurm import harness as shipped
 from dispatch.spec import JobSpec
@@ -101,8 +103,9 @@ def _uid(root: str, user: str) -> str:
 
 
 REPORT = (
-    '{ cat /etc/dispatch-test-image; printf "%s|%s|%s|%s|%s|%s\\n" "$RANK" "$WORLD_SIZE" "$MASTER_ADDR" "$MASTER_PORT" '
-    '"$DISPATCH_NODE" "$(pwd)"; printf "%s\\0" "$@"; } >"rank-$RANK.out"'
+    'while read -r k v; do [ "$k" = SigIgn: ] && ign=$v; done </proc/self/status; '
+    '{ cat /etc/dispatch-test-image; printf "%s|%s|%s|%s|%s|%s|%s\\n" "$RANK" "$WORLD_SIZE" "$MASTER_ADDR" '
+    '"$MASTER_PORT" "$DISPATCH_NODE" "$(pwd)" "$ign"; printf "%s\\0" "$@"; } >"rank-$RANK.out"'
 )
 """Each rank's report, in a file of its own in the working directory (two ranks' output never interleaves)."""
 
@@ -140,7 +143,11 @@ def test_a_two_node_sbatch_job_runs_each_rank_inside_the_image(pivot: PivotClust
         assert "started a test container on the login node" in answer.reason
         work = f"{pivot.inside}/out"
         spec = JobSpec(
-            ("/bin/sh", "-c", REPORT, "rank", *ARGV), nodes=2, working_dir=work, extensions=(Image(facts["image"]),)
+            ("/bin/sh", "-c", REPORT, "rank", *ARGV),
+            nodes=2,
+            working_dir=work,
+            time_limit=600,
+            extensions=(Image(facts["image"]), CessationWarning(seconds=30)),
         )
         record = cluster.run(spec, timeout=180)
         assert record.state is dispatch.State.SUCCEEDED, (record.outcome, pivot.slurm_log())
@@ -153,8 +160,11 @@ def test_a_two_node_sbatch_job_runs_each_rank_inside_the_image(pivot: PivotClust
         with open(os.path.join(pivot.dir, "out", f"rank-{rank}.out"), "rb") as f:
             marker, fields, rest = f.read().split(b"\n", 2)
         assert marker.startswith(b"dispatch test image"), marker  # /etc/dispatch-test-image: only the image has it
-        r, world, addr, port, node, cwd = fields.decode().split("|")
+        r, world, addr, port, node, cwd, ignored = fields.decode().split("|")
         assert (r, world, addr, port, cwd) == (str(rank), "2", "127.0.0.1", str(20000 + job_id % 20000), work)
+        # the warning signal cannot end the rank early inside the image either: busybox's env has no
+        # --block-signal, so the program starts with SIGUSR1 ignored (docs/adapters/slurm.md)
+        assert int(ignored, 16) & (1 << (signal.SIGUSR1 - 1)), ignored
         nodes.add(node)
         assert rest.split(b"\0")[:-1] == [a.encode() for a in ARGV]
     assert nodes == {"inode1", "inode2"}  # one rank on each node

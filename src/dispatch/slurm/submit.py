@@ -187,6 +187,8 @@ def build(
             *_blocking(warning),  # first: the signal is blocked from the rank's first instruction
             *rank_wrapper(_rank_prelude(spec)),
             *image_words,
+            # Apptainer's starter clears the signal mask and dispositions: inside the image, again
+            *(_blocking(warning) if image_words else ()),
         ),
         exports=exports,
         checks=checks,
