@@ -9,14 +9,17 @@ import subprocess
 
 import pytest
 
-from dispatch.capabilities import Answer, Provenance
+import dispatch.slurm as slurm
+from dispatch.capabilities import Answer, Capability, Provenance
+from dispatch.clock import FakeClock
 from dispatch.errors import ConfigError, SpecError
-from dispatch.extensions import Image, SharedCheckpoint
+from dispatch.extensions import CessationWarning, Image, SharedCheckpoint
 from dispatch.settings import decode
 from dispatch.slurm import images
 from dispatch.slurm.scripts import CallOutput
 from dispatch.slurm.settings import ContainerSettings, SlurmSettings
 from dispatch.slurm.submit import build
+from dispatch.slurmtest import RELEASE_2605, TranscriptExecutor, ready_preflight
 from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
 
@@ -151,7 +154,6 @@ def test_the_probe_script_runs_here_and_finds_no_such_program() -> None:
 def test_the_warning_signal_is_neutralised_again_inside_the_image() -> None:
     """Apptainer's starter clears the signal mask and dispositions, so the blocking wrapper runs twice: on the
     node (around the rank wrapper) and inside the image (around the program)."""
-    from dispatch.extensions import CessationWarning
 
     spec = JobSpec(("train",), time_limit=600, extensions=(Image("/i.sif"), CessationWarning(seconds=30)))
     batch = build(StartRequest("j", 1, "dsp-j-1", spec), SlurmSettings(), "26.05.5", "/o", "/w").batch
@@ -160,3 +162,18 @@ def test_the_warning_signal_is_neutralised_again_inside_the_image() -> None:
     image = rank.index("/i.sif")
     assert rank[0] == "/bin/sh" and 'trap "" USR1' in rank[2]  # on the node
     assert rank[image + 1] == "/bin/sh" and 'trap "" USR1' in rank[image + 3] and rank[-1] == "train"  # in the image
+
+
+def test_the_cached_answer_serves_the_same_apptainer_and_options_only(tmp_path: object) -> None:
+    now = 1_800_000_000.0
+    cache = {"cacheDir": str(tmp_path)}
+    ex = TranscriptExecutor(ready_preflight(RELEASE_2605, now=now, apptainer=True))
+    slurm.new({"preflight": cache}, executor=ex, clock=FakeClock(now))
+    again = TranscriptExecutor(ready_preflight(RELEASE_2605, now=now, read_only=True))
+    b = slurm.new({"preflight": cache}, executor=again, clock=FakeClock(now + 10), read_only=True)
+    answer = b.capabilities()[Capability.CONTAINER_IMAGE]
+    assert (answer.answer, answer.provenance) == (Answer.YES, Provenance.CACHED)
+    other = TranscriptExecutor(ready_preflight(RELEASE_2605, now=now, read_only=True))
+    changed = {"preflight": cache, "container": {"options": ["--userns"]}}
+    b = slurm.new(changed, executor=other, clock=FakeClock(now + 10), read_only=True)
+    assert b.capabilities()[Capability.CONTAINER_IMAGE].answer is Answer.UNKNOWN  # not probed with these options

@@ -5,7 +5,8 @@
    midpoint, uncertainty = half the round trip), ``scontrol show config``, ``$HOME``, and the GPUs per
    partition from ``sinfo``'s Gres (the ``Accelerators`` inventory: read at every open, read-only too).
 2. **Cache**: a probe result younger than ``preflight.freshness`` in ``preflight.cacheDir``, keyed by the
-   cluster's identity (transport, host, user, ClusterName, SLURM_VERSION, AuthType), is used as is.
+   cluster's identity (transport, host, user, ClusterName, SLURM_VERSION, AuthType), is used as is (unless it
+   was probed with another ``container.apptainer`` or ``container.options``).
 3. **Probe** (writable open without a fresh cache): submit a held probe job (script 2), then in script 3 set
    its begin time to an encoded hold instance and read it back from ``squeue --json`` (Hold), look it up in
    ``sacct`` (AccountingHistory), and cancel it; the same script starts a test container with Apptainer
@@ -163,10 +164,17 @@ def read_cache(settings: SlurmSettings, facts: ClusterFacts, now: float) -> bool
             return False
         facts.hold = _answer(data["hold"], Provenance.CACHED)
         facts.accounting = _answer(data["accounting"], Provenance.CACHED)
+        if data["container"]["with"] != _container_words(settings):
+            return False  # probed with another Apptainer or other options
         facts.container = _answer(data["container"], Provenance.CACHED)
     except (OSError, ValueError, KeyError, TypeError):
         return False
     return True
+
+
+def _container_words(settings: SlurmSettings) -> list[str]:
+    """What the container probe depends on besides the cluster: Apptainer's program and options."""
+    return [settings.container.apptainer, *settings.container.options]
 
 
 def _answer(data: Mapping[str, Any], provenance: Provenance) -> CapabilityAnswer:
@@ -186,7 +194,11 @@ def write_cache(settings: SlurmSettings, facts: ClusterFacts, now: float) -> Non
         "version": facts.version,
         "hold": {"answer": facts.hold.answer.value, "reason": facts.hold.reason},
         "accounting": {"answer": facts.accounting.answer.value, "reason": facts.accounting.reason},
-        "container": {"answer": facts.container.answer.value, "reason": facts.container.reason},
+        "container": {
+            "answer": facts.container.answer.value,
+            "reason": facts.container.reason,
+            "with": _container_words(settings),
+        },
     }
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
