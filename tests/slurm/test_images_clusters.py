@@ -155,6 +155,7 @@ def test_a_two_node_sbatch_job_runs_each_rank_inside_the_image(pivot: PivotClust
         job_id = int(record.current.scheduler_id)
     finally:
         cluster.close()
+    assert not os.path.exists(os.path.join(pivot.root, "etc/dispatch-test-image"))  # the nodes' system has none
     nodes = set()
     for rank in (0, 1):
         with open(os.path.join(pivot.dir, "out", f"rank-{rank}.out"), "rb") as f:
