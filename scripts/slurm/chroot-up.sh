@@ -12,6 +12,7 @@
 #      PFX_SLURM_KEYDIR (host-side ssh files, default /opt/dispatch-slurm-CLUSTER-ssh),
 #      PFX_SLURM_NODES (default 2), PFX_SLURM_GPUS (fake GPUs per node, default 2), PFX_SLURM_MIRROR,
 #      PFX_SLURM_CGROUP=none, DISPATCH_TEST_STATE.
+# The sid chroot also gets Debian's apptainer and a test image (apptainer-up.sh).
 # Every node declares PFX_SLURM_GPUS GPUs as generic resources (gres/gpu), backed by character-device files
 # the script creates in the chroot (there is no GPU here: Slurm only hands them out), as local-up.sh does.
 # See docs/dev/test-clusters.md.
@@ -440,7 +441,11 @@ if ! alive /run/sshd.pid sshd; then
   waitfor 10 "sshd" alive /run/sshd.pid sshd
 fi
 
-# ------------------------------------------------------------------ 7. end-to-end check
+# ------------------------------------------------------------------ 7. Apptainer (sid only)
+# Debian's apptainer and the test image (apptainer-up.sh; about a second when both are there)
+if [ "$C" = sid ]; then "$HERE/apptainer-up.sh" "$C" 8>&-; fi
+
+# ------------------------------------------------------------------ 8. end-to-end check
 SSH_OPTS=(-p "$SSH_PORT" -i "$KEYDIR/id_ed25519" -o IdentitiesOnly=yes -o BatchMode=yes
   -o StrictHostKeyChecking=yes -o UserKnownHostsFile="$KEYDIR/known_hosts" -o GlobalKnownHostsFile=/dev/null
   -o ConnectTimeout=10)

@@ -40,6 +40,7 @@ from dispatch.errors import (
     Rejected,
     Unsupported,
 )
+from dispatch.extensions import Image
 from dispatch.records.base import Records
 from dispatch.records.model import (
     Action,
@@ -227,8 +228,10 @@ class Cluster:
 
 def check_spec(backend: Backend, spec: JobSpec) -> None:
     """Refuse, before any scheduler call, a spec this cluster cannot run (Unsupported names why)."""
-    backend.extension_policy().check(spec.extensions, backend.name)
     caps = backend.capabilities()
+    if spec.extension(Image) is not None and caps.answer(Capability.CONTAINER_IMAGE) is Answer.NO:
+        caps.require(Capability.CONTAINER_IMAGE, "the dispatch.Image extension")
+    backend.extension_policy().check(spec.extensions, backend.name)
     if spec.working_dir is not None and caps.answer(Capability.WORKING_DIRECTORY) is Answer.NO:
         caps.require(Capability.WORKING_DIRECTORY, "a working directory")
     if spec.procs_per_node > 1 and caps.answer(Capability.PROCS_PER_NODE) is Answer.NO:

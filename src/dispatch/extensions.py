@@ -106,7 +106,13 @@ def _check_text(value: object, path: str, *, allow_empty: bool = False) -> None:
 @register_extension
 @dataclass(frozen=True)
 class Image(Extension):
-    """A container image the job runs in. Required on Kubeflow; refused on Slurm (capability ContainerImage)."""
+    """A container image every rank runs in (capability ContainerImage).
+
+    Required on Kubeflow. On Slurm each rank runs inside it through Apptainer, where the cluster's probe started a
+    container: ``ref`` is an image path on the nodes, a reference with a scheme (``docker://``, ``oras://``), or a
+    registry name as Kubernetes reads it (run as ``docker://<ref>``). A cluster answering no (Grid Engine, the
+    local adapter, a Slurm cluster without a working Apptainer) refuses the job before anything is recorded.
+    """
 
     kind: ClassVar[str] = "dispatch.Image"
     ref: str

@@ -257,7 +257,7 @@ def test_status_when_no_jobs_yet(cli: Env) -> None:
         (("run", "--time-limit", "5x", "--", "true"), Exit.USAGE, "--time-limit"),
         (("run", "-e", "NOEQUALS", "--", "true"), Exit.USAGE, "NAME=VALUE"),
         (("submit", "-x", "no.Such={}", "--", "true"), Exit.USAGE, "unknown extension kind"),
-        (("submit", "-x", 'dispatch.Image={"ref": "x"}', "--", "true"), Exit.REFUSED, "does not accept"),
+        (("submit", "-x", 'dispatch.Image={"ref": "x"}', "--", "true"), Exit.REFUSED, "needs ContainerImage"),
     ],
 )
 def test_bad_input_is_one_line_and_an_exit_code(cli: Env, args: tuple[str, ...], code: int, words: str) -> None:

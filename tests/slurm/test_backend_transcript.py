@@ -1,5 +1,6 @@
 """The backend against transcripts: preflight, gate, reads in each dialect, holds, requeue, failures."""
 
+import os
 from dataclasses import replace
 
 import pytest
@@ -109,11 +110,23 @@ def test_start_submits_held_and_returns_id() -> None:
     assert "--job-name=dsp-j-1" in script and "--no-requeue" in script and "END_" in script
 
 
-def test_start_refuses_image_before_any_script() -> None:
+def test_start_refuses_image_before_any_script_where_apptainer_is_missing() -> None:
     b, ex = backend()
-    with pytest.raises(Unsupported):
+    with pytest.raises(Unsupported, match="needs ContainerImage, which is no here: apptainer is not found in PATH"):
         b.start(StartRequest("j", 1, "dsp-j-1", JobSpec(("x",), extensions=(Image(ref="a:b"),))))
     ex.assert_done()
+
+
+def test_an_image_job_is_submitted_where_the_probe_started_a_container() -> None:
+    b, ex = backend(RELEASE_2605, Exchange("--hold", wrapped(ok(), ok("4243\n"))), apptainer=True)
+    answer = b.capabilities()[slurm_cap("ContainerImage")]
+    assert answer.answer is Answer.YES and "apptainer version 1.4.5 at /usr/bin/apptainer" in answer.reason
+    assert b.start(StartRequest("j", 1, "dsp-j-1", JobSpec(("x",), extensions=(Image(ref="/img/a.sif"),)))) == "4243"
+    sent = ex.scripts[-1]
+    assert f"dispatch-rank apptainer exec --bind {os.getcwd()} --bind /home/ada/dispatch-output --pwd" in sent
+    assert "/img/a.sif x\n" in sent
+    shown = b.render(StartRequest("j", 1, "dsp-j-1", JobSpec(("x",), extensions=(Image(ref="/img/a.sif"),))))
+    assert "dispatch-rank apptainer exec --bind " in shown and "/img/a.sif x\n" in shown  # --dry-run's words
 
 
 def test_start_rejected_by_sbatch() -> None:

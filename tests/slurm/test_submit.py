@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dispatch.adapterkit.jobscript import LAUNCH_FAILED_EXIT
-from dispatch.errors import SpecError, Unsupported
+from dispatch.errors import SpecError
 from dispatch.extensions import CessationWarning, Image, Output, SharedCheckpoint
 from dispatch.settings import decode
 from dispatch.slurm.extensions import Placement, Resources
@@ -71,9 +71,9 @@ def test_output_extension_and_checkpoint() -> None:
     assert "export DISPATCH_CHECKPOINT_DIR=/shared/ck" in job.batch
 
 
-def test_image_is_unsupported_and_bad_marker_refused() -> None:
-    with pytest.raises(Unsupported):
-        build(req(JobSpec(("true",), extensions=(Image(ref="x:1"),))), S, "26.05.5", "/o")
+def test_image_runs_each_rank_through_apptainer_and_bad_marker_refused() -> None:
+    job = build(req(JobSpec(("true",), extensions=(Image(ref="x:1"),))), S, "26.05.5", "/o", "/w")
+    assert job.batch.endswith("dispatch-rank apptainer exec --bind /w --bind /o --pwd /w docker://x:1 true\n")
     with pytest.raises(SpecError):
         build(req(JobSpec(("true",)), "bad marker%"), S, "26.05.5", "/o")
 

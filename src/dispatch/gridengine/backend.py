@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -75,6 +76,7 @@ class GridEngineBackend:
         self.config = self._global_config()
         self.version = self._version()
         self.gpus = self._probe_gpus()
+        self.container = self._probe_container(env.get("PATH"))
         self._exclusion: CapabilityAnswer | None = None
         """NodeExclusion, probed at the first capabilities() (:meth:`_exclusion_answer`)."""
         self._in_qstat: dict[str, float] = {}
@@ -128,6 +130,20 @@ class GridEngineBackend:
     def accelerators(self) -> Inventory | None:
         return self.gpus
 
+    @staticmethod
+    def _probe_container(path: str | None) -> CapabilityAnswer:
+        """ContainerImage: no either way, naming what is missing. Apptainer is looked up in this host's PATH (where
+        the cell's commands run); where it is found, the adapter still starts no rank through it (no cell with
+        Apptainer has tested that)."""
+        found = shutil.which("apptainer", path=path)
+        if found is None:
+            return no("apptainer is not found in PATH on the submit host", Provenance.PROBED)
+        return no(
+            f"apptainer is at {found}, but the Grid Engine adapter starts no rank through it (images run on Slurm"
+            " and Kubeflow)",
+            Provenance.PROBED,
+        )
+
     def _exclusion_answer(self) -> CapabilityAnswer:
         """NodeExclusion, probed once: ``qsub -w v`` (the scheduler verifies the job as if the cell were empty and
         submits nothing) of a job excluding a host that cannot exist must find a queue; a cell that refuses the
@@ -172,7 +188,7 @@ class GridEngineBackend:
     def capabilities(self) -> Capabilities:
         caps = Capabilities(
             {
-                Capability.CONTAINER_IMAGE: no("Grid Engine runs no container images"),
+                Capability.CONTAINER_IMAGE: self.container,
                 Capability.NATIVE_REQUEUE: no("jobs are submitted not rerunnable (qsub -r n)"),
                 Capability.NATIVE_RESTART: no("Grid Engine restarts no job in place unless it is rerunnable"),
                 Capability.HOLD: yes("a dispatch hold is a far-future start time (qalter -a) named in the job context"),

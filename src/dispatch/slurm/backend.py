@@ -20,11 +20,11 @@ from dispatch.adapterkit.fanout import spread
 from dispatch.adapterkit.holds import InstanceBook, encode_instance
 from dispatch.adapterkit.identity import execution_identity, submission_of
 from dispatch.adapterkit.storage import storage_answer, storage_paths
-from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, no
+from dispatch.capabilities import Answer, Capabilities, Capability, CapabilityAnswer, no
 from dispatch.clock import Clock, SystemClock
 from dispatch.declarations import Declarations
 from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
-from dispatch.extensions import CessationWarning, ExtensionPolicy, Output, SharedCheckpoint
+from dispatch.extensions import CessationWarning, ExtensionPolicy, Image, Output, SharedCheckpoint
 from dispatch.outcome import Evidence, State
 from dispatch.slurm import arrays, outputs, preflight, progress, submit
 from dispatch.slurm import errors as slurm_errors
@@ -137,7 +137,9 @@ STOP = (
 """Cancel job ``$1`` (exit 1 with squeue's message when squeue does not know it). An array task still inside its
 array's record is first updated alone (a no-op update), which gives it its own record: Slurm cancels such a
 task without a trace otherwise (neither squeue nor sacct would show it ended)."""
-ACCEPTED = frozenset({Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind, CessationWarning.kind})
+ACCEPTED = frozenset(
+    {Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind, CessationWarning.kind, Image.kind}
+)
 
 
 @dataclass(frozen=True)
@@ -251,8 +253,11 @@ class SlurmBackend:
         return storage_paths(self.settings.shared_storage, NAME)
 
     def build(self, request: StartRequest, array: str | None = None) -> submit.SbatchJob:
-        """What sbatch gets for ``request`` (with ``array``: as a task of the job array of that name)."""
+        """What sbatch gets for ``request`` (with ``array``: as a task of the job array of that name). A
+        ``dispatch.Image`` on a cluster answering ContainerImage no is Unsupported, naming the answer's reason."""
         self.extension_policy().check(request.spec.extensions, NAME)
+        if request.spec.extension(Image) is not None and self._caps.answer(Capability.CONTAINER_IMAGE) is Answer.NO:
+            self._caps.require(Capability.CONTAINER_IMAGE, "the dispatch.Image extension")
         return submit.build(
             request, self.settings, self.slurm_release, self.default_output_dir, self.default_workdir(), array=array
         )

@@ -5,12 +5,15 @@
    midpoint, uncertainty = half the round trip), ``scontrol show config``, ``$HOME``, and the GPUs per
    partition from ``sinfo``'s Gres (the ``Accelerators`` inventory: read at every open, read-only too).
 2. **Cache**: a probe result younger than ``preflight.freshness`` in ``preflight.cacheDir``, keyed by the
-   cluster's identity (transport, host, user, ClusterName, SLURM_VERSION, AuthType), is used as is.
+   cluster's identity (transport, host, user, ClusterName, SLURM_VERSION, AuthType), is used as is (unless it
+   was probed with another ``container.apptainer`` or ``container.options``).
 3. **Probe** (writable open without a fresh cache): submit a held probe job (script 2), then in script 3 set
    its begin time to an encoded hold instance and read it back from ``squeue --json`` (Hold), look it up in
-   ``sacct`` (AccountingHistory), and cancel it. The result is written to the cache.
+   ``sacct`` (AccountingHistory), and cancel it; the same script starts a test container with Apptainer
+   (ContainerImage, :mod:`dispatch.slurm.images`). The result is written to the cache.
 
-A read-only open submits nothing: it uses a fresh cache, or answers Hold and AccountingHistory ``unknown``.
+A read-only open submits nothing: it uses a fresh cache, or answers Hold, AccountingHistory and ContainerImage
+``unknown``.
 
 Declarations: NodeLossWindow = 2 x SlurmdTimeout + 60 s; PolledLoss = MinJobAge for state, cause and exit
 code, execution UNBOUNDED with accounting and 0 without (or unknown); CallBound = timeouts.script + 2 x clock
@@ -33,6 +36,7 @@ from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Pr
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import Unavailable, Unsupported
+from dispatch.slurm import images
 from dispatch.slurm.gres import SINFO, parse_sinfo_gres
 from dispatch.slurm.holds import encode_hold
 from dispatch.slurm.parse import (
@@ -66,6 +70,8 @@ class ClusterFacts:
     uncertainty: float
     hold: CapabilityAnswer = field(default_factory=lambda: unknown("not probed"))
     accounting: CapabilityAnswer = field(default_factory=lambda: unknown("not probed"))
+    container: CapabilityAnswer = field(default_factory=lambda: unknown("not probed"))
+    """ContainerImage: whether Apptainer starts a container on the login node (:mod:`dispatch.slurm.images`)."""
     accelerators: Inventory | None = None
     """The GPUs ``sinfo`` lists per partition, read at every open (None: sinfo failed)."""
 
@@ -158,9 +164,17 @@ def read_cache(settings: SlurmSettings, facts: ClusterFacts, now: float) -> bool
             return False
         facts.hold = _answer(data["hold"], Provenance.CACHED)
         facts.accounting = _answer(data["accounting"], Provenance.CACHED)
+        if data["container"]["with"] != _container_words(settings):
+            return False  # probed with another Apptainer or other options
+        facts.container = _answer(data["container"], Provenance.CACHED)
     except (OSError, ValueError, KeyError, TypeError):
         return False
     return True
+
+
+def _container_words(settings: SlurmSettings) -> list[str]:
+    """What the container probe depends on besides the cluster: Apptainer's program and options."""
+    return [settings.container.apptainer, *settings.container.options]
 
 
 def _answer(data: Mapping[str, Any], provenance: Provenance) -> CapabilityAnswer:
@@ -180,6 +194,11 @@ def write_cache(settings: SlurmSettings, facts: ClusterFacts, now: float) -> Non
         "version": facts.version,
         "hold": {"answer": facts.hold.answer.value, "reason": facts.hold.reason},
         "accounting": {"answer": facts.accounting.answer.value, "reason": facts.accounting.reason},
+        "container": {
+            "answer": facts.container.answer.value,
+            "reason": facts.container.reason,
+            "with": _container_words(settings),
+        },
     }
     tmp = f"{path}.{os.getpid()}.tmp"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -210,11 +229,13 @@ def probe_check_script(settings: SlurmSettings, job_id: str) -> Script:
         job_id,
     )
     s.call(["scancel", job_id])
+    images.add_probe(s, settings.container)
     return s
 
 
-def read_probe(facts: ClusterFacts, job_id: str, out: ScriptOutput) -> None:
+def read_probe(facts: ClusterFacts, job_id: str, out: ScriptOutput, settings: SlurmSettings) -> None:
     update, sq, sa = out.call(0), out.call(1), out.call(2)
+    facts.container = images.read_probe(out.call(4), settings.container)
     if update is None or not update.ok:
         facts.hold = no(
             f"scontrol update StartTime was refused: {update.stderr.strip() if update else 'no answer'}",
@@ -254,6 +275,7 @@ def run_preflight(settings: SlurmSettings, run: RunScript, clock: Clock, *, read
     if not facts.accounting_configured:
         facts.accounting = no("AccountingStorageType is accounting_storage/none")
     if read_only:
+        facts.container = unknown("read-only open without a fresh preflight cache: the container runtime not probed")
         facts.hold = unknown("read-only open without a fresh preflight cache: holds not probed")
         if facts.accounting_configured:
             facts.accounting = unknown("read-only open without a fresh preflight cache: accounting not probed")
@@ -262,7 +284,7 @@ def run_preflight(settings: SlurmSettings, run: RunScript, clock: Clock, *, read
     if sub is None or not sub.ok:
         raise Unavailable(f"preflight: the probe job was refused: {sub.stderr.strip() if sub else 'no answer'}")
     job_id = parse_sbatch_id(sub.stdout)
-    read_probe(facts, job_id, run(probe_check_script(settings, job_id), True))
+    read_probe(facts, job_id, run(probe_check_script(settings, job_id), True), settings)
     write_cache(settings, facts, clock.now())
     return facts
 
@@ -306,7 +328,7 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
     kill_wait = config_seconds(facts.config, "KillWait", 30.0)
     return Capabilities(
         {
-            Capability.CONTAINER_IMAGE: no("Slurm jobs run on the nodes' own system; no image support"),
+            Capability.CONTAINER_IMAGE: facts.container,
             Capability.NATIVE_REQUEUE: no("jobs are submitted with --no-requeue; requeue is dispatch's own call"),
             Capability.NATIVE_RESTART: no("Slurm does not restart a job in place by itself"),
             Capability.HOLD: facts.hold,

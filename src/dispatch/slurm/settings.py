@@ -4,7 +4,8 @@ Keys (camelCase in JSON): ``transport`` (``local``, ``ssh`` or a registered name
 identityFile, options, controlPersist, knownHostsFile, strictHostKeyChecking, controlDir), ``defaults`` (partition,
 account, qos, reservation, constraint), ``environment.pass`` (absent: ``["PATH"]``; an empty list passes
 nothing), ``preflight`` (cacheDir, freshness), ``output.dir`` (absolute; ``%`` and ``\\`` refused),
-``timeouts`` (call, script, connect) and ``cessation.command`` (argv of the site's cessation command).
+``timeouts`` (call, script, connect), ``cessation.command`` (argv of the site's cessation command) and
+``container`` (apptainer, options: how ranks run inside a ``dispatch.Image``).
 
 Every check that the JSON Schema cannot express (host and user characters, partition names, the output
 directory) is made here, in ``__post_init__``, and raises :class:`~dispatch.errors.ConfigError` naming the key.
@@ -185,6 +186,28 @@ class CessationSettings:
 
 
 @dataclass(frozen=True)
+class ContainerSettings:
+    """How ranks run inside a ``dispatch.Image`` (:mod:`dispatch.slurm.images`): Apptainer's program on the nodes
+    and the options every ``apptainer exec`` of this cluster needs."""
+
+    apptainer: str = field(
+        default="apptainer",
+        metadata={"doc": "Apptainer's program on the login node and the nodes: a name looked up in PATH, or a path"},
+    )
+    options: list[str] = field(
+        default_factory=list,
+        metadata={"doc": "options every apptainer exec gets before dispatch's own (e.g. --userns, --nv, --bind=/data)"},
+    )
+
+    def __post_init__(self) -> None:
+        if not self.apptainer or self.apptainer.startswith("-") or any(c.isspace() for c in self.apptainer):
+            raise ConfigError("container.apptainer", f"{self.apptainer!r} is not a program name or path")
+        for i, opt in enumerate(self.options):
+            if not opt.startswith("-") or any(c in opt for c in "\n\r\x00"):
+                raise ConfigError(f"container.options[{i}]", f"{opt!r} is not an option (one word starting with -)")
+
+
+@dataclass(frozen=True)
 class SlurmSettings:
     """Settings of the ``slurm`` adapter."""
 
@@ -205,6 +228,9 @@ class SlurmSettings:
     timeouts: TimeoutSettings = field(default_factory=TimeoutSettings, metadata={"doc": "deadlines of calls"})
     cessation: CessationSettings = field(
         default_factory=CessationSettings, metadata={"doc": "the site's node cessation (drain notice) command"}
+    )
+    container: ContainerSettings = field(
+        default_factory=ContainerSettings, metadata={"doc": "how ranks run inside a dispatch.Image (Apptainer)"}
     )
     env: dict[str, str] = field(
         default_factory=dict, metadata={"doc": "variables set for every Slurm command on the cluster side"}

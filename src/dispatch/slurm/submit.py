@@ -11,6 +11,9 @@
   starts with the warning signal ignored until the program handles it). The user's argv is shlex-quoted
   word by word inside a heredoc whose terminator carries the script nonce, so it reaches the ranks byte for
   byte.
+* Image: with a ``dispatch.Image`` each rank's wrapper execs ``apptainer exec`` (the cluster's
+  ``container.options``, binds of the working, output and checkpoint directories, ``--pwd``) and the argv
+  runs inside the image (:mod:`dispatch.slurm.images`).
 * Progress: every rank's ``DISPATCH_PROGRESS_DIR`` is ``<dir>/<marker>.<job id>.progress``, beside the output
   (:mod:`dispatch.slurm.progress`).
 * Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``
@@ -30,10 +33,10 @@ from dataclasses import dataclass
 from dispatch.adapterkit import render_job_script
 from dispatch.adapterkit.jobscript import launch_checks
 from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude, rank_wrapper
-from dispatch.errors import SpecError, Unsupported
-from dispatch.extensions import CessationWarning, Image, Output
+from dispatch.errors import SpecError
+from dispatch.extensions import CessationWarning, Image, Output, SharedCheckpoint
 from dispatch.resources import Resources as PortableResources
-from dispatch.slurm import progress
+from dispatch.slurm import images, progress
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.parse import has_export_nil, has_restart_pattern
 from dispatch.slurm.settings import SlurmSettings, check_output_dir
@@ -97,11 +100,10 @@ def build(
     in ``default_workdir`` (always sent as ``--chdir``, so a dry run shows it; empty: sbatch's own default).
     With ``array`` (a job array's name, :mod:`dispatch.slurm.arrays`), the request is a task of that array:
     the job name and the files' prefix are the array's, and the task's id, files and progress directory are
-    ``<array job id>_<task id>``'s. Raises Unsupported for an image, SpecError for a marker or extension Slurm
-    cannot carry."""
+    ``<array job id>_<task id>``'s. With a ``dispatch.Image``, each rank runs inside it through Apptainer
+    (:mod:`dispatch.slurm.images`: the working directory, the output directory and a SharedCheckpoint's are bound
+    in). Raises SpecError for a marker or extension Slurm cannot carry."""
     spec = request.spec
-    if spec.extension(Image) is not None:
-        raise Unsupported("Slurm runs no container images (ContainerImage is no): remove the dispatch.Image extension")
     if not _MARKER.fullmatch(request.marker):
         raise SpecError("marker", f"{request.marker!r} cannot be a Slurm job name")
     placement = spec.extension(Placement) or Placement()
@@ -159,6 +161,15 @@ def build(
         q = shlex.quote(base)
         suffix = f'.{jid}."${{SLURM_RESTART_COUNT:-0}}"'
         prelude.append(f"exec >{q}{suffix}.out 2>{q}{suffix}.err")
+    image = spec.extension(Image)
+    if image is None:
+        image_words: list[str] = []
+        checks = launch_checks(spec.command, workdir or None)
+    else:
+        ckpt = spec.extension(SharedCheckpoint)
+        binds = [p for p in (workdir, out_dir, ckpt.path if ckpt else "") if p]
+        image_words = images.apptainer_words(image, settings.container, binds, workdir)
+        checks = images.image_checks(image, settings.container, workdir or None)
     exports = {}
     if warning is not None:
         exports["DISPATCH_CESSATION_SIGNAL"] = str(warning.signal)
@@ -175,9 +186,12 @@ def build(
             "--",
             *_blocking(warning),  # first: the signal is blocked from the rank's first instruction
             *rank_wrapper(_rank_prelude(spec)),
+            *image_words,
+            # Apptainer's starter clears the signal mask and dispositions: inside the image, again
+            *(_blocking(warning) if image_words else ()),
         ),
         exports=exports,
-        checks=launch_checks(spec.command, workdir or None),
+        checks=checks,
     )
     return SbatchJob(tuple(argv), batch, out_dir, base)
 

@@ -342,9 +342,11 @@ def ready_preflight(
     hold: bool = True,
     accounting: bool = True,
     read_only: bool = False,
+    apptainer: bool = False,
     **config: str,
 ) -> list[Exchange]:
-    """The exchanges of a whole preflight (read-only: only the environment script)."""
+    """The exchanges of a whole preflight (read-only: only the environment script). ``apptainer``: the container
+    probe finds Apptainer and starts its test container (ContainerImage yes); else Apptainer is missing."""
     env = Exchange("scontrol show config", environment_reply(release, now, **config))
     if read_only:
         return [env]
@@ -360,6 +362,7 @@ def ready_preflight(
                 ok(squeue_json(release, probe)),
                 ok(f"{probe_id}\n") if accounting else fail("not found"),
                 ok(),
+                ok("found /usr/bin/apptainer\napptainer version 1.4.5\n") if apptainer else ok("missing\n"),
             ),
         ),
     ]
