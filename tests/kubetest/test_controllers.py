@@ -184,3 +184,40 @@ def test_a_world_sees_only_its_own_cluster_scoped_objects(world: FakeAPIServer, 
         assert [q["metadata"]["name"] for q in seen] == [f"cq-{mine}"]
         cq = world.control.get(CLUSTER_QUEUE, f"cq-{mine}")
         assert cq is not None and conditions(cq).get("Active") == "True"
+
+
+class _NeverStopsWriting(Reactor):
+    manager = "restless-controller"
+
+    def __init__(self, control: Any) -> None:
+        super().__init__(control)
+        self.n = 0
+
+    def reconcile(self) -> None:
+        for tj in self.store.list(TRAINJOB)[0]:
+            self.n += 1
+            self.write_status(
+                TRAINJOB,
+                tj,
+                {
+                    "jobsStatus": [
+                        {"name": "node", "ready": self.n, "active": 0, "failed": 0, "succeeded": 0, "suspended": 0}
+                    ]
+                },
+            )
+
+
+def test_settle_fails_on_controllers_that_never_stop_writing_by_rounds_not_seconds(
+    world: FakeAPIServer, http: httpx.Client
+) -> None:
+    ns, control = world.control.namespace, world.control
+    assert control.loop is not None
+    restless = _NeverStopsWriting(control)
+    control.loop.reactors.append(restless)
+    http.post(f"{TRAINER}/namespaces/{ns}/trainjobs", json=trainjob("restless", ns))
+    try:
+        with pytest.raises(SettleTimeout, match=r"not quiescent after 6 rounds \(bounds: 5 rounds, 600.0 s\)"):
+            control.loop.settle(600.0, max_rounds=5)  # the wall bound is never reached: the rounds end the wait
+    finally:
+        control.loop.reactors.remove(restless)
+    assert restless.n >= 6

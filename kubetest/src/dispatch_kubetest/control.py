@@ -178,7 +178,7 @@ class Cluster:
             [self.kueue, self.trainer, self.jobset, self.jobs, self.pods_reactor] if install_reactors else []
         )
         self.max_rounds = 100
-        self.settle_timeout = 30.0
+        self.settle_timeout = 300.0  # a stuck loop; controllers that never stop writing end it by rounds
         if not self.front:
             self.store.admission_hooks.append(self._admit)
         self.store.create(NAMESPACE, "", {"metadata": {"name": "default"}})

@@ -153,9 +153,14 @@ class ControllerLoop:
             and not last.errors
         )
 
-    def settle(self, timeout: float = 20.0) -> int:
+    def settle(self, timeout: float = 300.0, max_rounds: int = 100) -> int:
         """Resync the external kinds, kick, then wait until a round that saw everything so far changes nothing;
-        answers the rounds run."""
+        answers the rounds run.
+
+        Raises SettleTimeout on controllers that never stop writing (``max_rounds`` rounds without a quiet one:
+        the failure this catches, whatever the machine's speed), on a write the API server refuses
+        ``REFUSED_ROUNDS`` rounds in a row, and on a loop that is stuck (no quiet round within ``timeout``
+        seconds: a bound for a loaded machine, where a round against a real API server can take seconds)."""
         self.store.resync(self.external)
         target = self.kick()
         deadline = time.monotonic() + timeout
@@ -168,10 +173,11 @@ class ControllerLoop:
                         f"the API server refused a write {REFUSED_ROUNDS} rounds in a row: {refused[0]}"
                     )
                 left = deadline - time.monotonic()
-                if left <= 0 or not self._thread.is_alive():
+                if left <= 0 or self.rounds - first > max_rounds or not self._thread.is_alive():
                     last = self._last or Round(-1)
                     raise SettleTimeout(
-                        f"controllers not quiescent after {timeout} s ({self.rounds - first} rounds): "
+                        f"controllers not quiescent after {self.rounds - first} rounds "
+                        f"(bounds: {max_rounds} rounds, {timeout} s): "
                         f"last round wrote {last.writes[:8]}, failed {last.errors[:4]}, "
                         f"{self._seq - last.started_at_seq} event(s) since it began"
                     )
