@@ -1,6 +1,7 @@
 """What interruptions cost a real training job: examples/train_ddp.py through dispatch on the real Slurm cluster.
 
     python bench/train.py --json [--cluster local] [--cases none,preempted,timeout,node-lost,supervisor-killed,hang]
+        [--overhead-pairs N [--overhead-steps S]]
 
 Runs the proof scenarios of tests/training (same job, same faults, same checks) and prints
 ``{"runs": [...]}``, one row per (cluster, interruption):
@@ -19,6 +20,12 @@ Runs the proof scenarios of tests/training (same job, same faults, same checks) 
   under this rule: the job needs both nodes of the two-node cluster, so excluding the blamed ones would leave
   it nowhere to run).
 
+``--overhead-pairs N`` adds a row with ``measure: progress_overhead``: the same uninterrupted training with and
+without its ``dispatch.job.progress`` calls (the example's ``--no-progress``), both through plain ``sbatch`` +
+``srun`` (the reports written beside the output at the default interval, as under dispatch), alternating, N pairs;
+the times are the training's own (rank 0's first step to its last), and ``ratio_median`` (with ``ratio_min``,
+``ratio_max``, ``ratio_iqr`` over the pairs) is with over without. ``--cases ''`` runs that row alone.
+
 Needs torch==2.13.0 (scripts/training-deps.sh) and the clusters (brought up when down). Faults are short and
 always undone; the clusters may be shared, so a row can show someone else's interruption as an extra execution.
 """
@@ -28,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,23 +61,70 @@ CASES = {
 }
 
 
-def plain_wall(cluster: str, delay: float) -> float:
-    """The same training with plain sbatch --wait + srun, uninterrupted: submission to end, seconds."""
+def plain_run(
+    cluster: str, delay: float, *, steps: int = STEPS, every: int = EVERY, progress: bool = True
+) -> tuple[float, float]:
+    """The training with plain sbatch --wait + srun, uninterrupted: (submission to end, first step to end), in
+    seconds. ``progress``: the ranks call ``dispatch.job.progress`` every step and it writes (to a directory
+    beside the output, at its default interval), as under dispatch; else the calls are left out
+    (``--no-progress``)."""
     desc = description(cluster)
     with tempfile.TemporaryDirectory(prefix="dispatch-train-plain-", dir="/tmp") as d:
         os.chmod(d, 0o777)
-        argv = [sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--checkpoint-every", str(EVERY),
-                "--step-delay", str(delay), "--out", f"{d}/final.params", "--checkpoint-dir", f"{d}/ckpt"]  # fmt: skip
-        script = f"#!/bin/bash\nexport PYTHONPATH={ROOT / 'src'}\nexec srun -- " + " ".join(argv) + "\n"
-        Path(d, "job.sh").write_text(script)
+        argv = [sys.executable, str(EXAMPLE), "--steps", str(steps), "--checkpoint-every", str(every),
+                "--step-delay", str(delay), "--out", f"{d}/final.params", "--checkpoint-dir", f"{d}/ckpt",
+                *([] if progress else ["--no-progress"])]  # fmt: skip
+        env = f"export PYTHONPATH={ROOT / 'src'}\n" + (
+            f"export DISPATCH_PROGRESS_DIR={d}/progress\n" if progress else ""
+        )
+        Path(d, "job.sh").write_text("#!/bin/bash\n" + env + "exec srun -- " + " ".join(argv) + "\n")
         t = time.time()
         subprocess.run(
             [*desc["admin"]["command"], "sbatch", "--wait", "-N2", "--ntasks-per-node=1",
              "-p", desc["partitions"]["default"], "-A", desc["account"], "-o", f"{d}/out", f"{d}/job.sh"],
             check=True, capture_output=True, timeout=900,
         )  # fmt: skip
-        done = [json.loads(x)["t"] for x in Path(d, "out").read_text().splitlines() if '"done"' in x]
-        return done[0] - t
+        events = [json.loads(x) for x in Path(d, "out").read_text().splitlines() if x.startswith('{"t"')]
+        done = [e["t"] for e in events if e.get("event") == "done"]
+        first = [e["t"] for e in events if e.get("event") == "first-step" and e.get("rank") == 0]
+        reports = os.listdir(f"{d}/progress") if progress else []
+        if progress and sorted(reports) != ["rank-0.json", "rank-1.json"]:
+            raise AssertionError(f"the ranks wrote no progress reports: {reports}")
+        return done[0] - t, done[0] - first[0]
+
+
+def plain_wall(cluster: str, delay: float) -> float:
+    """The same training with plain sbatch --wait + srun, uninterrupted: submission to end, seconds."""
+    return plain_run(cluster, delay)[0]
+
+
+def overhead(cluster: str, pairs: int, steps: int) -> dict[str, Any]:
+    """What ``dispatch.job.progress`` costs an uninterrupted run: the same training (``steps`` steps, no delay,
+    a checkpoint every ``steps // 4``) with and without the calls, alternating (which goes first alternates too),
+    ``pairs`` times; the ratio of each pair's training times (first step to end: what the calls can slow)."""
+    with_s: list[float] = []
+    without_s: list[float] = []
+    for i in range(pairs):
+        order = (True, False) if i % 2 == 0 else (False, True)
+        for on in order:
+            (with_s if on else without_s).append(plain_run(cluster, 0.0, steps=steps, every=steps // 4, progress=on)[1])
+    ratios = sorted(w / wo for w, wo in zip(with_s, without_s, strict=True))
+    median = statistics.median(ratios)
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [median, median, median]
+    return {
+        "cluster": cluster,
+        "interruption": "none",
+        "measure": "progress_overhead",
+        "pairs": pairs,
+        "steps": steps,
+        "with_progress_s": [round(x, 3) for x in with_s],
+        "without_progress_s": [round(x, 3) for x in without_s],
+        "ratio_median": round(median, 4),
+        "ratio_min": round(ratios[0], 4),
+        "ratio_max": round(ratios[-1], 4),
+        "ratio_iqr": round(quartiles[2] - quartiles[0], 4),
+        "overhead_pct_median": round(100 * (median - 1), 2),
+    }
 
 
 def row(cluster: str, interruption: str, res: Result, ref: bytes, plain: float) -> dict[str, Any]:
@@ -102,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--cases", default="none," + ",".join(CASES), help="comma-separated interruptions")
     p.add_argument("--json", action="store_true", help="print JSON (the only output format)")
+    p.add_argument(
+        "--overhead-pairs",
+        type=int,
+        default=0,
+        help="also measure the progress calls' cost: this many pairs of runs with and without them (0: not)",
+    )
+    p.add_argument("--overhead-steps", type=int, default=2000, help="steps of each overhead run (default 2000)")
     args = p.parse_args(argv)
     clusters([args.cluster])
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -115,8 +177,14 @@ def main(argv: list[str] | None = None) -> int:
             plain[delay] = plain_wall(args.cluster, delay)
         return plain[delay]
 
-    ref = scenarios.reference(args.cluster)
     rows = []
+    if args.overhead_pairs:
+        rows.append(overhead(args.cluster, args.overhead_pairs, args.overhead_steps))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    if not wanted:
+        print(json.dumps({"runs": rows}, indent=2))
+        return 0
+    ref = scenarios.reference(args.cluster)
     if "none" in wanted:
         rows.append(row(args.cluster, "none", ref, ref.params, plain_for(0.0)))
     for name in wanted:
