@@ -25,7 +25,8 @@ calls out, so ``bench/train.py`` can measure what they cost.
 
 The final parameters are written by rank 0 as raw little-endian float32 bytes in ``state_dict`` order (``--out``),
 so a test can compare two runs bit for bit. Each rank prints JSON lines (``event``: start, resumed, first-step,
-step, warned, checkpoint, stopped, done) on stdout, which the tests and ``bench/train.py`` read.
+step, warned, checkpoint, stopped, done) on stdout, which the tests and ``bench/train.py`` read (first-step and
+done carry the process's CPU seconds, ``cpu``).
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_progress:
             job.progress(step, total=args.steps, loss=float(loss.detach()))
         if step == first + 1:
-            log(event="first-step", rank=ctx.rank, step=step)
+            log(event="first-step", rank=ctx.rank, step=step, cpu=round(time.process_time(), 3))
         elif ctx.rank == 0:
             log(event="step", step=step)
         if step % args.checkpoint_every == 0 and step < args.steps:
@@ -196,7 +197,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if ctx.rank == 0:
         write_params(args.out, model)
-        log(event="done", step=step, loss=None if loss is None else float(loss.detach()))
+        log(
+            event="done",
+            step=step,
+            loss=None if loss is None else float(loss.detach()),
+            cpu=round(time.process_time(), 3),
+        )
     dist.barrier()
     return 0
 
