@@ -109,15 +109,24 @@ def overhead(cluster: str, pairs: int, steps: int) -> dict[str, Any]:
     rank 0's CPU seconds (``cpu_*``: what the calls cost the process, little moved by other load) and as wall
     seconds (``wall_*``: on a shared machine mostly the others' load)."""
     runs: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+    retried = 0
     for i in range(pairs):
         for on in (True, False) if i % 2 == 0 else (False, True):
-            runs[on].append(plain_run(cluster, 0.0, steps=steps, every=steps // 4, progress=on))
+            for attempt in range(3):  # a shared cluster: someone else's test may end a run (preemption, a fault)
+                try:
+                    runs[on].append(plain_run(cluster, 0.0, steps=steps, every=steps // 4, progress=on))
+                    break
+                except subprocess.CalledProcessError:
+                    if attempt == 2:
+                        raise
+                    retried += 1
     row: dict[str, Any] = {
         "cluster": cluster,
         "interruption": "none",
         "measure": "progress_overhead",
         "pairs": pairs,
         "steps": steps,
+        "runs_retried": retried,
     }
     call_s = call_cost()
     row["call_us"] = round(call_s * 1e6, 2)
