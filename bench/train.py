@@ -1,6 +1,7 @@
 """What interruptions cost a real training job: examples/train_ddp.py through dispatch on the real Slurm cluster.
 
     python bench/train.py --json [--cluster local] [--cases none,preempted,timeout,node-lost,supervisor-killed,hang]
+        [--overhead-pairs N [--overhead-steps S]]
 
 Runs the proof scenarios of tests/training (same job, same faults, same checks) and prints
 ``{"runs": [...]}``, one row per (cluster, interruption):
@@ -19,6 +20,16 @@ Runs the proof scenarios of tests/training (same job, same faults, same checks) 
   under this rule: the job needs both nodes of the two-node cluster, so excluding the blamed ones would leave
   it nowhere to run).
 
+``--overhead-pairs N`` adds a row with ``measure: progress_overhead``: the same uninterrupted training with and
+without its ``dispatch.job.progress`` calls (the example's ``--no-progress``), both through plain ``sbatch`` +
+``srun`` (the reports written beside the output at the default interval, as under dispatch), alternating, N pairs;
+the times are the training's own (rank 0's first step to its last), as CPU seconds of rank 0's process
+(``cpu_*``) and as wall seconds (``wall_*``), and ``cpu_ratio_median`` (with ``_min``, ``_max``, ``_iqr`` over the
+pairs) is with over without. ``call_us`` is one call's cost measured in the bench's own process (the fastest of
+5 rounds of 100,000), and ``calls_pct_of_cpu`` those calls' share of a run without them (``steps`` calls over
+the median ``cpu_without_progress_s``): the same question, answered without the machine's noise. ``--cases ''``
+runs that row alone.
+
 Needs torch==2.13.0 (scripts/training-deps.sh) and the clusters (brought up when down). Faults are short and
 always undone; the clusters may be shared, so a row can show someone else's interruption as an extra execution.
 """
@@ -28,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,23 +65,103 @@ CASES = {
 }
 
 
-def plain_wall(cluster: str, delay: float) -> float:
-    """The same training with plain sbatch --wait + srun, uninterrupted: submission to end, seconds."""
+def plain_run(
+    cluster: str, delay: float, *, steps: int = STEPS, every: int = EVERY, progress: bool = True
+) -> tuple[float, float, float]:
+    """The training with plain sbatch --wait + srun, uninterrupted: (submission to end, first step to end, rank
+    0's CPU seconds from its first step to its end). ``progress``: the ranks call ``dispatch.job.progress`` every
+    step and it writes (to a directory beside the output, at its default interval), as under dispatch; else the
+    calls are left out (``--no-progress``)."""
     desc = description(cluster)
     with tempfile.TemporaryDirectory(prefix="dispatch-train-plain-", dir="/tmp") as d:
         os.chmod(d, 0o777)
-        argv = [sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--checkpoint-every", str(EVERY),
-                "--step-delay", str(delay), "--out", f"{d}/final.params", "--checkpoint-dir", f"{d}/ckpt"]  # fmt: skip
-        script = f"#!/bin/bash\nexport PYTHONPATH={ROOT / 'src'}\nexec srun -- " + " ".join(argv) + "\n"
-        Path(d, "job.sh").write_text(script)
+        argv = [sys.executable, str(EXAMPLE), "--steps", str(steps), "--checkpoint-every", str(every),
+                "--step-delay", str(delay), "--out", f"{d}/final.params", "--checkpoint-dir", f"{d}/ckpt",
+                *([] if progress else ["--no-progress"])]  # fmt: skip
+        env = f"export PYTHONPATH={ROOT / 'src'}\n" + (
+            f"export DISPATCH_PROGRESS_DIR={d}/progress\n" if progress else ""
+        )
+        Path(d, "job.sh").write_text("#!/bin/bash\n" + env + "exec srun -- " + " ".join(argv) + "\n")
         t = time.time()
         subprocess.run(
             [*desc["admin"]["command"], "sbatch", "--wait", "-N2", "--ntasks-per-node=1",
              "-p", desc["partitions"]["default"], "-A", desc["account"], "-o", f"{d}/out", f"{d}/job.sh"],
             check=True, capture_output=True, timeout=900,
         )  # fmt: skip
-        done = [json.loads(x)["t"] for x in Path(d, "out").read_text().splitlines() if '"done"' in x]
-        return done[0] - t
+        events = [json.loads(x) for x in Path(d, "out").read_text().splitlines() if x.startswith('{"t"')]
+        (done,) = [e for e in events if e.get("event") == "done"]
+        (first,) = [e for e in events if e.get("event") == "first-step" and e.get("rank") == 0]
+        reports = os.listdir(f"{d}/progress") if progress else []
+        if progress and sorted(reports) != ["rank-0.json", "rank-1.json"]:
+            raise AssertionError(f"the ranks wrote no progress reports: {reports}")
+        return done["t"] - t, done["t"] - first["t"], done["cpu"] - first["cpu"]
+
+
+def plain_wall(cluster: str, delay: float) -> float:
+    """The same training with plain sbatch --wait + srun, uninterrupted: submission to end, seconds."""
+    return plain_run(cluster, delay)[0]
+
+
+def overhead(cluster: str, pairs: int, steps: int) -> dict[str, Any]:
+    """What ``dispatch.job.progress`` costs an uninterrupted run: the same training (``steps`` steps, no delay,
+    a checkpoint every ``steps // 4``) with and without the calls, alternating (which goes first alternates too),
+    ``pairs`` times; the ratios of each pair's training times (first step to end: what the calls can slow), as
+    rank 0's CPU seconds (``cpu_*``: what the calls cost the process, little moved by other load) and as wall
+    seconds (``wall_*``: on a shared machine mostly the others' load)."""
+    runs: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
+    retried = 0
+    for i in range(pairs):
+        for on in (True, False) if i % 2 == 0 else (False, True):
+            for attempt in range(3):  # a shared cluster: someone else's test may end a run (preemption, a fault)
+                try:
+                    runs[on].append(plain_run(cluster, 0.0, steps=steps, every=steps // 4, progress=on))
+                    break
+                except subprocess.CalledProcessError:
+                    if attempt == 2:
+                        raise
+                    retried += 1
+    row: dict[str, Any] = {
+        "cluster": cluster,
+        "interruption": "none",
+        "measure": "progress_overhead",
+        "pairs": pairs,
+        "steps": steps,
+        "runs_retried": retried,
+    }
+    call_s = call_cost()
+    row["call_us"] = round(call_s * 1e6, 2)
+    row["calls_pct_of_cpu"] = round(100 * call_s * steps / statistics.median(r[2] for r in runs[False]), 3)
+    for name, k in (("cpu", 2), ("wall", 1)):
+        with_s, without_s = [r[k] for r in runs[True]], [r[k] for r in runs[False]]
+        ratios = sorted(w / wo for w, wo in zip(with_s, without_s, strict=True))
+        median = statistics.median(ratios)
+        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [median, median, median]
+        row[f"{name}_with_progress_s"] = [round(x, 3) for x in with_s]
+        row[f"{name}_without_progress_s"] = [round(x, 3) for x in without_s]
+        row[f"{name}_ratio_median"] = round(median, 4)
+        row[f"{name}_ratio_min"] = round(ratios[0], 4)
+        row[f"{name}_ratio_max"] = round(ratios[-1], 4)
+        row[f"{name}_ratio_iqr"] = round(quartiles[2] - quartiles[0], 4)
+        row[f"{name}_overhead_pct_median"] = round(100 * (median - 1), 2)
+    return row
+
+
+def call_cost(calls: int = 100_000) -> float:
+    """Seconds one ``dispatch.job.progress(step, total=..., loss=...)`` call takes in this process, writing to a
+    directory at the default interval (the fastest of 5 rounds of ``calls`` calls)."""
+    import timeit
+
+    from dispatch import job
+
+    with tempfile.TemporaryDirectory(prefix="dispatch-progress-cost-", dir="/tmp") as d:
+        os.environ[job.PROGRESS_DIR_VARIABLE] = d
+        try:
+            job.reset_for_tests()
+            best = min(timeit.repeat(lambda: job.progress(7, total=2000, loss=0.25), number=calls, repeat=5))
+        finally:
+            del os.environ[job.PROGRESS_DIR_VARIABLE]
+            job.reset_for_tests()
+    return best / calls
 
 
 def row(cluster: str, interruption: str, res: Result, ref: bytes, plain: float) -> dict[str, Any]:
@@ -102,6 +194,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--cases", default="none," + ",".join(CASES), help="comma-separated interruptions")
     p.add_argument("--json", action="store_true", help="print JSON (the only output format)")
+    p.add_argument(
+        "--overhead-pairs",
+        type=int,
+        default=0,
+        help="also measure the progress calls' cost: this many pairs of runs with and without them (0: not)",
+    )
+    p.add_argument("--overhead-steps", type=int, default=2000, help="steps of each overhead run (default 2000)")
     args = p.parse_args(argv)
     clusters([args.cluster])
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -115,8 +214,14 @@ def main(argv: list[str] | None = None) -> int:
             plain[delay] = plain_wall(args.cluster, delay)
         return plain[delay]
 
-    ref = scenarios.reference(args.cluster)
     rows = []
+    if args.overhead_pairs:
+        rows.append(overhead(args.cluster, args.overhead_pairs, args.overhead_steps))
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    if not wanted:
+        print(json.dumps({"runs": rows}, indent=2))
+        return 0
+    ref = scenarios.reference(args.cluster)
     if "none" in wanted:
         rows.append(row(args.cluster, "none", ref, ref.params, plain_for(0.0)))
     for name in wanted:

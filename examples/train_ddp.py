@@ -20,11 +20,13 @@ What makes the result identical whatever interrupts it:
 Every rank reports its progress after each step (``dispatch.job.progress``: step, total, loss), so ``dispatch
 status`` shows it and a rule with ``stalledAfter`` ends a run that hangs. ``--hang-at STEP --hang-rank R`` is a
 test flag: in the job's first execution, rank R stops at STEP without a word (as a rank stuck in a collective
-does) and the others wait for it inside the next all-reduce.
+does) and the others wait for it inside the next all-reduce. ``--no-progress`` (a bench flag) leaves the progress
+calls out, so ``bench/train.py`` can measure what they cost.
 
 The final parameters are written by rank 0 as raw little-endian float32 bytes in ``state_dict`` order (``--out``),
 so a test can compare two runs bit for bit. Each rank prints JSON lines (``event``: start, resumed, first-step,
-step, warned, checkpoint, stopped, done) on stdout, which the tests and ``bench/train.py`` read.
+step, warned, checkpoint, stopped, done) on stdout, which the tests and ``bench/train.py`` read (first-step and
+done carry the process's CPU seconds, ``cpu``).
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="file for the final parameters (raw float32, rank 0 writes it)")
     p.add_argument("--hang-at", type=int, help="test flag: in the first execution, --hang-rank stops at this step")
     p.add_argument("--hang-rank", type=int, default=1, help="the rank that hangs (default 1)")
+    p.add_argument("--no-progress", action="store_true", help="bench flag: no dispatch.job.progress calls")
     args = p.parse_args(argv)
 
     ctx = job.context()
@@ -177,9 +180,10 @@ def main(argv: list[str] | None = None) -> int:
         loss.backward()
         opt.step()
         step += 1
-        job.progress(step, total=args.steps, loss=float(loss.detach()))
+        if not args.no_progress:
+            job.progress(step, total=args.steps, loss=float(loss.detach()))
         if step == first + 1:
-            log(event="first-step", rank=ctx.rank, step=step)
+            log(event="first-step", rank=ctx.rank, step=step, cpu=round(time.process_time(), 3))
         elif ctx.rank == 0:
             log(event="step", step=step)
         if step % args.checkpoint_every == 0 and step < args.steps:
@@ -193,7 +197,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if ctx.rank == 0:
         write_params(args.out, model)
-        log(event="done", step=step, loss=None if loss is None else float(loss.detach()))
+        log(
+            event="done",
+            step=step,
+            loss=None if loss is None else float(loss.detach()),
+            cpu=round(time.process_time(), 3),
+        )
     dist.barrier()
     return 0
 

@@ -8,7 +8,7 @@
 #   CRDs, their admission webhooks served out of cluster (a `url` client config, our CA), and the
 #   Trainer's default ClusterTrainingRuntimes, all from their Go modules.
 # Writes $DISPATCH_TEST_STATE/k8s/control-plane.json (each running component with its version and
-# address, the administrator kubeconfig and certificates). A warm run with everything up returns at
+# address, the administrator kubeconfig and certificates, the Trainer's status server). A warm run with everything up returns at
 # once; a run that (re)starts etcd begins with an empty store.
 # Usage: controlplane-up.sh [core|all]  (core: no JobSet, Kueue or Trainer)
 # Env: DISPATCH_TEST_STATE, K8S_CP_ROOT, K8S_CP_PORT_BASE (17000), K8S_CP_NODES (4).
@@ -115,11 +115,14 @@ fi
 # ------------------------------------------------------------------ 3. kube-apiserver
 # --endpoint-reconciler-type=none: the `kubernetes` Service would need a non-loopback address.
 # Short default toleration of NotReady/unreachable nodes so that node loss evicts pods in seconds.
+# The first service-account issuer is this server's own URL: the Trainer's status server discovers the issuer's
+# OIDC keys at <issuer>/.well-known/openid-configuration, which only this address serves on this host.
 if start kube-apiserver kube-apiserver "$API_PORT" -- "$BIN/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$API_PORT" \
   --tls-cert-file "$S/server.crt" --tls-private-key-file "$S/server.key" --client-ca-file "$S/ca.crt" \
-  --service-account-issuer https://kubernetes.default.svc --service-account-key-file "$S/sa.pub" \
+  --service-account-issuer "$URL" --service-account-issuer https://kubernetes.default.svc \
+  --service-account-key-file "$S/sa.pub" \
   --service-account-signing-key-file "$S/sa.key" --service-cluster-ip-range 10.96.0.0/24 \
   --authorization-mode Node,RBAC --allow-privileged --endpoint-reconciler-type none \
   --kubelet-preferred-address-types InternalIP --kubelet-client-certificate "$S/admin.crt" \
@@ -229,8 +232,29 @@ if [ "$what" = all ]; then
     --feature-gates VisibilityOnDemand=false; then
     waitfor 90 "kueue /readyz" probe $((KUEUE_PORT + 10)); LOGHINT=""
   fi
-  if start trainer trainer-control "$TRAINER_PORT" -- "$BIN/trainer-controller-manager" \
-    --config "$M/trainer-config.yaml"; then
+  # The Trainer's status server (feature gate TrainJobStatus: dispatch.job.progress reaches status.trainerStatus)
+  # reads two fixed in-pod paths: its issuer from /var/run/secrets/kubernetes.io/serviceaccount/token and its
+  # serving certificate from /tmp/k8s-webhook-server/serving-certs. Out of cluster, the process gets them in a
+  # mount namespace of its own (nothing on the host changes but the empty mount point), with a token of its
+  # service account; the CA its TrainJobs' pods trust is the secret certManagement would have made.
+  LOGHINT=$S/kubectl.log
+  kc -n kubeflow-system create serviceaccount kubeflow-trainer-controller-manager --dry-run=client -o yaml \
+    | kc apply -f - >>"$LOGHINT" 2>&1 || die "creating the Trainer's service account failed"
+  kc -n kubeflow-system create secret generic kubeflow-trainer-webhook-cert --from-file "ca.crt=$S/ca.crt" \
+    --from-file "tls.crt=$S/webhook.crt" --from-file "tls.key=$S/webhook.key" --dry-run=client -o yaml \
+    | kc apply -f - >>"$LOGHINT" 2>&1 || die "creating the Trainer's certificate secret failed"
+  mkdir -p "$S/trainer-sa" /tmp/k8s-webhook-server
+  echo kubeflow-system >"$S/trainer-sa/namespace"
+  kc -n kubeflow-system create token kubeflow-trainer-controller-manager --duration 8760h >"$S/trainer-sa/token" \
+    2>>"$LOGHINT" || die "no service-account token for the Trainer"
+  LOGHINT=""
+  # shellcheck disable=SC2016  # expanded by the inner shell
+  INPOD='mount --bind "$1" /tmp/k8s-webhook-server && mount -t tmpfs tmpfs /run &&
+    mkdir -p /run/secrets/kubernetes.io/serviceaccount && cp "$2"/token "$2"/namespace /run/secrets/kubernetes.io/serviceaccount/ &&
+    shift 2 && exec "$@"'
+  if start trainer trainer-control "$TRAINER_PORT" -- unshare -m --propagation private -- /bin/sh -c "$INPOD" sh \
+    "$S/webhook-tmp/k8s-webhook-server" "$S/trainer-sa" \
+    "$BIN/trainer-controller-manager" --config "$M/trainer-config.yaml" --feature-gates TrainJobStatus=true; then
     waitfor 90 "trainer /readyz" probe $((TRAINER_PORT + 10)); LOGHINT=""
   fi
   unset KUBECONFIG TMPDIR
@@ -256,12 +280,14 @@ for n in "${CP_CORE[@]}" "${CP_CONTROLLERS[@]}"; do
   pidfile_alive "$pf" "${COMM[$n]:-$n}" / || continue
   rows+=("$n" "${CP_VERSION[$n]}" "${ADDR[$n]}" "$(head -n 1 "$pf")")
 done
-python3 - "$JSON" "$S" "$URL" "$NODES" "${rows[@]}" <<'EOP'
+python3 - "$JSON" "$S" "$URL" "$NODES" "https://127.0.0.1:$((TRAINER_PORT + 20))" "${rows[@]}" <<'EOP'
 import json, sys
-out, s, url, nodes, *rows = sys.argv[1:]
+out, s, url, nodes, status, *rows = sys.argv[1:]
 comps = {rows[i]: {"version": rows[i + 1], "address": rows[i + 2], "pid": int(rows[i + 3])} for i in range(0, len(rows), 4)}
 doc = {"server": url, "kubeconfig": f"{s}/admin.kubeconfig", "ca": f"{s}/ca.crt", "client_cert": f"{s}/admin.crt",
        "client_key": f"{s}/admin.key", "nodes": [f"kwok-node-{i}" for i in range(int(nodes))], "components": comps}
+if "trainer-controller-manager" in comps:  # its status server (TrainJobStatus), as this host reaches it
+    doc["trainer_status_server"] = status
 with open(out + ".new", "w") as f:
     json.dump(doc, f, indent=2)
 EOP

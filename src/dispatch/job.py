@@ -361,13 +361,24 @@ def _check_count(value: object, what: str, minimum: int) -> int:
     return value
 
 
-def _metric(name: str, value: object) -> float | int | None:
-    if not _METRIC_NAME.fullmatch(name):
-        raise ValueError(f"dispatch.job.progress: metric name {name[:80]!r} is not a name of at most 64 letters")
-    if isinstance(value, bool) or not isinstance(value, int | float):
+_NAMES_SEEN: set[str] = set()
+"""Metric names already found valid: a training loop passes the same few names at every step, and a regular
+expression per name per step was most of a call's cost."""
+
+
+def _check_metric(name: str, value: object) -> None:
+    if name not in _NAMES_SEEN:
+        if not _METRIC_NAME.fullmatch(name):
+            raise ValueError(f"dispatch.job.progress: metric name {name[:80]!r} is not a name of at most 64 letters")
+        if len(_NAMES_SEEN) < 1024:
+            _NAMES_SEEN.add(name)
+    if value.__class__ is not float and (isinstance(value, bool) or not isinstance(value, int | float)):
         raise TypeError(
             f"dispatch.job.progress: metric {name!r} must be a number, not {type(value).__name__} ({value!r:.40})"
         )
+
+
+def _metric(value: float) -> float | int | None:
     if isinstance(value, int):
         return value if abs(value) < MAX_STEP else float(value)
     return value if math.isfinite(value) else None
@@ -396,18 +407,26 @@ def progress(step: int, total: int | None = None, **metrics: float) -> bool:
         _check_count(total, "total", 1)
     if len(metrics) > MAX_METRICS:
         raise ValueError(f"dispatch.job.progress: at most {MAX_METRICS} metrics, got {len(metrics)}")
-    values = {name: _metric(name, value) for name, value in metrics.items()}
+    for name, value in metrics.items():
+        _check_metric(name, value)
     state = _PROGRESS
+    final = total is not None and step >= total
+    # most calls end here, without the lock: a stale read only means taking it (and deciding again under it)
+    written_at = state.written_at
+    if written_at is not None and not final and time.monotonic() - written_at < state.interval:
+        return False
+    if state.ready and state.directory is None and state.sender is None:
+        return False  # outside a job that carries progress
     with state.lock:
         if not state.ready:
             state.setup()
         if state.directory is None and state.sender is None:
             return False
         now = time.monotonic()
-        final = total is not None and step >= total
         if state.written_at is not None and now - state.written_at < state.interval and not final:
             return False
         state.written_at = now
+        values = {name: _metric(value) for name, value in metrics.items()}
         at = time.time()
         if state.first is None:
             state.first = (step, at)

@@ -2,8 +2,9 @@
 qrls, qhold, qdel), built on :mod:`dispatch.adapterkit`.
 
 Implements Backend, Holder, MultiFinder and NodeInventory (polled; not Requeuer, OutputReader or
-CessationSignal). A command that cannot be run or times out is Unavailable for reads; for writes OutcomeUnknown
-once it may have acted.
+CessationSignal). A running job's progress reports (:mod:`dispatch.gridengine.progress`) come with its state.
+A command that cannot be run or times out is Unavailable for reads; for writes OutcomeUnknown once it may have
+acted.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
 from dispatch.extensions import ExtensionPolicy, SharedCheckpoint
-from dispatch.gridengine import submit
+from dispatch.gridengine import progress, submit
 from dispatch.gridengine.gpus import parse_qhost, qhost_argv
 from dispatch.gridengine.mapping import (
     ACCOUNTING_LAG,
@@ -211,8 +212,9 @@ class GridEngineBackend:
                     )
                 ),
                 Capability.SHARED_STORAGE: storage_answer(self.settings.shared_storage),
-                Capability.PROGRESS_REPORTING: no(
-                    "not carried yet: the Grid Engine adapter gives the ranks no progress directory and reads none"
+                Capability.PROGRESS_REPORTING: yes(
+                    "the rank writes <output dir>/<marker>.<job id>.progress/rank-<r>.json beside its output (the "
+                    "output directory this host and the execution hosts share); read with qstat's listing"
                 ),
             }
         )
@@ -408,8 +410,14 @@ class GridEngineBackend:
             reading = live_reading(job, jid in user, names, d.context, d.execution_time, Evidence("qstat", now))
             n = submission_of(job.name)
             started = job.start if reading.outcome.state.value == "running" else None
+            identity = execution_identity(n, jid, 0)
+            reports = (
+                progress.reports_of(progress.read_raw(progress.directory(self.output_dir, job.name, jid)), identity)
+                if reading.outcome.state is State.RUNNING and job.name
+                else ()
+            )  # plain reads of the shared output directory: no command per job
             execution = ExecutionEvidence(
-                execution_identity(n, jid, 0), 0, reading.outcome, started, None, (job.host,) if job.host else ()
+                identity, 0, reading.outcome, started, None, (job.host,) if job.host else (), progress=reports
             )
             hold = self.book.name(encode_instance(reading.hold)) if reading.hold else None
             out[jid] = JobEvidence(

@@ -10,6 +10,8 @@
   ``-l gpu=N,h_vmem=<M>M`` per slot, ``-l exclusive=true``, and CPUs per process as that many slots of the
   ``cpuPe`` parallel environment on one host (``-pe <pe> C``; Grid Engine multiplies per-slot consumables by
   the slots, so GPUs and memory are divided among them: :func:`resource_options`).
+* Progress: the rank's ``DISPATCH_PROGRESS_DIR`` is ``<dir>/<marker>.<job id>.progress``, beside the output
+  (:mod:`dispatch.gridengine.progress`).
 * Excluded hosts (a resubmission avoiding blamed or suspect nodes) are ``-l hostname=!(a|b)``
   (:func:`exclusion_options`), a Boolean host expression of the ``hostname`` complex.
 * The kit's launch checks (:func:`dispatch.adapterkit.jobscript.launch_checks`) run before the ``exec``: a
@@ -30,6 +32,7 @@ from dispatch.adapterkit import render_job_script
 from dispatch.adapterkit.jobscript import launch_checks
 from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude
 from dispatch.errors import SpecError, Unsupported
+from dispatch.gridengine import progress
 from dispatch.gridengine.settings import Complexes, GridEngineSettings
 from dispatch.resources import Resources
 from dispatch.spi import StartRequest
@@ -89,6 +92,7 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         master_port=port_expression("JOB_ID"),
         node='"${HOSTNAME:-$(hostname)}"',
     )
+    prelude += progress.prelude(output_dir, request.marker)
     script = render_job_script(
         request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude, checks=launch_checks(spec.command, workdir)
     )

@@ -146,19 +146,20 @@ def runtime_copy(runtime: JSON, name: str, settings: KubeflowSettings, request: 
 
 
 def exclude_nodes(pod_spec: JSON, nodes: tuple[str, ...]) -> None:
-    """Keep the pods of ``pod_spec`` off ``nodes``: a required node affinity term ``metadata.name NotIn nodes``
-    (a field selector on the node's name, which every scheduler honours). The runtime's own required terms are
-    kept, each with the exclusion added (terms are ORed, a term's requirements ANDed); SpecError names a node that
-    is not a Kubernetes node name."""
+    """Keep the pods of ``pod_spec`` off ``nodes``: a required node affinity term ``metadata.name NotIn [node]``
+    for each node (a field selector on the node's name, which every scheduler honours; the API server refuses a
+    node field selector with more than one value, so one requirement per node). The runtime's own required terms
+    are kept, each with the exclusions added (terms are ORed, a term's requirements ANDed); SpecError names a
+    node that is not a Kubernetes node name."""
     for node in nodes:
         if not _NODE_NAME.match(node):
             raise SpecError("exclude", f"{node!r} is not a Kubernetes node name")
-    match = {"key": "metadata.name", "operator": "NotIn", "values": sorted(set(nodes))}
+    matches = [{"key": "metadata.name", "operator": "NotIn", "values": [node]} for node in sorted(set(nodes))]
     affinity = pod_spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
     required = affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = required.get("nodeSelectorTerms") or [{}]
     for term in terms:
-        term["matchFields"] = [*(term.get("matchFields") or []), dict(match)]
+        term["matchFields"] = [*(term.get("matchFields") or []), *(dict(m) for m in matches)]
     required["nodeSelectorTerms"] = terms
 
 
