@@ -28,7 +28,7 @@ from dispatch.extensions import CessationWarning, ExtensionPolicy, Output, Share
 from dispatch.outcome import Evidence, State
 from dispatch.slurm import arrays, outputs, preflight, progress, submit
 from dispatch.slurm import errors as slurm_errors
-from dispatch.slurm.arrayids import is_scheduler_id, task_id
+from dispatch.slurm.arrayids import ArrayIdError, is_scheduler_id, task_id, text_ids
 from dispatch.slurm.arrayids import split as split_id
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
@@ -69,7 +69,9 @@ NAME = "slurm"
 ARRAY_PREFIX = "dspa-"
 """The start of a job array's name (:func:`dispatch.slurm.arrays.new_name`): its tasks' markers are in its map."""
 BATCH = 100
-"""Submissions (or gates) per script in :meth:`SlurmBackend.start_many` / :meth:`SlurmBackend.open_many`."""
+"""Submissions per script in :meth:`SlurmBackend.start_many`."""
+OPEN_BATCH = 1000
+"""Gates per script in :meth:`SlurmBackend.open_many` (an array's tasks kept together where they fit)."""
 PATHS_KEPT = 1024
 """Output paths :meth:`SlurmBackend.read_slices` keeps (per job, execution and stream; the oldest go first)."""
 OPEN_GATES = (
@@ -82,16 +84,36 @@ OPEN_GATES = (
     '  [ -n "$id" ] || continue\n'
     '  case "$reason" in\n'
     '    JobHeldAdmin) echo "$id admin";;\n'
-    '    JobHeldUser) rel="$rel,$id"; echo "$id release";;\n'
+    '    JobHeldUser) rel="$rel $id"; echo "$id release";;\n'
     '    *) echo "$id open";;\n'
     "  esac\n"
     'done <<<"$out"\n'
-    'if [ -n "$rel" ]; then scontrol release "${rel#,}" || exit 2; fi'
+    '[ -n "$rel" ] || exit 0\n'
+    "rc=0; set -f\n"
+    "for expr in $(printf '%s\\n' $rel | sort -t_ -k1,1n -k2,2n | awk -F_ \"$2\"); do\n"
+    '  msg=$(scontrol release "$expr" 2>&1) || { rc=2; printf "%s\\n" "$msg" | sed "s|^|$expr |" >&2; }\n'
+    "done\n"
+    'exit "$rc"'
 )
-"""Opens dispatch's gate on the jobs ``$1`` (comma-separated) with one ``squeue`` and one ``scontrol release``:
-prints ``<id> release|open|admin`` per job squeue knows (admin: an administrator's hold, never lifted); exit 2
-when the release failed for some (its messages name them: "... for job <id>")."""
+"""Opens dispatch's gate on the jobs ``$1`` (comma-separated) with one ``squeue`` and one ``scontrol release`` per
+job array (``<array>_[<tasks>]``, :data:`RANGES` ``$2``) and one for the plain jobs: prints ``<id>
+release|open|admin`` per job squeue knows (admin: an administrator's hold, never lifted); exit 2 when a release
+failed (each line of its message on stderr after the ids it named). Slurm releases the tasks an array still
+holds in its own record as that one record when one expression names them all; named one by one, each task
+would first be split off into a job record of its own (the controller's cost of a submission, per task)."""
+RANGES = (
+    'function add() { r = r (r == "" ? "" : ",") (lo == hi ? lo : lo "-" hi) }\n'
+    'function flush() { if (a != "") { add(); print a "_[" r "]" }; a = "" }\n'
+    'NF == 1 { p = p (p == "" ? "" : ",") $1; next }\n'
+    '$1 != a { flush(); a = $1; lo = $2; hi = $2; r = ""; next }\n'
+    "$2 == hi + 1 { hi = $2; next }\n"
+    "{ add(); lo = $2; hi = $2 }\n"
+    'END { flush(); if (p != "") print p }'
+)
+"""awk over job ids sorted by array and task (``-F_``): one ``<array>_[<ranges>]`` per array, then the plain ids
+comma-separated."""
 _FOR_JOB = re.compile(r"for job (\d+(?:_\d+)?)")
+_EXPRESSION = re.compile(r"[0-9_,\[\]-]+")
 _READ_HOLD = (
     'line=$(SLURM_TIME_FORMAT=%s squeue -h -r -t all -j "$1" -O "State:|,EligibleTime:|" 2>&1) '
     '|| { printf "%s\\n" "$line" >&2; exit 1; }\n'
@@ -409,14 +431,16 @@ class SlurmBackend:
         return [a for a in answers if a is not None]
 
     def open_many(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
-        """Open every gate with one ``squeue`` and one ``scontrol release`` per :data:`BATCH` ids
-        (:data:`OPEN_GATES`): release a job held by its user (dispatch's gate), refuse one held by an
-        administrator (Rejected), leave any other alone (already open); a job squeue no longer knows is
-        NotFound."""
+        """Open every gate with one ``squeue`` and one ``scontrol release`` per job array and one for the plain
+        jobs, per :data:`OPEN_BATCH` ids (:data:`OPEN_GATES`; an array's tasks go in one script where they fit,
+        so the tasks its record still holds are released as that one record): release a job held by its user
+        (dispatch's gate), refuse one held by an administrator (Rejected), leave any other alone (already open);
+        a job squeue no longer knows is NotFound."""
         self._writable()
-        answers: list[DispatchError | None] = []
-        for first in range(0, len(scheduler_ids), BATCH):
-            answers.extend(self._open_chunk(scheduler_ids[first : first + BATCH]))
+        answers: list[DispatchError | None] = [None] * len(scheduler_ids)
+        for chunk in _open_chunks(scheduler_ids, OPEN_BATCH):
+            for k, answer in zip(chunk, self._open_chunk([scheduler_ids[k] for k in chunk]), strict=True):
+                answers[k] = answer
         return answers
 
     def _open_chunk(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
@@ -430,7 +454,7 @@ class SlurmBackend:
         if not valid:
             return [j if isinstance(j, NotFound) else None for j in jids]
         s = self._script()
-        s.shell(OPEN_GATES, ",".join(valid))
+        s.shell(OPEN_GATES, ",".join(valid), RANGES)
         try:
             out = self._run(s, True, partial=True)
         except (Unavailable, OutcomeUnknown) as exc:
@@ -444,11 +468,7 @@ class SlurmBackend:
             parts = line.split()
             if len(parts) == 2:
                 seen[parts[0]] = parts[1]
-        failed: dict[str, str] = {}
-        for line in (call.stderr if call is not None else "").splitlines():
-            m = _FOR_JOB.search(line)
-            if m:
-                failed[m.group(1)] = line
+        failed = _release_failures(call.stderr if call is not None else "")
         answers: list[DispatchError | None] = []
         for jid in jids:
             if isinstance(jid, NotFound):
@@ -942,6 +962,50 @@ class SlurmBackend:
 
     def __repr__(self) -> str:
         return f"SlurmBackend({self.facts.cluster_name} {self.slurm_release}, transport={self.settings.transport})"
+
+
+def _open_chunks(scheduler_ids: Sequence[str], size: int) -> list[list[int]]:
+    """The positions of ``scheduler_ids`` in scripts of at most ``size`` ids, each array's tasks together (in the
+    order of their first), an array larger than ``size`` cut into runs of ``size``."""
+    groups: dict[str, list[int]] = {}
+    for k, sid in enumerate(scheduler_ids):
+        array, task = split_id(str(sid).strip())
+        groups.setdefault(array if task is not None else "", []).append(k)
+    plain = groups.pop("", [])
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for members in [*groups.values(), *[[k] for k in plain]]:
+        for first in range(0, len(members), size):
+            run = members[first : first + size]
+            if current and len(current) + len(run) > size:
+                chunks.append(current)
+                current = []
+            current.extend(run)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _release_failures(stderr: str) -> dict[str, str]:
+    """The jobs whose release failed, from :data:`OPEN_GATES`'s stderr (``<expression> <message>`` per line):
+    the job a message names (``... for job <id>``), else every job of its expression."""
+    failed: dict[str, str] = {}
+    for line in stderr.splitlines():
+        expr, _, message = line.partition(" ")
+        if not _EXPRESSION.fullmatch(expr):
+            expr, message = "", line
+        named = _FOR_JOB.search(message)
+        if named is not None:
+            failed[named.group(1)] = message
+            continue
+        for part in re.findall(r"\d+_\[[^\]]*\]|[^,]+", expr):
+            try:
+                ids = text_ids(part)
+            except ArrayIdError:
+                continue
+            for jid in ids:
+                failed.setdefault(jid, message)
+    return failed
 
 
 def _job_id(scheduler_id: str) -> str:
