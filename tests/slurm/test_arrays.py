@@ -74,6 +74,12 @@ def test_groups_by_sbatch_options_and_cuts_at_the_array_size() -> None:
     assert singles == [5], "a job alone in its group is a plain job"
     assert len({p.name for p in planned}) == 3 and all(p.name.startswith("dspa-") for p in planned)
     assert planned[0].argv() == ("--time=5", "--array=0-1")
+    rebuilt: list[tuple[int, str]] = []
+    kept, _ = arrays.plan(
+        built, markers, lambda i, name: rebuilt.append((i, name)) or dict(built)[i], 2, built_as="dspa-x"
+    )
+    assert kept[0].name == "dspa-x" and kept[0].jobs == (built[0][1], built[2][1]), "the first array keeps its build"
+    assert [i for i, _ in rebuilt] == [3, 1, 4] and "dspa-x" not in {n for _, n in rebuilt}
 
 
 def test_chunks_at_script_bytes_too() -> None:
