@@ -553,11 +553,16 @@ class SlurmBackend:
         return {j: _Observed(live.get(j), tuple(history.get(j, ()))) for j in jids if j in live or history.get(j)}
 
     def _history(self, jids: Sequence[str]) -> dict[str, list[SlurmJob]]:
+        """sacct's executions of ``jids``. An array task is asked with its array (sacct names a task still held
+        in the array's record only so), and one the array's accounting no longer holds at all, neither in the
+        array's record nor in one of its own, reads as cancelled (:func:`_dropped_task`)."""
+        arrays_asked = sorted({a for a, t in map(split_id, jids) if t is not None})
+        asked = ",".join([*jids, *arrays_asked])
         s = self._script()
         if self.dialect == "v0.0.38":
-            s.shell('SLURM_TIME_FORMAT=%s sacct -D -P -n -o "$2" -j "$1"', ",".join(jids), SACCT_TEXT_FIELDS)
+            s.shell('SLURM_TIME_FORMAT=%s sacct -D -P -n -o "$2" -j "$1"', asked, SACCT_TEXT_FIELDS)
         else:
-            s.call(["sacct", "--json", "-D", "-j", ",".join(jids)])
+            s.call(["sacct", "--json", "-D", "-j", asked])
         out = self._run(s, False)
         call = self._need(out, 0, "sacct", write=False)
         if self.dialect == "v0.0.38":
@@ -569,6 +574,11 @@ class SlurmBackend:
             by.setdefault(j.job_id, []).append(j)
         for lst in by.values():
             lst.sort(key=lambda j: (j.restart_cnt or 0, j.submit_time or 0))
+        for jid in jids:
+            if jid not in by:
+                dropped = _dropped_task(jid, jobs)
+                if dropped is not None:
+                    by[jid] = [dropped]
         return by
 
     def _evidence_of(
@@ -964,6 +974,33 @@ class SlurmBackend:
 
     def __repr__(self) -> str:
         return f"SlurmBackend({self.facts.cluster_name} {self.slurm_release}, transport={self.settings.transport})"
+
+
+def _dropped_task(jid: str, accounted: Sequence[SlurmJob]) -> SlurmJob | None:
+    """The reading of array task ``jid`` when sacct holds its array (``accounted``: every row of it, the tasks
+    still in the array's record each named) but not the task: cancelled before it started. Slurm drops a task
+    without a trace in no other way: one cancelled while it waits in the array's record leaves it, and on 24.11
+    and 26.05 one cancelled while it waits in a record of its own never reaches accounting (squeue shows it
+    CANCELLED for ``MinJobAge``, then forgets it), where a task that started has its own row. None for a plain
+    job, or a task whose array sacct does not know (yet)."""
+    array, task = split_id(jid)
+    if task is None:
+        return None
+    rows = [j for j in accounted if split_id(j.job_id)[0] == array]
+    if not rows:
+        return None
+    first = min(rows, key=lambda j: j.submit_time or 0)
+    return SlurmJob(
+        job_id=jid,
+        name=first.name,
+        state="CANCELLED",
+        flags=frozenset(),
+        description="cancelled before it started: its array's accounting holds no record of it",
+        restart_cnt=0,
+        submit_time=first.submit_time,
+        source="sacct",
+        release=first.release,
+    )
 
 
 def _open_chunks(scheduler_ids: Sequence[str], size: int) -> list[list[int]]:
