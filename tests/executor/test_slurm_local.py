@@ -1,5 +1,5 @@
 """dispatch.Executor on the real Slurm 22.05 cluster on this host (marker slurm_local): a value, an exception
-with its remote traceback, a function on 2 nodes, map over 200 items, a cancelled future."""
+with its remote traceback, a function on 2 nodes, map over 200 and over 1,000 items, a cancelled future."""
 
 from __future__ import annotations
 
@@ -34,6 +34,12 @@ def test_a_function_on_two_nodes(make: scenarios.Make) -> None:
 
 def test_map_over_200_items(make: scenarios.Make) -> None:
     scenarios.map_many(make, 200)
+
+
+def test_map_over_1000_trivial_functions(make: scenarios.Make) -> None:
+    """A thousand functions in one map: one job array, every result back, in order (a generous bound: a
+    thousand Python starts on the two-core test host, shared with other runs)."""
+    scenarios.map_many(make, 1000, timeout=3600)
 
 
 def test_a_cancelled_future(make: scenarios.Make) -> None:

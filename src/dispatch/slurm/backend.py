@@ -8,6 +8,7 @@ script never started and, for writes, OutcomeUnknown once it may have run.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import posixpath
 import re
@@ -393,9 +394,19 @@ class SlurmBackend:
         except ParseError as exc:
             return list(spread(OutcomeUnknown(str(exc)), n))
         except DispatchError as exc:
+            if call is not None and call.status not in (None, 0, 3) and not isinstance(exc, OutcomeUnknown):
+                self._drop_map(where)  # sbatch certainly made no array: its map names nothing
             return list(spread(exc, n))
         self._made_dirs.add(array.output_dir)
         return [task_id(jid, t.task) for t in array.tasks]
+
+    def _drop_map(self, path: str) -> None:
+        """Remove the marker map of an array ``sbatch`` refused (best effort: a map left names no task, and
+        ``find`` then finds nothing by it, as it should)."""
+        s = self._script()
+        s.call(["rm", "-f", "--", path])
+        with contextlib.suppress(DispatchError):
+            self._run(s, True)
 
     def _start_chunk(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
         answers: list[str | DispatchError | None] = [None] * len(requests)
