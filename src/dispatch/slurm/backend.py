@@ -347,11 +347,11 @@ class SlurmBackend:
         answers: list[str | DispatchError | None] = [None] * len(requests)
         singles = list(range(len(requests)))
         if self.max_array_size > 1 and len(requests) > 1:
-            first = arrays.new_name()
+            fresh = arrays.new_name()
             provisional: list[tuple[int, submit.SbatchJob]] = []
             for i, request in enumerate(requests):
                 try:
-                    provisional.append((i, self.build(request, first)))
+                    provisional.append((i, self.build(request, fresh)))
                 except DispatchError as exc:
                     answers[i] = exc
             planned, singles = arrays.plan(
@@ -359,7 +359,7 @@ class SlurmBackend:
                 {i: r.marker for i, r in enumerate(requests)},
                 lambda i, name: self.build(requests[i], name),
                 self.max_array_size,
-                built_as=first,
+                built_as=fresh,
             )
             for array in planned:
                 for task, answer in zip(array.tasks, self._start_array(array), strict=True):
