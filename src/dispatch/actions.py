@@ -35,7 +35,7 @@ from dispatch.errors import (
     Unavailable,
 )
 from dispatch.outcome import Cause, Evidence, Outcome, State
-from dispatch.records.base import Records
+from dispatch.records.base import Records, batch_writes
 from dispatch.records.model import (
     Action,
     Event,
@@ -103,10 +103,25 @@ class Actor:
         events: Sequence[Event] = (),
     ) -> tuple[JobRecord, Intent]:
         """Append a pending intent and write it (compare-and-set). Raises Conflict if the job moved."""
-        now = self.clock.now()
         new = job.copy()
+        intent, written_events = self.add_intent(new, action, submission, args=args, decision=decision)
+        written = self.records.update(new, [*events, *written_events], fence=fence)
+        return written, intent
+
+    def add_intent(
+        self,
+        job: JobRecord,
+        action: Action,
+        submission: int,
+        *,
+        args: dict[str, Any] | None = None,
+        decision: int | None = None,
+    ) -> tuple[Intent, list[Event]]:
+        """Append a pending intent to ``job`` itself (nothing is written): the intent and the event its write
+        appends. For a caller that writes ``job`` with other changes in one write (:meth:`write_many`)."""
+        now = self.clock.now()
         intent = Intent(
-            seq=new.next_seq(new.intents),
+            seq=job.next_seq(job.intents),
             action=action,
             submission=submission,
             owner=self.owner,
@@ -115,22 +130,27 @@ class Actor:
             args=dict(args or {}),
             decision=decision,
         )
-        new.intents.append(intent)
-        new.updated_at = now
-        written = self.records.update(
-            new,
-            [
-                *events,
-                Event(
-                    job.id,
-                    now,
-                    "intent",
-                    {"seq": intent.seq, "action": action.value, "submission": submission, "owner": self.owner},
-                ),
-            ],
-            fence=fence,
-        )
-        return written, intent
+        job.intents.append(intent)
+        job.updated_at = now
+        data = {"seq": intent.seq, "action": action.value, "submission": submission, "owner": self.owner}
+        return intent, [Event(job.id, now, "intent", data)]
+
+    def write_many(
+        self, items: Sequence[tuple[JobRecord, Sequence[Event]]], *, fence: int | None = None
+    ) -> list[JobRecord | DispatchError]:
+        """Write every job with its events (compare-and-set each): in one transaction when the store offers
+        :class:`~dispatch.records.base.BatchWrites`, else one write per job. Each answer is the job as written or
+        the error its write raised (Conflict, NotFound); an error of the store itself in a batched write raises."""
+        writer = batch_writes(self.records)
+        if writer is not None:
+            return list(writer.update_many(items, fence=fence))
+        out: list[JobRecord | DispatchError] = []
+        for job, events in items:
+            try:
+                out.append(self.records.update(job, events, fence=fence))
+            except DispatchError as exc:
+                out.append(exc)
+        return out
 
     def call(self, job: JobRecord, intent: Intent) -> Any:
         """Make the backend call an intent names. Returns the call's answer; raises what the backend raises."""
@@ -197,10 +217,19 @@ class Actor:
 
 
 def record_answer(
-    job: JobRecord, seq: int, status: IntentStatus, answer: Any, error: DispatchError | None, now: float
+    job: JobRecord,
+    seq: int,
+    status: IntentStatus,
+    answer: Any,
+    error: DispatchError | None,
+    now: float,
+    *,
+    in_place: bool = False,
 ) -> tuple[JobRecord, Intent, list[Event]]:
-    """A copy of ``job`` with intent ``seq`` resolved by a call's answer, its effect applied (pure)."""
-    new = job.copy()
+    """A copy of ``job`` with intent ``seq`` resolved by a call's answer, its effect applied (pure). ``in_place``:
+    ``job`` itself is changed and returned (for a caller that gives up its copy: a thousand copies cost more than
+    the thousand writes of a batch)."""
+    new = job if in_place else job.copy()
     it = next(i for i in new.intents if i.seq == seq)
     it.status = status
     it.resolved_at = now if status is not IntentStatus.UNKNOWN else None

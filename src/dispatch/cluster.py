@@ -26,7 +26,7 @@ from dataclasses import KW_ONLY, InitVar, dataclass
 from typing import Any, TypeVar
 
 from dispatch.accelerators import check_request
-from dispatch.actions import Actor, default_owner, marker_for
+from dispatch.actions import Actor, default_owner, marker_for, record_answer
 from dispatch.capabilities import Answer, Capabilities, Capability
 from dispatch.clock import SYSTEM_CLOCK, Clock
 from dispatch.declarations import Declarations
@@ -41,7 +41,7 @@ from dispatch.errors import (
     Unsupported,
 )
 from dispatch.extensions import Image
-from dispatch.records.base import Records
+from dispatch.records.base import BatchWrites, Records, batch_writes
 from dispatch.records.model import (
     Action,
     BatchMember,
@@ -324,6 +324,12 @@ class Operator:
         self, records: Records, job_id: str, spec: JobSpec, ruleset: RuleSet | None, batch: BatchMember | None = None
     ) -> JobRecord:
         """Create job ``job_id``'s record with its first submission, not yet started (Conflict if the id is taken)."""
+        return records.create(*self._new_record(job_id, spec, ruleset, batch))
+
+    def _new_record(
+        self, job_id: str, spec: JobSpec, ruleset: RuleSet | None, batch: BatchMember | None = None
+    ) -> tuple[JobRecord, list[Event]]:
+        """A new job's record (not written) with its first submission, not yet started, and its creation event."""
         now = self._c.clock.now()
         job = JobRecord(
             id=job_id,
@@ -338,7 +344,7 @@ class Operator:
         data: dict[str, Any] = {"spec": spec.to_json(), "by": self.owner}
         if batch is not None:
             data["batch"] = batch.to_json()
-        return records.create(job, [Event(job_id, now, "submitted", data)])
+        return job, [Event(job_id, now, "submitted", data)]
 
     def submit_many(
         self, specs: Sequence[JobSpec], rules: RuleSet | Mapping[str, Any] | None = None, *, key: str | None = None
@@ -378,7 +384,18 @@ class Operator:
         start_intents: dict[int, Intent] = {}
         to_open: list[int] = []
         stopped: DispatchError | None = None
+        writer = batch_writes(records)
+        created: dict[int, JobRecord | DispatchError] = {}
+        if writer is not None:
+            created, stopped, start_intents = self._create_batch(writer, actor, key, specs, ruleset, known)
         for i, spec in enumerate(specs):
+            made = created.get(i)
+            if isinstance(made, JobRecord):  # created with its start intent, in the batch's one write
+                results.append(Submitted(made.id))
+                jobs.append(made)
+                continue
+            if stopped is not None and made is not None:
+                break  # the batch's write failed: this job and the ones after it are not recorded
             try:
                 job, existed = self._find_or_create(records, key, i, spec, ruleset, rules_json, known)
             except DispatchError as exc:
@@ -399,11 +416,40 @@ class Operator:
                 results[i] = Submitted(job.id, _handed(job.id, exc), existed=existed)
                 continue
             start_intents[i] = intent
-        self._start_phase(actor, jobs, results, start_intents, to_open)
-        self._open_phase(actor, jobs, results, to_open)
+        open_intents: dict[int, Intent] = {}
+        self._start_phase(actor, jobs, results, start_intents, to_open, open_intents, batched=writer is not None)
+        self._open_phase(actor, jobs, results, to_open, open_intents, batched=writer is not None)
         if stopped is not None:
             raise BatchIncomplete(key, results, len(specs), stopped)
         return results
+
+    def _create_batch(
+        self,
+        writer: BatchWrites,
+        actor: Actor,
+        key: str,
+        specs: Sequence[JobSpec],
+        ruleset: RuleSet | None,
+        known: Mapping[str, JobRecord],
+    ) -> tuple[dict[int, JobRecord | DispatchError], DispatchError | None, dict[int, Intent]]:
+        """Phase 1 in one write where the store offers :class:`BatchWrites`: every job of the batch not recorded
+        yet is created at its first id with its start intent already written (one transaction, synced to disk
+        before any start). Returns each such job's answer by index (the record, or the Conflict of an id taken
+        meanwhile, which the one-by-one path then resolves), the store's error when the write failed (then every
+        answer is that error: nothing was written), and the start intents."""
+        fresh = [i for i in range(len(specs)) if self.batch_id(key, i, 0) not in known]
+        items: list[tuple[JobRecord, list[Event]]] = []
+        intents: dict[int, Intent] = {}
+        for i in fresh:
+            job, events = self._new_record(self.batch_id(key, i, 0), specs[i], ruleset, BatchMember(key, i))
+            intents[i], more = actor.add_intent(job, Action.START, 1)
+            items.append((job, [*events, *more]))
+        try:
+            answers = writer.create_many(items) if items else []
+        except DispatchError as exc:
+            return dict.fromkeys(fresh, exc), exc, {}
+        made: dict[int, JobRecord | DispatchError] = dict(zip(fresh, answers, strict=True))
+        return made, None, {i: intents[i] for i in fresh if isinstance(made[i], JobRecord)}
 
     def _find_or_create(
         self,
@@ -450,12 +496,19 @@ class Operator:
         results: list[Submitted],
         intents: Mapping[int, Intent],
         to_open: list[int],
+        open_intents: dict[int, Intent],
+        *,
+        batched: bool = False,
     ) -> None:
         """Phase 2: create the object of every job with a start intent, gated, and record each answer; the jobs
-        started join ``to_open``."""
+        started join ``to_open``. ``batched``: every answer in one write (:meth:`Actor.write_many`), each started
+        job's open intent written with it (its entry in ``open_intents``)."""
         to_start = sorted(intents)
         requests = [StartRequest(jobs[i].id, 1, jobs[i].submissions[0].marker, jobs[i].spec) for i in to_start]
         answers = _start_all(self._c.backend, requests)
+        if batched:
+            self._record_starts(actor, jobs, results, intents, to_start, answers, to_open, open_intents)
+            return
         started: list[int] = []
         for i, answer in zip(to_start, answers, strict=True):
             error = answer if isinstance(answer, DispatchError) else None
@@ -470,24 +523,112 @@ class Operator:
                 started.append(i)
         to_open[:] = sorted([*to_open, *started])
 
-    def _open_phase(self, actor: Actor, jobs: list[JobRecord], results: list[Submitted], to_open: list[int]) -> None:
-        """Phase 3: open every gate of ``to_open``, each behind its intent, and record each answer."""
-        open_intents: dict[int, Intent] = {}
+    def _record_starts(
+        self,
+        actor: Actor,
+        jobs: list[JobRecord],
+        results: list[Submitted],
+        intents: Mapping[int, Intent],
+        to_start: Sequence[int],
+        answers: Sequence[str | DispatchError],
+        to_open: list[int],
+        open_intents: dict[int, Intent],
+    ) -> None:
+        """Phase 2's records in one write: each start's answer, and a started job's open intent beside it."""
+        now = self._c.clock.now()
+        items: list[tuple[JobRecord, list[Event]]] = []
+        opening: dict[int, Intent] = {}
+        for i, answer in zip(to_start, answers, strict=True):
+            error = answer if isinstance(answer, DispatchError) else None
+            # in place: jobs[i] is this call's own copy (the store's answer), replaced by what is written
+            new, _, events = record_answer(
+                jobs[i], intents[i].seq, _status(error), None if error else answer, error, now, in_place=True
+            )
+            new.updated_at = now
+            if error is None:
+                opening[i], more = actor.add_intent(new, Action.OPEN, 1)
+                events += more
+            items.append((new, events))
+        started: list[int] = []
+        for i, answer, written in zip(to_start, answers, self._write_all(actor, items), strict=True):
+            if isinstance(written, DispatchError):  # a supervisor took the job meanwhile: it carries it on
+                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, written), existed=results[i].existed)
+                continue
+            jobs[i] = written
+            if isinstance(answer, DispatchError):
+                results[i] = Submitted(jobs[i].id, _with_job(answer, jobs[i].id), existed=results[i].existed)
+            else:
+                started.append(i)
+                open_intents[i] = opening[i]
+        to_open[:] = sorted([*to_open, *started])
+
+    def _write_all(
+        self, actor: Actor, items: Sequence[tuple[JobRecord, Sequence[Event]]]
+    ) -> list[JobRecord | DispatchError]:
+        """:meth:`Actor.write_many`, a failure of the store taken as every job's answer (each then goes on as a
+        job whose write was refused: a supervisor resolves it from what its intents say)."""
+        try:
+            return actor.write_many(items)
+        except DispatchError as exc:
+            return [copy.copy(exc) for _ in items]
+
+    def _open_phase(
+        self,
+        actor: Actor,
+        jobs: list[JobRecord],
+        results: list[Submitted],
+        to_open: list[int],
+        open_intents: dict[int, Intent],
+        *,
+        batched: bool = False,
+    ) -> None:
+        """Phase 3: open every gate of ``to_open``, each behind its intent (written here unless ``open_intents``
+        holds it already), and record each answer (``batched``: the intents in one write, the answers in one)."""
         opened: list[int] = []
-        for i in to_open:
-            try:
-                jobs[i], open_intents[i] = actor.write_intent(jobs[i], Action.OPEN, 1)
-            except DispatchError as exc:
-                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc), existed=results[i].existed)
-                continue
-            opened.append(i)
+        need = [i for i in to_open if i not in open_intents]
+        if batched and need:
+            items: list[tuple[JobRecord, list[Event]]] = []
+            for i in need:
+                new = jobs[i].copy()
+                open_intents[i], events = actor.add_intent(new, Action.OPEN, 1)
+                items.append((new, events))
+            for i, written in zip(need, self._write_all(actor, items), strict=True):
+                if isinstance(written, DispatchError):
+                    del open_intents[i]
+                    results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, written), existed=results[i].existed)
+                else:
+                    jobs[i] = written
+        elif need:
+            for i in need:
+                try:
+                    jobs[i], open_intents[i] = actor.write_intent(jobs[i], Action.OPEN, 1)
+                except DispatchError as exc:
+                    results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc), existed=results[i].existed)
+        opened = [i for i in to_open if i in open_intents]
         sids = [str(jobs[i].submissions[0].scheduler_id) for i in opened]
-        for i, error in zip(opened, _open_all(self._c.backend, sids), strict=True):
-            try:
-                jobs[i] = actor.record(jobs[i], open_intents[i], _status(error), None, error).job
-            except DispatchError as exc:
-                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc), existed=results[i].existed)
+        errors = _open_all(self._c.backend, sids)
+        if batched:
+            now = self._c.clock.now()
+            items = []
+            for i, error in zip(opened, errors, strict=True):
+                new, _, events = record_answer(
+                    jobs[i], open_intents[i].seq, _status(error), None, error, now, in_place=True
+                )
+                new.updated_at = now
+                items.append((new, events))
+            recorded: list[JobRecord | DispatchError] = self._write_all(actor, items)
+        else:
+            recorded = []
+            for i, error in zip(opened, errors, strict=True):
+                try:
+                    recorded.append(actor.record(jobs[i], open_intents[i], _status(error), None, error).job)
+                except DispatchError as exc:
+                    recorded.append(exc)
+        for i, error, written in zip(opened, errors, recorded, strict=True):
+            if isinstance(written, DispatchError):
+                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, written), existed=results[i].existed)
                 continue
+            jobs[i] = written
             if error is not None:
                 results[i] = Submitted(jobs[i].id, _with_job(error, jobs[i].id), existed=results[i].existed)
 

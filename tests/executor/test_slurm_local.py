@@ -1,5 +1,5 @@
 """dispatch.Executor on the real Slurm 22.05 cluster on this host (marker slurm_local): a value, an exception
-with its remote traceback, a function on 2 nodes, map over 200 items, a cancelled future."""
+with its remote traceback, a function on 2 nodes, map over 200 and over 1,000 items, a cancelled future."""
 
 from __future__ import annotations
 

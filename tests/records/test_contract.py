@@ -23,6 +23,7 @@ from dispatch.records import (
     SQLiteRecords,
     Submission,
 )
+from dispatch.records.base import batch_writes
 from dispatch.records.nodes import NodeBlame, NodeBlames
 from dispatch.records.postgres import SCHEMA_VERSION as PG_SCHEMA
 from dispatch.records.postgres import PostgresRecords, redact
@@ -135,6 +136,102 @@ def test_reads_are_copies(store: Records) -> None:
     job = store.get("j1")
     job.submissions[0].scheduler_id = "123"
     assert store.get("j1").submissions[0].scheduler_id is None
+
+
+# ----- batched writes (dispatch.records.base.BatchWrites) -----------------------------------------------------
+
+
+def test_every_store_offers_batched_writes(store: Records) -> None:
+    assert batch_writes(store) is store
+
+
+def test_a_batch_answers_each_item_as_its_single_write_would(store: Records) -> None:
+    batched = batch_writes(store)
+    assert batched is not None
+    store.create(make_job("old"))
+    created = batched.create_many(
+        [(make_job("b0"), [Event("b0", 1.0, "submitted")]), (make_job("old"), [Event("old", 1.0, "lost")]),
+         (make_job("b1"), []), (make_job("b1"), [Event("b1", 1.0, "twice")])]
+    )  # fmt: skip
+    assert [type(a).__name__ for a in created] == ["JobRecord", "Conflict", "JobRecord", "Conflict"]
+    assert [a.version for a in created if isinstance(a, JobRecord)] == [1, 1]
+    assert [e.kind for e in store.events("b0")] == ["submitted"]
+    assert store.events("old") == [] and store.events("b1") == []
+
+    a, b, stale = store.get("b0"), store.get("b1"), store.get("old")
+    stale.closed = True
+    store.update(store.get("old"))  # "old" moves on: the copy read before is stale
+    a.closed = True
+    b.counters["n"] = 1
+    again = store.get("b1")
+    again.counters["n"] = 2  # a second write of b1 in the same batch, from the same version: it loses
+    ghost = make_job("ghost")
+    ghost.version = 1
+    answers = batched.update_many(
+        [(a, [Event("b0", 2.0, "intent", {"seq": 1})]), (stale, [Event("old", 2.0, "lost")]), (b, []),
+         (again, [Event("b1", 2.0, "lost")]), (ghost, [])]
+    )  # fmt: skip
+    assert [type(x).__name__ for x in answers] == ["JobRecord", "Conflict", "JobRecord", "Conflict", "NotFound"]
+    assert store.get("b0").closed and store.get("b0").version == 2
+    assert store.get("b1").counters == {"n": 1} and not store.get("old").closed
+    assert [e.kind for e in store.events("b0")] == ["submitted", "intent"]
+    assert store.events("old") == [] and store.events("b1") == []
+    assert answers[0] is a and a.to_json() == store.get("b0").to_json(), "an item written is handed over, as stored"
+    assert (stale.version, again.version, ghost.version) == (1, 1, 1), "an item refused is left as it was"
+    assert created[0] is not None and created[0].version == 1
+
+
+def test_a_batch_checks_the_fence_of_each_item(store: Records) -> None:
+    batched = batch_writes(store)
+    assert batched is not None
+    for i in range(2):
+        job = make_job(f"f{i}")
+        job.lease = Lease("sup-a", 1 + i, 500.0)
+        store.create(job)
+    answers = batched.update_many([(store.get("f0"), []), (store.get("f1"), [])], fence=1)
+    assert [type(x).__name__ for x in answers] == ["JobRecord", "Conflict"]
+    assert "stale" in str(answers[1]) and store.get("f1").version == 1
+
+
+def test_a_batch_that_cannot_be_written_writes_nothing(store: Records) -> None:
+    batched = batch_writes(store)
+    assert batched is not None
+    store.create(make_job("u0"))
+    store.create(make_job("u9"))
+    job = store.get("u0")
+    job.closed = True
+    with pytest.raises(TypeError):  # an event the store cannot encode: the whole batch fails
+        batched.update_many([(job, [Event("u0", 1.0, "ok")]), (store.get("u9"), [Event("u9", 1.0, "x", {"x": {1j}})])])
+    assert not store.get("u0").closed and store.get("u0").version == 1 and store.events("u0") == []
+    assert job.version == 1, "an item of a batch that raised is left as it was"
+    with pytest.raises(TypeError):
+        batched.create_many([(make_job("u1"), []), (make_job("u2"), [Event("u2", 1.0, "x", {"x": {1j}})])])
+    assert store.get_many(["u1", "u2"]) == []
+
+
+def test_sqlite_syncs_a_batch_carrying_an_intent_to_disk(tmp_path: Path) -> None:
+    s = SQLiteRecords(tmp_path / "d.db")
+    statements: list[str] = []
+    s._db.set_trace_callback(statements.append)
+    s.create_many([(make_job("k0"), [Event("k0", 1.0, "submitted")])])
+    assert not any("synchronous" in x for x in statements)
+    s.update_many([(s.get("k0"), [Event("k0", 1.0, "intent", {"seq": 1})])])
+    full = statements.index("PRAGMA synchronous=FULL")
+    commit = max(i for i, x in enumerate(statements) if x == "COMMIT")
+    assert full < commit < statements.index("PRAGMA synchronous=NORMAL")
+    assert sum(x == "COMMIT" for x in statements) == 2, "one commit per batch"
+    s.close()
+
+
+def test_a_wrapper_forwarding_attributes_is_not_taken_for_a_batch_writer() -> None:
+    class Forwarding:
+        def __init__(self, inner: Records) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.inner, name)
+
+    assert batch_writes(Forwarding(MemoryRecords())) is None
 
 
 def test_summaries_and_listing(store: Records) -> None:

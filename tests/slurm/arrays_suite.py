@@ -169,3 +169,33 @@ def lost_answer_after_sbatch_runs_no_task_twice(name: str) -> None:
         if sids:
             admin(name, "scancel", split(sids[0])[0], check=False)
         backend.close()
+
+
+def cancelled_before_it_started_reads_cancelled(name: str) -> None:
+    """A task cancelled behind its gate: squeue shows it CANCELLED for MinJobAge, and once squeue forgot it
+    (on 24.11 and 26.05 sacct never has a row of it) the adapter still reads it cancelled, from its array's
+    accounting, never succeeded and never absent; its gated siblings read waiting all along."""
+    b = open_backend(name)
+    sids: list[str] = []
+    try:
+        sids = [str(s) for s in b.start_many(_requests([JobSpec(("sleep", "600"))] * 3))]
+        b.stop_job(sids[2])
+        seen: list[str] = []
+
+        def forgotten_by_squeue() -> bool:
+            ev = b.inspect_many(sids)
+            assert sids[2] in ev, f"{sids[2]} has no evidence after {seen}"
+            out = ev[sids[2]].outcome
+            assert out.state.name == "CANCELLED", (out, seen)
+            assert all(ev[s].outcome.state.waiting for s in sids[:2]), ev
+            seen.append(out.evidence.source)
+            return out.evidence.source == "sacct"
+
+        _until("squeue forgetting the cancelled task", forgotten_by_squeue)
+        again = b.inspect(sids[2])
+        assert again.outcome.state.name == "CANCELLED" and again.outcome.cause.value == "cancelled", again.outcome
+        assert not again.executions[-1].started_at, "it never ran"
+    finally:
+        if sids:
+            admin(name, "scancel", split(sids[0])[0], check=False)
+        b.close()

@@ -74,6 +74,12 @@ def test_groups_by_sbatch_options_and_cuts_at_the_array_size() -> None:
     assert singles == [5], "a job alone in its group is a plain job"
     assert len({p.name for p in planned}) == 3 and all(p.name.startswith("dspa-") for p in planned)
     assert planned[0].argv() == ("--time=5", "--array=0-1")
+    rebuilt: list[tuple[int, str]] = []
+    kept, _ = arrays.plan(
+        built, markers, lambda i, name: rebuilt.append((i, name)) or dict(built)[i], 2, built_as="dspa-x"
+    )
+    assert kept[0].name == "dspa-x" and kept[0].jobs == (built[0][1], built[2][1]), "the first array keeps its build"
+    assert [i for i, _ in rebuilt] == [3, 1, 4] and "dspa-x" not in {n for _, n in rebuilt}
 
 
 def test_chunks_at_script_bytes_too() -> None:
@@ -118,10 +124,13 @@ def test_start_many_sends_one_array_and_answers_task_ids() -> None:
 
 
 def test_a_lost_array_answer_is_unknown_for_every_task_and_a_refusal_is_each_ones() -> None:
-    b, _ = backend(
+    b, ex = backend(
         RELEASE_2205,
         Exchange("--array=0-1", wrapped(ok(), ok(), cut_after=1)),  # cut before sbatch's status: it may have run
         Exchange("--array=0-1", wrapped(ok(), fail("sbatch: error: Batch job submission failed: Invalid qos"))),
+        Exchange(
+            "rm -f -- /home/ada/dispatch-output/.jobs/arrays/dspa-", wrapped(ok())
+        ),  # a refused array's map is removed
         Exchange("--array=0-1", wrapped(ok(), fail("cannot write the marker map /o/x", status=3))),
     )
     spec = JobSpec(("true",), resources=Resources(cpus_per_proc=1), extensions=(Output(dir="/o"),))
@@ -131,3 +140,4 @@ def test_a_lost_array_answer_is_unknown_for_every_task_and_a_refusal_is_each_one
     assert all(isinstance(a, Exception) and "Invalid qos" in str(a) for a in refused)
     unmapped = b.start_many(_requests(2, spec))
     assert all(isinstance(a, Unavailable) for a in unmapped)
+    ex.assert_done()  # a lost answer keeps its map (the tasks may exist): only the refusal removed one

@@ -17,3 +17,7 @@ def test_one_task_cancelled_one_requeued_one_held_alone() -> None:
 
 def test_a_lost_sbatch_answer_is_resolved_by_marker_and_no_task_runs_twice() -> None:
     suite.lost_answer_after_sbatch_runs_no_task_twice("local")
+
+
+def test_a_task_cancelled_before_it_started_reads_cancelled_after_squeue_forgot_it() -> None:
+    suite.cancelled_before_it_started_reads_cancelled("local")

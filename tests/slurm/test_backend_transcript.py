@@ -1,7 +1,10 @@
 """The backend against transcripts: preflight, gate, reads in each dialect, holds, requeue, failures."""
 
 import os
+import subprocess
+import tempfile
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -194,27 +197,57 @@ def test_open_many_is_one_squeue_and_one_release() -> None:
     assert isinstance(got[3], Rejected)
 
 
-def test_open_gates_script_on_bash() -> None:
-    """The batched open, run by a real bash against stand-in squeue and scontrol commands."""
-    import os
-    import subprocess
-    import tempfile
+def _open_gates_on_bash(listing: str, scontrol: str, ids: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """OPEN_GATES run by a real bash against stand-in squeue and scontrol commands: its result and the scontrol
+    calls it made."""
+    from dispatch.slurm.backend import OPEN_GATES, RANGES
 
-    from dispatch.slurm.backend import OPEN_GATES
-
-    listing = 'printf "7 JobHeldUser\\n8 JobHeldAdmin\\n9 None\\n11 JobHeldUser\\n"'
     with tempfile.TemporaryDirectory() as d:
-        for cmd, body in (("squeue", listing), ("scontrol", 'echo "$@" >> "$LOG"')):
+        for cmd, body in (("squeue", listing), ("scontrol", f'echo "$@" >> "$LOG"\n{scontrol}')):
             with open(os.path.join(d, cmd), "w") as f:
                 f.write(f"#!/bin/sh\n{body}\n")
             os.chmod(os.path.join(d, cmd), 0o755)
         log = os.path.join(d, "log")
         env = dict(os.environ, PATH=f"{d}:{os.environ['PATH']}", LOG=log)
-        p = subprocess.run(["bash", "-c", OPEN_GATES, "_", "7,8,9,11"], env=env, capture_output=True, text=True)
-        assert p.returncode == 0, p.stderr
-        assert p.stdout.split("\n")[:4] == ["7 release", "8 admin", "9 open", "11 release"]
-        with open(log) as f:
-            assert f.read().splitlines() == ["release 7,11"]
+        p = subprocess.run(["bash", "-c", OPEN_GATES, "_", ids, RANGES], env=env, capture_output=True, text=True, cwd=d)
+        calls = Path(log).read_text().splitlines() if os.path.exists(log) else []
+    return p, calls
+
+
+def test_open_gates_script_on_bash() -> None:
+    """The batched open: one release per array (its tasks as ranges, so Slurm releases the array's own record
+    as one) and one for the plain jobs; a file named like an expression in the working directory changes
+    nothing (no glob)."""
+    listing = (
+        'printf "7 JobHeldUser\\n8 JobHeldAdmin\\n9 None\\n11 JobHeldUser\\n40_2 JobHeldUser\\n40_0 JobHeldUser\\n'
+        '40_1 JobHeldUser\\n40_4 JobHeldUser\\n40_3 None\\n41_3 JobHeldUser\\n"'
+    )
+    p, calls = _open_gates_on_bash(listing, "touch 41_3", "7,8,9,11,40_0,40_1,40_2,40_3,40_4,41_3")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split("\n")[:4] == ["7 release", "8 admin", "9 open", "11 release"]
+    assert calls == ["release 40_[0-2,4]", "release 41_[3]", "release 7,11"]
+
+
+def test_open_gates_reports_each_failed_release_with_the_jobs_it_named() -> None:
+    from dispatch.slurm.backend import _release_failures
+
+    listing = 'printf "5 JobHeldUser\\n40_0 JobHeldUser\\n40_1 JobHeldUser\\n"'
+    fail = 'case "$2" in 40_*) echo "slurm_suspend error: Access/permission denied" >&2; exit 1;; esac'
+    p, calls = _open_gates_on_bash(listing, fail, "5,40_0,40_1")
+    assert p.returncode == 2 and calls == ["release 40_[0-1]", "release 5"]
+    failed = _release_failures(p.stderr)
+    assert set(failed) == {"40_0", "40_1"} and "Access/permission denied" in failed["40_0"]
+    named = _release_failures("7,40_[0-1] Job is no longer pending execution for job 40_1")
+    assert set(named) == {"40_1"}, "a message naming its job fails that job alone"
+
+
+def test_open_many_keeps_an_arrays_tasks_in_one_script() -> None:
+    from dispatch.slurm.backend import _open_chunks
+
+    ids = ["1", "9_0", "2", "9_1", "8_0", "9_2", "3"]
+    assert _open_chunks(ids, 4) == [[1, 3, 5, 4], [0, 2, 6]]
+    assert _open_chunks(ids, 3) == [[1, 3, 5], [4, 0, 2], [6]]
+    assert _open_chunks([f"5_{t}" for t in range(5)], 2) == [[0, 1], [2, 3], [4]]
 
 
 @pytest.mark.parametrize("release", RELEASES)

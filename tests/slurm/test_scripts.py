@@ -3,7 +3,8 @@ import subprocess
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dispatch.slurm.scripts import Script, parse_output
+from dispatch.slurm.scripts import PAYLOAD_MIN, Script, parse_output
+from dispatch.slurm.transport.local import LocalExecutor
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
 
@@ -89,3 +90,32 @@ def test_concurrent_calls_run_at_once(tmp_path) -> None:
         s.call_concurrently(["sh", "-c", meet, "meet", str(tmp_path), str(i)])
     out = parse_output(s.nonce, run(s))
     assert [out.calls[i].status for i in range(4)] == [0, 0, 0, 0]
+
+
+def test_a_large_stdin_travels_as_a_payload_byte_for_byte(tmp_path) -> None:
+    """A megabyte with no final newline, bytes that are not UTF-8, and the heredoc terminator in it: the calls
+    read exactly it, an ordinary and a concurrent one, and the calls after them run."""
+    big = ("line é \udcff END_x \\ $(touch nope) '\n" * 40_000)[:-1]
+    assert len(big) > PAYLOAD_MIN
+    s = Script()
+    s.call(["cat"], stdin=big)
+    s.call_concurrently(["wc", "-c"], stdin=big)
+    s.call(["printf", "after"])
+    script = s.render()
+    assert "<<" not in script.split("\n_dsp_call 0", 1)[1].split("\n", 1)[0], "no heredoc for the payload"
+    out = parse_output(s.nonce, LocalExecutor().run(script, 120).stdout)  # the local transport, as the backend
+    assert out.calls[0].stdout == big and out.calls[0].status == 0
+    assert int(out.calls[1].stdout) == len(big.encode("utf-8", "surrogateescape"))
+    assert out.calls[2].stdout == "after"
+
+
+def test_a_script_cut_inside_a_payload_runs_nothing_after_it(tmp_path) -> None:
+    s = Script()
+    s.call(["touch", str(tmp_path / "before")])
+    s.call(["sh", "-c", f"cat >/dev/null; touch {tmp_path / 'fed'}"], stdin="x" * (2 * PAYLOAD_MIN))
+    s.call(["touch", str(tmp_path / "after")])
+    text = s.render()
+    cut = text[: text.index("x" * PAYLOAD_MIN) + 10].encode()
+    subprocess.run(["bash", "-s"], input=cut, capture_output=True)
+    assert (tmp_path / "before").exists()
+    assert not (tmp_path / "fed").exists() and not (tmp_path / "after").exists()

@@ -20,9 +20,9 @@ Contract for every store:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, TypeVar, runtime_checkable
 
-from dispatch.errors import Conflict
+from dispatch.errors import Conflict, NotFound
 from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, Peers
 
 
@@ -76,6 +76,63 @@ class Records(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+Written = tuple[JobRecord, Sequence[Event]]
+"""A job to write and the events to append with it."""
+
+
+@runtime_checkable
+class BatchWrites(Protocol):
+    """Many writes in one transaction (:meth:`~dispatch.cluster.Operator.submit_many` records a thousand jobs per
+    phase with one commit, and one sync to disk, instead of one per job). A store offers it beside
+    :class:`Records`; :func:`batch_writes` says whether one does.
+
+    Contract, for both methods:
+
+    * Each item is checked as its one-job counterpart checks it (``create``: the id is free; ``update``: the
+      version, and the lease token with ``fence``) and gets that method's answer: the job as written, or the
+      :class:`~dispatch.errors.Conflict` / :class:`~dispatch.errors.NotFound` it would have raised (nothing of
+      that item is written). Items are taken in order, so a second item for one job id conflicts with the first.
+    * Every item that passed is written, with its events, in **one** transaction: all of them or none (an error
+      of the store itself raises and writes nothing). A batch carrying an intent is durable when the call
+      returns, as an intent's single write is.
+    * The items are handed over, not copied (a thousand decoded copies would cost more than the writes): each
+      item written is its own answer, its ``version`` set to the stored one once the transaction committed; an
+      item refused, or any item of a batch that raised, is left as it was.
+    """
+
+    def create_many(self, items: Sequence[Written]) -> list[JobRecord | Conflict]:
+        """Write new jobs at version 1."""
+        ...
+
+    def update_many(
+        self, items: Sequence[Written], *, fence: int | None = None
+    ) -> list[JobRecord | Conflict | NotFound]:
+        """Compare-and-set each job on its version (and the lease token when ``fence`` is given)."""
+        ...
+
+
+_A = TypeVar("_A")
+
+
+def handed_over(answers: list[_A], versions: dict[int, int]) -> list[_A]:
+    """A committed batch's answers (:class:`BatchWrites`), each job written given its stored version, looked up
+    by the job object's ``id()`` in ``versions``."""
+    for answer in answers:
+        if isinstance(answer, JobRecord):
+            answer.version = versions[id(answer)]
+    return answers
+
+
+def batch_writes(records: object) -> BatchWrites | None:
+    """``records`` as a :class:`BatchWrites` when its class implements both methods itself; None otherwise. A
+    wrapper that forwards unknown attributes to another store (``__getattr__``) is not taken for one: its own
+    ``create`` and ``update`` (a fault injected, a pause) must see every write."""
+    kind = type(records)
+    if callable(getattr(kind, "create_many", None)) and callable(getattr(kind, "update_many", None)):
+        return records  # type: ignore[return-value]
+    return None
 
 
 def check_fence(stored: JobRecord, fence: int | None) -> None:

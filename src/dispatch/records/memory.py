@@ -15,7 +15,7 @@ from typing import Any
 
 from dispatch.errors import Conflict, NotFound
 from dispatch.records.archive import ArchivedOutput, ArchiveStatus, check_limit
-from dispatch.records.base import check_fence
+from dispatch.records.base import Written, check_fence, handed_over
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, matches
 from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, Peers, needs_supervision
 from dispatch.records.nodes import NodeBlame
@@ -35,10 +35,14 @@ class MemoryRecords:
         self.writes = 0
 
     def _index(self, job: JobRecord) -> None:
+        self._index_head(job, job.version)
+
+    def _index_head(self, job: JobRecord, version: int) -> None:
+        """Index ``job`` as stored at ``version``."""
         live = self._live.setdefault(job.cluster, {})
         if needs_supervision(job):
             lease = job.lease
-            head = JobHead(job.id, job.version, lease.owner if lease else None, lease.expires_at if lease else None)
+            head = JobHead(job.id, version, lease.owner if lease else None, lease.expires_at if lease else None)
             if job.id not in live:
                 self._order[job.cluster] = None
                 self._created[job.id] = job.created_at
@@ -107,6 +111,72 @@ class MemoryRecords:
             self._append(events)
             self.writes += 1
             return self._load(text)
+
+    def create_many(self, items: Sequence[Written]) -> list[JobRecord | Conflict]:
+        """:class:`~dispatch.records.base.BatchWrites`: under one hold of the lock, everything encoded before
+        anything is stored (so a job or event that cannot be encoded writes nothing)."""
+        with self._lock:
+            answers: list[JobRecord | Conflict] = []
+            staged: list[tuple[JobRecord, int, str, list[Event]]] = []
+            seen: set[str] = set()
+            for job, events in items:
+                if job.id in self._docs or job.id in seen:
+                    answers.append(Conflict(f"job {job.id} already exists"))
+                    continue
+                seen.add(job.id)
+                staged.append(self._encoded(job, 1, events))
+                answers.append(job)
+            return handed_over(answers, self._commit(staged))
+
+    def update_many(
+        self, items: Sequence[Written], *, fence: int | None = None
+    ) -> list[JobRecord | Conflict | NotFound]:
+        """:class:`~dispatch.records.base.BatchWrites`: as :meth:`create_many`, each item compared with the
+        stored job or with the one an earlier item of the batch wrote."""
+        with self._lock:
+            answers: list[JobRecord | Conflict | NotFound] = []
+            staged: list[tuple[JobRecord, int, str, list[Event]]] = []
+            written: dict[str, JobRecord] = {}
+            for job, events in items:
+                doc = self._docs.get(job.id)
+                if doc is None:
+                    answers.append(NotFound(f"no job {job.id!r} in the records"))
+                    continue
+                stored = written.get(job.id) or self._load(doc)
+                if stored.version != job.version:
+                    answers.append(
+                        Conflict(f"job {job.id}: written at version {job.version}, the record is at {stored.version}")
+                    )
+                    continue
+                try:
+                    check_fence(stored, fence)
+                except Conflict as exc:
+                    answers.append(exc)
+                    continue
+                staged.append(self._encoded(job, job.version + 1, events))
+                written[job.id] = self._load(staged[-1][2])
+                answers.append(job)
+            return handed_over(answers, self._commit(staged))
+
+    @staticmethod
+    def _encoded(job: JobRecord, version: int, events: Sequence[Event]) -> tuple[JobRecord, int, str, list[Event]]:
+        """``job``, the version it is written at, its document, and its events as they will be kept."""
+        data = job.to_json()
+        data["version"] = version
+        kept = [Event(e.job_id, e.at, e.kind, json.loads(json.dumps(e.data))) for e in events]
+        return job, version, json.dumps(data), kept
+
+    def _commit(self, staged: Sequence[tuple[JobRecord, int, str, list[Event]]]) -> dict[int, int]:
+        """Store what :meth:`_encoded` made (the lock held), as one write; the versions written, by ``id(job)``."""
+        versions: dict[int, int] = {}
+        for job, version, text, events in staged:
+            self._docs[job.id] = text
+            self._index_head(job, version)
+            for e in events:
+                self._events.append(replace(e, seq=len(self._events) + 1))
+            versions[id(job)] = version
+        self.writes += 1
+        return versions
 
     def jobs(self, *, active_only: bool = True, cluster: str | None = None) -> list[JobRecord]:
         with self._lock:

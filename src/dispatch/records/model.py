@@ -562,13 +562,16 @@ SUMMARY_COLUMNS = (
 """The summary columns every SQL store keeps beside each job's document, in :meth:`JobSummary.from_row` order."""
 
 
-def row_values(job: JobRecord) -> tuple[Any, ...]:
+def row_values(job: JobRecord, version: int | None = None) -> tuple[Any, ...]:
     """What an SQL store writes for ``job`` after its id, in :data:`ROW_COLUMNS` order: version, the summary
     columns, the JSON document, then the supervision columns (whether the job needs a supervisor, and its
-    lease's owner and expiry)."""
+    lease's owner and expiry). ``version``: write the job at that version (its document too), not at its own."""
     s = JobSummary.of(job)
+    doc = job.to_json()
+    if version is not None:
+        doc["version"] = version
     return (
-        job.version,
+        job.version if version is None else version,
         job.cluster,
         s.name,
         s.state.value,
@@ -579,7 +582,7 @@ def row_values(job: JobRecord) -> tuple[Any, ...]:
         job.created_at,
         job.updated_at,
         s.observed_at,
-        json.dumps(job.to_json(), separators=(",", ":")),
+        json.dumps(doc, separators=(",", ":")),
         needs_supervision(job),
         job.lease.owner if job.lease else None,
         job.lease.expires_at if job.lease else None,

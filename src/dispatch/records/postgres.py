@@ -25,7 +25,7 @@ from typing import Any
 from dispatch.errors import ConfigError, Conflict, NotFound, ReadOnly, Unavailable
 from dispatch.records import archive, nodes
 from dispatch.records.archive import ArchivedOutput
-from dispatch.records.base import check_token
+from dispatch.records.base import Written, check_token, handed_over
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
 from dispatch.records.model import (
     ROW_COLUMNS,
@@ -314,6 +314,79 @@ class PostgresRecords:
             cur.execute(self._q("UPDATE {s}.jobs SET " + _SETS + " WHERE id=%s"), (*row_values(new), job.id))
             self._append(cur, events)
         return new
+
+    # ----- batched writes (dispatch.records.base.BatchWrites) -------------------------------------------------
+
+    def create_many(self, items: Sequence[Written]) -> list[JobRecord | Conflict]:
+        """One transaction: the inserts go as one pipelined batch, each answering whether its id was free."""
+        if not items:
+            return []
+        taken: list[bool] = []
+        with self._tx() as cur:
+            cur.executemany(
+                self._q(
+                    "INSERT INTO {s}.jobs (id, " + ROW_COLUMNS + ") VALUES (" + _MARKS + ")"
+                    " ON CONFLICT (id) DO NOTHING RETURNING id"
+                ),
+                [(job.id, *row_values(job, version=1)) for job, _ in items],
+                returning=True,
+            )
+            while True:
+                taken.append(cur.fetchone() is None)
+                if not cur.nextset():
+                    break
+            self._append(cur, [e for (_, events), t in zip(items, taken, strict=True) if not t for e in events])
+        answers: list[JobRecord | Conflict] = [
+            Conflict(f"job {job.id} already exists") if t else job for (job, _), t in zip(items, taken, strict=True)
+        ]
+        return handed_over(answers, {id(job): 1 for (job, _), t in zip(items, taken, strict=True) if not t})
+
+    def update_many(
+        self, items: Sequence[Written], *, fence: int | None = None
+    ) -> list[JobRecord | Conflict | NotFound]:
+        """One transaction: every row read and locked by one ``SELECT ... FOR UPDATE`` (in id order, so two
+        batches never deadlock), then the updates and the events, each as one pipelined batch."""
+        answers: list[JobRecord | Conflict | NotFound] = []
+        if not items:
+            return answers
+        versions: dict[int, int] = {}
+        ids = sorted({job.id for job, _ in items})
+        with self._tx() as cur:
+            cur.execute(
+                self._q(
+                    "SELECT id, version, (doc->'lease'->>'token')::bigint, lease_owner"
+                    " FROM {s}.jobs WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
+                ),
+                (ids,),
+            )
+            heads: dict[str, tuple[int, Any, Any]] = {r[0]: (r[1], r[2], r[3]) for r in cur.fetchall()}
+            rows: list[tuple[Any, ...]] = []
+            events: list[Event] = []
+            for job, evs in items:
+                head = heads.get(job.id)
+                if head is None:
+                    answers.append(NotFound(f"no job {job.id!r} in the records"))
+                    continue
+                if head[0] != job.version:
+                    answers.append(
+                        Conflict(f"job {job.id}: written at version {job.version}, the record is at {head[0]}")
+                    )
+                    continue
+                try:
+                    check_token(job.id, head[1], head[2], fence)
+                except Conflict as exc:
+                    answers.append(exc)
+                    continue
+                values = row_values(job, version=job.version + 1)
+                heads[job.id] = (job.version + 1, job.lease.token if job.lease else None, values[-2])
+                versions[id(job)] = job.version + 1
+                rows.append((*values, job.id))
+                events.extend(evs)
+                answers.append(job)
+            if rows:
+                cur.executemany(self._q("UPDATE {s}.jobs SET " + _SETS + " WHERE id=%s"), rows)
+            self._append(cur, events)
+        return handed_over(answers, versions)
 
     # ----- reads -----------------------------------------------------------------------------------------------
 

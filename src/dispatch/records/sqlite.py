@@ -27,7 +27,7 @@ from typing import Any
 from dispatch.errors import Conflict, NotFound, ReadOnly
 from dispatch.records import archive, nodes
 from dispatch.records.archive import ArchivedOutput
-from dispatch.records.base import check_token
+from dispatch.records.base import Written, check_token, handed_over
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
 from dispatch.records.model import (
     ROW_COLUMNS,
@@ -155,6 +155,11 @@ MIGRATIONS: dict[int, Callable[[sqlite3.Connection], None]] = {
     6: _migration_6,
     7: _migration_7,
 }
+
+
+def _carries_intent(items: Sequence[Written]) -> bool:
+    """Whether a batch carries an intent (so its commit must reach the disk before the call it announces)."""
+    return any(e.kind == "intent" for _, events in items for e in events)
 
 
 _MARKS = ",".join("?" * (len(ROW_COLUMNS.split(",")) + 1))
@@ -288,6 +293,68 @@ class SQLiteRecords:
             db.execute(f"UPDATE jobs SET {_SETS} WHERE id=?", (*row_values(new), job.id))
             self._append(db, events)
         return new
+
+    # ----- batched writes (dispatch.records.base.BatchWrites) --------------------------------------------------
+
+    def create_many(self, items: Sequence[Written]) -> list[JobRecord | Conflict]:
+        answers: list[JobRecord | Conflict] = []
+        events: list[Event] = []
+        with self._tx(durable=_carries_intent(items)) as db:
+            for job, evs in items:
+                cur = db.execute(
+                    f"INSERT INTO jobs (id, {ROW_COLUMNS}) VALUES ({_MARKS}) ON CONFLICT (id) DO NOTHING",
+                    (job.id, *row_values(job, version=1)),
+                )
+                if cur.rowcount != 1:
+                    answers.append(Conflict(f"job {job.id} already exists"))
+                    continue
+                events.extend(evs)
+                answers.append(job)
+            self._append(db, events)
+        return handed_over(answers, {id(job): 1 for job in answers if isinstance(job, JobRecord)})
+
+    def update_many(
+        self, items: Sequence[Written], *, fence: int | None = None
+    ) -> list[JobRecord | Conflict | NotFound]:
+        answers: list[JobRecord | Conflict | NotFound] = []
+        versions: dict[int, int] = {}
+        ids = list(dict.fromkeys(job.id for job, _ in items))
+        with self._tx(durable=_carries_intent(items)) as db:
+            heads: dict[str, tuple[int, Any, Any]] = {}
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                for row in db.execute(
+                    "SELECT id, version, json_extract(doc, '$.lease.token'), lease_owner FROM jobs"
+                    f" WHERE id IN ({','.join('?' * len(chunk))})",
+                    chunk,
+                ):
+                    heads[row[0]] = (row[1], row[2], row[3])
+            rows: list[tuple[Any, ...]] = []
+            events: list[Event] = []
+            for job, evs in items:
+                head = heads.get(job.id)
+                if head is None:
+                    answers.append(NotFound(f"no job {job.id!r} in the records"))
+                    continue
+                if head[0] != job.version:
+                    answers.append(
+                        Conflict(f"job {job.id}: written at version {job.version}, the record is at {head[0]}")
+                    )
+                    continue
+                try:
+                    check_token(job.id, head[1], head[2], fence)
+                except Conflict as exc:
+                    answers.append(exc)
+                    continue
+                values = row_values(job, version=job.version + 1)
+                heads[job.id] = (job.version + 1, job.lease.token if job.lease else None, values[-2])
+                versions[id(job)] = job.version + 1
+                rows.append((*values, job.id))
+                events.extend(evs)
+                answers.append(job)
+            db.executemany(f"UPDATE jobs SET {_SETS} WHERE id=?", rows)
+            self._append(db, events)
+        return handed_over(answers, versions)
 
     # ----- reads -----------------------------------------------------------------------------------------
 

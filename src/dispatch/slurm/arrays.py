@@ -1,14 +1,17 @@
 """A batch of submissions as Slurm job arrays: one ``sbatch --array`` per group of jobs that can share one.
 
 * Grouping: jobs share an array when sbatch's options for them are the same (resources, time limit, partition,
-  working directory, exported names, ...): each is built as a task of a provisional array and grouped by its
-  argv (:func:`group`). A group is cut into arrays of at most ``MaxArraySize`` tasks (``scontrol show config``)
-  and at most :data:`MAX_SCRIPT` bytes of batch script (Slurm refuses a larger one by default).
+  working directory, exported names, ...): each is built as a task of one fresh array name and grouped by its
+  argv (:func:`group`); the first array keeps that name, the others are rebuilt under names of their own. A
+  group is cut into arrays of at most ``MaxArraySize`` tasks (``scontrol show config``) and at most
+  :data:`MAX_SCRIPT` bytes of batch script (Slurm refuses a larger one by default).
 * The array's batch script (:func:`compose`) holds every task's own script and runs the one of
   ``$SLURM_ARRAY_TASK_ID``: each task keeps its own command, environment, marker and execution identity
   ``<N>.<array>_<task>.<restart>``; its files are ``<dir>/<array name>.<array>_<task>.<restart>.out``.
-* The array is submitted held (``--hold``: every task's start gate closed); each task's gate is opened alone
-  (``scontrol release <array>_<task>``) once its id is recorded.
+* The array is submitted held (``--hold``: every task's start gate closed); a task's gate is opened once its id
+  is recorded, the tasks opened together named in one expression (``scontrol release <array>_[0-999]``): Slurm
+  then releases the tasks its array's record still holds as that one record, where a task named alone is first
+  split off into a job record of its own.
 * Finding a task by its marker: every task of an array carries the array's name, not its marker, so before
   sbatch runs the submitting script writes the array's markers, one line per task in task order, to
   ``<output root>/.jobs/arrays/<array name>`` (:data:`SUBMIT`); :data:`FIND` reads them back and asks squeue
@@ -27,7 +30,8 @@ from dispatch.slurm import arrayids
 from dispatch.slurm.submit import SbatchJob
 
 PROVISIONAL = "dspa-provisional"
-"""The array name every request is built with to be grouped (replaced by the array's own name)."""
+"""An array name to build requests with for grouping alone (:func:`plan` rebuilds each under its array's name;
+:meth:`~dispatch.slurm.backend.SlurmBackend.start_many` builds under a fresh name its first array keeps)."""
 MAX_SCRIPT = 3 * 1024 * 1024
 """Most bytes of batch script per array: under Slurm's default ``max_script_size`` (4 MB)."""
 MAPS = "arrays"
@@ -150,10 +154,13 @@ def plan(
     markers: Mapping[int, str],
     rebuild: Callable[[int, str], SbatchJob],
     max_tasks: int,
+    *,
+    built_as: str | None = None,
 ) -> tuple[list[Array], list[int]]:
     """The arrays of a batch: its groups (:func:`group`) cut at ``max_tasks`` and :data:`MAX_SCRIPT`, each task
     rebuilt under its array's fresh name by ``rebuild(index, name)``; and the indices of the groups of one,
-    which need no array (a plain job each)."""
+    which need no array (a plain job each). ``built_as``: the fresh array name ``built`` was built under; the
+    first array keeps it and its tasks as built (a batch that is one array is built once, not twice)."""
     arrays: list[Array] = []
     singles: list[int] = []
     by_index = dict(built)
@@ -162,9 +169,13 @@ def plan(
             singles.extend(members)
             continue
         for run in chunks([len(by_index[i].batch) for i in members], max(1, max_tasks)):
-            name = new_name()
             idx = [members[k] for k in run]
             tasks = tuple(Task(i, t, markers[i]) for t, i in enumerate(idx))
+            if built_as is not None:
+                arrays.append(Array(built_as, tasks, tuple(by_index[i] for i in idx)))
+                built_as = None
+                continue
+            name = new_name()
             arrays.append(Array(name, tasks, tuple(rebuild(i, name) for i in idx)))
     return arrays, sorted(singles)
 

@@ -8,6 +8,7 @@ script never started and, for writes, OutcomeUnknown once it may have run.
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import posixpath
 import re
@@ -28,7 +29,7 @@ from dispatch.extensions import CessationWarning, ExtensionPolicy, Image, Output
 from dispatch.outcome import Evidence, State
 from dispatch.slurm import arrays, outputs, preflight, progress, submit
 from dispatch.slurm import errors as slurm_errors
-from dispatch.slurm.arrayids import is_scheduler_id, task_id
+from dispatch.slurm.arrayids import ArrayIdError, is_scheduler_id, task_id, text_ids
 from dispatch.slurm.arrayids import split as split_id
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
@@ -69,7 +70,9 @@ NAME = "slurm"
 ARRAY_PREFIX = "dspa-"
 """The start of a job array's name (:func:`dispatch.slurm.arrays.new_name`): its tasks' markers are in its map."""
 BATCH = 100
-"""Submissions (or gates) per script in :meth:`SlurmBackend.start_many` / :meth:`SlurmBackend.open_many`."""
+"""Submissions per script in :meth:`SlurmBackend.start_many`."""
+OPEN_BATCH = 1000
+"""Gates per script in :meth:`SlurmBackend.open_many` (an array's tasks kept together where they fit)."""
 PATHS_KEPT = 1024
 """Output paths :meth:`SlurmBackend.read_slices` keeps (per job, execution and stream; the oldest go first)."""
 OPEN_GATES = (
@@ -82,16 +85,36 @@ OPEN_GATES = (
     '  [ -n "$id" ] || continue\n'
     '  case "$reason" in\n'
     '    JobHeldAdmin) echo "$id admin";;\n'
-    '    JobHeldUser) rel="$rel,$id"; echo "$id release";;\n'
+    '    JobHeldUser) rel="$rel $id"; echo "$id release";;\n'
     '    *) echo "$id open";;\n'
     "  esac\n"
     'done <<<"$out"\n'
-    'if [ -n "$rel" ]; then scontrol release "${rel#,}" || exit 2; fi'
+    '[ -n "$rel" ] || exit 0\n'
+    "rc=0; set -f\n"
+    "for expr in $(printf '%s\\n' $rel | sort -t_ -k1,1n -k2,2n | awk -F_ \"$2\"); do\n"
+    '  msg=$(scontrol release "$expr" 2>&1) || { rc=2; printf "%s\\n" "$msg" | sed "s|^|$expr |" >&2; }\n'
+    "done\n"
+    'exit "$rc"'
 )
-"""Opens dispatch's gate on the jobs ``$1`` (comma-separated) with one ``squeue`` and one ``scontrol release``:
-prints ``<id> release|open|admin`` per job squeue knows (admin: an administrator's hold, never lifted); exit 2
-when the release failed for some (its messages name them: "... for job <id>")."""
+"""Opens dispatch's gate on the jobs ``$1`` (comma-separated) with one ``squeue`` and one ``scontrol release`` per
+job array (``<array>_[<tasks>]``, :data:`RANGES` ``$2``) and one for the plain jobs: prints ``<id>
+release|open|admin`` per job squeue knows (admin: an administrator's hold, never lifted); exit 2 when a release
+failed (each line of its message on stderr after the ids it named). Slurm releases the tasks an array still
+holds in its own record as that one record when one expression names them all; named one by one, each task
+would first be split off into a job record of its own (the controller's cost of a submission, per task)."""
+RANGES = (
+    'function add() { r = r (r == "" ? "" : ",") (lo == hi ? lo : lo "-" hi) }\n'
+    'function flush() { if (a != "") { add(); print a "_[" r "]" }; a = "" }\n'
+    'NF == 1 { p = p (p == "" ? "" : ",") $1; next }\n'
+    '$1 != a { flush(); a = $1; lo = $2; hi = $2; r = ""; next }\n'
+    "$2 == hi + 1 { hi = $2; next }\n"
+    "{ add(); lo = $2; hi = $2 }\n"
+    'END { flush(); if (p != "") print p }'
+)
+"""awk over job ids sorted by array and task (``-F_``): one ``<array>_[<ranges>]`` per array, then the plain ids
+comma-separated."""
 _FOR_JOB = re.compile(r"for job (\d+(?:_\d+)?)")
+_EXPRESSION = re.compile(r"[0-9_,\[\]-]+")
 _READ_HOLD = (
     'line=$(SLURM_TIME_FORMAT=%s squeue -h -r -t all -j "$1" -O "State:|,EligibleTime:|" 2>&1) '
     '|| { printf "%s\\n" "$line" >&2; exit 1; }\n'
@@ -329,10 +352,11 @@ class SlurmBackend:
         answers: list[str | DispatchError | None] = [None] * len(requests)
         singles = list(range(len(requests)))
         if self.max_array_size > 1 and len(requests) > 1:
+            fresh = arrays.new_name()
             provisional: list[tuple[int, submit.SbatchJob]] = []
             for i, request in enumerate(requests):
                 try:
-                    provisional.append((i, self.build(request, arrays.PROVISIONAL)))
+                    provisional.append((i, self.build(request, fresh)))
                 except DispatchError as exc:
                     answers[i] = exc
             planned, singles = arrays.plan(
@@ -340,6 +364,7 @@ class SlurmBackend:
                 {i: r.marker for i, r in enumerate(requests)},
                 lambda i, name: self.build(requests[i], name),
                 self.max_array_size,
+                built_as=fresh,
             )
             for array in planned:
                 for task, answer in zip(array.tasks, self._start_array(array), strict=True):
@@ -374,9 +399,19 @@ class SlurmBackend:
         except ParseError as exc:
             return list(spread(OutcomeUnknown(str(exc)), n))
         except DispatchError as exc:
+            if call is not None and call.status not in (None, 0, 3) and not isinstance(exc, OutcomeUnknown):
+                self._drop_map(where)  # sbatch certainly made no array: its map names nothing
             return list(spread(exc, n))
         self._made_dirs.add(array.output_dir)
         return [task_id(jid, t.task) for t in array.tasks]
+
+    def _drop_map(self, path: str) -> None:
+        """Remove the marker map of an array ``sbatch`` refused (best effort: a map left names no task, and
+        ``find`` then finds nothing by it, as it should)."""
+        s = self._script()
+        s.call(["rm", "-f", "--", path])
+        with contextlib.suppress(DispatchError):
+            self._run(s, True)
 
     def _start_chunk(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
         answers: list[str | DispatchError | None] = [None] * len(requests)
@@ -414,14 +449,16 @@ class SlurmBackend:
         return [a for a in answers if a is not None]
 
     def open_many(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
-        """Open every gate with one ``squeue`` and one ``scontrol release`` per :data:`BATCH` ids
-        (:data:`OPEN_GATES`): release a job held by its user (dispatch's gate), refuse one held by an
-        administrator (Rejected), leave any other alone (already open); a job squeue no longer knows is
-        NotFound."""
+        """Open every gate with one ``squeue`` and one ``scontrol release`` per job array and one for the plain
+        jobs, per :data:`OPEN_BATCH` ids (:data:`OPEN_GATES`; an array's tasks go in one script where they fit,
+        so the tasks its record still holds are released as that one record): release a job held by its user
+        (dispatch's gate), refuse one held by an administrator (Rejected), leave any other alone (already open);
+        a job squeue no longer knows is NotFound."""
         self._writable()
-        answers: list[DispatchError | None] = []
-        for first in range(0, len(scheduler_ids), BATCH):
-            answers.extend(self._open_chunk(scheduler_ids[first : first + BATCH]))
+        answers: list[DispatchError | None] = [None] * len(scheduler_ids)
+        for chunk in _open_chunks(scheduler_ids, OPEN_BATCH):
+            for k, answer in zip(chunk, self._open_chunk([scheduler_ids[k] for k in chunk]), strict=True):
+                answers[k] = answer
         return answers
 
     def _open_chunk(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
@@ -435,7 +472,7 @@ class SlurmBackend:
         if not valid:
             return [j if isinstance(j, NotFound) else None for j in jids]
         s = self._script()
-        s.shell(OPEN_GATES, ",".join(valid))
+        s.shell(OPEN_GATES, ",".join(valid), RANGES)
         try:
             out = self._run(s, True, partial=True)
         except (Unavailable, OutcomeUnknown) as exc:
@@ -449,11 +486,7 @@ class SlurmBackend:
             parts = line.split()
             if len(parts) == 2:
                 seen[parts[0]] = parts[1]
-        failed: dict[str, str] = {}
-        for line in (call.stderr if call is not None else "").splitlines():
-            m = _FOR_JOB.search(line)
-            if m:
-                failed[m.group(1)] = line
+        failed = _release_failures(call.stderr if call is not None else "")
         answers: list[DispatchError | None] = []
         for jid in jids:
             if isinstance(jid, NotFound):
@@ -536,11 +569,16 @@ class SlurmBackend:
         return {j: _Observed(live.get(j), tuple(history.get(j, ()))) for j in jids if j in live or history.get(j)}
 
     def _history(self, jids: Sequence[str]) -> dict[str, list[SlurmJob]]:
+        """sacct's executions of ``jids``. An array task is asked with its array (sacct names a task still held
+        in the array's record only so), and one the array's accounting no longer holds at all, neither in the
+        array's record nor in one of its own, reads as cancelled (:func:`_dropped_task`)."""
+        arrays_asked = sorted({a for a, t in map(split_id, jids) if t is not None})
+        asked = ",".join([*jids, *arrays_asked])
         s = self._script()
         if self.dialect == "v0.0.38":
-            s.shell('SLURM_TIME_FORMAT=%s sacct -D -P -n -o "$2" -j "$1"', ",".join(jids), SACCT_TEXT_FIELDS)
+            s.shell('SLURM_TIME_FORMAT=%s sacct -D -P -n -o "$2" -j "$1"', asked, SACCT_TEXT_FIELDS)
         else:
-            s.call(["sacct", "--json", "-D", "-j", ",".join(jids)])
+            s.call(["sacct", "--json", "-D", "-j", asked])
         out = self._run(s, False)
         call = self._need(out, 0, "sacct", write=False)
         if self.dialect == "v0.0.38":
@@ -552,6 +590,11 @@ class SlurmBackend:
             by.setdefault(j.job_id, []).append(j)
         for lst in by.values():
             lst.sort(key=lambda j: (j.restart_cnt or 0, j.submit_time or 0))
+        for jid in jids:
+            if jid not in by:
+                dropped = _dropped_task(jid, jobs)
+                if dropped is not None:
+                    by[jid] = [dropped]
         return by
 
     def _evidence_of(
@@ -947,6 +990,77 @@ class SlurmBackend:
 
     def __repr__(self) -> str:
         return f"SlurmBackend({self.facts.cluster_name} {self.slurm_release}, transport={self.settings.transport})"
+
+
+def _dropped_task(jid: str, accounted: Sequence[SlurmJob]) -> SlurmJob | None:
+    """The reading of array task ``jid`` when sacct holds its array (``accounted``: every row of it, the tasks
+    still in the array's record each named) but not the task: cancelled before it started. Slurm drops a task
+    without a trace in no other way: one cancelled while it waits in the array's record leaves it, and on 24.11
+    and 26.05 one cancelled while it waits in a record of its own never reaches accounting (squeue shows it
+    CANCELLED for ``MinJobAge``, then forgets it), where a task that started has its own row. None for a plain
+    job, or a task whose array sacct does not know (yet)."""
+    array, task = split_id(jid)
+    if task is None:
+        return None
+    rows = [j for j in accounted if split_id(j.job_id)[0] == array]
+    if not rows:
+        return None
+    first = min(rows, key=lambda j: j.submit_time or 0)
+    return SlurmJob(
+        job_id=jid,
+        name=first.name,
+        state="CANCELLED",
+        flags=frozenset(),
+        description="cancelled before it started: its array's accounting holds no record of it",
+        restart_cnt=0,
+        submit_time=first.submit_time,
+        source="sacct",
+        release=first.release,
+    )
+
+
+def _open_chunks(scheduler_ids: Sequence[str], size: int) -> list[list[int]]:
+    """The positions of ``scheduler_ids`` in scripts of at most ``size`` ids, each array's tasks together (in the
+    order of their first), an array larger than ``size`` cut into runs of ``size``."""
+    groups: dict[str, list[int]] = {}
+    for k, sid in enumerate(scheduler_ids):
+        array, task = split_id(str(sid).strip())
+        groups.setdefault(array if task is not None else "", []).append(k)
+    plain = groups.pop("", [])
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for members in [*groups.values(), *[[k] for k in plain]]:
+        for first in range(0, len(members), size):
+            run = members[first : first + size]
+            if current and len(current) + len(run) > size:
+                chunks.append(current)
+                current = []
+            current.extend(run)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _release_failures(stderr: str) -> dict[str, str]:
+    """The jobs whose release failed, from :data:`OPEN_GATES`'s stderr (``<expression> <message>`` per line):
+    the job a message names (``... for job <id>``), else every job of its expression."""
+    failed: dict[str, str] = {}
+    for line in stderr.splitlines():
+        expr, _, message = line.partition(" ")
+        if not _EXPRESSION.fullmatch(expr):
+            expr, message = "", line
+        named = _FOR_JOB.search(message)
+        if named is not None:
+            failed[named.group(1)] = message
+            continue
+        for part in re.findall(r"\d+_\[[^\]]*\]|[^,]+", expr):
+            try:
+                ids = text_ids(part)
+            except ArrayIdError:
+                continue
+            for jid in ids:
+                failed.setdefault(jid, message)
+    return failed
 
 
 def _job_id(scheduler_id: str) -> str:

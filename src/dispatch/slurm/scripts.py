@@ -75,9 +75,15 @@ class Script:
     _calls: int = 0
     _pending: list[int] = field(default_factory=list)
     _concurrent: bool = False
+    _payloads: bool = False
 
     def call(self, argv: Sequence[str], *, stdin: str | None = None, timeout: float | None = None) -> int:
-        """Add one deadline-wrapped call of ``argv``; ``stdin`` is fed through a nonce-terminated heredoc."""
+        """Add one deadline-wrapped call of ``argv``; ``stdin`` is fed through a nonce-terminated heredoc, or, from
+        :data:`PAYLOAD_MIN` characters on, as a payload: ``head -c <bytes>`` copies it from the script's own input
+        to a file the call reads. bash reads a script from a pipe one byte at a time (so that the commands it
+        runs can read what follows), which costs a system call per byte of a heredoc (seconds for a megabyte
+        over SSH); ``head`` reads the payload in blocks, exactly its bytes, and bash goes on after them. A
+        payload cut short ends the script there: the call it was for is never read, so never run."""
         self._flush()
         return self._add("_dsp_call", argv, stdin, timeout, "")
 
@@ -101,6 +107,11 @@ class Script:
         line = f"{fn} {index} {_seconds(limit)} {words}"
         if stdin is None:
             self._body.append(line + " </dev/null" + suffix)
+        elif len(stdin) >= PAYLOAD_MIN:
+            self._payloads = True
+            size = len(stdin.encode("utf-8", "surrogateescape"))
+            self._body.append(f'head -c {size} >"$_dsp_pay/{index}"\n{stdin}')
+            self._body.append(f'{line} <"$_dsp_pay/{index}"{suffix}')
         else:
             end = f"END_{self.nonce}"
             if end in stdin:
@@ -123,6 +134,7 @@ class Script:
         self._flush()
         n = self.nonce
         dl = "0" if self.deadline is None or math.isinf(self.deadline) else str(math.ceil(self.deadline))
+        cleanup = ' "$_dsp_pay"' if self._payloads else ""
         head = [
             "set -u",
             "export LC_ALL=C",
@@ -130,7 +142,8 @@ class Script:
             f"printf '@@{n}:start\\n'",
             f"_dsp_deadline={dl}",
             '_dsp_err=$(mktemp "${TMPDIR:-/tmp}/dsp.XXXXXX") || exit 70',
-            "trap 'rm -f \"$_dsp_err\"' EXIT",
+            *(['_dsp_pay=$(mktemp -d "${TMPDIR:-/tmp}/dsp.XXXXXX") || exit 70'] if self._payloads else []),
+            f"trap 'rm -{'rf' if cleanup else 'f'} \"$_dsp_err\"{cleanup}' EXIT",
             "_dsp_call() {",
             "  local i=$1 t=$2; shift 2",
             f"  printf '\\n@@{n}:%s:out\\n' \"$i\"",
@@ -146,7 +159,7 @@ class Script:
         if self._concurrent:
             head += [
                 '_dsp_dir=$(mktemp -d "${TMPDIR:-/tmp}/dsp.XXXXXX") || exit 70',
-                'trap \'rm -rf "$_dsp_err" "$_dsp_dir"\' EXIT',
+                f'trap \'rm -rf "$_dsp_err" "$_dsp_dir"{cleanup}\' EXIT',
                 "_dsp_bg() {",
                 "  local i=$1 t=$2; shift 2",
                 "  local now; printf -v now '%(%s)T' -1",
@@ -165,6 +178,10 @@ class Script:
                 "}",
             ]
         return "\n".join([*head, *self._body, f"printf '\\n@@{n}:done\\n'", ""])
+
+
+PAYLOAD_MIN = 64 * 1024
+"""From this many characters on, a call's stdin travels as a payload (:meth:`Script.call`), not as a heredoc."""
 
 
 def _seconds(value: float) -> str:
