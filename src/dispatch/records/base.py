@@ -20,10 +20,10 @@ Contract for every store:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from dispatch.errors import Conflict, NotFound
-from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, Peers
+from dispatch.records.model import Event, JobHead, JobRecord, JobSummary, Peers, row_values
 
 
 @runtime_checkable
@@ -123,6 +123,39 @@ def handed_over(answers: list[_A], versions: dict[int, int]) -> list[_A]:
         if isinstance(answer, JobRecord):
             answer.version = versions[id(answer)]
     return answers
+
+
+def planned_updates(
+    items: Sequence[Written], heads: dict[str, tuple[int, Any, Any]], fence: int | None
+) -> tuple[list[JobRecord | Conflict | NotFound], dict[int, int], list[tuple[Any, ...]], list[Event]]:
+    """An SQL store's ``update_many`` without its SQL: each job compared with its stored head (version, lease
+    token, lease owner; ``heads`` by id, updated in place so a job named twice is compared with its first write)
+    as its own ``update`` would be. Answers the answers, the new versions by the job object's ``id()``, the rows to
+    write (:func:`row_values` then the id) and the events to append."""
+    answers: list[JobRecord | Conflict | NotFound] = []
+    versions: dict[int, int] = {}
+    rows: list[tuple[Any, ...]] = []
+    events: list[Event] = []
+    for job, evs in items:
+        head = heads.get(job.id)
+        if head is None:
+            answers.append(NotFound(f"no job {job.id!r} in the records"))
+            continue
+        if head[0] != job.version:
+            answers.append(Conflict(f"job {job.id}: written at version {job.version}, the record is at {head[0]}"))
+            continue
+        try:
+            check_token(job.id, head[1], head[2], fence)
+        except Conflict as exc:
+            answers.append(exc)
+            continue
+        values = row_values(job, version=job.version + 1)
+        heads[job.id] = (job.version + 1, job.lease.token if job.lease else None, values[-2])
+        versions[id(job)] = job.version + 1
+        rows.append((*values, job.id))
+        events.extend(evs)
+        answers.append(job)
+    return answers, versions, rows, events
 
 
 def batch_writes(records: object) -> BatchWrites | None:

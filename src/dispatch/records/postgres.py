@@ -25,7 +25,7 @@ from typing import Any
 from dispatch.errors import ConfigError, Conflict, NotFound, ReadOnly, Unavailable
 from dispatch.records import archive, nodes
 from dispatch.records.archive import ArchivedOutput
-from dispatch.records.base import Written, check_token, handed_over
+from dispatch.records.base import Written, check_token, handed_over, planned_updates
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
 from dispatch.records.model import (
     ROW_COLUMNS,
@@ -346,10 +346,8 @@ class PostgresRecords:
     ) -> list[JobRecord | Conflict | NotFound]:
         """One transaction: every row read and locked by one ``SELECT ... FOR UPDATE`` (in id order, so two
         batches never deadlock), then the updates and the events, each as one pipelined batch."""
-        answers: list[JobRecord | Conflict | NotFound] = []
         if not items:
-            return answers
-        versions: dict[int, int] = {}
+            return []
         ids = sorted({job.id for job, _ in items})
         with self._tx() as cur:
             cur.execute(
@@ -360,29 +358,7 @@ class PostgresRecords:
                 (ids,),
             )
             heads: dict[str, tuple[int, Any, Any]] = {r[0]: (r[1], r[2], r[3]) for r in cur.fetchall()}
-            rows: list[tuple[Any, ...]] = []
-            events: list[Event] = []
-            for job, evs in items:
-                head = heads.get(job.id)
-                if head is None:
-                    answers.append(NotFound(f"no job {job.id!r} in the records"))
-                    continue
-                if head[0] != job.version:
-                    answers.append(
-                        Conflict(f"job {job.id}: written at version {job.version}, the record is at {head[0]}")
-                    )
-                    continue
-                try:
-                    check_token(job.id, head[1], head[2], fence)
-                except Conflict as exc:
-                    answers.append(exc)
-                    continue
-                values = row_values(job, version=job.version + 1)
-                heads[job.id] = (job.version + 1, job.lease.token if job.lease else None, values[-2])
-                versions[id(job)] = job.version + 1
-                rows.append((*values, job.id))
-                events.extend(evs)
-                answers.append(job)
+            answers, versions, rows, events = planned_updates(items, heads, fence)
             if rows:
                 cur.executemany(self._q("UPDATE {s}.jobs SET " + _SETS + " WHERE id=%s"), rows)
             self._append(cur, events)

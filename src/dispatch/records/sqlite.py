@@ -27,7 +27,7 @@ from typing import Any
 from dispatch.errors import Conflict, NotFound, ReadOnly
 from dispatch.records import archive, nodes
 from dispatch.records.archive import ArchivedOutput
-from dispatch.records.base import Written, check_token, handed_over
+from dispatch.records.base import Written, check_token, handed_over, planned_updates
 from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
 from dispatch.records.model import (
     ROW_COLUMNS,
@@ -316,8 +316,6 @@ class SQLiteRecords:
     def update_many(
         self, items: Sequence[Written], *, fence: int | None = None
     ) -> list[JobRecord | Conflict | NotFound]:
-        answers: list[JobRecord | Conflict | NotFound] = []
-        versions: dict[int, int] = {}
         ids = list(dict.fromkeys(job.id for job, _ in items))
         with self._tx(durable=_carries_intent(items)) as db:
             heads: dict[str, tuple[int, Any, Any]] = {}
@@ -329,29 +327,7 @@ class SQLiteRecords:
                     chunk,
                 ):
                     heads[row[0]] = (row[1], row[2], row[3])
-            rows: list[tuple[Any, ...]] = []
-            events: list[Event] = []
-            for job, evs in items:
-                head = heads.get(job.id)
-                if head is None:
-                    answers.append(NotFound(f"no job {job.id!r} in the records"))
-                    continue
-                if head[0] != job.version:
-                    answers.append(
-                        Conflict(f"job {job.id}: written at version {job.version}, the record is at {head[0]}")
-                    )
-                    continue
-                try:
-                    check_token(job.id, head[1], head[2], fence)
-                except Conflict as exc:
-                    answers.append(exc)
-                    continue
-                values = row_values(job, version=job.version + 1)
-                heads[job.id] = (job.version + 1, job.lease.token if job.lease else None, values[-2])
-                versions[id(job)] = job.version + 1
-                rows.append((*values, job.id))
-                events.extend(evs)
-                answers.append(job)
+            answers, versions, rows, events = planned_updates(items, heads, fence)
             db.executemany(f"UPDATE jobs SET {_SETS} WHERE id=?", rows)
             self._append(db, events)
         return handed_over(answers, versions)
