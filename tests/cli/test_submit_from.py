@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -14,7 +15,7 @@ from dispatch.cli.main import cli
 from dispatch.clock import SystemClock
 from dispatch.errors import Unavailable
 from dispatch.local import LocalBackend
-from dispatch.records import Event, JobRecord, SQLiteRecords
+from dispatch.records import SQLiteRecords
 
 from .conftest import Env, wait_until
 
@@ -69,33 +70,30 @@ def test_submit_from_again_with_the_same_key_starts_nothing_twice(cli: Env) -> N
 
 
 def test_an_incomplete_batch_says_how_to_finish_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """In process: the record store fails at the third job; the command prints what exists, the command that
-    finishes the batch, and exits 5; that command then finishes it without starting a job twice."""
+    """In process: the record store fails the batch's first write (all the jobs with their start intents, one
+    transaction: none is recorded); the command says the batch is incomplete, prints the command that finishes
+    it, and exits 5; that command then finishes it, starting each job once. (A store that fails a later write
+    leaves a complete batch: every job is recorded and a supervisor carries it on. The one-by-one path that fails
+    halfway is tests/test_cluster_batch.py's.)"""
     env = {"XDG_CONFIG_HOME": str(tmp_path / "c"), "XDG_STATE_HOME": str(tmp_path / "s"), "NO_COLOR": "1"}
     path = tmp_path / "jobs.jsonl"
     path.write_text("".join(json.dumps({"command": ["true"], "name": f"j{n}"}) + "\n" for n in range(5)))
-    real_create = SQLiteRecords.create
-    creates = 0
+    real_create_many = SQLiteRecords.create_many
 
-    def failing_create(self: SQLiteRecords, job: JobRecord, events: Sequence[Event] = ()) -> JobRecord:
-        nonlocal creates
-        creates += 1
-        if creates == 3:
-            raise Unavailable("injected: the record store went away")
-        return real_create(self, job, events)
+    def failing_create_many(self: SQLiteRecords, items: Sequence[Any]) -> Any:
+        raise Unavailable("injected: the record store went away")
 
-    monkeypatch.setattr(SQLiteRecords, "create", failing_create)
+    monkeypatch.setattr(SQLiteRecords, "create_many", failing_create_many)
     r = CliRunner().invoke(cli, ["submit", "--from", str(path), "--key", "nightly", "--json"], env=env)
     assert r.exit_code == Exit.UNKNOWN, r.output
     data = json.loads(r.stdout)
-    assert data["key"] == "nightly" and data["complete"] is False and len(data["jobs"]) == 2
+    assert data["key"] == "nightly" and data["complete"] is False and data["jobs"] == []
     assert f"finish it with: dispatch submit --from {path} --key nightly" in r.stderr
-    monkeypatch.setattr(SQLiteRecords, "create", real_create)
+    monkeypatch.setattr(SQLiteRecords, "create_many", real_create_many)
     r = CliRunner().invoke(cli, ["submit", "--from", str(path), "--key", "nightly", "--json"], env=env)
     assert r.exit_code == 0, r.output
     again = json.loads(r.stdout)
-    assert again["complete"] and [j["existed"] for j in again["jobs"]] == [True, True, False, False, False]
-    assert [j["job"] for j in again["jobs"][:2]] == [j["job"] for j in data["jobs"]]
+    assert again["complete"] and [j["existed"] for j in again["jobs"]] == [False] * 5
     local = LocalBackend(tmp_path / "s" / "dispatch" / "local", SystemClock())
     for job in again["jobs"]:
         assert len(local.find(f"dsp-{job['job']}-1", 0.0)) == 1, "each job created exactly once"

@@ -10,6 +10,7 @@ from lightkube.models.meta_v1 import Status
 from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.kubeflow import client as k
 from dispatch.spi import StartRequest
+from dispatch_kubetest.resources import TRAINING_RUNTIME, TRAINJOB
 
 from .harness import FakeCluster, job_spec
 
@@ -91,5 +92,35 @@ def test_token_setting_replaces_the_kubeconfig_credentials(plain: FakeCluster, t
         users = {r.user for r in plain.server.requests() if r.user}
         assert "alice" in users
         assert "the-token" not in repr(b) and "the-token" not in repr(b.settings)
+    finally:
+        b.close()
+
+
+def test_a_trainjob_refused_for_a_runtime_copy_the_webhook_has_not_seen_yet_is_created_again(
+    plain: FakeCluster,
+) -> None:
+    """The real Trainer's webhook reads runtimes from its informer cache: right after the copy is created it may
+    answer "runtime 'NAME' not found" (seen on the test control plane under load). The create is made again."""
+    b = plain.backend()
+    try:
+        name = "dj-lag-1"
+        msg = f"admission webhook \"vtrainjob.kb.io\" denied the request: runtime '{name}' not found"
+        plain.control.faults.fail_next(2, 403, method="POST", path_contains="/trainjobs", message=msg)
+        sid = b.start(StartRequest("lag", 1, "dsp-lag-1", job_spec("sleep")))
+        assert sid == name and plain.control.get(TRAINJOB, name) is not None
+    finally:
+        b.close()
+
+
+def test_a_trainjob_refused_for_good_leaves_no_runtime_copy(plain: FakeCluster) -> None:
+    b = plain.backend()
+    try:
+        name = "dj-refused-1"
+        msg = 'admission webhook "vtrainjob.kb.io" denied the request: spec.trainer.numNodes: out of range'
+        plain.control.faults.fail_next(1, 403, method="POST", path_contains="/trainjobs", message=msg)
+        with pytest.raises(Rejected, match="out of range"):
+            b.start(StartRequest("refused", 1, "dsp-refused-1", job_spec("sleep")))
+        assert plain.control.get(TRAINJOB, name) is None
+        assert plain.control.get(TRAINING_RUNTIME, name) is None
     finally:
         b.close()

@@ -32,6 +32,7 @@ class _Rule:
     path_contains: str | None = None
     watch: bool | None = None
     retry_after: int | None = None
+    message: str | None = None
 
     def matches(self, method: str, path: str, is_watch: bool) -> bool:
         return (
@@ -62,8 +63,10 @@ class Faults:
         path_contains: str | None = None,
         watch: bool | None = None,
         retry_after: int | None = None,
+        message: str | None = None,
     ) -> None:
-        """Answer the next ``count`` matching requests with ``code`` (500, 503, 429, 504, ...)."""
+        """Answer the next ``count`` matching requests with ``code`` (500, 503, 429, 504, ...), the Status's
+        message ``message`` where given (an admission webhook's refusal, say)."""
         with self._lock:
             self._rules.append(
                 _Rule(
@@ -74,6 +77,7 @@ class Faults:
                     path_contains=path_contains,
                     watch=watch,
                     retry_after=retry_after,
+                    message=message,
                 )
             )
 
@@ -131,7 +135,7 @@ class Faults:
                     headers = {"Retry-After": str(r.retry_after)} if r.retry_after is not None else {}
                     details = {"retryAfterSeconds": r.retry_after} if r.retry_after is not None else None
                     error = StatusError(
-                        r.code, _MESSAGES.get(r.code, "injected fault"), details=details, headers=headers
+                        r.code, r.message or _MESSAGES.get(r.code, "injected fault"), details=details, headers=headers
                     )
                     self.requests_failed += 1
                 else:
