@@ -161,7 +161,8 @@ def test_submit_then_stop_sends_sigterm_then_sigkill(cli: Env) -> None:
 
 
 def test_hold_and_release_answers(cli: Env) -> None:
-    job = cli.run("submit", "--", "sleep", "30").stdout.strip()
+    # long enough to outlive any slow `status` under load: a job that ended first answers "ended", not "running"
+    job = cli.run("submit", "--", "sleep", "3600").stdout.strip()
     wait_until(lambda: cli.json("status", job)[0]["state"] == "running")
     p = cli.run("hold", job)
     assert p.returncode == Exit.REFUSED

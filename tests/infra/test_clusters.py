@@ -128,6 +128,11 @@ class Cluster:
         state, _, reason = line.partition("|")
         return state, reason
 
+    def jobs_on(self, *nodes: str) -> str:
+        """What squeue shows on ``nodes`` now (id, name, user, state, nodes), for a failure message."""
+        proc = self.run(["squeue", "-h", "-w", ",".join(nodes), "-o", "%i %j %u %T %N"], check=False)
+        return "; ".join(proc.stdout.split("\n")).strip("; ") or "none"
+
     def sacct_records(self, job_id: int, duplicates: bool = False) -> list[dict[str, str]]:
         fields = ["JobID", "State", "ExitCode", "NodeList", "Partition"]
         argv = ["sacct", "-n", "-P", "-X", "-j", str(job_id), "-o", ",".join(fields)]
@@ -358,8 +363,14 @@ def test_preempt_partition_preempts(cluster: Cluster) -> None:
     )
     high = None
     try:
+        # The clusters are shared with the other test groups: an exclusive job waits until the node's current
+        # jobs end (a 2-node training run takes about a minute), so the wait is long and names what blocks it.
         for j in (low_plain, low_rq):
-            wait_for(f"low job {j} to run", lambda j=j: cluster.job_state(j) == "RUNNING", timeout=30)
+            wait_for(
+                f"low job {j} to run (on {n_a},{n_b} when the wait began: {cluster.jobs_on(n_a, n_b)})",
+                lambda j=j: cluster.job_state(j) == "RUNNING",
+                timeout=240,
+            )
         high = cluster.sbatch(
             "-J",
             "infra-high",
