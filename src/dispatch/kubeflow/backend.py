@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import logging
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -74,6 +75,10 @@ from dispatch.spi import Cessation, Found, JobEvidence, StartRequest, WatchBatch
 
 NAME = "kubeflow"
 JSON = dict[str, Any]
+EVICTIONS_REMEMBERED = 10_000
+"""Evicted pods whose node :meth:`KubeflowBackend._on_event` has read, kept so each is read once."""
+
+log = logging.getLogger("dispatch.kubeflow.backend")
 DEFAULT_GRACE = 30.0
 """Kubernetes' default terminationGracePeriodSeconds: the longest a stopped pod keeps running."""
 LINK_TRIES = 3
@@ -108,6 +113,8 @@ class KubeflowBackend:
         self.freshness = Freshness.of(settings.timeouts.api_server_request, settings.call_bound)
         self.watch_requests = 0
         self._lock = threading.Lock()
+        self._evictions_read: set[str] = set()
+        """UIDs of evicted pods whose node was read (:meth:`_on_event`)."""
         self._closed = False
         self.keeper: LogKeeper | None = None
         """Follows rank 0's log of executions a deadline will end, once :meth:`keep_output` was called."""
@@ -135,7 +142,7 @@ class KubeflowBackend:
                 name,
                 lambda live: k.make_client(self.settings, live=live),
                 res,
-                self.cache.event,
+                self._on_event,
                 self.cache.replace,
                 namespace=namespace,
                 labels=sel,
@@ -153,6 +160,39 @@ class KubeflowBackend:
             raise Unavailable(
                 f"the watches did not list everything within {timeout:g}s" + (f" ({failed})" if failed else "")
             )
+
+    def _on_event(self, kind: str, type_: str, obj: JSON) -> None:
+        """Feed one watch event to the cache; an eviction first brings its node up to date.
+
+        Each kind has its own watch, so a drain's cordon can reach the cache after the eviction that followed it,
+        and the eviction would read as preemption. A GET is a consistent read (it sees the cordon made before the
+        eviction): once per evicted pod, its node is read and fed to the cache (which keeps the newer object)
+        before the pod event is. A failed read leaves the node as the watch shows it."""
+        if kind == "pods" and type_ != "DELETED":
+            node = self._evicted_from(obj)
+            if node is not None:
+                try:
+                    fresh = self.kube.get(k.Node, node)
+                except DispatchError as exc:
+                    log.warning("could not read node %s of an evicted pod: %s", node, exc)
+                else:
+                    self.cache.event("nodes", "MODIFIED", fresh)
+        self.cache.event(kind, type_, obj)
+
+    def _evicted_from(self, pod: JSON) -> str | None:
+        """The node of a pod the Eviction API evicted, the first time its event is seen, else None."""
+        dt = condition(pod, "DisruptionTarget")
+        if dt is None or dt.get("status") != "True" or dt.get("reason") != "EvictionByEvictionAPI":
+            return None
+        node = (pod.get("spec") or {}).get("nodeName")
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        with self._lock:
+            if not node or uid in self._evictions_read:
+                return None
+            if len(self._evictions_read) >= EVICTIONS_REMEMBERED:  # at worst, one more read of a node
+                self._evictions_read.clear()
+            self._evictions_read.add(uid)
+        return str(node)
 
     def watch_failures(self) -> dict[tuple[str, str], int]:
         """Failed lists and watch requests since the backend opened, by (watch, reason), e.g.
