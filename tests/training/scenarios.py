@@ -28,8 +28,14 @@ HANG_POLL = 1.0  # Case.supervise's --poll
 HANG_RULES = {
     "unmatched": "escalate",
     "rules": [
-        {"name": "hang", "cause": ["stalled"], "stalledAfter": f"{HANG_BOUND:g}s", "action": "resubmit", "limit": 2,
-         "excludeBlamedNodes": True}
+        {
+            "name": "hang",
+            "cause": ["stalled"],
+            "stalledAfter": f"{HANG_BOUND:g}s",
+            "action": "resubmit",
+            "limit": 2,
+            "excludeBlamedNodes": True,
+        }
     ],
 }
 
