@@ -16,9 +16,9 @@ Runs the proof scenarios of tests/training (same job, same faults, same checks) 
   interruption, measured in the same run with the same step delay. For ``none`` it is dispatch's pure overhead.
 * ``hang`` (rank 1 stops without a word at step 45, a ``stalledAfter: 10s`` rule) adds ``stall_detected_s``: the
   seconds from the stalled execution's last progress report to the supervisor's judgement that ended it (at
-  least the bound, at most a cycle more), and ``excluded_nodes``: the nodes the resubmission was kept off (none
-  under this rule: the job needs both nodes of the two-node cluster, so excluding the blamed ones would leave
-  it nowhere to run).
+  least the bound, at most a cycle more), and ``excluded_nodes``: the nodes the resubmission was kept off (the
+  rule says ``excludeBlamedNodes``: both nodes of the stalled execution, whose ranks both fell silent; the job
+  runs in the cluster's ``wide`` partition, whose two spare nodes take the resubmission).
 
 ``--overhead-pairs N`` adds a row with ``measure: progress_overhead``: the same uninterrupted training with and
 without its ``dispatch.job.progress`` calls (the example's ``--no-progress``), both through plain ``sbatch`` +

@@ -10,7 +10,7 @@
 #   trixie   trixie  24.11  2223  8817      8819     8821..  3308    grace  7900 7930 7931 7932
 # Env (PFX = SID or TRIXIE): PFX_SLURM_ROOT (chroot, default /opt/dispatch-slurm-CLUSTER),
 #      PFX_SLURM_KEYDIR (host-side ssh files, default /opt/dispatch-slurm-CLUSTER-ssh),
-#      PFX_SLURM_NODES (default 2), PFX_SLURM_GPUS (fake GPUs per node, default 2), PFX_SLURM_MIRROR,
+#      PFX_SLURM_NODES (default 2), PFX_SLURM_SPARE (nodes only partition "wide" has, default 2), PFX_SLURM_GPUS (fake GPUs per node, default 2), PFX_SLURM_MIRROR,
 #      PFX_SLURM_CGROUP=none, DISPATCH_TEST_STATE.
 # The sid chroot also gets Debian's apptainer and a test image (apptainer-up.sh).
 # Every node declares PFX_SLURM_GPUS GPUs as generic resources (gres/gpu), backed by character-device files
@@ -46,9 +46,13 @@ R=$(envor ROOT "/opt/dispatch-slurm-$C")
 KEYDIR=$(envor KEYDIR "/opt/dispatch-slurm-$C-ssh")
 MIRROR=$(envor MIRROR http://deb.debian.org/debian)
 NNODES=$(envor NODES 2)
+# node1..node$NNODES serve every partition; the spare nodes after them only "wide", so that a job there can be
+# sent away from the nodes it was blamed on while the other partitions keep the shape the tests expect
+NSPARE=$(envor SPARE 2)
 CGROUP_MODE=$(envor CGROUP auto)
 GPUS=$(envor GPUS 2)
 case $NNODES in ''|*[!0-9]*) die "${PFX}_SLURM_NODES must be an integer" ;; esac
+case $NSPARE in ''|*[!0-9]*) die "${PFX}_SLURM_SPARE must be an integer" ;; esac
 case $GPUS in ''|*[!0-9]*) die "${PFX}_SLURM_GPUS must be an integer" ;; esac
 CPUS=2 MEM=4000
 MINJOBAGE=15 KILLWAIT=5 SLURMDTIMEOUT=10
@@ -56,7 +60,7 @@ MINJOBAGE=15 KILLWAIT=5 SLURMDTIMEOUT=10
 # in the chroots alike, so anything on the host acting on "user slurm" would hit all of them.
 PKGS=(slurmctld slurmd slurm-client slurmdbd munge mariadb-server openssh-server procps)
 NODES=()
-for ((i = 1; i <= NNODES; i++)); do NODES+=("node$i"); done
+for ((i = 1; i <= NNODES + NSPARE; i++)); do NODES+=("node$i"); done
 
 mkdir -p "$DISPATCH_TEST_STATE"
 # fd 8 holds the lock; every daemon is started with "8>&-" so that it does not keep it
@@ -232,7 +236,7 @@ for n in "${NODES[@]}"; do
 done
 write_if_changed "$R/etc/slurm/gres.conf" 644 <<<"$gres" && ch_slurm=1 || true
 nodelines=""
-for ((i = 0; i < NNODES; i++)); do
+for ((i = 0; i < ${#NODES[@]}; i++)); do
   nodelines+="NodeName=${NODES[i]} NodeHostname=${NODES[i]} NodeAddr=127.0.0.1 Port=$((NODE_PORT0 + i)) CPUs=$CPUS Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM$NODEGRES State=UNKNOWN"$'\n'
 done
 write_if_changed "$R/etc/slurm/slurm.conf" 644 <<EOF2 && ch_slurm=1 || true
@@ -285,8 +289,9 @@ AccountingStorageHost=localhost
 AccountingStoragePort=$DBD_PORT
 AccountingStorageEnforce=associations
 JobCompType=jobcomp/none
-${nodelines}PartitionName=batch Nodes=ALL Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
-PartitionName=urgent Nodes=ALL Default=NO MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
+${nodelines}PartitionName=batch Nodes=node[1-$NNODES] Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
+PartitionName=urgent Nodes=node[1-$NNODES] Default=NO MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF
+PartitionName=wide Nodes=ALL Default=NO MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE
 EOF2
 # /sys is bind-mounted without its submounts, so without the memory sub-hierarchy above
 # /sys/fs/cgroup is empty in the chroot and slurmd refuses to start with the default
@@ -429,9 +434,9 @@ done
 nodes_ready() {
   local ok
   ok=$(inr sinfo -h -N -o '%N %t' | sort -u | awk '$2 ~ /^(idle|mix|alloc|comp|plnd|resv|maint)[-+]?$/' | wc -l)
-  [ "$ok" -eq "$NNODES" ]
+  [ "$ok" -eq "${#NODES[@]}" ]
 }
-waitfor 60 "all $NNODES nodes to be up (sinfo -N)" nodes_ready
+waitfor 60 "all ${#NODES[@]} nodes to be up (sinfo -N)" nodes_ready
 
 LOGHINT=""
 if ! alive /run/sshd.pid sshd; then
@@ -458,9 +463,10 @@ ${PFX}_VERSION=${out##* }
 ${PFX}_ROOT=$R
 ${PFX}_KEYDIR=$KEYDIR
 ${PFX}_NODES=$NNODES
+${PFX}_SPARE=$NSPARE
 ${PFX}_MEMORY_ENFORCED=$MEMORY_ENFORCED
 ${PFX}_GPUS_PER_NODE=$GPUS
 ${PFX}_SSH_PORT=$SSH_PORT
 ${PFX}_USER=$SUSER
 EOF2
-log "$C cluster ready: $out over ssh://$SUSER@127.0.0.1:$SSH_PORT, nodes ${NODES[*]}, memory enforced: $MEMORY_ENFORCED, GPUs per node: $GPUS, $((SECONDS - T0)) s"
+log "$C cluster ready: $out over ssh://$SUSER@127.0.0.1:$SSH_PORT, nodes ${NODES[*]} (the last $NSPARE in partition wide only), memory enforced: $MEMORY_ENFORCED, GPUs per node: $GPUS, $((SECONDS - T0)) s"

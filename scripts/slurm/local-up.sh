@@ -6,7 +6,8 @@
 # A re-run with everything up only checks (about 1 s); anything dead is restarted.
 # Every node declares LOCAL_SLURM_GPUS GPUs as generic resources (gres/gpu), backed by
 # device files the script creates (there is no GPU here: Slurm only hands them out).
-# Env: LOCAL_SLURM_NODES (default 2), LOCAL_SLURM_CPUS (per node, default 2),
+# Env: LOCAL_SLURM_NODES (default 2), LOCAL_SLURM_SPARE (nodes only the "wide" partition has, default 2),
+#      LOCAL_SLURM_CPUS (per node, default 2),
 #      LOCAL_SLURM_MEM (MB per node, default 4000), LOCAL_SLURM_GPUS (per node, default 2),
 #      DISPATCH_TEST_STATE.
 # See docs/dev/test-clusters.md.
@@ -19,10 +20,14 @@ need_root
 T0=$SECONDS
 
 NODES=${LOCAL_SLURM_NODES:-2}
+SPARE=${LOCAL_SLURM_SPARE:-2}
 CPUS=${LOCAL_SLURM_CPUS:-2}
 MEM=${LOCAL_SLURM_MEM:-4000}
 GPUS=${LOCAL_SLURM_GPUS:-2}
-case "$NODES$CPUS$MEM$GPUS" in *[!0-9]*) die "LOCAL_SLURM_NODES/CPUS/MEM/GPUS must be integers" ;; esac
+case "$NODES$SPARE$CPUS$MEM$GPUS" in *[!0-9]*) die "LOCAL_SLURM_NODES/SPARE/CPUS/MEM/GPUS must be integers" ;; esac
+# n1..n$NODES serve every partition; the spare nodes after them only "wide", so that a job there can be sent
+# away from the nodes it was blamed on while the other partitions keep the shape the tests expect
+ALL=$((NODES + SPARE))
 CLUSTER=localcluster
 ACCOUNT=testacct
 DBPASS=slurmdbpass
@@ -82,7 +87,7 @@ EOF2
 # fake GPU devices: node n<i>'s GPUs are $GPUDEV/n<i>/nvidia<k>, character devices with NVIDIA's major number
 # (Slurm refuses regular files; it only stats them, and without a driver nothing can open them)
 GPUDEV=$DISPATCH_TEST_STATE/fake-gpus
-for ((i = 1; i <= NODES; i++)); do
+for ((i = 1; i <= ALL; i++)); do
   install -d -m 755 "$GPUDEV/n$i"
   for ((g = 0; g < GPUS; g++)); do
     f=$GPUDEV/n$i/nvidia$g
@@ -91,7 +96,7 @@ for ((i = 1; i <= NODES; i++)); do
 done
 gres=$(
   echo "# written by scripts/slurm/local-up.sh: fake GPUs (device files) for the dispatch tests"
-  for ((i = 1; i <= NODES; i++)); do
+  for ((i = 1; i <= ALL; i++)); do
     if [ "$GPUS" -gt 0 ]; then echo "NodeName=n$i Name=gpu File=$GPUDEV/n$i/nvidia[0-$((GPUS - 1))]"; fi
   done
 )
@@ -153,11 +158,12 @@ AccountingStorageEnforce=associations
 JobCompType=jobcomp/none
 $GRESTYPES
 EOF2
-  for ((i = 1; i <= NODES; i++)); do
+  for ((i = 1; i <= ALL; i++)); do
     echo "NodeName=n$i NodeHostname=n$i NodeAddr=127.0.0.1 Port=$((NODE_PORT0 + i - 1)) CPUs=$CPUS Sockets=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=$MEM$NODEGRES State=UNKNOWN"
   done
   echo "PartitionName=normal Nodes=$NODELIST Default=YES MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE"
   echo "PartitionName=high Nodes=$NODELIST Default=NO MaxTime=INFINITE State=UP PriorityTier=10 PreemptMode=OFF"
+  echo "PartitionName=wide Nodes=n[1-$ALL] Default=NO MaxTime=INFINITE State=UP PriorityTier=1 PreemptMode=REQUEUE"
 )
 write_if_changed "$ETC/slurm.conf" 644 <<<"$conf" && changed_ctld=1 || true
 
@@ -248,7 +254,7 @@ fi
 
 # slurmd, one per node
 LOGHINT=""
-for ((i = 1; i <= NODES; i++)); do
+for ((i = 1; i <= ALL; i++)); do
   if ! pidfile_alive "$RUN/slurmd-n$i.pid" slurmd /; then
     log "starting slurmd -N n$i (port $((NODE_PORT0 + i - 1)))"
     port_free "$((NODE_PORT0 + i - 1))" "slurmd n$i"
@@ -266,17 +272,18 @@ done
 nodes_ready() {
   local ok
   ok=$(sinfo -h -N -o '%N %t' | sort -u | awk '$2 ~ /^(idle|mix|alloc|comp|plnd|resv|maint)[-+]?$/' | wc -l)
-  [ "$ok" -eq "$NODES" ]
+  [ "$ok" -eq "$ALL" ]
 }
 LOGHINT=$LOGDIR/slurmctld.log
-waitfor 60 "all $NODES nodes to be up (sinfo -N)" nodes_ready
+waitfor 60 "all $ALL nodes to be up (sinfo -N)" nodes_ready
 LOGHINT=""
 
 cat >"$DISPATCH_TEST_STATE/local.env" <<EOF2
 SLURM_CONF=$ETC/slurm.conf
 LOCAL_VERSION=$(sinfo -V | awk '{print $2}')
 LOCAL_NODES=$NODES
+LOCAL_SPARE=$SPARE
 LOCAL_MEMORY_ENFORCED=$MEMORY_ENFORCED
 LOCAL_GPUS_PER_NODE=$GPUS
 EOF2
-log "local cluster ready: $(sinfo -V), nodes $NODELIST, memory enforced: $MEMORY_ENFORCED, $((SECONDS - T0)) s"
+log "local cluster ready: $(sinfo -V), nodes $NODELIST (partition wide: n[1-$ALL]), memory enforced: $MEMORY_ENFORCED, $((SECONDS - T0)) s"

@@ -90,15 +90,16 @@ def local():
     env = env_file("local")
     cfg = settings("local")
     m = re.search(r"cred_expire=(\d+)", cfg.get("AuthInfo", ""))
-    nodes = int(env["LOCAL_NODES"])
+    nodes, spare = int(env["LOCAL_NODES"]), int(env.get("LOCAL_SPARE", 0))
     return {
         "version": env["LOCAL_VERSION"],
         "cluster_name": "localcluster",
         "transport": "local",
         "user": "root",
         "account": "testacct",
-        "partitions": {"default": "normal", "preempt": "high"},
+        "partitions": {"default": "normal", "preempt": "high", "wide": "wide"},
         "nodes": [f"n{i}" for i in range(1, nodes + 1)],
+        "spare_nodes": [f"n{i}" for i in range(nodes + 1, nodes + spare + 1)],
         "cpus_per_node": 2,
         "memory_per_node_mb": 4000,
         "memory_enforced": env["LOCAL_MEMORY_ENFORCED"] == "true",
@@ -106,7 +107,7 @@ def local():
         "env": {"SLURM_CONF": "/etc/slurm/slurm.conf"},
         "settings": cfg,
         "timings": timings(cfg, int(m.group(1)) if m else 120),
-        "ports": {"slurmctld": 6817, "slurmdbd": 6819, "slurmd": [6821 + i for i in range(nodes)], "mariadb": 3306},
+        "ports": {"slurmctld": 6817, "slurmdbd": 6819, "slurmd": [6821 + i for i in range(nodes + spare)], "mariadb": 3306},
         "admin": {
             "command": [admin, "local"],
             "exec_prefix": ["env", "SLURM_CONF=/etc/slurm/slurm.conf"],
@@ -128,6 +129,7 @@ def chroot(name):
     port = int(env.get(f"{pfx}_SSH_PORT", default_port))
     user = env.get(f"{pfx}_USER", default_user)
     keydir, root, nodes = env[f"{pfx}_KEYDIR"], env[f"{pfx}_ROOT"], int(env[f"{pfx}_NODES"])
+    spare = int(env.get(f"{pfx}_SPARE", 0))
     m = re.search(r"requeue_delay=(\d+)", cfg.get("SchedulerParameters", "")) or re.search(
         r"cred_expire=(\d+)", cfg.get("AuthInfo", "")
     )
@@ -151,8 +153,9 @@ def chroot(name):
             "-o", "GlobalKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10",
         ],
         "account": "research",
-        "partitions": {"default": "batch", "preempt": "urgent"},
+        "partitions": {"default": "batch", "preempt": "urgent", "wide": "wide"},
         "nodes": [f"node{i}" for i in range(1, nodes + 1)],
+        "spare_nodes": [f"node{i}" for i in range(nodes + 1, nodes + spare + 1)],
         "cpus_per_node": 2,
         "memory_per_node_mb": 4000,
         "memory_enforced": env[f"{pfx}_MEMORY_ENFORCED"] == "true",
@@ -161,7 +164,7 @@ def chroot(name):
         "settings": cfg,
         "timings": timings(cfg, int(m.group(1)) if m else 120),
         "ports": {"ssh": port, "slurmctld": base + 17, "slurmdbd": base + 19,
-                  "slurmd": [base + 21 + i for i in range(nodes)], "mariadb": db_port},
+                  "slurmd": [base + 21 + i for i in range(nodes + spare)], "mariadb": db_port},
         "chroot": root,
         "admin": {
             "command": [admin, name],

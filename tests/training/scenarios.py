@@ -16,6 +16,7 @@ from dispatch.outcome import Cause, State
 from dispatch.records import SQLiteRecords
 from dispatch.records.model import Action
 from dispatch.rules import RuleSet
+from dispatch.slurm.extensions import Resources
 from dispatch.spec import JobSpec
 
 from ..slurm.clusters import admin, description
@@ -27,7 +28,14 @@ HANG_POLL = 1.0  # Case.supervise's --poll
 HANG_RULES = {
     "unmatched": "escalate",
     "rules": [
-        {"name": "hang", "cause": ["stalled"], "stalledAfter": f"{HANG_BOUND:g}s", "action": "resubmit", "limit": 2}
+        {
+            "name": "hang",
+            "cause": ["stalled"],
+            "stalledAfter": f"{HANG_BOUND:g}s",
+            "action": "resubmit",
+            "limit": 2,
+            "excludeBlamedNodes": True,
+        }
     ],
 }
 
@@ -183,13 +191,16 @@ def supervisor_killed(cluster: str, ref: bytes) -> Result:
 
 class HangCase(Case):
     """The training job with ``--hang-at 45 --hang-rank 1`` (rank 1 stops without a word in its first
-    execution; rank 0 then waits in the next all-reduce), reporting every 0.5 s, under :data:`HANG_RULES`."""
+    execution; rank 0 then waits in the next all-reduce), reporting every 0.5 s, under :data:`HANG_RULES`, in
+    the cluster's ``wide`` partition: its two nodes and two spare ones, so a resubmission kept off the two
+    nodes a stall blames (both ranks fall silent, so both are blamed) still has two nodes to run on."""
 
     def spec(self) -> JobSpec:
         base = super().spec()
         env = {**base.env, "DISPATCH_PROGRESS_INTERVAL": "0.5"}
+        wide = Resources(partition=self.desc["partitions"]["wide"])
         return JobSpec((*base.command, "--hang-at", "45", "--hang-rank", "1"), nodes=base.nodes,
-                       procs_per_node=base.procs_per_node, env=env, extensions=base.extensions)  # fmt: skip
+                       procs_per_node=base.procs_per_node, env=env, extensions=(*base.extensions, wide))  # fmt: skip
 
     def submit(self) -> str:
         self.started = time.time()
@@ -200,8 +211,9 @@ class HangCase(Case):
 
 def hung(cluster: str, ref: bytes) -> Result:
     """A rank hangs in a collective: the supervisor judges the run stalled no earlier than the bound and within a
-    cycle of it (plus the cycle's own script time), ends it through scancel, records ``stalled`` and resubmits;
-    the new submission resumes from the step-40 checkpoint to the reference's parameters, bit for bit."""
+    cycle of it (plus the cycle's own script time), ends it through scancel, records ``stalled`` and resubmits
+    with the stalled execution's nodes excluded (``--exclude``): the new submission runs on the other two nodes
+    of the partition, resumes from the step-40 checkpoint and reaches the reference's parameters, bit for bit."""
     case = HangCase(cluster, "hang", delay=0.1)
     try:
         case.submit()
@@ -215,7 +227,13 @@ def hung(cluster: str, ref: bytes) -> Result:
         assert stop.args["ranks"], stop.args
         assert HANG_BOUND < float(stop.args["silentFor"]) <= HANG_BOUND + HANG_POLL + 3.0, stop.args
         assert [d.cause for d in res.job.decisions] == [Cause.STALLED]
-        assert res.job.submissions[-1].outcome is not None and res.job.submissions[-1].outcome.state is State.SUCCEEDED
+        last = res.job.submissions[-1]
+        assert last.outcome is not None and last.outcome.state is State.SUCCEEDED
+        blamed = sorted(first.executions[-1].nodes)
+        assert len(blamed) == 2 and excluded_nodes(res) == blamed, (blamed, excluded_nodes(res))
+        ran = sorted({n for ex in last.executions for n in ex.nodes})
+        assert len(ran) == 2 and not set(ran) & set(blamed), f"the resubmission ran on {ran}, blamed: {blamed}"
+        assert set(ran) | set(blamed) <= set(case.desc["nodes"]) | set(case.desc["spare_nodes"])
         assert any(r == 40 for _, r in res.handoffs()), res.handoffs()  # resumed from the step-40 checkpoint
         assert res.params == ref, "the final parameters differ from the uninterrupted run's"
         res.assert_no_overlap()

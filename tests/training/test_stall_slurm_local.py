@@ -1,8 +1,9 @@
-"""A hang on the real Slurm 22.05 cluster: examples/train_ddp.py on both nodes, whose rank 1 stops without a word
+"""A hang on the real Slurm 22.05 cluster: examples/train_ddp.py on two nodes, whose rank 1 stops without a word
 at step 45 (the other rank then waits in the next all-reduce), under a supervisor process with a stall rule. The
 supervisor judges it stalled no earlier than the bound and within a cycle of it, ends it through scancel, records
-the cause ``stalled`` and resubmits; the new submission resumes from the step-40 checkpoint and ends with the
-parameters of the uninterrupted run, bit for bit (:func:`scenarios.hung`). Fails when the cluster is down."""
+the cause ``stalled`` and resubmits away from both its nodes (the ``wide`` partition's spares take it); the new
+submission resumes from the step-40 checkpoint and ends with the parameters of the uninterrupted run, bit for
+bit (:func:`scenarios.hung`). Fails when the cluster is down."""
 
 from __future__ import annotations
 
