@@ -38,6 +38,7 @@ from dispatch.cluster import Cluster
 from dispatch.errors import DispatchError
 from dispatch.extensions import Image
 from dispatch.memory import MemoryScheduler, Shape
+from dispatch.memory.scheduler import order_key
 from dispatch.memory import backend as memory_backend
 from dispatch.records.memory import MemoryRecords
 from dispatch.records.model import JobRecord
@@ -550,7 +551,7 @@ class World:
         def call(name: str, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             answer = method(*args, **kwargs)
             if name == "inspect_many":
-                return {sid: ev for sid, ev in answer.items() if _sid_key(sid) % 3 != self.hidden_residue}
+                return {sid: ev for sid, ev in answer.items() if _residue(sid) != self.hidden_residue}
             return answer
 
         return view(self.backend, "Narrow", call=call)
@@ -789,8 +790,15 @@ class World:
             self.workers[k] = None
 
 
-def _sid_key(sid: str) -> int:
-    return int(sid.split("-")[-1])
+def _sid_key(sid: str) -> tuple[int, int]:
+    return order_key(sid)
+
+
+def _residue(sid: str) -> int:
+    """The number the second user's view hides objects by (a task of an array: its array's number plus its
+    task's, so the tasks of one array are not all hidden or all seen)."""
+    number, task = order_key(sid)
+    return (number + max(task, 0)) % 3
 
 
 def _truth_json(t: Any) -> dict[str, Any]:
