@@ -736,13 +736,15 @@ class Control:
 
     def requeue(self, sid: str) -> None:
         """An admin requeues the object by its own id (``scontrol requeue <array>_<task>``): its running
-        execution ends (cancelled, ``REQUEUED``) and a new one waits; an ended one waits to run again. Slurm
-        shape only; a task of an array alone, its siblings untouched."""
+        execution ends (cancelled, ``REQUEUED``) and a new one waits; an ended one that ran waits to run again.
+        Slurm shape only (ValueError for an object that never ran); a task of an array alone, its siblings
+        untouched."""
         with self._s._lock:
             now = self._s.advance()
             job = self._s.jobs[sid]
-            if self._s.shape is not Shape.SLURM or job.deleted or job.purged or job.waiting:
-                raise ValueError(f"job {sid} cannot be requeued (not run, gone, or not the Slurm shape)")
+            ran = any(ex.started_at is not None for ex in job.executions)
+            if self._s.shape is not Shape.SLURM or job.deleted or job.purged or job.waiting or not ran:
+                raise ValueError(f"job {sid} cannot be requeued (never ran, gone, or not the Slurm shape)")
             if job.current.live:
                 self._s._end(job, now, State.CANCELLED, Cause.CANCELLED, detail="REQUEUED")
             job.executions.append(TruthExecution(restart=job.current.restart + 1, attempt=0))
