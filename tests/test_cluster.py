@@ -254,9 +254,19 @@ def test_registered_lists_builtins_and_entry_point_adapters_without_importing_th
         registry.adapter("nope")
 
 
-def test_submit_many_without_a_batch_starter_goes_one_by_one(cluster: dispatch.Cluster) -> None:
+@pytest.fixture
+def one_by_one(cluster: dispatch.Cluster) -> dispatch.Cluster:
+    """The memory cluster with its backend seen without BatchStarter (its Slurm shape makes job arrays)."""
+    from dispatch.spi import BatchStarter, restrict
+
+    cluster.backend = restrict(cluster.backend, [BatchStarter])
+    return cluster
+
+
+def test_submit_many_without_a_batch_starter_goes_one_by_one(one_by_one: dispatch.Cluster) -> None:
     from dispatch.spi import BatchStarter
 
+    cluster = one_by_one
     assert not isinstance(cluster.backend, BatchStarter)
     got = cluster.operator.submit_many([SLEEP, JobSpec(("true",))])
     assert [g.ok for g in got] == [True, True] and len({g.job_id for g in got}) == 2
@@ -270,8 +280,9 @@ def test_submit_many_without_a_batch_starter_goes_one_by_one(cluster: dispatch.C
         assert job.current.marker.startswith(f"dsp-{g.job_id}")
 
 
-def test_submit_many_partial_failure_records_each_job(cluster: dispatch.Cluster) -> None:
-    sched = cluster.backend.scheduler  # type: ignore[attr-defined]
+def test_submit_many_partial_failure_records_each_job(one_by_one: dispatch.Cluster) -> None:
+    cluster = one_by_one
+    sched = cluster.backend.unrestricted.scheduler  # type: ignore[attr-defined]
     sched.control.inject("start", "unknown", landed=True)  # the first start lands, its answer is lost
     got = cluster.operator.submit_many([SLEEP, SLEEP])
     first, second = (cluster.get(g.job_id) for g in got)

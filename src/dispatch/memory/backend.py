@@ -1,8 +1,9 @@
 """The memory backends: the SPI over a :class:`~dispatch.memory.scheduler.MemoryScheduler`, in two shapes.
 
-* :class:`SlurmShapedBackend`: Holder (waiting jobs only), Requeuer (two steps), MultiFinder, CessationSignal,
-  NativePolicyCompiler; polled, with PolledLoss = MinJobAge for state, cause and exit code, and execution
-  history UNBOUNDED with accounting (0 without).
+* :class:`SlurmShapedBackend`: Holder (waiting jobs only), Requeuer (two steps), MultiFinder, BatchStarter (job
+  arrays: :meth:`~SlurmShapedBackend.start_many`), CessationSignal, NativePolicyCompiler; polled, with
+  PolledLoss = MinJobAge for state, cause and exit code, and execution history UNBOUNDED with accounting (0
+  without).
 * :class:`KubeflowShapedBackend`: Holder (a hold ends a running execution with cause held), Readmitter (a
   preempted object runs again only when readmitted), Watcher, CessationSignal, IdentityWeakener,
   NativePolicyCompiler, ExecutionOutput (rank 0's log of an execution, which lasts, as pods do, until a later
@@ -16,6 +17,7 @@ clock's time first; nothing runs in the background.
 
 from __future__ import annotations
 
+import copy
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -24,7 +26,7 @@ from typing import Any, ClassVar
 from dispatch.accelerators import GpuPool, Inventory
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
-from dispatch.errors import NotFound, ReadOnly
+from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Unavailable
 from dispatch.extensions import Extension, ExtensionPolicy, register_extension
 from dispatch.identity import AttemptId, RestartId
 from dispatch.memory.scheduler import REPORT_EVERY, MemoryScheduler, Shape, TruthExecution, TruthJob, last_report
@@ -361,6 +363,77 @@ class SlurmShapedBackend(_Base):
             polled_loss=PolledLoss(window, window, window, UNBOUNDED if s.accounting else 0.0),
         )
 
+    def start_many(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
+        """Requests that can share a job array (:func:`array_key`: the same spec apart from command, name and
+        environment, and the same excluded nodes) become one array per group, created in this one scheduler
+        call, its tasks' gates closed; a request alone in its group is a plain job. One answer per request, in
+        order: its id (``<array>_<task>`` for a task), or its own error. A fault injected for ``start_many``
+        is the whole call's: Unavailable (nothing created) or OutcomeUnknown (created or not, as injected) is
+        every request's answer, as one failed ``sbatch --array`` is every task's."""
+        self._write("start_many")
+        s = self.scheduler
+        policy = self.extension_policy()
+        answers: list[str | DispatchError | None] = [None] * len(requests)
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, request in enumerate(requests):
+            try:
+                policy.check(request.spec.extensions, NAME)
+            except DispatchError as exc:
+                answers[i] = exc
+                continue
+            groups.setdefault(array_key(request), []).append(i)
+
+        def apply() -> list[list[str]]:
+            made = []
+            for members in groups.values():
+                if len(members) == 1:
+                    r = requests[members[0]]
+                    made.append([s.create(r.job_id, r.submission, r.marker, r.spec, exclude=r.exclude)])
+                else:
+                    items = [requests[i] for i in members]
+                    made.append(s.create_array([(r.job_id, r.submission, r.marker, r.spec, r.exclude) for r in items]))
+            return made
+
+        if groups:
+            markers = [requests[i].marker for members in groups.values() for i in members]
+            try:
+                made = s.call("start_many", None, {"markers": markers}, apply)
+            except (Unavailable, OutcomeUnknown) as exc:
+                for members in groups.values():
+                    for i in members:
+                        answers[i] = copy.copy(exc)
+            else:
+                for members, sids in zip(groups.values(), made, strict=True):
+                    for i, sid in zip(members, sids, strict=True):
+                        answers[i] = sid
+        return [a if a is not None else Unavailable("memory: not submitted") for a in answers]
+
+    def open_many(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
+        """Open every object's gate in this one scheduler call (``scontrol release`` of the ids named: a task
+        of an array by its own id, its siblings untouched); one answer per id, in order: None, or the error
+        :meth:`open` would raise for it. A fault injected for ``open_many`` is the whole call's answer for every
+        id (OutcomeUnknown after opening them all when injected as landed)."""
+        self._write("open_many")
+        s = self.scheduler
+
+        def apply() -> list[DispatchError | None]:
+            out: list[DispatchError | None] = []
+            for sid in scheduler_ids:
+                try:
+                    s.open_gate(sid)
+                    out.append(None)
+                except DispatchError as exc:
+                    out.append(exc)
+            return out
+
+        if not scheduler_ids:
+            return []
+        try:
+            answers: list[DispatchError | None] = s.call("open_many", None, {"ids": list(scheduler_ids)}, apply)
+        except (Unavailable, OutcomeUnknown) as exc:
+            return [copy.copy(exc) for _ in scheduler_ids]
+        return answers
+
     def requeue(self, scheduler_id: str) -> None:
         self._write("requeue")
         s = self.scheduler
@@ -461,6 +534,22 @@ class KubeflowShapedBackend(_Base):
         if runtime is not None and runtime.allow_rank_restart:
             return "the runtime lets a rank restart inside an execution (allow_rank_restart)"
         return None
+
+
+def array_key(request: StartRequest) -> tuple[Any, ...]:
+    """What requests that share a job array have in common (as sbatch's options for them are the same): the
+    spec but for its command, name and environment (each task's own, in the array's script), and the excluded
+    nodes."""
+    spec = request.spec
+    return (
+        spec.nodes,
+        spec.procs_per_node,
+        spec.working_dir,
+        spec.time_limit,
+        spec.extensions,
+        spec.resources,
+        tuple(sorted(request.exclude)),
+    )
 
 
 def _shared_outcome(

@@ -15,9 +15,15 @@ A job's argv is read as a tiny program, so specs are portable between this sched
 * any of the above followed by ``"report"``: the same, reporting progress every ``REPORT_EVERY`` seconds.
 * anything else: run ``default_runtime`` seconds and exit 0.
 
+The Slurm shape also makes job arrays (:meth:`MemoryScheduler.create_array`): one array job id, each task its
+own object ``<array>_<task>`` with its own marker, gate, holds, executions and purge, created with its gate
+closed; anything addressed to one task id (open, hold, release, stop, requeue, an admin's action) touches that
+task alone, as Slurm does once a task is named by its own id.
+
 The :class:`Control` surface lets tests make the scheduler do what real ones do on their own (preempt, lose a
-node, admin-hold, cease nodes, purge, delete) and inject faults into the next call of a backend method. The
-:meth:`MemoryScheduler.truth` view is what invariant checkers compare records against.
+node, admin-hold, admin-requeue or admin-cancel, cease nodes, purge, delete) and inject faults into the next
+call of a backend method. The :meth:`MemoryScheduler.truth` view is what invariant checkers compare records
+against.
 """
 
 from __future__ import annotations
@@ -96,6 +102,12 @@ class TruthJob:
     stopped: bool = False
     exclude: frozenset[str] = frozenset()
     """Nodes none of the job's executions may run on (StartRequest.exclude)."""
+    array: str | None = None
+    """The array job id when the object is a task of a job array (its sid is then ``<array>_<task>``)."""
+    admin_cancelled: bool = False
+    """An admin cancelled this object by its own id (Control.cancel)."""
+    admin_requeues: int = 0
+    """Requeues an admin made of this object by its own id (Control.requeue)."""
 
     @property
     def current(self) -> TruthExecution:
@@ -108,6 +120,13 @@ class TruthJob:
     @property
     def waiting(self) -> bool:
         return not self.ended and self.current.started_at is None
+
+
+def order_key(sid: str) -> tuple[int, int]:
+    """The creation order of scheduler ids: ``1005`` and ``tj-1005`` as (1005, -1), task ``1005_2`` of an
+    array as (1005, 2)."""
+    number, _, task = sid.rpartition("-")[2].partition("_")
+    return int(number), int(task) if task else -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +258,8 @@ class MemoryScheduler:
         qstat and reaching qacct): ``inspect_many`` says Unanswered, ``inspect`` raises Unavailable."""
         self.lagging: set[str] = set()
         self.jobs: dict[str, TruthJob] = {}
+        self.arrays: dict[str, list[str]] = {}
+        """Each job array's task ids, by array job id."""
         self.lost_nodes: dict[str, float] = {}
         self.ceasing: dict[str, tuple[str, float]] = {}
         self.blanked: set[str] = set()
@@ -372,7 +393,7 @@ class MemoryScheduler:
             self._start_by_capacity(now, startable)
             return
         free = self._free_nodes()  # computed once per pass (not per job): linear in the number of jobs
-        for job in sorted(startable, key=lambda j: int(j.sid.split("-")[-1])):
+        for job in sorted(startable, key=lambda j: order_key(j.sid)):
             usable = [n for n in free if n not in job.exclude] if job.exclude else free
             if len(usable) < job.spec.nodes:
                 continue
@@ -391,7 +412,7 @@ class MemoryScheduler:
         ]
         alloc = Allocation(self.capacity, live)
         up = [n for n in self.node_names if n not in self.lost_nodes and n not in self.ceasing]
-        for job in sorted(startable, key=lambda j: int(j.sid.split("-")[-1])):
+        for job in sorted(startable, key=lambda j: order_key(j.sid)):
             usable = [n for n in up if n not in job.exclude] if job.exclude else up
             nodes = alloc.place(usable, job.spec.nodes, Demand.of(job.spec, True))
             if nodes is None:
@@ -441,7 +462,8 @@ class MemoryScheduler:
             except Exception as exc:
                 self.calls.append(CallLog(now, method, sid, args, False, type(exc).__name__))
                 raise
-            self.calls.append(CallLog(now, method, sid if sid is not None else result, args, True))
+            logged = sid if sid is not None else result if isinstance(result, str) else None
+            self.calls.append(CallLog(now, method, logged, args, True))
             if fault is not None:
                 raise OutcomeUnknown(f"memory: injected: {method} landed but its answer was lost")
             return result
@@ -469,6 +491,33 @@ class MemoryScheduler:
         self.jobs[sid] = job
         self._changed(sid)
         return sid
+
+    def create_array(self, items: Sequence[tuple[str, int, str, JobSpec, Sequence[str]]]) -> list[str]:
+        """Slurm shape: one job array of ``items`` (job id, submission, marker, spec, excluded nodes), every task
+        an object of its own with its gate closed (``sbatch --array --hold``). Returns the tasks' ids
+        ``<array>_<task>``, in order."""
+        if self.shape is not Shape.SLURM:
+            raise Rejected("memory: a Kubeflow-shaped cluster has no job arrays")
+        now = self.clock.now()
+        self._next_id += 1
+        array = str(self._next_id)
+        sids = []
+        for task, (job_id, submission, marker, spec, exclude) in enumerate(items):
+            sid = f"{array}_{task}"
+            job = TruthJob(sid, marker, job_id, submission, spec, now, exclude=frozenset(exclude), array=array)
+            job.executions.append(TruthExecution(restart=0, attempt=0))
+            self.jobs[sid] = job
+            self._changed(sid)
+            sids.append(sid)
+        self.arrays[array] = sids
+        return sids
+
+    def siblings(self, sid: str) -> list[str]:
+        """The other tasks of the array ``sid`` is a task of (none for a plain job)."""
+        job = self.jobs.get(sid)
+        if job is None or job.array is None:
+            return []
+        return [t for t in self.arrays.get(job.array, ()) if t != sid]
 
     def open_gate(self, sid: str) -> None:
         job = self.live_job(sid)
@@ -684,6 +733,37 @@ class Control:
             self._s.jobs[sid].admin_held = False
             self._s._changed(sid)
             self._s._start_due(self._s.clock.now())
+
+    def requeue(self, sid: str) -> None:
+        """An admin requeues the object by its own id (``scontrol requeue <array>_<task>``): its running
+        execution ends (cancelled, ``REQUEUED``) and a new one waits; an ended one that ran waits to run again.
+        Slurm shape only (ValueError for an object that never ran); a task of an array alone, its siblings
+        untouched."""
+        with self._s._lock:
+            now = self._s.advance()
+            job = self._s.jobs[sid]
+            ran = any(ex.started_at is not None for ex in job.executions)
+            if self._s.shape is not Shape.SLURM or job.deleted or job.purged or job.waiting or not ran:
+                raise ValueError(f"job {sid} cannot be requeued (never ran, gone, or not the Slurm shape)")
+            if job.current.live:
+                self._s._end(job, now, State.CANCELLED, Cause.CANCELLED, detail="REQUEUED")
+            job.executions.append(TruthExecution(restart=job.current.restart + 1, attempt=0))
+            job.ended_at = None
+            job.stop_requested_at = None
+            job.admin_requeues += 1
+            self._s._changed(sid)
+            self._s._start_due(now)
+
+    def cancel(self, sid: str) -> None:
+        """An admin cancels the object by its own id (``scancel <array>_<task>``): at once, with no grace; a task
+        of an array alone, its siblings untouched."""
+        with self._s._lock:
+            now = self._s.advance()
+            job = self._s.jobs[sid]
+            if job.ended or job.deleted:
+                raise ValueError(f"job {sid} has ended")
+            job.admin_cancelled = True
+            self._s._end(job, now, State.CANCELLED, Cause.CANCELLED, detail="CANCELLED")
 
     def purge(self, sid: str) -> None:
         """Drop the job from the live queue now (as MinJobAge would)."""

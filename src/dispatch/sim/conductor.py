@@ -13,10 +13,11 @@ without any further write, like a process killed at that point.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatch.records.base import Written, batch_writes
 from dispatch.records.model import JobRecord
 from dispatch.spi import view
 
@@ -215,3 +216,31 @@ class ParkedRecords:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class ParkedBatchRecords(ParkedRecords):
+    """:class:`ParkedRecords` over a store that offers :class:`~dispatch.records.base.BatchWrites`, offering them
+    too (so ``submit_many`` takes its batched path, as on every production store): each batch parks as one
+    write, and every item of an ``update_many`` that landed is checked for fencing as an ``update`` is."""
+
+    def create_many(self, items: Sequence[Written]) -> list[Any]:
+        self.conductor.park("write", f"create_many {len(items)}")
+        return self.inner.create_many(items)  # type: ignore[no-any-return]
+
+    def update_many(self, items: Sequence[Written], *, fence: int | None = None) -> list[Any]:
+        self.conductor.park("write", f"update_many {len(items)}")
+        w = self.conductor.current()
+        before = self.inner.get_many([job.id for job, _ in items]) if w is not None else []
+        stored = {job.id: job for job in before}
+        answers: list[Any] = self.inner.update_many(items, fence=fence)
+        for (job, _), answer in zip(items, answers, strict=True):
+            was = stored.get(job.id)
+            if w is not None and was is not None and isinstance(answer, JobRecord):
+                self._check_fencing(w, job, was)
+        return answers
+
+
+def parked_records(inner: Any, conductor: Conductor, now: Callable[[], float]) -> ParkedRecords:
+    """The parked view of ``inner``: a :class:`ParkedBatchRecords` when ``inner`` offers batch writes."""
+    cls = ParkedBatchRecords if batch_writes(inner) is not None else ParkedRecords
+    return cls(inner, conductor, now)

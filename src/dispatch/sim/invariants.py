@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dispatch.memory.scheduler import MemoryScheduler, TruthExecution, TruthJob
+from dispatch.memory.scheduler import MemoryScheduler, Shape, TruthExecution, TruthJob
 from dispatch.outcome import Cause, State
 from dispatch.records.model import Action, IntentStatus, JobRecord, Submission
 
@@ -29,6 +29,7 @@ INVARIANTS = (
     "excluded-nodes-avoided",
     "no-unrunnable-submission",
     "stall-not-before-bound",
+    "array-task-alone",
 )
 
 
@@ -64,6 +65,7 @@ def check(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any) -
             )
 
     out += _batch_items(truth)
+    out += _addressed(sched)
     out += _exclusions(jobs, sched, by_job)
     out += _actions_once(jobs, sched, by_job)
     out += _holds(jobs, sched)
@@ -130,6 +132,39 @@ def _batch_items(truth: Sequence[TruthJob]) -> list[str]:
         for name, ids in sorted(jobs.items())
         if len(ids) > 1
     ]
+
+
+def _addressed(sched: MemoryScheduler) -> list[str]:
+    """``array-task-alone``: every object stopped, held or requeued was named by the call or the admin's action
+    that did it (a task of a job array is acted on by its own id, never through a sibling's): a stopped object
+    had a stop call that landed on its id (or an admin's cancel), each of its holds a hold call with that
+    instance, and each requeue of the Slurm shape (an execution after the first one that no native restart
+    made) a requeue call (or an admin's requeue)."""
+    stops: set[str] = set()
+    holds: set[tuple[str, str]] = set()
+    requeues: dict[str, int] = {}
+    for c in sched.calls:
+        if not c.applied or c.sid is None:
+            continue
+        if c.method == "stop_job":
+            stops.add(c.sid)
+        elif c.method == "hold":
+            holds.add((c.sid, str(c.args.get("instance"))))
+        elif c.method == "requeue":
+            requeues[c.sid] = requeues.get(c.sid, 0) + 1
+    out: list[str] = []
+    for t in sched.jobs.values():
+        if t.stopped and t.sid not in stops:
+            out.append(f"array-task-alone: object {t.sid} was stopped, but no stop named it")
+        for instance in t.holds:
+            if (t.sid, instance) not in holds:
+                out.append(f"array-task-alone: object {t.sid} is held by {instance}, but no hold of it named it")
+        if sched.shape is Shape.SLURM:
+            made = len(t.executions) - 1 - t.object_restarts
+            asked = requeues.get(t.sid, 0) + t.admin_requeues
+            if made > asked:
+                out.append(f"array-task-alone: object {t.sid} was requeued {made} times, {asked} of them by its id")
+    return out
 
 
 def check_batch_call(error: BaseException, created: Sequence[str]) -> list[str]:

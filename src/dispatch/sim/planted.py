@@ -7,6 +7,7 @@ code has no hook for them. :data:`TARGETS` names the invariant each one breaks (
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Sequence
 from enum import StrEnum
@@ -14,11 +15,13 @@ from typing import Any
 
 from dispatch.cli.observe import left_to_supervisor
 from dispatch.cluster import Operator, Submitted
-from dispatch.errors import Conflict
+from dispatch.errors import Conflict, DispatchError
+from dispatch.memory import MemoryScheduler, Shape, SlurmShapedBackend
+from dispatch.memory import backend as memory_backend
 from dispatch.records.model import Event, JobRecord
 from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
-from dispatch.spi import JobEvidence, Unanswered
+from dispatch.spi import Backend, JobEvidence, Unanswered
 from dispatch.supervise.blame import Exclusions
 from dispatch.supervise.fold import fold
 from dispatch.supervise.step import Step
@@ -47,6 +50,14 @@ class Planted(StrEnum):
     """The supervisor's exclusions never ask which nodes could run the job: a resubmission whose exclusions
     leave too few nodes is submitted, to wait forever, instead of escalated."""
 
+    ARRAY_OP_HITS_SIBLINGS = "array-op-hits-siblings"
+    """The memory scheduler's stop, hold and requeue of one task of a job array act on the whole array (as
+    ``scancel <array>`` would): a sibling job is cancelled, held or run again with no decision of its own."""
+
+    ARRAY_RELEASE_WHOLE = "array-release-whole"
+    """Opening one task's gate releases the whole array (as ``scontrol release <array>`` would): a sibling whose
+    scheduler id is not recorded yet (its start's answer was lost) starts behind its record's back."""
+
 
 TARGETS: dict[Planted, str] = {
     Planted.STATUS_WITHOUT_UNKNOWN_CLOCK: "unknown-is-not-an-ending",
@@ -54,6 +65,8 @@ TARGETS: dict[Planted, str] = {
     Planted.SUBMIT_MANY_HALF_BATCH: "batch-once",
     Planted.FORGETS_BLAMED_NODES: "excluded-nodes-avoided",
     Planted.SUBMITS_UNRUNNABLE: "no-unrunnable-submission",
+    Planted.ARRAY_OP_HITS_SIBLINGS: "array-task-alone",
+    Planted.ARRAY_RELEASE_WHOLE: "gate-opened-only-when-recorded",
 }
 """The invariant each planted bug breaks (the one the mutation check expects to catch it)."""
 
@@ -124,3 +137,55 @@ def planted_exclusions(sup: Supervisor, planted: frozenset[Planted]) -> Exclusio
     else:
         return sup.exclusions
     return cls(sup.backend, sup.records, sup.cluster, sup.facts.capabilities, sup.exclusions.policy)
+
+
+class SiblingsBackend(SlurmShapedBackend):
+    """Planted bug (ARRAY_OP_HITS_SIBLINGS): a stop, hold or requeue of an array task, once it landed, is made
+    on each of its siblings too (whatever each answers)."""
+
+    def _siblings_too(self, sid: str, act: Any) -> None:
+        for sibling in self.scheduler.siblings(sid):
+            with contextlib.suppress(DispatchError):
+                act(sibling)
+
+    def stop_job(self, scheduler_id: str) -> float:
+        wait = super().stop_job(scheduler_id)
+        self._siblings_too(scheduler_id, self.scheduler.stop)
+        return wait
+
+    def hold(self, scheduler_id: str, instance: str) -> None:
+        super().hold(scheduler_id, instance)
+        self._siblings_too(scheduler_id, lambda sid: self.scheduler.hold(sid, instance))
+
+    def requeue(self, scheduler_id: str) -> None:
+        super().requeue(scheduler_id)
+        self._siblings_too(scheduler_id, self.scheduler.requeue)
+
+
+class WholeArrayBackend(SlurmShapedBackend):
+    """Planted bug (ARRAY_RELEASE_WHOLE): opening a task's gate, alone or in a batch, opens its siblings' too."""
+
+    def open(self, scheduler_id: str) -> None:
+        super().open(scheduler_id)
+        self._open_siblings([scheduler_id])
+
+    def open_many(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
+        answers = super().open_many(scheduler_ids)
+        self._open_siblings([sid for sid, a in zip(scheduler_ids, answers, strict=True) if a is None])
+        return answers
+
+    def _open_siblings(self, opened: Sequence[str]) -> None:
+        for sid in opened:
+            for sibling in self.scheduler.siblings(sid):
+                with contextlib.suppress(DispatchError):
+                    self.scheduler.open_gate(sibling)
+
+
+def planted_backend(sched: MemoryScheduler, planted: frozenset[Planted], call_bound: float) -> Backend:
+    """The simulator's memory backend over ``sched``: :class:`SiblingsBackend` or :class:`WholeArrayBackend`
+    when ``planted`` names its bug and the scheduler has the Slurm shape (the one with arrays)."""
+    if sched.shape is Shape.SLURM and Planted.ARRAY_OP_HITS_SIBLINGS in planted:
+        return SiblingsBackend(sched, call_bound=call_bound)
+    if sched.shape is Shape.SLURM and Planted.ARRAY_RELEASE_WHOLE in planted:
+        return WholeArrayBackend(sched, call_bound=call_bound)
+    return memory_backend(sched, call_bound=call_bound)

@@ -4,13 +4,15 @@ A run has two phases:
 
 * **faults** (``steps`` steps): each step, chosen by the seed, lets one parked supervisor call proceed, moves
   the clock, crashes or restarts a supervisor, makes the scheduler do something (preempt, lose a node, OOM,
-  time out, admin-hold or release, cease nodes, purge), injects a fault into the next call of a backend method
+  time out, admin-hold or release, cease nodes, purge; in the Slurm shape an admin requeues, holds or cancels
+  one task of a job array alone), injects a fault into the next call of a backend method
   (OutcomeUnknown that landed or not, Unavailable, a crash between a requeue's steps; a readmit in the
   Kubeflow shape, where a preemption waits for dispatch to readmit it), or has a user stop a job
   or release a rule's hold. Beside them, on a random stream of their own, the other writers of the records act
   (:data:`ACTORS`): the read commands' refresh as two users (one with a narrower view of the scheduler),
-  ``submit_many`` with forced id collisions and a retrying caller, and one outage of every supervisor. The
-  invariants are checked after every step.
+  ``submit_many`` with forced id collisions and a retrying caller (in the Slurm shape its jobs are tasks of job
+  arrays, made and opened in one call each, a fault injected into either now and then), and one outage of every
+  supervisor. The invariants are checked after every step.
 * **liveness** (at most ``quiet`` rounds): faults stop, crashed supervisors restart, admins release their
   holds, lost nodes come back, and a human releases the holds rules asked them to. Each round every supervisor
   completes one cycle and the clock moves one poll interval. Every job must settle (closed, nothing open,
@@ -38,11 +40,11 @@ from dispatch.cluster import Cluster
 from dispatch.errors import DispatchError
 from dispatch.extensions import Image
 from dispatch.memory import MemoryScheduler, Shape
-from dispatch.memory import backend as memory_backend
+from dispatch.memory.scheduler import order_key
 from dispatch.records.memory import MemoryRecords
 from dispatch.records.model import JobRecord
 from dispatch.records.nodes import SuspectPolicy
-from dispatch.sim.conductor import Conductor, ParkedRecords, Worker, parked_backend
+from dispatch.sim.conductor import Conductor, Worker, parked_backend, parked_records
 from dispatch.sim.invariants import check, check_batch_call, settled
 from dispatch.sim.mutation import Mutation, PlantedSupervisor
 from dispatch.sim.planted import (
@@ -50,6 +52,7 @@ from dispatch.sim.planted import (
     Planted,
     fold_gone_for_good,
     fold_without_unknown_clock,
+    planted_backend,
     planted_exclusions,
     writes_absence,
 )
@@ -70,10 +73,16 @@ ACTORS: tuple[tuple[str, str], ...] = (
     ("supervisor", "the real Supervisor (dispatch supervise), crashed and restarted, one parked call at a time"),
     (
         "scheduler",
-        "the memory scheduler and its admins: preempt, lose or cease nodes, OOM, time out, hold, purge, faults",
+        "the memory scheduler and its admins: preempt, lose or cease nodes, OOM, time out, hold, purge, faults; "
+        "an admin requeues, holds or cancels one task of a job array alone (Slurm shape)",
     ),
     ("submit", "Operator.submit (dispatch submit), now and then with a taken id minted first"),
-    ("submit-many", "Operator.submit_many of a named batch with an id collision forced; a failed batch is retried"),
+    (
+        "submit-many",
+        "Operator.submit_many of a named batch with an id collision forced; a failed batch is retried; in the "
+        "Slurm shape it makes job arrays (start_many, open_many: faults injected per call), its records written "
+        "in batches",
+    ),
     ("stop", "Operator.stop (dispatch stop)"),
     ("hold", "Operator.hold (dispatch hold)"),
     ("release", "Operator.release: a user lifts their holds, a human the holds rules asked for (dispatch release)"),
@@ -189,6 +198,9 @@ class _UnfencedRecords(MemoryRecords):
     def update(self, job: JobRecord, events: Any = (), *, fence: int | None = None) -> JobRecord:
         return super().update(job, events, fence=None)
 
+    def update_many(self, items: Any, *, fence: int | None = None) -> list[Any]:
+        return super().update_many(items, fence=None)  # type: ignore[return-value]
+
 
 class World:
     """Everything one seed touches."""
@@ -209,10 +221,10 @@ class World:
             default_runtime=60.0,
             kill_wait=10.0,
         )
-        self.backend = memory_backend(self.sched, call_bound=CALL_BOUND)
+        self.backend = planted_backend(self.sched, cfg.planted, CALL_BOUND)
         self.store = _UnfencedRecords() if Mutation.STORE_IGNORES_FENCE in cfg.mutations else MemoryRecords()
         self.conductor = Conductor(self.clock.now)
-        self.records = ParkedRecords(self.store, self.conductor, self.clock.now)
+        self.records = parked_records(self.store, self.conductor, self.clock.now)
         self.cluster = Cluster("memory", self.backend, self.records, self.clock)  # type: ignore[arg-type]
         self.cluster.operator.owner = "operator:sim"
         self._ids = 0
@@ -224,6 +236,9 @@ class World:
         self.result = Result(cfg.seed, self.shape.value)
         self.step_no = 0
         self._cache: dict[str, tuple[str, JobRecord]] = {}
+        self.batch_rng = random.Random(f"arrays-{cfg.seed}")
+        """Faults injected into the batched calls and the admins' actions on one task of an array: a stream of
+        its own, so the seeds' other draws stay what they were."""
         self.arng = random.Random(cfg.seed * 7919 + 1)
         """The other writers' choices (a stream of their own, so the supervisors' and the scheduler's draws stay
         as they were)."""
@@ -402,6 +417,8 @@ class World:
             node = r.choice(sorted(self.sched.lost_nodes))
             c.restore_node(node)
             self.note(f"restore-node {node}")
+        elif choice == "admin-hold" and self.batch_rng.random() < 0.5 and self.array_task_action():
+            pass
         elif choice == "admin-hold" and objects:
             t = r.choice([t for t in objects if not t.ended] or objects)
             c.admin_hold(t.sid)
@@ -412,6 +429,8 @@ class World:
                 t = r.choice(held)
                 c.admin_release(t.sid)
                 self.note(f"admin-release {t.sid}")
+            else:
+                self.array_task_action()
         elif choice == "cease" and running:
             nodes = list(self.sched.jobs[r.choice(running)].current.nodes)
             c.cease(nodes)
@@ -493,6 +512,33 @@ class World:
             else:
                 self.submit()
 
+    def array_task_action(self) -> bool:
+        """An admin acts on one task of a job array by its own id (its own stream): requeues it (one that ran,
+        of a job not closed: a closed job's object running again is watched by no one), holds it, or cancels it
+        (one not ended). False when no task fits the action drawn."""
+        r = self.batch_rng
+        c = self.sched.control
+        tasks = [t for t in sorted(self.sched.jobs.values(), key=lambda t: _sid_key(t.sid)) if t.array is not None]
+        action = r.choice(["requeue", "hold", "cancel"])
+        if action == "requeue":
+            records = self.snapshot()
+            fits = [
+                t
+                for t in tasks
+                if any(ex.started_at is not None for ex in t.executions)
+                and not (t.waiting or t.purged or t.deleted)
+                and t.job_id in records
+                and not records[t.job_id].closed
+            ]
+        else:
+            fits = [t for t in tasks if not t.ended and not t.deleted and not (action == "hold" and t.admin_held)]
+        if not fits:
+            return False
+        t = r.choice(fits)
+        {"requeue": c.requeue, "hold": c.admin_hold, "cancel": c.cancel}[action](t.sid)
+        self.note(f"admin-task-{action} {t.sid}")
+        return True
+
     def user_release(self) -> None:
         """A user lifts the holds they placed through the operator (no instance named: only their own), on the
         first job whose release goes through. A release that fails does not keep the user from their other
@@ -550,7 +596,7 @@ class World:
         def call(name: str, method: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             answer = method(*args, **kwargs)
             if name == "inspect_many":
-                return {sid: ev for sid, ev in answer.items() if _sid_key(sid) % 3 != self.hidden_residue}
+                return {sid: ev for sid, ev in answer.items() if _residue(sid) != self.hidden_residue}
             return answer
 
         return view(self.backend, "Narrow", call=call)
@@ -594,6 +640,12 @@ class World:
             self._collide_keys[key] = index
         op = self.cluster.operator
         kwargs = {"key": key} if "key" in inspect.signature(op.submit_many).parameters else {}
+        if self.cfg.faults and self.shape is Shape.SLURM and self.batch_rng.random() < 0.4:
+            method = self.batch_rng.choice(["start_many", "open_many"])
+            kind = self.batch_rng.choice(["unknown", "unknown", "unavailable"])
+            landed = kind == "unknown" and self.batch_rng.random() < 0.5
+            self.sched.control.inject(method, kind, landed=landed)
+            self.note(f"fault {method} {kind}{' landed' if landed else ''}")
         for attempt in ("", " (retry)"):
             before = set(self.store._docs)
             try:
@@ -789,8 +841,15 @@ class World:
             self.workers[k] = None
 
 
-def _sid_key(sid: str) -> int:
-    return int(sid.split("-")[-1])
+def _sid_key(sid: str) -> tuple[int, int]:
+    return order_key(sid)
+
+
+def _residue(sid: str) -> int:
+    """The number the second user's view hides objects by (a task of an array: its array's number plus its
+    task's, so the tasks of one array are not all hidden or all seen)."""
+    number, task = order_key(sid)
+    return (number + max(task, 0)) % 3
 
 
 def _truth_json(t: Any) -> dict[str, Any]:
