@@ -22,7 +22,7 @@ Runs the proof scenarios of tests/training (same job, same faults, same checks) 
 
 ``--overhead-blocks N`` adds a row with ``measure: progress_overhead``: what the ``dispatch.job.progress`` calls
 cost an uninterrupted run, measured side by side within one run so the machine's load hits both arms alike. The
-training (N blocks of B steps, default 50; no checkpoint; 2 ranks through plain ``sbatch`` + ``srun``, the reports
+training (N blocks of B steps, default 10; no checkpoint; 2 ranks through plain ``sbatch`` + ``srun``, the reports
 written beside the output at the default interval, as under dispatch) runs with the example's ``--progress-ab B``:
 the blocks go in pairs, the calls made in one block of each pair (which one is drawn, seeded, per pair), and rank
 0 logs each block's seconds. The first pairs (warm-up) are left out. Per measure (``cpu``: rank 0's process CPU
@@ -230,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="also measure the progress calls' cost: one run of this many blocks, half with the calls (0: not)",
     )
-    p.add_argument("--overhead-block-steps", type=int, default=50, help="steps per block (default 50)")
+    p.add_argument("--overhead-block-steps", type=int, default=10, help="steps per block (default 10)")
     args = p.parse_args(argv)
     clusters([args.cluster])
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]

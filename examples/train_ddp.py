@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
         opt.step()
         step += 1
         if args.progress_ab is None or progress_in_block((step - 1) // args.progress_ab):
-            job.progress(step, total=args.steps, loss=float(loss.detach()))
+            job.progress(step, total=args.steps, loss=loss.item())
         if step == first + 1:
             log(event="first-step", rank=ctx.rank, step=step, cpu=round(time.process_time(), 3))
         elif ctx.rank == 0:
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         log(
             event="done",
             step=step,
-            loss=None if loss is None else float(loss.detach()),
+            loss=None if loss is None else loss.item(),
             cpu=round(time.process_time(), 3),
         )
     dist.barrier()
