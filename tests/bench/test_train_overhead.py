@@ -64,6 +64,7 @@ def test_the_blocks_compare_with_and_without_in_pairs() -> None:
         assert row[f"{m}_paired_ratio_median"] == pytest.approx(1.1)
         assert row[f"{m}_paired_ratio_iqr"] == pytest.approx(0.0)
         assert row[f"{m}_paired_ratio_ci95"] == pytest.approx([1.1, 1.1])
+    assert row["overhead_pct"] == pytest.approx(10.0) and row["overhead_pct_ci95"] == pytest.approx([10.0, 10.0])
     assert row["cpu_with_median_s"] == pytest.approx(0.22)
     assert row["cpu_without_median_s"] == pytest.approx(0.2)
 
