@@ -9,8 +9,8 @@ first call to the last, with the reports written to a temporary directory at the
 "median_cpu_share_less_wrapper_pct": ...}``: per run the calls, the seconds inside them and the loop's seconds.
 The wrapper's own clock reads are counted as inside the calls, so the shares are upper bounds; after the run the
 wrapper alone is timed over as many calls of a function that does nothing (``wrapper_cpu_s``) and taken off
-(``cpu_share_less_wrapper_pct``). Unlike a side-by-side comparison of whole runs (``bench/train.py
---overhead-pairs``), the share does not drown in the load of a shared machine: both parts of it are measured in
+(``cpu_share_less_wrapper_pct``). Like the blocks with and without the calls of one run (``bench/train.py
+--overhead-blocks``), the share does not drown in the load of a shared machine: both parts of it are measured in
 the same seconds.
 
 Needs torch (scripts/training-deps.sh).

@@ -1,7 +1,7 @@
 """What interruptions cost a real training job: examples/train_ddp.py through dispatch on the real Slurm cluster.
 
     python bench/train.py --json [--cluster local] [--cases none,preempted,timeout,node-lost,supervisor-killed,hang]
-        [--overhead-pairs N [--overhead-steps S]]
+        [--overhead-blocks N [--overhead-block-steps B]]
 
 Runs the proof scenarios of tests/training (same job, same faults, same checks) and prints
 ``{"runs": [...]}``, one row per (cluster, interruption):
@@ -20,15 +20,19 @@ Runs the proof scenarios of tests/training (same job, same faults, same checks) 
   rule says ``excludeBlamedNodes``: both nodes of the stalled execution, whose ranks both fell silent; the job
   runs in the cluster's ``wide`` partition, whose two spare nodes take the resubmission).
 
-``--overhead-pairs N`` adds a row with ``measure: progress_overhead``: the same uninterrupted training with and
-without its ``dispatch.job.progress`` calls (the example's ``--no-progress``), both through plain ``sbatch`` +
-``srun`` (the reports written beside the output at the default interval, as under dispatch), alternating, N pairs;
-the times are the training's own (rank 0's first step to its last), as CPU seconds of rank 0's process
-(``cpu_*``) and as wall seconds (``wall_*``), and ``cpu_ratio_median`` (with ``_min``, ``_max``, ``_iqr`` over the
-pairs) is with over without. ``call_us`` is one call's cost measured in the bench's own process (the fastest of
-5 rounds of 100,000), and ``calls_pct_of_cpu`` those calls' share of a run without them (``steps`` calls over
-the median ``cpu_without_progress_s``): the same question, answered without the machine's noise. ``--cases ''``
-runs that row alone.
+``--overhead-blocks N`` adds a row with ``measure: progress_overhead``: what the ``dispatch.job.progress`` calls
+cost an uninterrupted run, measured side by side within one run so the machine's load hits both arms alike. The
+training (N blocks of B steps, default 10; no checkpoint; 2 ranks through plain ``sbatch`` + ``srun``, the reports
+written beside the output at the default interval, as under dispatch) runs with the example's ``--progress-ab B``:
+the blocks go in pairs, the calls made in one block of each pair (which one is drawn, seeded, per pair), and rank
+0 logs each block's seconds. The first pairs (warm-up) are left out. Per measure (``cpu``: rank 0's process CPU
+seconds, gloo's threads included; ``thread_cpu``: its training thread's, where the calls run; ``wall``): the
+medians of the blocks with and without the calls and their ratio, the paired ratios (each block with the calls
+over the other block of its pair) with their median, IQR and a bootstrap 95% interval of the median, and
+``*_overhead_pct`` (the paired median, in percent); ``overhead_pct`` and ``overhead_pct_ci95`` are the training
+thread's (the calls run there; gloo's threads add only noise). ``call_us`` is one call's cost measured in the
+bench's own process (the fastest of 5 rounds of 100,000), and ``calls_pct_of_cpu`` a block's calls' share of a
+block without them at that cost: what a tight loop says, for comparison. ``--cases ''`` runs that row alone.
 
 Needs torch==2.13.0 (scripts/training-deps.sh) and the clusters (brought up when down). Faults are short and
 always undone; the clusters may be shared, so a row can show someone else's interruption as an extra execution.
@@ -39,6 +43,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -66,21 +71,18 @@ CASES = {
 
 
 def plain_run(
-    cluster: str, delay: float, *, steps: int = STEPS, every: int = EVERY, progress: bool = True
-) -> tuple[float, float, float]:
-    """The training with plain sbatch --wait + srun, uninterrupted: (submission to end, first step to end, rank
-    0's CPU seconds from its first step to its end). ``progress``: the ranks call ``dispatch.job.progress`` every
-    step and it writes (to a directory beside the output, at its default interval), as under dispatch; else the
-    calls are left out (``--no-progress``)."""
+    cluster: str, delay: float, *, steps: int = STEPS, every: int = EVERY, extra: tuple[str, ...] = ()
+) -> tuple[float, list[dict[str, Any]]]:
+    """The training with plain sbatch --wait + srun, uninterrupted, the ranks' progress reports written to a
+    directory beside the output at the default interval, as under dispatch; ``extra``: more arguments for the
+    example. Returns the submission's time and the JSON lines the ranks printed."""
     desc = description(cluster)
     with tempfile.TemporaryDirectory(prefix="dispatch-train-plain-", dir="/tmp") as d:
         os.chmod(d, 0o777)
         argv = [sys.executable, str(EXAMPLE), "--steps", str(steps), "--checkpoint-every", str(every),
                 "--step-delay", str(delay), "--out", f"{d}/final.params", "--checkpoint-dir", f"{d}/ckpt",
-                *([] if progress else ["--no-progress"])]  # fmt: skip
-        env = f"export PYTHONPATH={ROOT / 'src'}\n" + (
-            f"export DISPATCH_PROGRESS_DIR={d}/progress\n" if progress else ""
-        )
+                *extra]  # fmt: skip
+        env = f"export PYTHONPATH={ROOT / 'src'}\nexport DISPATCH_PROGRESS_DIR={d}/progress\n"
         Path(d, "job.sh").write_text("#!/bin/bash\n" + env + "exec srun -- " + " ".join(argv) + "\n")
         t = time.time()
         subprocess.run(
@@ -89,61 +91,94 @@ def plain_run(
             check=True, capture_output=True, timeout=900,
         )  # fmt: skip
         events = [json.loads(x) for x in Path(d, "out").read_text().splitlines() if x.startswith('{"t"')]
-        (done,) = [e for e in events if e.get("event") == "done"]
-        (first,) = [e for e in events if e.get("event") == "first-step" and e.get("rank") == 0]
-        reports = os.listdir(f"{d}/progress") if progress else []
-        if progress and sorted(reports) != ["rank-0.json", "rank-1.json"]:
+        reports = sorted(os.listdir(f"{d}/progress"))
+        if reports != ["rank-0.json", "rank-1.json"]:
             raise AssertionError(f"the ranks wrote no progress reports: {reports}")
-        return done["t"] - t, done["t"] - first["t"], done["cpu"] - first["cpu"]
+        return t, events
 
 
 def plain_wall(cluster: str, delay: float) -> float:
     """The same training with plain sbatch --wait + srun, uninterrupted: submission to end, seconds."""
-    return plain_run(cluster, delay)[0]
+    t, events = plain_run(cluster, delay)
+    (done,) = [e for e in events if e.get("event") == "done"]
+    return float(done["t"]) - t
 
 
-def overhead(cluster: str, pairs: int, steps: int) -> dict[str, Any]:
-    """What ``dispatch.job.progress`` costs an uninterrupted run: the same training (``steps`` steps, no delay,
-    a checkpoint every ``steps // 4``) with and without the calls, alternating (which goes first alternates too),
-    ``pairs`` times; the ratios of each pair's training times (first step to end: what the calls can slow), as
-    rank 0's CPU seconds (``cpu_*``: what the calls cost the process, little moved by other load) and as wall
-    seconds (``wall_*``: on a shared machine mostly the others' load)."""
-    runs: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
-    retried = 0
-    for i in range(pairs):
-        for on in (True, False) if i % 2 == 0 else (False, True):
-            for attempt in range(3):  # a shared cluster: someone else's test may end a run (preemption, a fault)
-                try:
-                    runs[on].append(plain_run(cluster, 0.0, steps=steps, every=steps // 4, progress=on))
-                    break
-                except subprocess.CalledProcessError:
-                    if attempt == 2:
-                        raise
-                    retried += 1
+WARMUP_PAIRS = 2
+"""Pairs of blocks left out at the start of the overhead run: the first steps (DDP's first iterations, the first
+progress call's setup) are slower in either arm."""
+
+MEASURES = ("cpu", "thread_cpu", "wall")
+
+
+def overhead(cluster: str, blocks: int, block: int) -> dict[str, Any]:
+    """What ``dispatch.job.progress`` costs an uninterrupted run, measured inside one run so the machine's load
+    hits both arms alike: the training (``blocks * block`` steps, no delay, no checkpoint) with the example's
+    ``--progress-ab block`` (the calls in one block of each pair, in a seeded order), its blocks compared by
+    :func:`block_overhead`. A shared cluster may end the run (someone else's preemption or fault): it is run
+    again, at most twice, and ``runs_retried`` says so."""
+    steps = blocks * block
+    for attempt in range(3):
+        try:
+            t, events = plain_run(cluster, 0.0, steps=steps, every=steps, extra=("--progress-ab", str(block)))
+            break
+        except subprocess.CalledProcessError:
+            if attempt == 2:
+                raise
+    (done,) = [e for e in events if e.get("event") == "done"]
     row: dict[str, Any] = {
         "cluster": cluster,
         "interruption": "none",
         "measure": "progress_overhead",
-        "pairs": pairs,
         "steps": steps,
-        "runs_retried": retried,
+        "block_steps": block,
+        "run_wall_s": round(float(done["t"]) - t, 1),
+        "runs_retried": attempt,
     }
+    row.update(block_overhead([e for e in events if e.get("event") == "block"]))
     call_s = call_cost()
     row["call_us"] = round(call_s * 1e6, 2)
-    row["calls_pct_of_cpu"] = round(100 * call_s * steps / statistics.median(r[2] for r in runs[False]), 3)
-    for name, k in (("cpu", 2), ("wall", 1)):
-        with_s, without_s = [r[k] for r in runs[True]], [r[k] for r in runs[False]]
-        ratios = sorted(w / wo for w, wo in zip(with_s, without_s, strict=True))
-        median = statistics.median(ratios)
-        quartiles = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else [median, median, median]
-        row[f"{name}_with_progress_s"] = [round(x, 3) for x in with_s]
-        row[f"{name}_without_progress_s"] = [round(x, 3) for x in without_s]
-        row[f"{name}_ratio_median"] = round(median, 4)
-        row[f"{name}_ratio_min"] = round(ratios[0], 4)
-        row[f"{name}_ratio_max"] = round(ratios[-1], 4)
-        row[f"{name}_ratio_iqr"] = round(quartiles[2] - quartiles[0], 4)
-        row[f"{name}_overhead_pct_median"] = round(100 * (median - 1), 2)
+    row["calls_pct_of_cpu"] = round(100 * call_s * block / row["cpu_without_median_s"], 3)
     return row
+
+
+def block_overhead(blocks: list[dict[str, Any]], warmup_pairs: int = WARMUP_PAIRS) -> dict[str, Any]:
+    """The example's ``block`` lines (rank 0's seconds per block, ``progress``: whether its steps called
+        ``dispatch.job.progress``) compared, the first ``warmup_pairs`` pairs left out. For each measure (``cpu``:
+        the process's CPU seconds, gloo's threads included; ``thread_cpu``: the training thread's, where the calls
+        run; ``wall``): the medians of the blocks with and without the calls and their ratio; the paired ratios (each
+        block with the calls over the other block of its pair, its neighbour), their median, IQR and a 95% bootstrap
+        interval of that median (seeded, 2,000 resamples of the pairs); ``*_overhead_pct``: the paired median as a
+        percentage. ``overhead_pct`` (with ``overhead_pct_ci95``) is the training thread's: the calls run there, and
+    gloo's threads, whose CPU follows the other rank's timing, add noise and nothing of the calls'. Raises
+    AssertionError unless every pair has one block of each kind."""
+    by_index = {b["block"]: b for b in blocks}
+    pairs = []
+    for first in range(2 * warmup_pairs, max(by_index, default=-1), 2):
+        a, b = by_index[first], by_index[first + 1]
+        if a["progress"] == b["progress"]:
+            raise AssertionError(f"blocks {first} and {first + 1} both have progress={a['progress']}")
+        pairs.append((a, b) if a["progress"] else (b, a))
+    if len(pairs) < 2:
+        raise AssertionError(f"{len(pairs)} pair(s) of blocks past the warm-up: too few to compare")
+    out: dict[str, Any] = {"pairs": len(pairs), "warmup_pairs": warmup_pairs}
+    rng = random.Random(0)
+    for m in MEASURES:
+        with_s, without_s = [w[m] for w, _ in pairs], [wo[m] for _, wo in pairs]
+        ratios = [w / wo for w, wo in zip(with_s, without_s, strict=True)]
+        median = statistics.median(ratios)
+        q = statistics.quantiles(ratios, n=4)
+        boot = sorted(statistics.median(rng.choices(ratios, k=len(ratios))) for _ in range(2000))
+        out[f"{m}_with_median_s"] = round(statistics.median(with_s), 6)
+        out[f"{m}_without_median_s"] = round(statistics.median(without_s), 6)
+        out[f"{m}_ratio_of_medians"] = round(statistics.median(with_s) / statistics.median(without_s), 4)
+        out[f"{m}_paired_ratio_median"] = round(median, 4)
+        out[f"{m}_paired_ratio_iqr"] = round(q[2] - q[0], 4)
+        out[f"{m}_paired_ratio_ci95"] = [round(boot[49], 4), round(boot[1949], 4)]
+        out[f"{m}_overhead_pct"] = round(100 * (median - 1), 2)
+    out["overhead_pct"] = out["thread_cpu_overhead_pct"]
+    out["overhead_pct_ci95"] = [round(100 * (r - 1), 2) for r in out["thread_cpu_paired_ratio_ci95"]]
+    return out
 
 
 def call_cost(calls: int = 100_000) -> float:
@@ -195,12 +230,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", default="none," + ",".join(CASES), help="comma-separated interruptions")
     p.add_argument("--json", action="store_true", help="print JSON (the only output format)")
     p.add_argument(
-        "--overhead-pairs",
+        "--overhead-blocks",
         type=int,
         default=0,
-        help="also measure the progress calls' cost: this many pairs of runs with and without them (0: not)",
+        help="also measure the progress calls' cost: one run of this many blocks, half with the calls (0: not)",
     )
-    p.add_argument("--overhead-steps", type=int, default=2000, help="steps of each overhead run (default 2000)")
+    p.add_argument("--overhead-block-steps", type=int, default=10, help="steps per block (default 10)")
     args = p.parse_args(argv)
     clusters([args.cluster])
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
@@ -215,8 +250,8 @@ def main(argv: list[str] | None = None) -> int:
         return plain[delay]
 
     rows = []
-    if args.overhead_pairs:
-        rows.append(overhead(args.cluster, args.overhead_pairs, args.overhead_steps))
+    if args.overhead_blocks:
+        rows.append(overhead(args.cluster, args.overhead_blocks, args.overhead_block_steps))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     if not wanted:
         print(json.dumps({"runs": rows}, indent=2))

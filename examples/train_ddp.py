@@ -20,13 +20,14 @@ What makes the result identical whatever interrupts it:
 Every rank reports its progress after each step (``dispatch.job.progress``: step, total, loss), so ``dispatch
 status`` shows it and a rule with ``stalledAfter`` ends a run that hangs. ``--hang-at STEP --hang-rank R`` is a
 test flag: in the job's first execution, rank R stops at STEP without a word (as a rank stuck in a collective
-does) and the others wait for it inside the next all-reduce. ``--no-progress`` (a bench flag) leaves the progress
-calls out, so ``bench/train.py`` can measure what they cost.
+does) and the others wait for it inside the next all-reduce. ``--progress-ab BLOCK`` is a bench flag: the progress
+calls are made in only one block of BLOCK steps of each pair of blocks, and rank 0 logs each block's seconds, so
+``bench/train.py`` can measure what the calls cost within one run (:func:`progress_in_block`).
 
 The final parameters are written by rank 0 as raw little-endian float32 bytes in ``state_dict`` order (``--out``),
 so a test can compare two runs bit for bit. Each rank prints JSON lines (``event``: start, resumed, first-step,
-step, warned, checkpoint, stopped, done) on stdout, which the tests and ``bench/train.py`` read (first-step and
-done carry the process's CPU seconds, ``cpu``).
+step, warned, checkpoint, stopped, done, and block under ``--progress-ab``) on stdout, which the tests and
+``bench/train.py`` read (first-step and done carry the process's CPU seconds, ``cpu``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import datetime
 import glob
 import json
 import os
+import random
 import sys
 import time
 
@@ -70,6 +72,13 @@ def batch(step: int, rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     x = torch.randn(BATCH, FEATURES, generator=g)
     y = torch.sin(x.sum(dim=1, keepdim=True))
     return x, y
+
+
+def progress_in_block(block: int) -> bool:
+    """Bench flag ``--progress-ab``: whether the steps of ``block`` call ``dispatch.job.progress``. Blocks go in
+    pairs (0 and 1, 2 and 3, ...), one with the calls and one without, the order drawn from a generator seeded by
+    the pair's index: every rank agrees, and no period of the run lines up with the calls."""
+    return block % 2 == random.Random(SEED + block // 2).getrandbits(1)
 
 
 def checkpoints(directory: str) -> list[str]:
@@ -116,7 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="file for the final parameters (raw float32, rank 0 writes it)")
     p.add_argument("--hang-at", type=int, help="test flag: in the first execution, --hang-rank stops at this step")
     p.add_argument("--hang-rank", type=int, default=1, help="the rank that hangs (default 1)")
-    p.add_argument("--no-progress", action="store_true", help="bench flag: no dispatch.job.progress calls")
+    p.add_argument(
+        "--progress-ab",
+        type=int,
+        metavar="BLOCK",
+        help="bench flag: progress calls in one block of BLOCK steps of each pair; rank 0 logs each block's seconds",
+    )
     args = p.parse_args(argv)
 
     ctx = job.context()
@@ -151,6 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     loss: torch.Tensor | None = None
 
     first_execution = ctx.submission in (None, 1) and ctx.restart == 0
+    block_start = (time.process_time(), time.thread_time(), time.perf_counter())  # bench flag --progress-ab
     while step < args.steps:
         if first_execution and step == args.hang_at and ctx.rank == args.hang_rank:
             log(event="hang", rank=ctx.rank, step=step)
@@ -180,8 +195,8 @@ def main(argv: list[str] | None = None) -> int:
         loss.backward()
         opt.step()
         step += 1
-        if not args.no_progress:
-            job.progress(step, total=args.steps, loss=float(loss.detach()))
+        if args.progress_ab is None or progress_in_block((step - 1) // args.progress_ab):
+            job.progress(step, total=args.steps, loss=loss.item())
         if step == first + 1:
             log(event="first-step", rank=ctx.rank, step=step, cpu=round(time.process_time(), 3))
         elif ctx.rank == 0:
@@ -194,13 +209,21 @@ def main(argv: list[str] | None = None) -> int:
             dist.barrier()
         if args.step_delay:
             time.sleep(args.step_delay)
+        if args.progress_ab and step % args.progress_ab == 0 and ctx.rank == 0:  # bench flag: this block's seconds
+            now = (time.process_time(), time.thread_time(), time.perf_counter())
+            cpu, thread_cpu, wall = (round(b - a, 6) for a, b in zip(block_start, now, strict=True))
+            block = step // args.progress_ab - 1
+            log(
+                event="block", block=block, progress=progress_in_block(block), cpu=cpu, thread_cpu=thread_cpu, wall=wall
+            )
+            block_start = now
 
     if ctx.rank == 0:
         write_params(args.out, model)
         log(
             event="done",
             step=step,
-            loss=None if loss is None else float(loss.detach()),
+            loss=None if loss is None else loss.item(),
             cpu=round(time.process_time(), 3),
         )
     dist.barrier()

@@ -88,6 +88,7 @@ def test_outside_a_job_with_a_progress_directory_nothing_is_written(
         ((-1,), {}, ValueError, "step must be from 0"),
         ((2**53,), {}, ValueError, "step must be from 0"),
         ((1,), {"total": 0}, ValueError, "total must be from 1"),
+        ((1,), {"total": True}, TypeError, "total must be an int"),
         ((1,), {"loss": "0.3"}, TypeError, "metric 'loss' must be a number"),
         ((1,), {"ok": True}, TypeError, "metric 'ok' must be a number"),
         ((1,), {"x" * 65: 1.0}, ValueError, "is not a name"),

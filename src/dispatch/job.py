@@ -402,19 +402,23 @@ def progress(step: int, total: int | None = None, **metrics: float) -> bool:
     is recorded as null, and a file that cannot be written (the storage full or gone) warns once
     (RuntimeWarning) and is tried again at the next interval, so progress never ends a training loop.
     """
-    _check_count(step, "step", 0)
-    if total is not None:
+    # the checks inline for the common case (plain ints, float metrics with names already found valid); anything
+    # else goes through the full checks, which raise or accept
+    if step.__class__ is not int or not 0 <= step < MAX_STEP:
+        _check_count(step, "step", 0)
+    if total is not None and (total.__class__ is not int or not 1 <= total < MAX_STEP):
         _check_count(total, "total", 1)
     if len(metrics) > MAX_METRICS:
         raise ValueError(f"dispatch.job.progress: at most {MAX_METRICS} metrics, got {len(metrics)}")
     for name, value in metrics.items():
-        _check_metric(name, value)
+        if value.__class__ is not float or name not in _NAMES_SEEN:
+            _check_metric(name, value)
     state = _PROGRESS
-    final = total is not None and step >= total
     # most calls end here, without the lock: a stale read only means taking it (and deciding again under it)
     written_at = state.written_at
-    if written_at is not None and not final and time.monotonic() - written_at < state.interval:
+    if written_at is not None and time.monotonic() - written_at < state.interval and (total is None or step < total):
         return False
+    final = total is not None and step >= total
     if state.ready and state.directory is None and state.sender is None:
         return False  # outside a job that carries progress
     with state.lock:
