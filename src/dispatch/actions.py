@@ -271,7 +271,15 @@ def apply_failure(job: JobRecord, intent: Intent, error: DispatchError | None, n
     if intent.action is Action.START and not isinstance(error, Unavailable):
         sub.gate = GateState.ABANDONED
         sub.outcome = Outcome(State.FAILED, Cause.REJECTED, Evidence("start", now), detail=str(error) if error else "")
-    elif isinstance(error, NotFound) and intent.action is not Action.START and not intent.args.get("schedulerId"):
+    elif (
+        isinstance(error, NotFound)
+        and intent.action is not Action.START
+        and not intent.args.get("schedulerId")
+        and sub.unknown_since is None
+    ):
+        # A call's NotFound is not a reading of the object: where the record's unknown clock already runs it adds
+        # nothing, and marking the submission gone would make the next reading that shows it (Slurm's accounting,
+        # after the queue forgot it) restart the clock: a user retrying `release` would keep it from ever ending.
         sub.gone = True
 
 

@@ -122,11 +122,22 @@ def test_deleting_a_namespace_deletes_its_trainjobs_and_everything_they_made(
 def test_foreground_deletion_of_a_trainjob_removes_its_jobset_and_jobs_first(
     control_plane: dict[str, Any], k: Kubectl
 ) -> None:
+    """The TrainJob goes only after its JobSet and Jobs. The Trainer (v2.3.0) reconciles a TrainJob that is being
+    deleted as any other (it does not look at its deletionTimestamp), so it may apply a new JobSet once the GC has
+    removed the first and before the TrainJob itself goes: that one is not the JobSet deleted first, and the GC
+    removes it once its owner is gone. So the test follows the first JobSet by its uid."""
     needs(control_plane, "jobset", "trainer-controller-manager")
     k.apply(trainjob("tj"))
     wait_for("the Jobs of JobSet tj", lambda: k.items("jobs"))
+    (first,) = k.items("jobsets")
+    first_uid = first["metadata"]["uid"]
+    first_jobs = {j["metadata"]["uid"] for j in k.items("jobs")}
     k.run("delete", "trainjob", "tj", "--cascade=foreground", "--wait=true", "--timeout=300s")
-    assert not k.items("jobsets") and not k.items("jobs")
+    assert not k.items("trainjobs")
+    assert first_uid not in {js["metadata"]["uid"] for js in k.items("jobsets")}
+    assert not first_jobs & {j["metadata"]["uid"] for j in k.items("jobs")}
+    wait_for("the GC to remove a JobSet the Trainer applied during the deletion", lambda: not k.items("jobsets"))
+    wait_for("the GC to remove its Jobs", lambda: not k.items("jobs"))
 
 
 @pytest.mark.parametrize(

@@ -5,12 +5,14 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dispatch.actions import apply_failure
 from dispatch.clock import FakeClock
 from dispatch.cluster import Cluster
+from dispatch.errors import NotFound
 from dispatch.memory import MemoryScheduler, backend
 from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.records import MemoryRecords
-from dispatch.records.model import GateState, JobRecord, Submission
+from dispatch.records.model import Action, GateState, Intent, JobRecord, Submission
 from dispatch.spec import JobSpec
 from dispatch.spi import ExecutionEvidence, Gate, JobEvidence, Unanswered
 from dispatch.supervise import Supervisor, fold
@@ -114,6 +116,23 @@ def test_a_known_reading_stops_the_clock_and_forgets_its_lease() -> None:
     back = read(first, reading(T0 + 20), 1)
     sub = back.current
     assert sub is not None and sub.unknown_since is None and sub.unknown_seen_by is None
+
+
+def test_a_calls_not_found_leaves_a_running_clock_alone() -> None:
+    """A user's ``release`` answered NotFound (Slurm's queue forgot the job; its accounting still shows it) while
+    the clock runs: the submission is not marked gone, so the next reading that shows the object does not restart
+    the clock, and a user retrying the release every few seconds cannot keep the job from ever ending. Without a
+    running clock the NotFound still marks it gone, and the next reading tells."""
+    release = Intent(1, Action.RELEASE, 1, "operator:u", T0 + 30, T0 + 65, args={"instance": "u1"})
+    at = T0 + 10
+    rec = read(running_job(), reading(at, State.UNKNOWN), 1)
+    for step in range(1, 12):
+        apply_failure(rec, release, NotFound("memory: job 101 left the queue"), at + step * 10 - 5)
+        rec = read(rec, reading(at + step * 10, State.UNKNOWN), 1)
+        assert rec.current is not None and not rec.current.gone and rec.current.unknown_since == T0 + 10
+    live = running_job()
+    apply_failure(live, release, NotFound("memory: job 101 left the queue"), T0 + 30)
+    assert live.current is not None and live.current.gone and live.current.unknown_since is None
 
 
 def test_the_clocks_lease_survives_the_store() -> None:

@@ -16,7 +16,7 @@ from dispatch.outcome import Cause, State
 from dispatch.records import SQLiteRecords
 from dispatch.records.model import Action
 from dispatch.rules import RuleSet
-from dispatch.slurm.extensions import Resources
+from dispatch.slurm.extensions import Placement
 from dispatch.spec import JobSpec
 
 from ..slurm.clusters import admin, description
@@ -198,7 +198,7 @@ class HangCase(Case):
     def spec(self) -> JobSpec:
         base = super().spec()
         env = {**base.env, "DISPATCH_PROGRESS_INTERVAL": "0.5"}
-        wide = Resources(partition=self.desc["partitions"]["wide"])
+        wide = Placement(partition=self.desc["partitions"]["wide"])
         return JobSpec((*base.command, "--hang-at", "45", "--hang-rank", "1"), nodes=base.nodes,
                        procs_per_node=base.procs_per_node, env=env, extensions=(*base.extensions, wide))  # fmt: skip
 

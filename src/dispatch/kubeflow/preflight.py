@@ -48,7 +48,7 @@ READS: tuple[Permission, ...] = (
     *(Permission(v, TR, "trainjobs") for v in ("get", "list", "watch")),
     *(Permission(v, JS, "jobsets") for v in ("list", "watch")),
     *(Permission(v, "", "pods") for v in ("list", "watch")),
-    *(Permission(v, "", "nodes", namespaced=False) for v in ("list", "watch")),
+    *(Permission(v, "", "nodes", namespaced=False) for v in ("get", "list", "watch")),
     Permission("get", TR, "clustertrainingruntimes", namespaced=False),
     Permission("get", TR, "trainingruntimes"),
 )
