@@ -126,6 +126,18 @@ def test_the_admins_act_on_one_task_alone() -> None:
     assert not s.jobs[sids[2]].admin_cancelled and s.jobs[sids[2]].admin_requeues == 0
 
 
+def test_an_admin_cannot_requeue_an_ended_task() -> None:
+    """Slurm refuses to requeue an ended ``--no-requeue`` job ("Job has already finished"), and dispatch submits
+    every job so: a task that ended stays ended, so a resubmission dispatch made of it is the only one to run."""
+    clock, s, b, sids = started_array(2)
+    b.open_many(sids)
+    clock.advance(5)
+    s.control.cancel(sids[0])
+    with pytest.raises(ValueError, match="cannot be requeued"):
+        s.control.requeue(sids[0])
+    assert evidence(b, sids)[sids[0]].outcome.state is State.CANCELLED and s.jobs[sids[0]].admin_requeues == 0
+
+
 def test_a_task_is_found_by_its_own_marker() -> None:
     _, _, b, sids = started_array(3)
     found = b.find_many(["dsp-j1-1", "dsp-nope-1"], 0.0)

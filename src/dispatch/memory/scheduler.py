@@ -735,18 +735,17 @@ class Control:
             self._s._start_due(self._s.clock.now())
 
     def requeue(self, sid: str) -> None:
-        """An admin requeues the object by its own id (``scontrol requeue <array>_<task>``): its running
-        execution ends (cancelled, ``REQUEUED``) and a new one waits; an ended one that ran waits to run again.
-        Slurm shape only (ValueError for an object that never ran); a task of an array alone, its siblings
-        untouched."""
+        """An admin requeues the running object by its own id (``scontrol update Requeue=1``, then ``scontrol
+        requeue <array>_<task>``): its execution ends (cancelled, ``REQUEUED``) and a new one waits. Slurm shape
+        only, and a running object only (ValueError otherwise): Slurm refuses both commands for an ended job
+        submitted ``--no-requeue``, as dispatch submits every job ("Job has already finished"). A task of an
+        array alone, its siblings untouched."""
         with self._s._lock:
             now = self._s.advance()
             job = self._s.jobs[sid]
-            ran = any(ex.started_at is not None for ex in job.executions)
-            if self._s.shape is not Shape.SLURM or job.deleted or job.purged or job.waiting or not ran:
-                raise ValueError(f"job {sid} cannot be requeued (never ran, gone, or not the Slurm shape)")
-            if job.current.live:
-                self._s._end(job, now, State.CANCELLED, Cause.CANCELLED, detail="REQUEUED")
+            if self._s.shape is not Shape.SLURM or job.deleted or job.purged or not job.current.live:
+                raise ValueError(f"job {sid} cannot be requeued (not running, gone, or not the Slurm shape)")
+            self._s._end(job, now, State.CANCELLED, Cause.CANCELLED, detail="REQUEUED")
             job.executions.append(TruthExecution(restart=job.current.restart + 1, attempt=0))
             job.ended_at = None
             job.stop_requested_at = None

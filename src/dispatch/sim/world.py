@@ -513,9 +513,10 @@ class World:
                 self.submit()
 
     def array_task_action(self) -> bool:
-        """An admin acts on one task of a job array by its own id (its own stream): requeues it (one that ran,
-        of a job not closed: a closed job's object running again is watched by no one), holds it, or cancels it
-        (one not ended). False when no task fits the action drawn."""
+        """An admin acts on one task of a job array by its own id (its own stream): requeues it (one running, of
+        a job not closed: Slurm refuses to requeue an ended ``--no-requeue`` job, and a closed job's object
+        running again is watched by no one), holds it, or cancels it (one not ended). False when no task fits
+        the action drawn."""
         r = self.batch_rng
         c = self.sched.control
         tasks = [t for t in sorted(self.sched.jobs.values(), key=lambda t: _sid_key(t.sid)) if t.array is not None]
@@ -525,8 +526,8 @@ class World:
             fits = [
                 t
                 for t in tasks
-                if any(ex.started_at is not None for ex in t.executions)
-                and not (t.waiting or t.purged or t.deleted)
+                if t.current.live
+                and not (t.purged or t.deleted)
                 and t.job_id in records
                 and not records[t.job_id].closed
             ]
