@@ -30,11 +30,14 @@ echo "env rank=${RANK-unset} world=${WORLD_SIZE-unset} local=${LOCAL_RANK-unset}
 case "$1" in
   ok) ;;
   work) echo working; exec sleep 600 ;;
-  fail) if [ "${RANK-}" = "$((WORLD_SIZE - 1))" ]; then echo "rank $RANK fails" >&2; exit 3; fi; sleep 2 ;;
+  fail) if [ "${RANK-}" = "$((WORLD_SIZE - 1))" ]; then echo "rank $RANK fails" >&2; exit 3; fi; exec sleep 2 ;;
   attempt) echo "attempt ${DISPATCH_SUBMISSION-unset}"; exec sleep 600 ;;
 esac
 """
-"""A torchrun-style program: reads the standard variables; ``$1`` says what it does."""
+"""A torchrun-style program: reads the standard variables; ``$1`` says what it does. The ranks that do not fail
+``exec`` their sleep, so that the SIGTERM that ends them kills them, as it kills a Python program: a shell left
+waiting for a child the signal reached first exits 143, and Slurm's step code, the highest of its tasks', would
+then be that shell's (docs/adapters/slurm.md)."""
 
 ENV_LINE = re.compile(r"env rank=(\d+) world=(\d+) local=(\d+) addr=(\S+) port=(\d+)$")
 
