@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from dispatch.capabilities import Answer, Capability
 from dispatch.errors import NotFound, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.kubeflow import names as n
+from dispatch.kubeflow import preflight
 from dispatch.kubeflow.backend import KubeflowBackend
 from dispatch.outcome import Cause, State
 from dispatch.spi import Gate, JobEvidence, StartRequest
@@ -153,6 +155,24 @@ def test_writable_open_probes_and_cleans_up(plain: FakeCluster) -> None:
         assert len(plain.server.requests("POST", "/trainingruntimes")) == 1  # its own runtime (not cluster ones)
         assert plain.settled().list(TRAINJOB, labels=f"{n.PROBE}=true") == []
         assert plain.control.list(TRAINING_RUNTIME, plain.ns) == []
+    finally:
+        b.close()
+
+
+def test_the_probe_is_created_again_while_the_webhook_has_not_seen_its_runtime(
+    plain: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real Trainer's webhook reads runtimes from an informer cache and may refuse the probe TrainJob a moment
+    after its runtime was made ("runtime 'NAME' not found", seen on the test control plane under load): the
+    probe retries as a start does, and proves the gate."""
+    monkeypatch.setattr(preflight, "secrets", SimpleNamespace(token_hex=lambda _: "0badcafe"))
+    msg = "admission webhook \"vtrainjob.kb.io\" denied the request: runtime 'dispatch-probe-0badcafe' not found"
+    plain.control.faults.fail_next(2, 403, method="POST", path_contains="/trainjobs", message=msg)
+    b = kb(plain.backend())
+    try:
+        assert b.preflight.probed and not b.observe_only, b.preflight.reason
+        assert b.capabilities().answer(Capability.HOLD) is Answer.YES
+        assert len(plain.server.requests("POST", "trainjobs")) == 3
     finally:
         b.close()
 

@@ -122,20 +122,30 @@ def test_deleting_a_namespace_deletes_its_trainjobs_and_everything_they_made(
 def test_foreground_deletion_of_a_trainjob_removes_its_jobset_and_jobs_first(
     control_plane: dict[str, Any], k: Kubectl
 ) -> None:
-    """The TrainJob goes only after its JobSet and Jobs. The Trainer (v2.3.0) reconciles a TrainJob that is being
-    deleted as any other (it does not look at its deletionTimestamp), so it may apply a new JobSet once the GC has
-    removed the first and before the TrainJob itself goes: that one is not the JobSet deleted first, and the GC
-    removes it once its owner is gone. So the test follows the first JobSet by its uid."""
+    """The TrainJob stays until its JobSet and Jobs are gone. The Trainer (v2.3.0) reconciles a TrainJob that is
+    being deleted as any other (it does not look at its deletionTimestamp): each time the GC removes the JobSet,
+    the Trainer applies a new one, so a foreground deletion may never end. The test follows the first JobSet by
+    its uid, then ends the deletion as a user would, by deleting again in the background (which drops the
+    foregroundDeletion finalizer); dispatch always deletes in the background."""
     needs(control_plane, "jobset", "trainer-controller-manager")
     k.apply(trainjob("tj"))
     wait_for("the Jobs of JobSet tj", lambda: k.items("jobs"))
     (first,) = k.items("jobsets")
     first_uid = first["metadata"]["uid"]
     first_jobs = {j["metadata"]["uid"] for j in k.items("jobs")}
-    k.run("delete", "trainjob", "tj", "--cascade=foreground", "--wait=true", "--timeout=300s")
+    k.run("delete", "trainjob", "tj", "--cascade=foreground", "--wait=false")
+
+    def first_ones_gone() -> bool:
+        # listed in this order, so a TrainJob missing before a first JobSet or Job still listed is a real breach
+        listed = k.items("trainjobs,jobsets,jobs")
+        uids = {o["metadata"]["uid"] for o in listed}
+        if not any(o["kind"] == "TrainJob" for o in listed):
+            assert first_uid not in uids and not first_jobs & uids, "the TrainJob went before its JobSet or Jobs"
+        return first_uid not in uids and not first_jobs & uids
+
+    wait_for("the GC to remove the first JobSet and its Jobs", first_ones_gone)
+    k.run("delete", "trainjob", "tj", "--cascade=background", "--ignore-not-found", "--wait=true", "--timeout=60s")
     assert not k.items("trainjobs")
-    assert first_uid not in {js["metadata"]["uid"] for js in k.items("jobsets")}
-    assert not first_jobs & {j["metadata"]["uid"] for j in k.items("jobs")}
     wait_for("the GC to remove a JobSet the Trainer applied during the deletion", lambda: not k.items("jobsets"))
     wait_for("the GC to remove its Jobs", lambda: not k.items("jobs"))
 

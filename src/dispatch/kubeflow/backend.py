@@ -83,8 +83,6 @@ DEFAULT_GRACE = 30.0
 """Kubernetes' default terminationGracePeriodSeconds: the longest a stopped pod keeps running."""
 LINK_TRIES = 3
 """Tries of the patch that makes a TrainJob the owner of its runtime copy, before start undoes both."""
-RUNTIME_LAG_TRIES = 8
-"""Creates of a TrainJob the Trainer's webhook refuses for a runtime copy it has not seen yet (_create_trainjob)."""
 KEPT_WAIT = 5.0
 """Seconds ``execution_output`` waits at most for a follow of the log still ending (keeper.py)."""
 
@@ -426,7 +424,7 @@ class KubeflowBackend:
             if labels(current).get(n.MARKER) != n.marker_label(request.marker):
                 raise
         try:
-            created = self._create_trainjob(body, name)
+            created = self.kube.create_trainjob(body, name, sleep=time.sleep)
         except Rejected as refused:
             try:
                 current = self.kube.get(k.TrainJob, name)
@@ -440,20 +438,6 @@ class KubeflowBackend:
         self.cache.put("trainjobs", created)
         self._link(name, created)
         return str(name)
-
-    def _create_trainjob(self, body: JSON, name: str) -> JSON:
-        """Create the TrainJob; while the Trainer's admission webhook refuses it because it has not yet seen the
-        runtime copy just created (it reads an informer cache, which can lag behind the API server by seconds on
-        a loaded control plane: "runtime 'NAME' not found"), the same create again, RUNTIME_LAG_TRIES times with
-        a doubling pause (about 13 s in all). Any other refusal, or the last, is raised."""
-        for attempt in range(RUNTIME_LAG_TRIES):
-            try:
-                return self.kube.create(k.TrainJob, body)
-            except Rejected as exc:
-                if f"runtime '{name}' not found" not in str(exc) or attempt == RUNTIME_LAG_TRIES - 1:
-                    raise
-                time.sleep(0.1 * 2**attempt)
-        raise AssertionError("unreachable")
 
     def _link(self, name: str, trainjob: JSON) -> None:
         """Make the TrainJob the owner of its runtime copy, so the copy goes when the TrainJob goes (whoever

@@ -75,6 +75,8 @@ SelfSubjectAccessReview = create_global_resource(
 )
 
 FIELD_MANAGER = "dispatch-kubeflow"
+RUNTIME_LAG_TRIES = 8
+"""Creates of a TrainJob the Trainer's webhook refuses for a runtime copy it has not seen yet (Kube.create_trainjob)."""
 
 _WRITES = frozenset({"create", "patch", "update", "delete", "apply"})
 
@@ -237,6 +239,21 @@ class Kube:
         kind = api_info(res).resource.kind
         name = body.get("metadata", {}).get("name", "")
         return as_dict(self.call("create", f"{kind} {name}", lambda: self.client.create(build(res, body))))
+
+    def create_trainjob(self, body: JSON, runtime: str, *, sleep: Callable[[float], None]) -> JSON:
+        """Create a TrainJob on the runtime copy ``runtime`` made just before it. While the Trainer's admission
+        webhook refuses it because it has not yet seen that copy (it reads an informer cache, which can lag behind
+        the API server by seconds on a loaded control plane: "runtime 'NAME' not found"), the same create again,
+        RUNTIME_LAG_TRIES times with a doubling pause (about 13 s in all). Any other refusal, or the last, is
+        raised."""
+        for attempt in range(RUNTIME_LAG_TRIES):
+            try:
+                return self.create(TrainJob, body)
+            except Rejected as exc:
+                if f"runtime '{runtime}' not found" not in str(exc) or attempt == RUNTIME_LAG_TRIES - 1:
+                    raise
+                sleep(0.1 * 2**attempt)
+        raise AssertionError("unreachable")
 
     def merge_patch(self, res: Any, name: str, patch: JSON, *, namespace: str | None = None) -> JSON:
         kind = api_info(res).resource.kind

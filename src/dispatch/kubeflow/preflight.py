@@ -258,7 +258,7 @@ def probe(kube: k.Kube, settings: KubeflowSettings, sleep: Callable[[float], Non
         return False, f"creating the probe TrainingRuntime failed: {exc}"
     try:
         try:
-            tj = kube.create(k.TrainJob, probe_trainjob(name, settings))
+            tj = kube.create_trainjob(probe_trainjob(name, settings), name, sleep=sleep)
         except ReadOnly:
             raise
         except DispatchError as exc:  # it may have landed (OutcomeUnknown): the finally deletes it too
