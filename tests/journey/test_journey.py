@@ -35,9 +35,10 @@ case "$1" in
 esac
 """
 """A torchrun-style program: reads the standard variables; ``$1`` says what it does. The ranks that do not fail
-``exec`` their sleep, so that the SIGTERM that ends them kills them, as it kills a Python program: a shell left
-waiting for a child the signal reached first exits 143, and Slurm's step code, the highest of its tasks', would
-then be that shell's (docs/adapters/slurm.md)."""
+``exec`` their sleep, so that the SIGTERM that ends them kills them, as it kills a Python program. (A shell left
+waiting for a child the signal reached first exits 143, which Slurm keeps as the step's code, the highest of its
+tasks'; the Slurm adapter then takes the failing rank's code from srun's task lines, which
+tests/slurm/integration.py proves on each release.)"""
 
 ENV_LINE = re.compile(r"env rank=(\d+) world=(\d+) local=(\d+) addr=(\S+) port=(\d+)$")
 

@@ -359,3 +359,29 @@ def launch_checks_fail_before_srun(name: str) -> None:
             assert f"dispatch: launch failed: {said}" in err, err
     finally:
         b.close()
+
+
+FIRST_FAILS_THEN_143 = (
+    'if [ "$SLURM_PROCID" = 1 ]; then sleep 3; echo "rank 1 fails" >&2; exit 3; fi\n'
+    "trap 'exit 143' TERM\n"
+    "sleep 120 & wait"
+)
+"""Rank 1 fails with 3; rank 0, a shell, answers --kill-on-bad-exit's SIGTERM with 143 (as a shell that ran its
+program without ``exec`` does), which Slurm keeps as the step's code (the highest of its tasks')."""
+
+
+def first_failing_rank_outranks_a_higher_code(name: str) -> None:
+    """The outcome carries the code of the rank that failed first (srun's task lines), as on the local adapter,
+    not the higher code of the rank srun ended afterwards."""
+    b = open_backend(name)
+    try:
+        sid, _ = run(b, JobSpec(("bash", "-c", FIRST_FAILS_THEN_143), nodes=2))
+        ev = wait(b, sid, lambda e: e.outcome.state.ended, "the job ends")
+        err = b"".join(b.stderr(sid)).decode()
+        assert ": task 0: Exited with exit code 143" in err, err  # so the step's code is 143
+        assert (ev.outcome.state, ev.outcome.cause, ev.outcome.exit_code) == (State.FAILED, Cause.EXIT, 3), (
+            ev.outcome,
+            err,
+        )
+    finally:
+        b.close()

@@ -14,12 +14,13 @@ from dispatch.clock import FakeClock
 from dispatch.cluster import checked
 from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.extensions import Image
-from dispatch.outcome import Cause, State
+from dispatch.outcome import Cause, Outcome, State
 from dispatch.slurm.holds import encode_hold
 from dispatch.slurmtest import (
     RELEASE_2205,
     RELEASE_2605,
     RELEASES,
+    Call,
     Exchange,
     Job,
     TranscriptExecutor,
@@ -576,6 +577,7 @@ def test_a_failed_job_waits_for_accounting_to_record_its_ranks_code() -> None:
             Exchange("JobArrayID:|,State", wrapped(ok(squeue_text(squeued)))),
             Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2205, squeued)))),
             Exchange("sacct -D -P", wrapped(ok(recorded))),
+            *([Exchange(TASK_LINES, wrapped(ok("")))] if "|FAILED|3:0|" in recorded else []),
         )
         return b.inspect("14").outcome
 
@@ -583,4 +585,51 @@ def test_a_failed_job_waits_for_accounting_to_record_its_ranks_code() -> None:
     got = read(ended, caught_up)
     assert (got.state, got.cause, got.exit_code) == (State.FAILED, Cause.EXIT, 3)
     got = read(late, behind)
+    assert (got.state, got.cause, got.exit_code) == (State.FAILED, Cause.EXIT, 143)
+
+
+TASK_LINES = "srun: error: [^ :]+"
+"""A key of the script that reads srun's task lines (dispatch.slurm.tasklines.READ)."""
+# srun's lines as the three releases write them (22.05 here; 24.11 and 26.05 write the same words): rank 1
+# failed with 3, then rank 0, a shell, answered --kill-on-bad-exit's SIGTERM with 143
+FIRST_RANK_1 = (
+    "14:0 srun: error: n2: task 1: Exited with exit code 3\n14:0 srun: error: n1: task 0: Exited with exit code 143\n"
+)
+
+
+def read_failed(step: str, *task_lines: Exchange) -> tuple[Outcome, TranscriptExecutor]:
+    """Job 14 FAILED in squeue and in sacct, its srun step's code ``step`` (Slurm's highest of its tasks)."""
+    ended = Job(14, "dsp-j-1", "FAILED", exit_code=143, start=int(NOW) - 20, end=int(NOW) - 1)
+    recorded = (
+        sacct_text(Job(14, "dsp-j-1", "FAILED", exit_code=15, start=int(NOW) - 20, end=int(NOW) - 1))
+        + f"14.batch|batch|FAILED|15:0|1|1|1|2|n1|\n14.0|bash|FAILED|{step}|1|1|1|2|n1,n2|\n"
+    )
+    b, ex = backend(
+        RELEASE_2205,
+        Exchange("JobArrayID:|,State", wrapped(ok(squeue_text(ended)))),
+        Exchange("squeue --json", wrapped(ok(squeue_json(RELEASE_2205, ended)))),
+        Exchange("sacct -D -P", wrapped(ok(recorded))),
+        *task_lines,
+    )
+    return b.inspect("14").outcome, ex
+
+
+def test_a_failed_job_reports_its_first_failing_rank_where_accounting_kept_a_higher_code() -> None:
+    """Slurm keeps the highest code of a step's tasks: a rank that answered the SIGTERM with 143 after rank 1
+    failed with 3 outranks it. srun's own lines say which rank failed first; the local adapter reports that
+    one too."""
+    got, ex = read_failed("143:0", Exchange(TASK_LINES, wrapped(ok(FIRST_RANK_1))))
+    assert (got.state, got.cause, got.exit_code) == (State.FAILED, Cause.EXIT, 3)
+    assert "14:0" in ex.scripts[-1]  # the execution asked by its job id and restart
+    ex.assert_done()
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [ok("14:0 srun: error: n1: task 0: Terminated\n" + FIRST_RANK_1), ok(""), fail("grep: boom", 2)],
+    ids=["first-a-signal", "no-lines", "read-failed"],
+)
+def test_accountings_step_code_stands_where_srun_names_no_first_exit(answer: Call) -> None:
+    got, ex = read_failed("143:0", Exchange(TASK_LINES, wrapped(answer)))
+    ex.assert_done()
     assert (got.state, got.cause, got.exit_code) == (State.FAILED, Cause.EXIT, 143)

@@ -37,3 +37,7 @@ def test_output_is_readable_after_the_scheduler_forgot_the_job() -> None:
 
 def test_launch_checks_fail_before_srun() -> None:
     it.launch_checks_fail_before_srun("local")
+
+
+def test_the_first_failing_rank_outranks_a_higher_code() -> None:
+    it.first_failing_rank_outranks_a_higher_code("local")

@@ -26,3 +26,7 @@ def test_ssh_cut_mid_submission_leaves_exactly_one_job(cut_before_sbatch: bool) 
 
 def test_batch_submission_one_script_per_phase() -> None:
     it.batch_submission_one_script_per_phase("trixie")
+
+
+def test_the_first_failing_rank_outranks_a_higher_code() -> None:
+    it.first_failing_rank_outranks_a_higher_code("trixie")

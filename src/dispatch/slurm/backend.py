@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import logging
 import os
 import posixpath
 import re
@@ -27,7 +28,7 @@ from dispatch.declarations import Declarations
 from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.extensions import CessationWarning, ExtensionPolicy, Image, Output, SharedCheckpoint
 from dispatch.outcome import Evidence, State
-from dispatch.slurm import arrays, outputs, preflight, progress, submit
+from dispatch.slurm import arrays, outputs, preflight, progress, submit, tasklines
 from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm.arrayids import ArrayIdError, is_scheduler_id, task_id, text_ids
 from dispatch.slurm.arrayids import split as split_id
@@ -66,6 +67,7 @@ from dispatch.spi import (
     StoragePaths,
 )
 
+log = logging.getLogger("dispatch.slurm.backend")
 NAME = "slurm"
 ARRAY_PREFIX = "dspa-"
 """The start of a job array's name (:func:`dispatch.slurm.arrays.new_name`): its tasks' markers are in its map."""
@@ -191,9 +193,8 @@ class SlurmBackend:
         self._paths: dict[tuple[str, int | None, str], str] = {}
         self._book = InstanceBook()  # the names of holds this backend placed (for non-canonical instances)
         self._bases: dict[str, str] = {}  # job id -> its output files' prefix, from its pointer (never changes)
-        self._made_dirs: set[str] = (
-            set()
-        )  # output directories this backend already created  # hold code -> the instance string this backend placed
+        self._made_dirs: set[str] = set()  # output directories this backend already created
+        self._first_codes: dict[tuple[str, int], int | None] = {}  # (job id, restart) -> srun's first task code
         self.facts = preflight.run_preflight(settings, self._run, self._clock, read_only=read_only)
         self._offset = self.facts.offset
         self._uncertainty = self.facts.uncertainty
@@ -683,7 +684,48 @@ class SlurmBackend:
 
     def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
         memo: dict[tuple[object, ...], Reading] = {}
-        return {j: self._evidence_of(j, o, memo) for j, o in self._observe(scheduler_ids).items()}
+        observed = self._with_first_failures(self._observe(scheduler_ids))
+        return {j: self._evidence_of(j, o, memo) for j, o in observed.items()}
+
+    def _with_first_failures(self, observed: dict[str, _Observed]) -> dict[str, _Observed]:
+        """Each execution whose srun step failed carries the code of its first failing rank, as srun logged it
+        (:mod:`~dispatch.slurm.tasklines`), instead of accounting's highest one. One script reads the srun lines
+        of every such execution not read before; an execution's lines are final once its step has ended, so each
+        is read once. Only a FAILED execution is read (the mapping reports a step's code for no other). If the read
+        fails, accounting's code stands (the fold keeps the first reading of an end)."""
+        failed: set[tuple[str, int]] = set()
+        for jid, obs in observed.items():
+            records = (*obs.history, *((obs.live,) if obs.live is not None else ()))
+            ended_failed = {rec.restart_cnt or 0 for rec in records if rec.state == "FAILED"}
+            failed.update(
+                (jid, r) for rec in records if rec.step_exit_code and (r := rec.restart_cnt or 0) in ended_failed
+            )
+        unread = sorted(failed - self._first_codes.keys())
+        if unread:
+            s = self._script()
+            s.shell(tasklines.READ, self._pointer("")[:-1], *(f"{jid}:{r}" for jid, r in unread))
+            try:
+                call = self._need(self._run(s, False), 0, "read srun's task lines", write=False)
+            except DispatchError as exc:
+                log.info("srun's task lines not read (accounting's step codes stand): %s", exc)
+            else:
+                if len(self._first_codes) + len(unread) > PATHS_KEPT:
+                    self._first_codes.clear()
+                read = tasklines.first_exit_codes(call.stdout)
+                self._first_codes.update({key: read.get(key) for key in unread})
+
+        def first(jid: str, rec: SlurmJob) -> SlurmJob:
+            code = self._first_codes.get((jid, rec.restart_cnt or 0)) if (jid, rec.restart_cnt or 0) in failed else None
+            return replace(rec, step_exit_code=code) if code else rec
+
+        return {
+            jid: replace(
+                obs,
+                live=first(jid, obs.live) if obs.live is not None else None,
+                history=tuple(first(jid, h) for h in obs.history),
+            )
+            for jid, obs in observed.items()
+        }
 
     def find(self, marker: str, since: float) -> list[Found]:
         return self.find_many([marker], since).get(marker, [])

@@ -40,8 +40,9 @@ disagree there (squeue's raw wait status 143 where sacct's job line says ``0:0``
 a node failure reads signal 1 live and exit 1 in 26.05's accounting, exit 0 in 22.05's), and an execution's
 code must not change when its evidence moves from squeue to sacct. A ``FAILED`` job whose srun step exited
 non-zero reports that step's code (``step_exit_code``, from sacct, also while squeue still lists the job): the
-ranks' own, the highest of them (with ``--kill-on-bad-exit`` the others are ended by a signal), where the job's
-code is the batch shell's (22.05: ``15:0`` when rank 1 exited 3). Accounting lags the controller: for a
+ranks' own, where the job's code is the batch shell's (22.05: ``15:0`` when rank 1 exited 3). Slurm keeps the
+highest of the ranks' codes; the backend puts there the first failing rank's, where srun's lines name it
+(:mod:`~dispatch.slurm.tasklines`). Accounting lags the controller: for a
 moment after the end squeue says ``FAILED`` while sacct has not recorded that execution's end (nor its steps'
 codes); :func:`accounting_settling` reads such a job as still ``running`` (as Slurm's own ``COMPLETING``) for
 at most :data:`ACCOUNTING_SETTLE` seconds after its end, so that the end is reported once, with the ranks' code.

@@ -86,7 +86,9 @@ class SlurmJob:
     """States of the execution's steps (sacct): a step OUT_OF_MEMORY under a FAILED job means OOM."""
     step_exit_code: int | None = None
     """The exit code of the first srun step (``<id>.<n>``, sacct) that exited non-zero: the ranks' own code,
-    where the job's is the batch shell's (srun's, or the SIGTERM it died of when Slurm ended the other ranks)."""
+    where the job's is the batch shell's (srun's, or the SIGTERM it died of when Slurm ended the other ranks).
+    Slurm's is the highest of the ranks' codes; the backend replaces it with the first failing rank's where srun's
+    task lines name it (:mod:`dispatch.slurm.tasklines`)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
