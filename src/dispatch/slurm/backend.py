@@ -77,6 +77,8 @@ OPEN_BATCH = 1000
 """Gates per script in :meth:`SlurmBackend.open_many` (an array's tasks kept together where they fit)."""
 PATHS_KEPT = 1024
 """Output paths :meth:`SlurmBackend.read_slices` keeps (per job, execution and stream; the oldest go first)."""
+FIRST_CODES_KEPT = 1024
+"""Executions whose first failing rank :meth:`SlurmBackend.inspect_many` keeps (all forgotten when full)."""
 OPEN_GATES = (
     'out=$(squeue -h -r -t all -j "$1" -o "%i %r" 2>&1) || case "$out" in\n'
     '  *"Invalid job id"*) out="";;\n'
@@ -709,13 +711,14 @@ class SlurmBackend:
             except DispatchError as exc:
                 log.info("srun's task lines not read (accounting's step codes stand): %s", exc)
             else:
-                if len(self._first_codes) + len(unread) > PATHS_KEPT:
+                if len(self._first_codes) + len(unread) > FIRST_CODES_KEPT:
                     self._first_codes.clear()
                 read = tasklines.first_exit_codes(call.stdout)
                 self._first_codes.update({key: read.get(key) for key in unread})
 
         def first(jid: str, rec: SlurmJob) -> SlurmJob:
-            code = self._first_codes.get((jid, rec.restart_cnt or 0)) if (jid, rec.restart_cnt or 0) in failed else None
+            key = (jid, rec.restart_cnt or 0)
+            code = self._first_codes.get(key) if key in failed else None
             return replace(rec, step_exit_code=code) if code else rec
 
         return {
