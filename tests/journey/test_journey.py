@@ -30,7 +30,8 @@ echo "env rank=${RANK-unset} world=${WORLD_SIZE-unset} local=${LOCAL_RANK-unset}
 case "$1" in
   ok) ;;
   work) echo working; exec sleep 600 ;;
-  fail) if [ "${RANK-}" = "$((WORLD_SIZE - 1))" ]; then echo "rank $RANK fails" >&2; sleep 1; exit 3; fi; exec sleep 3 ;;
+  fail) if [ "${RANK-}" = "$((WORLD_SIZE - 1))" ]; then echo "rank $RANK fails" >&2; sleep 1; exit 3; fi
+        exec sleep 3 ;;
   attempt) echo "attempt ${DISPATCH_SUBMISSION-unset}"; exec sleep 600 ;;
 esac
 """

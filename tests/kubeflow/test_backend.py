@@ -17,6 +17,7 @@ from dispatch.kubeflow.backend import KubeflowBackend
 from dispatch.outcome import Cause, State
 from dispatch.spi import Gate, JobEvidence, StartRequest
 from dispatch_kubetest import rule
+from dispatch_kubetest.reactors.trainer import runtime_missing
 from dispatch_kubetest.resources import ADMISSION_CHECK, NODE, TRAINING_RUNTIME, TRAINJOB, WORKLOAD
 
 from .harness import TOKEN, FakeCluster, job_spec
@@ -163,10 +164,10 @@ def test_the_probe_is_created_again_while_the_webhook_has_not_seen_its_runtime(
     plain: FakeCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The real Trainer's webhook reads runtimes from an informer cache and may refuse the probe TrainJob a moment
-    after its runtime was made ("runtime 'NAME' not found", seen on the test control plane under load): the
+    after its runtime was made (as if the runtime did not exist; seen on the test control plane under load): the
     probe retries as a start does, and proves the gate."""
     monkeypatch.setattr(preflight, "secrets", SimpleNamespace(token_hex=lambda _: "0badcafe"))
-    msg = "admission webhook \"vtrainjob.kb.io\" denied the request: runtime 'dispatch-probe-0badcafe' not found"
+    msg = runtime_missing("TrainingRuntime", "dispatch-probe-0badcafe")
     plain.control.faults.fail_next(2, 403, method="POST", path_contains="/trainjobs", message=msg)
     b = kb(plain.backend())
     try:

@@ -10,6 +10,7 @@ from lightkube.models.meta_v1 import Status
 from dispatch.errors import NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.kubeflow import client as k
 from dispatch.spi import StartRequest
+from dispatch_kubetest.reactors.trainer import WEBHOOK_DENIED, runtime_missing
 from dispatch_kubetest.resources import TRAINING_RUNTIME, TRAINJOB
 
 from .harness import FakeCluster, job_spec
@@ -100,11 +101,12 @@ def test_a_trainjob_refused_for_a_runtime_copy_the_webhook_has_not_seen_yet_is_c
     plain: FakeCluster,
 ) -> None:
     """The real Trainer's webhook reads runtimes from its informer cache: right after the copy is created it may
-    answer "runtime 'NAME' not found" (seen on the test control plane under load). The create is made again."""
+    refuse the TrainJob as if the copy did not exist (seen on the test control plane under load, in the words the
+    model prints). The create is made again."""
     b = plain.backend()
     try:
         name = "dj-lag-1"
-        msg = f"admission webhook \"vtrainjob.kb.io\" denied the request: runtime '{name}' not found"
+        msg = runtime_missing("TrainingRuntime", name)
         plain.control.faults.fail_next(2, 403, method="POST", path_contains="/trainjobs", message=msg)
         sid = b.start(StartRequest("lag", 1, "dsp-lag-1", job_spec("sleep")))
         assert sid == name and plain.control.get(TRAINJOB, name) is not None
@@ -116,7 +118,7 @@ def test_a_trainjob_refused_for_good_leaves_no_runtime_copy(plain: FakeCluster) 
     b = plain.backend()
     try:
         name = "dj-refused-1"
-        msg = 'admission webhook "vtrainjob.kb.io" denied the request: spec.trainer.numNodes: out of range'
+        msg = f"{WEBHOOK_DENIED}spec.trainer.numNodes: out of range"
         plain.control.faults.fail_next(1, 403, method="POST", path_contains="/trainjobs", message=msg)
         with pytest.raises(Rejected, match="out of range"):
             b.start(StartRequest("refused", 1, "dsp-refused-1", job_spec("sleep")))

@@ -78,6 +78,15 @@ FIELD_MANAGER = "dispatch-kubeflow"
 RUNTIME_LAG_TRIES = 8
 """Creates of a TrainJob the Trainer's webhook refuses for a runtime copy it has not seen yet (Kube.create_trainjob)."""
 
+
+def runtime_not_seen(message: str, runtime: str) -> bool:
+    """Whether a refused TrainJob create is the Trainer webhook's "runtime not found" for ``runtime``. Trainer
+    v2.3.0 prints (seen on the test control plane): ``admission webhook "validator.trainjob.trainer.kubeflow.org"
+    denied the request: spec.runtimeRef: Invalid value: {...}: TrainingRuntime.trainer.kubeflow.org "NAME" not
+    found: specified trainingRuntime must be created before the TrainJob is created``."""
+    return f'"{runtime}" not found' in message and "must be created before the TrainJob is created" in message
+
+
 _WRITES = frozenset({"create", "patch", "update", "delete", "apply"})
 
 
@@ -243,14 +252,14 @@ class Kube:
     def create_trainjob(self, body: JSON, runtime: str, *, sleep: Callable[[float], None]) -> JSON:
         """Create a TrainJob on the runtime copy ``runtime`` made just before it. While the Trainer's admission
         webhook refuses it because it has not yet seen that copy (it reads an informer cache, which can lag behind
-        the API server by seconds on a loaded control plane: "runtime 'NAME' not found"), the same create again,
+        the API server by seconds on a loaded control plane; see ``runtime_not_seen``), the same create again,
         RUNTIME_LAG_TRIES times with a doubling pause (about 13 s in all). Any other refusal, or the last, is
         raised."""
         for attempt in range(RUNTIME_LAG_TRIES):
             try:
                 return self.create(TrainJob, body)
             except Rejected as exc:
-                if f"runtime '{runtime}' not found" not in str(exc) or attempt == RUNTIME_LAG_TRIES - 1:
+                if not runtime_not_seen(str(exc), runtime) or attempt == RUNTIME_LAG_TRIES - 1:
                     raise
                 sleep(0.1 * 2**attempt)
         raise AssertionError("unreachable")

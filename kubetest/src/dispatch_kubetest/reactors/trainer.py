@@ -145,6 +145,19 @@ def build_jobset(trainjob: JSON, runtime: JSON) -> JSON:
 
 WEBHOOK_DENIED = 'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request: '
 
+
+def runtime_missing(kind: str, name: str) -> str:
+    """The webhook's refusal of a TrainJob whose runtime (``kind`` TrainingRuntime or ClusterTrainingRuntime) it
+    does not find, as Trainer 2.3.0 prints it (seen on the control plane): the defaulted ref as JSON."""
+    spelled = "trainingRuntime" if kind == "TrainingRuntime" else "clusterTrainingRuntime"
+    value = json.dumps({"name": name, "apiGroup": "trainer.kubeflow.org", "kind": kind}, separators=(",", ":"))
+    return (
+        f"{WEBHOOK_DENIED}spec.runtimeRef: Invalid value: {value}: "
+        f'{kind}.trainer.kubeflow.org "{name}" not found: '
+        f"specified {spelled} must be created before the TrainJob is created"
+    )
+
+
 IMMUTABLE_FIELDS = ("runtimeRef", "trainer", "initializer", "activeDeadlineSeconds", "managedBy")
 
 
@@ -188,16 +201,7 @@ class TrainerReactor(Reactor):
             raise StatusError(403, f"{WEBHOOK_DENIED}unsupported runtime: {kind}.{group}", "Forbidden")
         if self.runtime_for(trainjob) is not None:
             return
-        spelled = "trainingRuntime" if kind == "TrainingRuntime" else "clusterTrainingRuntime"
-        # as the real webhook prints it (Trainer 2.3.0, seen on the control plane): the defaulted ref as JSON
-        value = json.dumps({"name": ref.get("name", ""), "apiGroup": group, "kind": kind}, separators=(",", ":"))
-        raise StatusError(
-            403,
-            f"{WEBHOOK_DENIED}spec.runtimeRef: Invalid value: {value}: "
-            f'{kind}.trainer.kubeflow.org "{ref.get("name", "")}" not found: '
-            f"specified {spelled} must be created before the TrainJob is created",
-            "Forbidden",
-        )
+        raise StatusError(403, runtime_missing(kind, ref.get("name", "")), "Forbidden")
 
     def runtime_for(self, trainjob: JSON) -> JSON | None:
         ref = (trainjob.get("spec") or {}).get("runtimeRef") or {}
