@@ -97,21 +97,35 @@ def test_token_setting_replaces_the_kubeconfig_credentials(plain: FakeCluster, t
         b.close()
 
 
+def kueue_runtime_missing(name: str) -> str:
+    """Kueue v0.19's TrainJob webhook refusing a runtime its cache does not have, word for word as seen on the test
+    control plane (tests/kubeflow/test_controlplane_client.py gets it, or the Trainer's, from the real webhooks)."""
+    return f"admission webhook \"vtrainjob.kb.io\" denied the request: runtime '{name}' not found"
+
+
+@pytest.mark.parametrize("webhook", ["trainer", "kueue"])
 def test_a_trainjob_refused_for_a_runtime_copy_the_webhook_has_not_seen_yet_is_created_again(
-    plain: FakeCluster,
+    plain: FakeCluster, webhook: str
 ) -> None:
-    """The real Trainer's webhook reads runtimes from its informer cache: right after the copy is created it may
-    refuse the TrainJob as if the copy did not exist (seen on the test control plane under load, in the words the
-    model prints). The create is made again."""
+    """Kueue's and the Trainer's webhooks read runtimes from their informer caches: right after the copy is created
+    either may refuse the TrainJob as if the copy did not exist (seen on the test control plane under load). The
+    create is made again."""
     b = plain.backend()
     try:
         name = "dj-lag-1"
-        msg = runtime_missing("TrainingRuntime", name)
+        msg = runtime_missing("TrainingRuntime", name) if webhook == "trainer" else kueue_runtime_missing(name)
         plain.control.faults.fail_next(2, 403, method="POST", path_contains="/trainjobs", message=msg)
         sid = b.start(StartRequest("lag", 1, "dsp-lag-1", job_spec("sleep")))
         assert sid == name and plain.control.get(TRAINJOB, name) is not None
     finally:
         b.close()
+
+
+def test_only_a_refusal_for_the_copy_itself_counts_as_the_webhooks_lag() -> None:
+    for msg in (runtime_missing("TrainingRuntime", "dj-a-1"), kueue_runtime_missing("dj-a-1")):
+        assert k.runtime_not_seen(msg, "dj-a-1")
+        assert not k.runtime_not_seen(msg, "dj-a-11") and not k.runtime_not_seen(msg, "a-1")
+    assert not k.runtime_not_seen(f'{WEBHOOK_DENIED}"dj-a-1" not found', "dj-a-1")  # not the Trainer's words
 
 
 def test_a_trainjob_refused_for_good_leaves_no_runtime_copy(plain: FakeCluster) -> None:

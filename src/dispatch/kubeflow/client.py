@@ -80,11 +80,18 @@ RUNTIME_LAG_TRIES = 8
 
 
 def runtime_not_seen(message: str, runtime: str) -> bool:
-    """Whether a refused TrainJob create is the Trainer webhook's "runtime not found" for ``runtime``. Trainer
-    v2.3.0 prints (seen on the test control plane): ``admission webhook "validator.trainjob.trainer.kubeflow.org"
-    denied the request: spec.runtimeRef: Invalid value: {...}: TrainingRuntime.trainer.kubeflow.org "NAME" not
-    found: specified trainingRuntime must be created before the TrainJob is created``."""
-    return f'"{runtime}" not found' in message and "must be created before the TrainJob is created" in message
+    """Whether a refused TrainJob create is an admission webhook's "runtime not found" for ``runtime``. Two webhooks
+    look the runtime up in their informer caches, and the API server reports whichever refused (both seen on the
+    test control plane):
+
+    - Kueue v0.19's ``vtrainjob.kb.io`` (its TopologyAwareScheduling check builds the pod sets from the runtime):
+      ``runtime 'NAME' not found``;
+    - Trainer v2.3.0's ``validator.trainjob.trainer.kubeflow.org``: ``spec.runtimeRef: Invalid value: {...}:
+      TrainingRuntime.trainer.kubeflow.org "NAME" not found: specified trainingRuntime must be created before the
+      TrainJob is created``."""
+    kueue = f"runtime '{runtime}' not found" in message
+    trainer = f'"{runtime}" not found' in message and "must be created before the TrainJob is created" in message
+    return kueue or trainer
 
 
 _WRITES = frozenset({"create", "patch", "update", "delete", "apply"})
@@ -250,11 +257,11 @@ class Kube:
         return as_dict(self.call("create", f"{kind} {name}", lambda: self.client.create(build(res, body))))
 
     def create_trainjob(self, body: JSON, runtime: str, *, sleep: Callable[[float], None]) -> JSON:
-        """Create a TrainJob on the runtime copy ``runtime`` made just before it. While the Trainer's admission
-        webhook refuses it because it has not yet seen that copy (it reads an informer cache, which can lag behind
-        the API server by seconds on a loaded control plane; see ``runtime_not_seen``), the same create again,
-        RUNTIME_LAG_TRIES times with a doubling pause (about 13 s in all). Any other refusal, or the last, is
-        raised."""
+        """Create a TrainJob on the runtime copy ``runtime`` made just before it. While an admission webhook refuses
+        it because it has not yet seen that copy (Kueue's and the Trainer's read informer caches, which can lag
+        behind the API server by seconds on a loaded control plane; see ``runtime_not_seen``), the same create
+        again, RUNTIME_LAG_TRIES times with a doubling pause (about 13 s in all). Any other refusal, or the last,
+        is raised."""
         for attempt in range(RUNTIME_LAG_TRIES):
             try:
                 return self.create(TrainJob, body)

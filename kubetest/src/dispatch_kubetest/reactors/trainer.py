@@ -22,7 +22,8 @@ Not modelled: initializer steps, other runtimes' plugins (MPI launcher, JAX, vol
 PodGroups), the Trainer webhook's checks of a runtime's contents, managedBy. Modelled admission: the
 Trainer webhook refuses (403) a TrainJob, on create and on update, whose ``runtimeRef`` names a kind it
 does not know or a runtime that does not exist ("specified trainingRuntime must be created before the
-TrainJob is created"). Modelled update rules: ``runtimeRef``, ``trainer``, ``initializer``,
+TrainJob is created"; on a real cluster Kueue v0.19's webhook may answer first, in its own words, which
+are not modelled). Modelled update rules: ``runtimeRef``, ``trainer``, ``initializer``,
 ``activeDeadlineSeconds``, ``managedBy`` are immutable (422 Invalid, "field is immutable"), and
 ``runtimePatches`` may only change when the TrainJob is suspended before or after the update
 (403 from the webhook).
