@@ -172,7 +172,8 @@ def test_requeue_refused_before_run_and_after_stop(backend: LocalBackend) -> Non
 def test_stop_sends_sigterm_then_sigkill_after_grace(backend: LocalBackend) -> None:
     script = "trap 'echo got-term; sleep 30' TERM; echo ready; while :; do sleep 0.1; done"
     sid = run(backend, JobSpec(command=("sh", "-c", script), nodes=2))
-    wait_for(lambda: b"ready" in b"".join(backend.stdout(sid, rank=1)))
+    # both ranks' traps must be set: a rank still starting would die of the SIGTERM, and end first
+    wait_for(lambda: all(b"ready" in b"".join(backend.stdout(sid, rank=r)) for r in (0, 1)))
     t0 = time.monotonic()
     bound = backend.stop_job(sid)
     assert bound >= backend.grace
