@@ -34,6 +34,7 @@ import os
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,8 @@ from dispatch.registry import OpenOptions
 from dispatch.settings import decode
 from dispatch.spec import JobSpec
 from dispatch.spi import Backend
+
+from .test_controlplane import KUBECTL, needs
 
 COMPLETE = "pod-complete.stage.kwok.x-k8s.io"
 FAILED = "pod-container-running-failed.stage.kwok.x-k8s.io"
@@ -326,6 +329,18 @@ class ControlPlaneCluster:
                     ("workloadpriorityclass", self.priority_class),
                 ):
                     self.k("delete", kind, name, "--ignore-not-found", "--wait=false")
+
+
+def cluster_in(cp: dict[str, Any], tmp_path: Path, mode: Mode, *also: str) -> Iterator[ControlPlaneCluster]:
+    """A fixture's body: the cluster in a namespace of its own, closed after the test; fails first when the
+    control plane lacks JobSet, the Trainer, Kueue in Kueue mode, or a component ``also`` names."""
+    needs(cp, "jobset", "trainer-controller-manager", *(("kueue",) if mode is Mode.KUEUE else ()), *also)
+    assert KUBECTL is not None
+    c = ControlPlaneCluster(cp, KUBECTL, tmp_path, mode)
+    try:
+        yield c
+    finally:
+        c.close()
 
 
 def job_spec(behaviour: str, *, nodes: int = 2, time_limit: float | None = None) -> JobSpec:

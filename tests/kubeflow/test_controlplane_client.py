@@ -25,21 +25,15 @@ from dispatch.errors import Rejected
 from dispatch.kubeflow import Mode
 from dispatch.kubeflow import client as k
 
-from .controlplane_harness import ControlPlaneCluster
-from .test_controlplane import KUBECTL, control_plane, needs  # noqa: F401  (control_plane is a fixture)
+from .controlplane_harness import ControlPlaneCluster, cluster_in
+from .test_controlplane import control_plane  # noqa: F401  (control_plane is a fixture)
 
 pytestmark = pytest.mark.controlplane
 
 
 @pytest.fixture
 def cluster(control_plane: dict[str, Any], tmp_path: Path) -> Iterator[ControlPlaneCluster]:
-    needs(control_plane, "jobset", "trainer-controller-manager")
-    assert KUBECTL is not None
-    c = ControlPlaneCluster(control_plane, KUBECTL, tmp_path, Mode.PLAIN)
-    try:
-        yield c
-    finally:
-        c.close()
+    yield from cluster_in(control_plane, tmp_path, Mode.PLAIN)
 
 
 def _runtime(cluster: ControlPlaneCluster, name: str) -> dict[str, Any]:

@@ -23,8 +23,8 @@ from dispatch.conformance import backend_checks, run_check
 from dispatch.conformance.checks import Check
 from dispatch.kubeflow import Mode
 
-from .controlplane_harness import ControlPlaneCluster, harness
-from .test_controlplane import KUBECTL, control_plane, needs  # noqa: F401  (control_plane is a fixture)
+from .controlplane_harness import ControlPlaneCluster, cluster_in, harness
+from .test_controlplane import control_plane  # noqa: F401  (control_plane is a fixture)
 
 pytestmark = pytest.mark.controlplane
 
@@ -36,24 +36,14 @@ LEFT_OUT = ("find_many", "requeue_is_a_new_execution", "compile_policy_partition
 LEFT_OUT_PLAIN = ("readmit_after_an_eviction",)
 
 
-def _cluster(cp: dict[str, Any], tmp_path: Path, mode: Mode) -> Iterator[ControlPlaneCluster]:
-    needs(cp, "jobset", "trainer-controller-manager", *(("kueue",) if mode is Mode.KUEUE else ()))
-    assert KUBECTL is not None
-    c = ControlPlaneCluster(cp, KUBECTL, tmp_path, mode)
-    try:
-        yield c
-    finally:
-        c.close()
-
-
 @pytest.fixture
 def plain(control_plane: dict[str, Any], tmp_path: Path) -> Iterator[ControlPlaneCluster]:  # noqa: F811
-    yield from _cluster(control_plane, tmp_path, Mode.PLAIN)
+    yield from cluster_in(control_plane, tmp_path, Mode.PLAIN)
 
 
 @pytest.fixture
 def kueue(control_plane: dict[str, Any], tmp_path: Path) -> Iterator[ControlPlaneCluster]:  # noqa: F811
-    yield from _cluster(control_plane, tmp_path, Mode.KUEUE)
+    yield from cluster_in(control_plane, tmp_path, Mode.KUEUE)
 
 
 def _params(mode: str) -> list[Any]:

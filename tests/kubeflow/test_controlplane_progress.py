@@ -33,8 +33,8 @@ from dispatch.records import MemoryRecords
 from dispatch.records.model import Action
 from dispatch.supervise import Supervisor
 
-from .controlplane_harness import ControlPlaneCluster, job_spec
-from .test_controlplane import KUBECTL, control_plane, needs  # noqa: F401
+from .controlplane_harness import ControlPlaneCluster, cluster_in, job_spec
+from .test_controlplane import control_plane  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
 
@@ -61,15 +61,9 @@ REPORT = (
 
 @pytest.fixture
 def cluster(control_plane: dict[str, Any], tmp_path: Path) -> Iterator[ControlPlaneCluster]:
-    needs(control_plane, "jobset", "trainer-controller-manager")
     if "trainer_status_server" not in control_plane:
         pytest.fail("control-plane.json names no trainer_status_server: restart it with scripts/k8s/controlplane-up.sh")
-    assert KUBECTL is not None
-    c = ControlPlaneCluster(control_plane, KUBECTL, tmp_path, Mode.PLAIN)
-    try:
-        yield c
-    finally:
-        c.close()
+    yield from cluster_in(control_plane, tmp_path, Mode.PLAIN)
 
 
 def _env_of(pod: dict[str, Any]) -> dict[str, str]:

@@ -26,8 +26,8 @@ from dispatch.records import MemoryRecords
 from dispatch.records.model import Action, IntentStatus
 from dispatch.supervise import Supervisor
 
-from .controlplane_harness import ControlPlaneCluster, job_spec
-from .test_controlplane import KUBECTL, control_plane, needs  # noqa: F401
+from .controlplane_harness import ControlPlaneCluster, cluster_in, job_spec
+from .test_controlplane import control_plane  # noqa: F401
 
 pytestmark = pytest.mark.controlplane
 
@@ -37,13 +37,7 @@ def cluster(
     control_plane: dict[str, Any], tmp_path: Path, request: pytest.FixtureRequest
 ) -> Iterator[ControlPlaneCluster]:
     mode: Mode = request.param
-    needs(control_plane, "jobset", "trainer-controller-manager", "kueue")
-    assert KUBECTL is not None
-    c = ControlPlaneCluster(control_plane, KUBECTL, tmp_path, mode)
-    try:
-        yield c
-    finally:
-        c.close()
+    yield from cluster_in(control_plane, tmp_path, mode, "kueue")
 
 
 class PodSampler:

@@ -76,7 +76,7 @@ SelfSubjectAccessReview = create_global_resource(
 
 FIELD_MANAGER = "dispatch-kubeflow"
 RUNTIME_LAG_TRIES = 8
-"""Creates of a TrainJob the Trainer's webhook refuses for a runtime copy it has not seen yet (Kube.create_trainjob)."""
+"""Creates of a TrainJob a webhook refuses for a runtime copy it has not seen yet (Kube.create_trainjob)."""
 
 
 def runtime_not_seen(message: str, runtime: str) -> bool:
