@@ -121,4 +121,5 @@ def test_the_call_files_are_removed_once_read(make: scenarios.Make, cluster: Clu
 def test_a_checkpointable_callable_stopped_by_its_time_limit_resumes_to_the_right_answer(
     make: scenarios.Make,
 ) -> None:
-    scenarios.checkpointed_and_resumed(make, time_limit=4, steps=40, delay=0.25)
+    # 10 s of work: two executions at least, each with room for a slow start on a loaded machine
+    scenarios.checkpointed_and_resumed(make, time_limit=8, steps=40, delay=0.25)

@@ -22,9 +22,10 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from dispatch.conformance.harness import ECHO_STDERR, ECHO_STDOUT, FAIL_EXIT_CODE, Harness, Timings
 from dispatch.extensions import Image
@@ -39,6 +40,9 @@ from dispatch_kubetest.crdserver import CRDAPIServer
 from dispatch_kubetest.resources import POD, TRAINJOB
 
 RUN_SECONDS = 5.0
+LAG = 30.0
+"""Real seconds :meth:`FakeCluster.until` waits, once its ticks are spent, for a watch to deliver."""
+T = TypeVar("T")
 ADMISSION_CONTROLLER = "dispatch.io/admission"
 CHECK = "dispatch-readmission"
 TOKEN = "adapter-token"
@@ -169,6 +173,22 @@ class FakeCluster:
                 self.control.advance(seconds)
             self.play()
         time.sleep(self.real_pause)
+
+    def until(self, read: Callable[[], T], pred: Callable[[T], bool], steps: int, dt: float = 1.0) -> T:
+        """Tick ``dt`` of the cluster's clock up to ``steps`` times until ``pred`` holds for ``read()``, then wait
+        up to LAG more real seconds without moving the clock: a watch may deliver late on a loaded machine, but
+        nothing that needs more cluster time can happen then. Returns the last value read."""
+        value = read()
+        for _ in range(steps):
+            if pred(value):
+                return value
+            self.tick(dt)
+            value = read()
+        deadline = time.monotonic() + LAG
+        while not pred(value) and time.monotonic() < deadline:
+            self.tick(0)
+            value = read()
+        return value
 
     def play(self) -> None:
         now = self.clock.now()

@@ -33,12 +33,9 @@ def kb(b: Any) -> KubeflowBackend:
 def wait(
     c: FakeCluster, b: KubeflowBackend, sid: str, pred: Any, what: str, steps: int = 60, dt: float = 1.0
 ) -> JobEvidence:
-    ev = b.inspect(sid)
-    for _ in range(steps):
-        if pred(ev):
-            return ev
-        c.tick(dt)
-        ev = b.inspect(sid)
+    ev = c.until(lambda: b.inspect(sid), pred, steps, dt)
+    if pred(ev):
+        return ev
     raise AssertionError(
         f"{what}: last {ev.outcome} executions={[(x.identity, x.outcome.cause) for x in ev.executions]}"
     )
@@ -303,11 +300,8 @@ def test_admission_lets_other_workloads_through(kueue: FakeCluster) -> None:
             "spec": {"runtimeRef": {"name": "torch-distributed"}, "trainer": {"image": "x:1", "numNodes": 1}},
         }
     )
-    for _ in range(20):
-        kueue.tick(0.5)
-        if kueue.settled().pods_of("someone-else"):
-            break
-    assert kueue.settled().pods_of("someone-else"), "a non-dispatch TrainJob was not admitted"
+    pods = kueue.until(lambda: kueue.settled().pods_of("someone-else"), bool, 20, 0.5)
+    assert pods, "a non-dispatch TrainJob was not admitted"
 
 
 def test_admission_rejection_reads_rejected(kueue: FakeCluster) -> None:
@@ -376,11 +370,7 @@ def test_cessation_from_a_cordoned_node(plain: FakeCluster) -> None:
         assert b.cessation([sid]) == {}
         node = plain.rank0(sid)["spec"]["nodeName"]
         plain.control.patch(NODE, node, {"spec": {"unschedulable": True}}, namespace="")
-        for _ in range(20):
-            plain.tick(0)
-            got = b.cessation([sid, "nope"])
-            if got:
-                break
+        got = plain.until(lambda: b.cessation([sid, "nope"]), bool, 20, 0)
         assert set(got) == {sid} and node in got[sid].nodes and "cordoned" in got[sid].reason
     finally:
         b.close()
@@ -480,7 +470,7 @@ def test_an_owner_link_that_keeps_failing_leaves_nothing_behind(plain: FakeClust
 def test_dropped_watch_resumes_without_missing_a_transition(plain: FakeCluster) -> None:
     b = kb(plain.backend())
     try:
-        sid = start(b, "succeed")
+        sid = start(b)  # it runs until the test succeeds its pods: a late watch still sees it running
         b.open(sid)
         wait(plain, b, sid, running, "runs")
         cursor = b.watch(None, 0).cursor

@@ -20,11 +20,8 @@ def test_submit_through_the_core_runs_the_job(plain: FakeCluster) -> None:
         record = cluster.get(job_id)
         sub = record.current
         assert sub is not None and sub.scheduler_id is not None and sub.gate is GateState.OPEN
-        for _ in range(30):
-            plain.tick(1)
-            ev = cluster.observer.inspect(sub.scheduler_id)
-            if ev.outcome.state.ended:
-                break
+        sid = sub.scheduler_id
+        ev = plain.until(lambda: cluster.observer.inspect(sid), lambda e: e.outcome.state.ended, 30)
         assert ev.outcome.state is dispatch.State.SUCCEEDED
         assert ev.current is not None and ev.current.identity.startswith(f"{job_id}.1.1.")
     with dispatch.open("kubeflow", adapter=settings, read_only=True, clock=plain.clock) as ro:

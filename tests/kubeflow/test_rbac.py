@@ -35,11 +35,8 @@ def test_a_whole_life_runs_under_the_manifest(kueue: FakeCluster) -> None:
         assert not b.read_only and b.preflight.can_log, b.preflight.reason
         sid = b.start(StartRequest("r1", 1, "dsp-r1-1", job_spec("sleep")))
         b.open(sid)
-        for _ in range(10):
-            kueue.tick(1)
-            if b.inspect(sid).outcome.state is State.RUNNING:
-                break
-        assert b.inspect(sid).outcome.state is State.RUNNING
+        ev = kueue.until(lambda: b.inspect(sid), lambda e: e.outcome.state is State.RUNNING, 10)
+        assert ev.outcome.state is State.RUNNING
         kueue.control.append_log(kueue.rank0(sid)["metadata"]["name"], "hello")
         kueue.control.finish_log(kueue.rank0(sid)["metadata"]["name"])
         assert b"hello" in b"".join(b.stdout(sid))

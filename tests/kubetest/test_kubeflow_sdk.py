@@ -58,13 +58,18 @@ def test_trainer_client_life(tmp_path: Path) -> None:
         kc = srv.write_kubeconfig(tmp_path / "kc", token="sdk", namespace="default")
         stop = threading.Event()
 
+        def listed() -> bool:
+            """Whether the SDK has listed the TrainJobs: it saw the job Running (``list_jobs`` comes after)."""
+            return any(r.path.endswith("/trainjobs") for r in srv.requests("GET"))
+
         def kubelet() -> None:
-            """Rank 0 logs two lines, one second apart, then every pod succeeds."""
+            """Once the SDK has seen the job Running (a pod that succeeded at once would never be seen so), rank 0
+            logs two lines, one second apart, then every pod succeeds."""
             while not stop.wait(0.1):
                 for tj in c.list(TRAINJOB, "default"):
                     name = tj["metadata"]["name"]
                     pods = c.pods_of(name)
-                    if len(pods) < 2 or any(p["status"].get("phase") != "Running" for p in pods):
+                    if len(pods) < 2 or any(p["status"].get("phase") != "Running" for p in pods) or not listed():
                         continue
                     rank0 = pods[0]["metadata"]["name"]
                     c.append_log(rank0, "epoch 1")

@@ -58,7 +58,7 @@ def test_warning_before_the_time_limit_then_sigterm(backend: LocalBackend) -> No
         name, at = warned.split()
         assert name == "SIGUSR1" and float(at) > 0
         name, term_at = term.split()
-        assert name == "SIGTERM" and 1.5 <= float(term_at) - float(at) <= 3.0  # the warning's 2 s before the limit
+        assert name == "SIGTERM" and 1.0 <= float(term_at) - float(at) <= 4.0  # 2 s before the limit, or near it
 
 
 def test_stop_warns_then_terminates_after_the_warning_seconds(backend: LocalBackend) -> None:

@@ -260,6 +260,15 @@ def owners(jobs: list[JobRecord]) -> set[str | None]:
     return {j.lease.owner if j.lease else None for j in jobs}
 
 
+def given_up(env: Env, job: JobRecord, owner: str) -> bool:
+    """Whether ``owner`` gave up the job's lease (above its share once a peer joined: sup-b may then take it at
+    once, so which supervisor holds a job right after the second starts depends on the timing)."""
+    return any(
+        e.kind == "lease" and e.data.get("owner") is None and e.data.get("from") == owner
+        for e in env.records.events(job.id)
+    )
+
+
 def test_a_killed_supervisor_is_taken_over_within_the_lease_bound(env: Env) -> None:
     a = env.supervisor("sup-a")
     a.wait_for(lambda r: r.get("event") == "started", 30, "start")
@@ -267,7 +276,8 @@ def test_a_killed_supervisor_is_taken_over_within_the_lease_bound(env: Env) -> N
     env.wait(lambda js: len(js) == 3 and owners(js) == {"sup-a"}, 30, "leases held by sup-a")
     b = env.supervisor("sup-b")
     b.wait_for(lambda r: "cycle" in r, 30, "first cycle of sup-b")
-    assert owners(env.jobs()) == {"sup-a"}, "a live lease must not be taken"
+    taken_live = [j.id for j in env.jobs() if j.lease and j.lease.owner == "sup-b" and not given_up(env, j, "sup-a")]
+    assert not taken_live, f"a live lease must not be taken: {taken_live}"
     expires = max(j.lease.expires_at for j in env.jobs() if j.lease)
     killed_at = time.time()
     a.signal(signal.SIGKILL)

@@ -3,6 +3,7 @@ made by real runs: local-adapter jobs and memory-adapter jobs recovered by the r
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import time
@@ -256,7 +257,7 @@ def test_a_running_job_s_progress_updates_live(site: Site, tmp_path: Path) -> No
 
         wait(site.driver, "both ranks' progress", lambda d: len(rank_steps(d)) == 2)
         first = rank_steps(site.driver)
-        assert all(step.endswith("/100000 (0%)") for step in first), first
+        assert all(re.search(r"/100000 \(\d+%\)$", step) for step in first), first
         wait(site.driver, "a later step, without a reload", lambda d: rank_steps(d)[0] != first[0])
         table = text_of(site.driver, "#progress")
         assert "loss" in table and " ago" in table
@@ -264,7 +265,7 @@ def test_a_running_job_s_progress_updates_live(site: Site, tmp_path: Path) -> No
         screenshot(site.driver, "job-progress.png")
         site.get("/jobs?name=reports")
         cell = text_of(site.driver, f'tr[data-job="{job_id}"] td.progress')
-        assert "/100000 (0%)" in cell and "/s ends " in cell and cell.endswith(" ago")
+        assert re.search(r"/100000 \(\d+%\)", cell) and "/s ends " in cell and cell.endswith(" ago")
     finally:
         stop.touch()
         status_until(site, job_id, "succeeded")  # so later tests see it ended
