@@ -12,6 +12,7 @@ import textwrap
 import pytest
 
 from dispatch import job
+from dispatch.adapterkit.rankenv import PORT_BASE, PORT_SPAN
 
 LOCAL_ENV = {
     "RANK": "3",
@@ -66,7 +67,8 @@ def test_context_under_srun_reads_slurm_variables_and_derives_the_rendezvous() -
     assert (ctx.rank, ctx.world_size, ctx.local_rank, ctx.node_rank) == (1, 2, 0, 1)
     assert (ctx.submission, ctx.execution, ctx.restart) == (1, "1.1234.0", 0)
     assert ctx.master_addr == "10.0.0.5"
-    assert 20000 <= ctx.master_port < 40000
+    # the port the Slurm adapter sets (rankenv.port_expression), below the kernel's ephemeral ports
+    assert ctx.master_port == PORT_BASE + int(SLURM_ENV["SLURM_JOB_ID"]) % PORT_SPAN < 32768
     # the same on every rank of the job, different for another job
     assert job.context({**SLURM_ENV, "SLURM_PROCID": "0"}).master_port == ctx.master_port
     assert job.context({**SLURM_ENV, "SLURM_JOB_ID": "1235"}).master_port != ctx.master_port

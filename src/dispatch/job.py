@@ -137,8 +137,11 @@ def _float(env: Mapping[str, str], *names: str) -> float | None:
 
 
 def _slurm_port(job_id: str) -> int:
-    """A rendezvous port for a Slurm job: the same on every rank, spread over 20000-39999 by the job id."""
-    return 20000 + zlib.crc32(job_id.encode()) % 20000
+    """A rendezvous port for a Slurm job: the same on every rank, and the one dispatch's Slurm adapter sets
+    (``20000 + id % 12000``, below the kernel's ephemeral ports: dispatch.adapterkit.rankenv, which this module,
+    standard library only and loaded by path, does not import)."""
+    number = int(job_id) if job_id.isdigit() else zlib.crc32(job_id.encode())
+    return 20000 + number % 12000
 
 
 def context(environ: Mapping[str, str] | None = None) -> Context:

@@ -162,7 +162,7 @@ def test_a_two_node_sbatch_job_runs_each_rank_inside_the_image(pivot: PivotClust
             marker, fields, rest = f.read().split(b"\n", 2)
         assert marker.startswith(b"dispatch test image"), marker  # /etc/dispatch-test-image: only the image has it
         r, world, addr, port, node, cwd, ignored = fields.decode().split("|")
-        assert (r, world, addr, port, cwd) == (str(rank), "2", "127.0.0.1", str(20000 + job_id % 20000), work)
+        assert (r, world, addr, port, cwd) == (str(rank), "2", "127.0.0.1", str(20000 + job_id % 12000), work)
         # the warning signal cannot end the rank early inside the image either: busybox's env has no
         # --block-signal, so the program starts with SIGUSR1 ignored (docs/adapters/slurm.md)
         assert int(ignored, 16) & (1 << (signal.SIGUSR1 - 1)), ignored

@@ -252,7 +252,16 @@ class Case:
             for s in rec.submissions
         ]  # fmt: skip
         causes = [d.cause.value for d in rec.decisions]
-        return f"dir {self.dir}; submissions {subs}; decisions {causes}; escalations {rec.escalations}"
+        return f"dir {self.dir}; submissions {subs}; decisions {causes}; escalations {rec.escalations}\n{self.tails()}"
+
+    def tails(self, lines: int = 12) -> str:
+        """The last lines of each output file of the job (the ranks' and Slurm's), for a failure's message: the
+        directory is gone after the run on a CI machine."""
+        parts = []
+        for f in sorted(p for p in self.out.glob("*") if p.is_file()) if self.out.is_dir() else []:
+            tail = f.read_text(errors="replace").splitlines()[-lines:]
+            parts.append(f"--- {f.name}\n" + "\n".join(tail))
+        return "\n".join(parts) or f"(no output files in {self.out})"
 
     def closed(self) -> bool:
         return self.record().closed

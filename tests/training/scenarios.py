@@ -9,6 +9,7 @@ of the job overlapped. Faults are short and always undone (the clusters are shar
 from __future__ import annotations
 
 import signal
+import sys
 import time
 
 import dispatch
@@ -60,14 +61,14 @@ def reference(cluster: str, attempts: int = 3) -> Result:
                 return res
             interrupted.append(res.interruptions())
         finally:
-            case.cleanup(keep=False)
+            case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
     raise AssertionError(f"no uninterrupted reference run in {attempts} attempts: {interrupted}")
 
 
-def _check(res: Result, ref: bytes, cause: str) -> None:
-    assert cause in res.causes, res.causes
+def _check(case: Case, res: Result, ref: bytes, cause: str) -> None:
+    assert cause in res.causes, (res.causes, case.describe())
     assert res.job.submissions[-1].outcome is not None
-    assert res.job.submissions[-1].outcome.state.value == "succeeded"
+    assert res.job.submissions[-1].outcome.state.value == "succeeded", case.describe()
     assert len(res.executions) >= 2, res.executions
     assert res.params == ref, "the final parameters differ from the uninterrupted run's"
     res.assert_no_overlap()
@@ -85,13 +86,13 @@ def preempted(cluster: str, ref: bytes) -> Result:
         admin(cluster, "sbatch", "-p", desc["partitions"]["preempt"], "--exclusive", "-w", desc["nodes"][0],
               "-J", "dsp-train-preemptor", "-o", "/dev/null", "--wrap", "sleep 3")  # fmt: skip
         res = case.finish([at])
-        _check(res, ref, "preempted")
+        _check(case, res, ref, "preempted")
         # the ranks stopped on SIGTERM at a step (past 40: this preemption) with a checkpoint there, and the next
         # execution resumed from exactly that step: nothing redone
         assert any(s is not None and s >= 40 and s == r for s, r in res.handoffs()), res.handoffs()
         return res
     finally:
-        case.cleanup(keep=False)
+        case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
 
 
 def _causes(case: Case) -> list[str]:
@@ -118,7 +119,7 @@ def timed_out(cluster: str, ref: bytes) -> Result:
                 print(f"timeout case spoiled by a foreign interruption ({_causes(case)}): running it again")
                 continue
             res = case.finish()
-            _check(res, ref, "timeout")
+            _check(case, res, ref, "timeout")
             # the --signal warning reached the ranks before the limit, and they had a checkpoint at that step
             timed_out = next(d.execution for d in res.job.decisions if d.cause.value == "timeout")
             lines = res.logs[timed_out]
@@ -131,7 +132,7 @@ def timed_out(cluster: str, ref: bytes) -> Result:
             res.interrupted_at = sorted(e for _, st, _, e in res.intervals if st == "TIMEOUT")[:1]
             return res
         finally:
-            case.cleanup(keep=False)
+            case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
     raise AssertionError("unreachable")
 
 
@@ -154,12 +155,12 @@ def node_lost(cluster: str, ref: bytes) -> Result:
             admin(cluster, "start", "slurmd", node)
             node = ""
         res = case.finish([at])
-        _check(res, ref, "node-lost")
+        _check(case, res, ref, "node-lost")
         return res
     finally:
         if node:
             admin(cluster, "start", "slurmd", node, check=False)
-        case.cleanup(keep=False)
+        case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
 
 
 def supervisor_killed(cluster: str, ref: bytes) -> Result:
@@ -182,11 +183,11 @@ def supervisor_killed(cluster: str, ref: bytes) -> Result:
         assert len(rec.submissions) == 2 and rec.submissions[1].gate.value != "open", case.describe()
         case.supervise()
         res = case.finish([at])
-        _check(res, ref, "preempted")
+        _check(case, res, ref, "preempted")
         assert len(res.job.submissions) == 2, case.describe()  # taken over, not submitted a third time
         return res
     finally:
-        case.cleanup(keep=False)
+        case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
 
 
 class HangCase(Case):
@@ -239,7 +240,7 @@ def hung(cluster: str, ref: bytes) -> Result:
         res.assert_no_overlap()
         return res
     finally:
-        case.cleanup(keep=False)
+        case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
 
 
 def stall_detected_s(res: Result) -> float | None:

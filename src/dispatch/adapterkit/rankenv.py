@@ -45,7 +45,11 @@ RANK_VARIABLES = (
 )
 """Every variable :func:`rank_env` and :func:`rank_prelude` set, in the order they set them."""
 PORT_BASE = 20000
-PORT_SPAN = 20000
+PORT_SPAN = 12000
+"""Rendezvous ports are PORT_BASE .. PORT_BASE + PORT_SPAN - 1 (20000-31999): below Linux's default ephemeral range
+(32768-60999), from which the kernel picks the local port of every outgoing connection on the node. A port in
+that range can be held, for a moment, by any connection of any process on rank 0's node, and rank 0's listen then
+fails (docs/concepts.md)."""
 
 
 @dataclass(frozen=True)
@@ -106,15 +110,15 @@ def rank_prelude(
 
 
 def rendezvous_port(key: str) -> int:
-    """A rendezvous port derived from ``key`` (a job id), spread over 20000-39999: the same on every rank
-    without any of them asking another. Adapters whose id is only known where the rank runs compute
-    ``20000 + id % 20000`` in the shell instead (:func:`port_expression`)."""
+    """A rendezvous port derived from ``key`` (a job id), spread over 20000-31999 (:data:`PORT_SPAN`): the same on
+    every rank without any of them asking another. Adapters whose id is only known where the rank runs compute
+    ``20000 + id % 12000`` in the shell instead (:func:`port_expression`)."""
     return PORT_BASE + zlib.crc32(key.encode()) % PORT_SPAN
 
 
 def port_expression(numeric_id: str) -> str:
     """The shell expression of a rendezvous port from the name of a variable holding a numeric job id
-    (``SLURM_JOB_ID``): ``20000 + id % 20000``, so up to 20000 consecutive jobs never share one."""
+    (``SLURM_JOB_ID``): ``20000 + id % 12000``, so up to 12000 consecutive jobs never share one."""
     if not numeric_id.isidentifier():
         raise ValueError(f"{numeric_id!r} is not a variable name")
     return f'"$(( {PORT_BASE} + {numeric_id} % {PORT_SPAN} ))"'
