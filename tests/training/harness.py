@@ -258,7 +258,7 @@ class Case:
         """The last lines of each output file of the job (the ranks' and Slurm's), for a failure's message: the
         directory is gone after the run on a CI machine."""
         parts = []
-        for f in sorted(p for p in self.out.glob("*") if p.is_file()) if self.out.is_dir() else []:
+        for f in sorted(p for p in self.out.glob("*") if p.is_file()):
             tail = f.read_text(errors="replace").splitlines()[-lines:]
             parts.append(f"--- {f.name}\n" + "\n".join(tail))
         return "\n".join(parts) or f"(no output files in {self.out})"
@@ -311,7 +311,9 @@ class Case:
                     p.kill()
                     p.wait()
 
-    def cleanup(self, keep: bool) -> None:
+    def cleanup(self) -> None:
+        """Stop the supervisors and cancel the job's submissions; delete the directory unless the run is failing
+        (called from a ``finally`` while an exception propagates) or DISPATCH_TRAIN_KEEP is set."""
         self.stop_supervisors()
         if self.job_id:
             try:
@@ -321,7 +323,7 @@ class Case:
                         admin(self.cluster, "scancel", s.scheduler_id, check=False)
             except Exception:
                 pass
-        if not keep and not os.environ.get("DISPATCH_TRAIN_KEEP"):
+        if sys.exc_info()[0] is None and not os.environ.get("DISPATCH_TRAIN_KEEP"):
             shutil.rmtree(self.dir, ignore_errors=True)
 
 

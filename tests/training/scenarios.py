@@ -9,7 +9,6 @@ of the job overlapped. Faults are short and always undone (the clusters are shar
 from __future__ import annotations
 
 import signal
-import sys
 import time
 
 import dispatch
@@ -61,7 +60,7 @@ def reference(cluster: str, attempts: int = 3) -> Result:
                 return res
             interrupted.append(res.interruptions())
         finally:
-            case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
+            case.cleanup()
     raise AssertionError(f"no uninterrupted reference run in {attempts} attempts: {interrupted}")
 
 
@@ -92,7 +91,7 @@ def preempted(cluster: str, ref: bytes) -> Result:
         assert any(s is not None and s >= 40 and s == r for s, r in res.handoffs()), res.handoffs()
         return res
     finally:
-        case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
+        case.cleanup()
 
 
 def _causes(case: Case) -> list[str]:
@@ -132,7 +131,7 @@ def timed_out(cluster: str, ref: bytes) -> Result:
             res.interrupted_at = sorted(e for _, st, _, e in res.intervals if st == "TIMEOUT")[:1]
             return res
         finally:
-            case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
+            case.cleanup()
     raise AssertionError("unreachable")
 
 
@@ -160,7 +159,7 @@ def node_lost(cluster: str, ref: bytes) -> Result:
     finally:
         if node:
             admin(cluster, "start", "slurmd", node, check=False)
-        case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
+        case.cleanup()
 
 
 def supervisor_killed(cluster: str, ref: bytes) -> Result:
@@ -187,7 +186,7 @@ def supervisor_killed(cluster: str, ref: bytes) -> Result:
         assert len(res.job.submissions) == 2, case.describe()  # taken over, not submitted a third time
         return res
     finally:
-        case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
+        case.cleanup()
 
 
 class HangCase(Case):
@@ -240,7 +239,7 @@ def hung(cluster: str, ref: bytes) -> Result:
         res.assert_no_overlap()
         return res
     finally:
-        case.cleanup(keep=sys.exc_info()[0] is not None)  # a failed run's directory stays
+        case.cleanup()
 
 
 def stall_detected_s(res: Result) -> float | None:
