@@ -197,3 +197,25 @@ def test_a_killed_holder_frees_its_devices_only_when_none_of_its_processes_is_le
     assert (out / b).read_text().strip() == "0"
     assert set(ledger.holders(ledger_dir, ["0", "1"])) == {"0"}
     assert ledger.holders(ledger_dir, ["0"])["0"]["jobId"] == "job-b"
+
+
+def test_a_job_waiting_for_devices_can_be_held_and_released(two_gpus: LocalBackend, tmp_path: Path) -> None:
+    out, release = tmp_path / "seen", tmp_path / "release"
+    out.mkdir()
+    a = _open(two_gpus, _holding(out, 2, release), "job-a")
+    _wait(lambda: (out / a).exists())
+    b = _open(two_gpus, _holding(out, 1, tmp_path / "release-b"), "job-b")
+    _wait(lambda: "held by" in two_gpus.inspect(b).outcome.detail)
+    two_gpus.hold(b, "inst-1")
+    assert two_gpus.inspect(b).outcome.state is State.HELD, "held at once, as any waiting job"
+    # its launcher backs off at its next try: the execution is planned again, not spawned, and still held
+    _wait(lambda: (j := JobFiles.read(two_gpus.job_dir(b))) is not None and j.current is None)
+    assert two_gpus.inspect(b).outcome.state is State.HELD
+    release.touch()
+    assert two_gpus.wait_ended(a, 30).outcome.state is State.SUCCEEDED
+    assert ledger.holders(str(tmp_path / "state" / "gpus"), ["0", "1"]) == {}, "a held job takes no device"
+    assert not (out / b).exists()
+    two_gpus.release(b, "inst-1")
+    _wait(lambda: (out / b).exists())
+    assert (out / b).read_text().strip() == "0"
+    assert two_gpus.inspect(b).outcome.state is State.RUNNING

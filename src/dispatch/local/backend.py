@@ -35,7 +35,7 @@ from dispatch.local.gpus import HostGpus
 from dispatch.local.gpus import probe as probe_gpus
 from dispatch.local.layout import ExecutionFiles, JobFiles, files, job_lock, read_json, write_json
 from dispatch.local.limits import Limits
-from dispatch.local.mapping import job_evidence
+from dispatch.local.mapping import job_evidence, waiting_for
 from dispatch.local.plan import build_plan, render_plan
 from dispatch.local.process import kill_groups, signal_pid, spawn_launcher
 from dispatch.resources import format_memory
@@ -256,11 +256,14 @@ class LocalBackend:
         with job_lock(job_dir):
             job = self._read(scheduler_id)
             cur = job.current
-            if cur is not None and cur.running:
+            # a launcher waiting for GPUs has started no rank: the job waits, and the launcher backs off at its
+            # next try when it finds a hold (dispatch.local.launcher)
+            gpu_wait = cur is not None and cur.running and bool(waiting_for(cur))
+            if cur is not None and cur.running and not gpu_wait:
                 state = "running (a hold only keeps a waiting job from launching)"
             elif job.stopped is not None:
                 state = "stopped"
-            elif cur is not None and job.queued is None:
+            elif cur is not None and job.queued is None and not gpu_wait:
                 state = "ended"
             else:
                 state = "waiting"

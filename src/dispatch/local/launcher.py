@@ -257,36 +257,54 @@ class Execution:
         self.port = 0
         self.grant: Any = None  # the ledger's Grant of this execution's GPUs, once taken
 
-    def take_gpus(self) -> bool:
+    def take_gpus(self) -> str:
         """Take the execution's GPUs from the ledger, waiting while too few are free (the reason goes to
-        ``launcher.json``); False if a stop or requeue came first (nothing runs then). The time limit counts from
-        when the devices are taken."""
+        ``launcher.json``). ``"run"`` once they are taken (or none is asked for): the time limit counts from
+        then; ``"ended"`` if a stop or requeue came first (nothing runs); ``"held"`` if a hold was placed while it
+        waited: the execution is put back as not spawned (:meth:`unspawn`), and a release launches it anew.
+
+        A hold and the start of the ranks exclude each other by the job lock: :meth:`LocalBackend.hold` holds
+        a waiting execution only while ``launcher.json`` says ``waiting``, which this rewrites under the lock
+        once it has the devices and has found no hold."""
         per_node = int(self.plan.get("gpusPerNode") or 0)
         pool = [str(d) for d in self.plan.get("gpuPool") or []]
         if per_node == 0 or not pool:
-            return True
+            return "run"
         count = per_node * int(self.plan["nodes"])
         holder = {"jobId": self.plan.get("jobId"), "schedulerId": self.plan.get("schedulerId"), "pid": os.getpid()}
         said = ""
         while True:
             if os.path.exists(os.path.join(self.dir, END_REQUEST)):
                 self.end_request()
-                return False
+                return "ended"
             got = _LEDGER.try_acquire(gpu_ledger_dir(self.job_dir), pool, count, holder)
-            if isinstance(got, _LEDGER.Grant):
-                self.grant = got
-                self.started_at = time.time()
-                limit = self.plan.get("timeLimit")
-                self.deadline = self.started_at + float(limit) if limit else None
-                return True
-            reason = got.reason()
-            if reason != said:
-                write_json(os.path.join(self.dir, LAUNCHER), {**self.launcher_info(), "waiting": reason})
-                said = reason
+            with job_lock(self.job_dir):
+                if read_json(os.path.join(self.job_dir, HOLDS)):
+                    if isinstance(got, _LEDGER.Grant):
+                        got.release()
+                    self.unspawn()
+                    return "held"
+                if isinstance(got, _LEDGER.Grant):
+                    self.grant = got
+                    self.started_at = time.time()
+                    limit = self.plan.get("timeLimit")
+                    self.deadline = self.started_at + float(limit) if limit else None
+                    write_json(os.path.join(self.dir, LAUNCHER), self.launcher_info())
+                    return "run"
+                reason = got.reason()
+                if reason != said:
+                    write_json(os.path.join(self.dir, LAUNCHER), {**self.launcher_info(), "waiting": reason})
+                    said = reason
             info = signal.sigtimedwait(_WAKE, GPU_RETRY)
             if info is not None and info.si_signo != signal.SIGCHLD:
                 self.end_request()
-                return False
+                return "ended"
+
+    def unspawn(self) -> None:
+        """Put this execution back as planned, not spawned: it never started a rank. Under the job lock."""
+        for name in (SPAWNED, LAUNCHER):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.dir, name))
 
     def rank_gpus(self, rank: dict[str, Any]) -> dict[str, Any]:
         """``rank`` with its share of the execution's devices (unchanged when the ledger gave none)."""
@@ -436,17 +454,23 @@ class Execution:
         else:
             self.begin_ending("signal", "the launcher was sent a termination signal")
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> dict[str, Any] | None:
+        """The execution's result; None when a hold sent it back unspawned (then nothing is to be written)."""
         try:
             return self._run()
         finally:
             if self.grant is not None:
                 self.grant.release()
 
-    def _run(self) -> dict[str, Any]:
+    def _run(self) -> dict[str, Any] | None:
+        taken = "ended"
         if os.path.exists(os.path.join(self.dir, END_REQUEST)):
             self.end_request()
-        elif self.take_gpus():
+        else:
+            taken = self.take_gpus()
+        if taken == "held":
+            return None
+        if taken == "run":
             self.port = free_port()
             write_json(os.path.join(self.dir, LAUNCHER), self.launcher_info())
             self.start_ranks()
@@ -581,6 +605,8 @@ def run_chain(job_dir: str, restart: int) -> None:
     while current is not None:
         execution = Execution(job_dir, current)
         result = execution.run()
+        if result is None:
+            return  # held while it waited for GPUs: back to planned; a release launches it again
         with job_lock(job_dir):
             write_json(os.path.join(execution.dir, RESULT), result)
             current = next_to_launch(job_dir)

@@ -98,6 +98,9 @@ def job_evidence(job: JobFiles, now: float) -> JobEvidence:
 
 def _job_outcome(job: JobFiles, executions: list[ExecutionEvidence], evidence: Evidence) -> Outcome:
     current = job.current
+    if current is not None and current.result is None and job.holds and current.launcher_alive and waiting_for(current):
+        # held while it waits for GPUs: its launcher sees the hold at its next try and puts it back as planned
+        return waiting_outcome(evidence, stopped=job.stopped is not None, holds=sorted(job.holds))
     if current is not None and current.result is None:
         return execution_outcome(current, evidence)
     if job.queued is not None or current is None:
