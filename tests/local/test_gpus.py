@@ -101,6 +101,15 @@ def _wait(pred, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
         time.sleep(0.05)
 
 
+def _seen(out: Path, sid: str) -> str:
+    """The devices job ``sid`` wrote it sees, once the whole line is there ("" before)."""
+    try:
+        text = (out / sid).read_text()
+    except FileNotFoundError:
+        return ""
+    return text.strip() if text.endswith("\n") else ""
+
+
 def _holding(out: Path, gpus: int, release: Path | None = None) -> JobSpec:
     """A job that writes the devices it sees to ``out/<scheduler id>``, then keeps them until ``release``
     exists (or for good: ``exec sleep``, so that the rank process itself holds on)."""
@@ -129,8 +138,8 @@ def test_two_jobs_at_once_never_get_the_same_device(two_gpus: LocalBackend, tmp_
     out.mkdir()
     a = _open(two_gpus, _holding(out, 1, release), "job-a")
     b = _open(two_gpus, _holding(out, 1, release), "job-b")
-    _wait(lambda: (out / a).exists() and (out / b).exists())
-    assert {(out / a).read_text().strip(), (out / b).read_text().strip()} == {"0", "1"}
+    _wait(lambda: _seen(out, a) and _seen(out, b))
+    assert {_seen(out, a), _seen(out, b)} == {"0", "1"}
     assert two_gpus.inspect(a).outcome.state is State.RUNNING is two_gpus.inspect(b).outcome.state
     held = ledger.holders(str(tmp_path / "state" / "gpus"), ["0", "1"])
     assert {h["jobId"] for h in held.values()} == {"job-a", "job-b"}
@@ -146,7 +155,7 @@ def test_a_job_waits_pending_saying_for_whom_and_starts_when_the_devices_free(
     out, release = tmp_path / "seen", tmp_path / "release"
     out.mkdir()
     a = _open(two_gpus, _holding(out, 2, release), "job-a")
-    _wait(lambda: (out / a).exists())
+    _wait(lambda: _seen(out, a))
     b = _open(two_gpus, _holding(out, 2, tmp_path / "release-b"), "job-b")
     _wait(lambda: "held by" in two_gpus.inspect(b).outcome.detail)
     waiting = two_gpus.inspect(b)
@@ -154,8 +163,8 @@ def test_a_job_waits_pending_saying_for_whom_and_starts_when_the_devices_free(
     assert waiting.outcome.detail == "waiting for 2 GPUs: devices 0,1 held by job job-a"
     assert waiting.executions == (), "a job waiting for its devices has not started an execution"
     release.touch()
-    _wait(lambda: (out / b).exists())
-    assert (out / b).read_text().strip() == "0,1"
+    _wait(lambda: _seen(out, b))
+    assert _seen(out, b) == "0,1"
     assert two_gpus.wait_ended(a, 30).outcome.state is State.SUCCEEDED
     assert two_gpus.inspect(b).outcome.state is State.RUNNING
 
@@ -164,7 +173,7 @@ def test_a_stop_ends_a_job_waiting_for_devices_without_running_it(two_gpus: Loca
     out = tmp_path / "seen"
     out.mkdir()
     a = _open(two_gpus, _holding(out, 2), "job-a")
-    _wait(lambda: (out / a).exists())
+    _wait(lambda: _seen(out, a))
     b = _open(two_gpus, _holding(out, 1), "job-b")
     _wait(lambda: "held by" in two_gpus.inspect(b).outcome.detail)
     two_gpus.stop_job(b)
@@ -180,7 +189,7 @@ def test_a_killed_holder_frees_its_devices_only_when_none_of_its_processes_is_le
     out = tmp_path / "seen"
     out.mkdir()
     a = _open(two_gpus, _holding(out, 2), "job-a")
-    _wait(lambda: (out / a).exists())
+    _wait(lambda: _seen(out, a))
     b = _open(two_gpus, _holding(out, 1), "job-b")
     _wait(lambda: "held by job job-a" in two_gpus.inspect(b).outcome.detail)
     holder = JobFiles.read(two_gpus.job_dir(a))
@@ -193,8 +202,8 @@ def test_a_killed_holder_frees_its_devices_only_when_none_of_its_processes_is_le
     assert set(ledger.holders(ledger_dir, ["0", "1"])) == {"0", "1"}, "the live rank still holds both devices"
     assert two_gpus.inspect(b).outcome.state is State.PENDING
     os.kill(rank_pid, signal.SIGKILL)
-    _wait(lambda: (out / b).exists())
-    assert (out / b).read_text().strip() == "0"
+    _wait(lambda: _seen(out, b))
+    assert _seen(out, b) == "0"
     assert set(ledger.holders(ledger_dir, ["0", "1"])) == {"0"}
     assert ledger.holders(ledger_dir, ["0"])["0"]["jobId"] == "job-b"
 
@@ -203,7 +212,7 @@ def test_a_job_waiting_for_devices_can_be_held_and_released(two_gpus: LocalBacke
     out, release = tmp_path / "seen", tmp_path / "release"
     out.mkdir()
     a = _open(two_gpus, _holding(out, 2, release), "job-a")
-    _wait(lambda: (out / a).exists())
+    _wait(lambda: _seen(out, a))
     b = _open(two_gpus, _holding(out, 1, tmp_path / "release-b"), "job-b")
     _wait(lambda: "held by" in two_gpus.inspect(b).outcome.detail)
     two_gpus.hold(b, "inst-1")
@@ -216,6 +225,6 @@ def test_a_job_waiting_for_devices_can_be_held_and_released(two_gpus: LocalBacke
     assert ledger.holders(str(tmp_path / "state" / "gpus"), ["0", "1"]) == {}, "a held job takes no device"
     assert not (out / b).exists()
     two_gpus.release(b, "inst-1")
-    _wait(lambda: (out / b).exists())
-    assert (out / b).read_text().strip() == "0"
+    _wait(lambda: _seen(out, b))
+    assert _seen(out, b) == "0"
     assert two_gpus.inspect(b).outcome.state is State.RUNNING

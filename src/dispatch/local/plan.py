@@ -23,7 +23,8 @@ def build_plan(manifest: dict[str, Any], job_dir: str, restart: int, grace: floa
     limits = spec.extension(Limits)
     ckpt = spec.extension(SharedCheckpoint)
     warning = spec.extension(CessationWarning)
-    pool = [str(d) for d in manifest.get("gpuPool", [])]
+    # a job made before the ledger recorded its first devices as gpuDevices: they are its pool now
+    pool = [str(d) for d in manifest.get("gpuPool", manifest.get("gpuDevices", []))]
     gpus = spec.resources.gpus_per_node if pool else 0
     ranks = []
     for node in range(spec.nodes):
