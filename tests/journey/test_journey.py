@@ -1,5 +1,7 @@
 """One journey, every adapter: the same torchrun-style script and the same sequence of user commands, with the
-same assertions on the local adapter, the three real Slurm releases and the Grid Engine cell.
+same assertions on the local adapter, the three real Slurm releases, the Grid Engine cell and a MODEL of Kubeflow
+(pytest id ``kubeflow-model``: dispatch_kubetest's in-process API server and controllers, with a thread as kubelet
+running each pod's command as a local process; no Kubernetes and no real pod, see tests/journey/adapters.py).
 
 The sequence is what a new user does after the quick start: ``run`` (the rank environment, the output, the
 outcome), ``submit`` then ``status``, ``show`` and ``logs`` while it runs, ``stop --wait`` and a second ``stop``,

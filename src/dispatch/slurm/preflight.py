@@ -36,7 +36,7 @@ from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Pr
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import Unavailable, Unsupported
-from dispatch.slurm import images
+from dispatch.slurm import images, progress
 from dispatch.slurm.gres import SINFO, parse_sinfo_gres
 from dispatch.slurm.holds import encode_hold
 from dispatch.slurm.parse import (
@@ -359,8 +359,8 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
             ),
             Capability.SHARED_STORAGE: no("the backend answers from its sharedStorage setting"),
             Capability.PROGRESS_REPORTING: yes(
-                "each rank writes <output dir>/<marker>.<job id>.<restart>.progress/rank-<r>.json on the shared "
-                "output directory; read in the same script as squeue"
+                f"each rank writes {progress.LAYOUT}/rank-<r>.json on the shared output directory; read in the "
+                "same script as squeue"
             ),
         }
     )

@@ -1,7 +1,8 @@
 """Progress on Slurm: where each rank's reports go, and how the observation script reads them back.
 
-A job's ranks write their reports (:func:`dispatch.job.progress`) to ``<dir>/<marker>.<job id>.progress/``,
-beside the job's output files on the shared output directory (the batch script exports it as
+A job's ranks write their reports (:func:`dispatch.job.progress`) to :data:`LAYOUT`
+(``<output dir>/<marker>.<job id>.progress/``, one directory for all the job's executions), beside the job's
+output files on the shared output directory (the batch script exports it as
 ``DISPATCH_PROGRESS_DIR``; :func:`prelude`). Every report names its execution (``DISPATCH_EXECUTION``), so the
 reports of an execution that ended are told from the current one's without a directory per execution.
 
@@ -19,6 +20,10 @@ from collections.abc import Mapping
 
 from dispatch.adapterkit.progress import MAX_REPORT, VARIABLE, parse_report
 from dispatch.spi import RankProgress
+
+LAYOUT = "<output dir>/<marker>.<job id>.progress"
+"""The progress directory's name as the ``ProgressReporting`` capability and the docs say it; :func:`directory`
+makes it (``<marker>``: an array's name for its tasks, ``<job id>``: ``<array>_<task>`` for a task)."""
 
 READ = (
     'root=$1; shift\n'
