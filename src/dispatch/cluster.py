@@ -64,6 +64,7 @@ from dispatch.spi import (
     BatchStarter,
     Holder,
     JobEvidence,
+    ShapeCheck,
     StartRequest,
     check_backend,
     restrict,
@@ -237,6 +238,17 @@ def check_spec(backend: Backend, spec: JobSpec) -> None:
     if spec.procs_per_node > 1 and caps.answer(Capability.PROCS_PER_NODE) is Answer.NO:
         caps.require(Capability.PROCS_PER_NODE, "more than one process per node")
     check_accelerators(backend, spec)
+    check_shape(backend, spec)
+
+
+def check_shape(backend: Backend, spec: JobSpec) -> None:
+    """Refuse (:class:`Unsupported`, ``refused: <why>``), before anything is recorded, a spec whose shape (nodes,
+    CPUs and memory per node) the cluster can never run, as its :class:`ShapeCheck` says. A backend that is not
+    one, or cannot tell, lets the spec through (the scheduler then decides)."""
+    if isinstance(backend, ShapeCheck):
+        why = backend.never_runs(spec)
+        if why:
+            raise Unsupported(f"refused: {why}")
 
 
 def check_accelerators(backend: Backend, spec: JobSpec) -> None:
@@ -927,6 +939,7 @@ __all__ = [
     "Operator",
     "Submitted",
     "batch_job_id",
+    "check_shape",
     "check_spec",
     "new_backend",
     "new_job_id",
