@@ -215,7 +215,9 @@ class Cluster:
     def wait(self, job_id: str, timeout: float | None = None) -> JobRecord:
         """Supervise the job in this process until it is over, as ``dispatch run`` does, and return its final
         record (``record.outcome``: state, cause, exit code). Its rules are applied here. ``timeout`` seconds
-        (None: no limit) raise :class:`TimeoutError` and leave the job running. See :mod:`dispatch.follow`."""
+        (None: no limit) raise :class:`TimeoutError` and leave the job running. A job the scheduler says can never
+        run (pending, cause ``unrunnable``) raises :class:`Unsupported` naming why, and stays queued. See
+        :mod:`dispatch.follow`."""
         from dispatch.follow import follow
 
         return follow(self, job_id, timeout=timeout)
@@ -223,8 +225,18 @@ class Cluster:
     def run(
         self, spec: JobSpec, rules: RuleSet | Mapping[str, Any] | None = None, *, timeout: float | None = None
     ) -> JobRecord:
-        """Submit ``spec`` and :meth:`wait` for its outcome: the library's ``dispatch run``."""
-        return self.wait(self.operator.submit(spec, rules), timeout=timeout)
+        """Submit ``spec`` and :meth:`wait` for its outcome: the library's ``dispatch run``. A job the scheduler
+        says can never run (pending, cause ``unrunnable``) is stopped, with the reason recorded, and its final
+        record (cancelled) returned: nothing this call submitted is left in the queue."""
+        from dispatch.follow import follow, unrunnable, unrunnable_reason
+
+        job_id = self.operator.submit(spec, rules)
+
+        def each(job: JobRecord) -> None:
+            if unrunnable(job):
+                self.operator.stop(job_id, reason=unrunnable_reason(job))
+
+        return follow(self, job_id, timeout=timeout, each=each)
 
 
 def check_spec(backend: Backend, spec: JobSpec) -> None:
@@ -644,15 +656,17 @@ class Operator:
             if error is not None:
                 results[i] = Submitted(jobs[i].id, _with_job(error, jobs[i].id), existed=results[i].existed)
 
-    def stop(self, job_id: str) -> None:
-        """Stop the job: no more recovery, and its current scheduler object is ended (if it has one)."""
+    def stop(self, job_id: str, reason: str | None = None) -> None:
+        """Stop the job: no more recovery, and its current scheduler object is ended (if it has one). ``reason``,
+        when given, is recorded with the stop (why it was stopped, beside who asked)."""
         records, actor = self._writable()
         job = records.get(job_id)
         job.stop_requested = True
         job.closed = True
         now = self._c.clock.now()
         job.updated_at = now
-        job = records.update(job, [Event(job_id, now, "stop-requested", {"by": self.owner})])
+        data = {"by": self.owner} | ({"reason": reason} if reason else {})
+        job = records.update(job, [Event(job_id, now, "stop-requested", data)])
         sub = job.current
         if sub is None or sub.scheduler_id is None:
             return
