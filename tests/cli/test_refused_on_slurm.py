@@ -8,6 +8,7 @@ says why and exits 4, leaving nothing in the queue."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from typing import Any
 
@@ -83,3 +84,31 @@ def test_run_stops_a_job_that_waits_for_a_reason_that_will_not_change(cli: Env, 
     assert len(stops) == 1 and "BadConstraints" in stops[0]["data"]["reason"], shown["events"]
     left = _queued_in(name, workdir)
     assert set(left.values()) <= {"CANCELLED"}, left
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_status_says_a_queued_job_will_never_start_and_why(cli: Env, name: str) -> None:
+    """``dispatch submit`` of the same job (submit does not wait): ``status`` shows cause unrunnable and a line
+    with Slurm's reason; the job is then stopped."""
+    on(cli, name)
+    desc = description(name)
+    placement = json.dumps({"exclude": ",".join(desc["nodes"])})
+    p = cli.run("submit", "-x", f"slurm.Placement={placement}", "--", "true", timeout=120)
+    assert p.returncode == 0, p.stderr
+    (job,) = cli.json("status", "--all")
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            p = cli.run("status", "--all")
+            assert p.returncode == 0, p.stderr
+            if "unrunnable" in p.stdout:
+                break
+            assert time.monotonic() < deadline, p.stdout
+            time.sleep(2)
+        hints = [ln for ln in p.stderr.splitlines() if "can never run as asked" in ln]
+        assert hints == [
+            f"job {job['id']} can never run as asked: PENDING BadConstraints; it will not start by itself:"
+            f" dispatch stop {job['id']}"
+        ], p.stderr
+    finally:
+        assert cli.run("stop", job["id"]).returncode == 0
