@@ -87,8 +87,7 @@ def follow(
     job and its state when it passes; the job runs on. A job that reads :func:`unrunnable` after ``each`` saw it
     (``each`` did not stop it) raises :class:`Unsupported` naming the scheduler's reason; the job stays queued.
     ``each`` is called with the record after every cycle (``dispatch run`` shows output and handles Ctrl-C
-    there). ReadOnly on a cluster opened read-only or without
-    a record store: waiting writes what it observes.
+    there). ReadOnly on a cluster opened read-only or without a record store: waiting writes what it observes.
     """
     from dispatch.supervise import Supervisor
 

@@ -327,15 +327,15 @@ def submit_from(
 def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json: bool, **opts: Any) -> None:
     """Submit COMMAND, show its output, and wait for it to end.
 
-    \b
-    The exit code comes from the outcome: 0 succeeded, 1 failed or cancelled,
-    5 unknown. Ctrl-C stops the job (a second Ctrl-C leaves it running).
-
     A job the cluster can never run (more nodes, CPUs or memory per node than
     it has) is refused before anything is recorded or queued (exit 4). One the
     scheduler keeps waiting for a reason that will not change (cause
     unrunnable: Slurm's BadConstraints, a per-job limit) is stopped, the
     reason recorded, and run exits 4 saying why: nothing is left in the queue.
+
+    \b
+    The exit code comes from the outcome: 0 succeeded, 1 failed or cancelled,
+    5 unknown. Ctrl-C stops the job (a second Ctrl-C leaves it running).
       dispatch run --nodes 2 -- python train.py
 
     While it waits, this process supervises the cluster's jobs (dispatch.supervise):
