@@ -327,6 +327,12 @@ def submit_from(
 def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json: bool, **opts: Any) -> None:
     """Submit COMMAND, show its output, and wait for it to end.
 
+    A job the cluster can never run (more nodes, CPUs or memory per node than
+    it has) is refused before anything is recorded or queued (exit 4). One the
+    scheduler keeps waiting for a reason that will not change (cause
+    unrunnable: Slurm's BadConstraints, a per-job limit) is stopped, the
+    reason recorded, and run exits 4 saying why: nothing is left in the queue.
+
     \b
     The exit code comes from the outcome: 0 succeeded, 1 failed or cancelled,
     5 unknown. Ctrl-C stops the job (a second Ctrl-C leaves it running).
@@ -351,13 +357,16 @@ def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json
         f"job {job_id} submitted to {cluster.name}: {spec.nodes} node(s) x {spec.procs_per_node} rank(s)"
         f" (follow: dispatch logs {job_id} -f)"
     )
-    job = follow_job(app, cluster, job_id, show_output=not (quiet or as_json))
-    code = outcome_exit(job)
+    gave_up: list[str] = []
+    job = follow_job(app, cluster, job_id, show_output=not (quiet or as_json), gave_up=gave_up)
+    code = Exit.REFUSED if gave_up else outcome_exit(job)
     if as_json:
         from dispatch.records.model import JobSummary
 
         ui.print_json(JobSummary.of(job).to_json())
-    else:
+    if gave_up:
+        ui.note(f"refused: {gave_up[0]}; dispatch stopped it (nothing is left in the queue)")
+    elif not as_json:
         ui.note(describe_end(job, stderr=wrote_stderr(cluster, job)))
     raise click.exceptions.Exit(int(code))
 
@@ -489,11 +498,15 @@ class OutputPump:
                 continue
 
 
-def follow_job(app: App, cluster: Cluster, job_id: str, *, show_output: bool) -> JobRecord:
+def follow_job(
+    app: App, cluster: Cluster, job_id: str, *, show_output: bool, gave_up: list[str] | None = None
+) -> JobRecord:
     """Supervise one job in this process until it is over (:func:`dispatch.follow.follow`, the library's
-    ``Cluster.wait``); show its output meanwhile. Ctrl-C stops the job; a second Ctrl-C leaves it running."""
+    ``Cluster.wait``); show its output meanwhile. Ctrl-C stops the job; a second Ctrl-C leaves it running.
+    With ``gave_up``, a job the scheduler says can never run (:func:`dispatch.follow.unrunnable`) is stopped,
+    with the reason recorded, and the reason appended to ``gave_up``; without, :func:`follow` raises."""
     from dispatch.cli import ui
-    from dispatch.follow import follow
+    from dispatch.follow import follow, unrunnable, unrunnable_reason
 
     job = app.records().get(job_id)
     pump = OutputPump(cluster.backend, prefix_ranks=job.spec.world_size > 1) if show_output else None
@@ -518,6 +531,11 @@ def follow_job(app: App, cluster: Cluster, job_id: str, *, show_output: bool) ->
             stopping = True
             ui.note(f"stopping job {job_id} (Ctrl-C again to leave it running)")
             cluster.operator.stop(job_id)
+        elif gave_up is not None and unrunnable(job) and not stopping:
+            stopping = True
+            why = unrunnable_reason(job)
+            gave_up.append(why)
+            cluster.operator.stop(job_id, reason=why)
 
     signal.signal(signal.SIGINT, on_interrupt)
     try:

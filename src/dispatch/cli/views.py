@@ -204,8 +204,10 @@ def status(
 
 
 def escalation_hints(records: Records, rows: list[JobSummary]) -> list[str]:
-    """One line per listed job with an escalation no one has resolved: a supervisor handed it to a human.
-    Succeeded jobs are not read (nothing escalates a success)."""
+    """One line per listed job with an escalation no one has resolved: a supervisor handed it to a human; and
+    one per job waiting for a reason that will not change by itself (cause ``unrunnable``), with the
+    scheduler's reason. Succeeded jobs are not read (nothing escalates a success)."""
+    from dispatch.follow import unrunnable, unrunnable_reason
     from dispatch.outcome import State
 
     candidates = [r.id for r in rows if r.state is not State.SUCCEEDED]
@@ -217,6 +219,8 @@ def escalation_hints(records: Records, rows: list[JobSummary]) -> list[str]:
         if open_:
             e = open_[-1]
             lines.append(f"job {r.id} waits for a human ({e.cause.value}: {e.reason}); see: dispatch show {r.id}")
+        elif job is not None and unrunnable(job):
+            lines.append(f"{unrunnable_reason(job)}; it will not start by itself: dispatch stop {r.id}")
     return lines
 
 

@@ -148,6 +148,24 @@ class LocalBackend:
     def accelerators(self) -> Inventory:
         return self.host_gpus().inventory
 
+    def never_runs(self, spec: JobSpec) -> str | None:
+        """ShapeCheck: why this host can never run ``spec`` (every node of a job is this host, so its ranks share
+        its CPUs and its nodes share its memory), or None. Exclusive nodes cannot be given at all."""
+        res = spec.resources
+        if res.exclusive:
+            return "the local adapter cannot keep other processes off this host: drop resources.exclusive"
+        cpus = os.cpu_count() or 1
+        if res.cpus_per_proc is not None and res.cpus_per_proc * spec.world_size > cpus:
+            return f"{spec.world_size} rank(s) x {res.cpus_per_proc} CPU(s) asked, this host has {cpus} CPU(s)"
+        if res.mem_per_node is not None:
+            total = _host_memory_mib()
+            if total is not None and res.mem_per_node * spec.nodes > total:
+                return (
+                    f"{spec.nodes} node(s) x {format_memory(res.mem_per_node)} of memory asked, this host has "
+                    f"{format_memory(total)}"
+                )
+        return None
+
     def _check_resources(self, spec: JobSpec) -> list[str]:
         """Refuse (Unsupported) what this host can never give the job; the host's GPU devices when it asks for
         some (the pool its launcher takes free ones from: :mod:`dispatch.local.ledger`).
@@ -155,20 +173,9 @@ class LocalBackend:
         CPUs and memory are checked against the host's totals only: they are neither counted across jobs nor
         reserved (docs/adapters/local.md says why)."""
         res = spec.resources
-        if res.exclusive:
-            raise Unsupported("the local adapter cannot keep other processes off this host: drop resources.exclusive")
-        cpus = os.cpu_count() or 1
-        if res.cpus_per_proc is not None and res.cpus_per_proc * spec.world_size > cpus:
-            raise Unsupported(
-                f"{spec.world_size} rank(s) x {res.cpus_per_proc} CPU(s) need more than this host's {cpus} CPU(s)"
-            )
-        if res.mem_per_node is not None:
-            total = _host_memory_mib()
-            if total is not None and res.mem_per_node * spec.nodes > total:
-                raise Unsupported(
-                    f"{spec.nodes} node(s) x {format_memory(res.mem_per_node)} need more than this host's "
-                    f"{format_memory(total)} of memory"
-                )
+        why = self.never_runs(spec)
+        if why:
+            raise Unsupported(why)
         if res.gpus_per_node == 0:
             return []
         host = self.host_gpus()
