@@ -161,7 +161,7 @@ class Supervisor(Acting, Observing, Steady):
         call, and jobs are handled in the same order whichever path they take, so decisions are the same as
         with ``steady=False``."""
         now = self.clock.now()
-        report = CycleReport(at=now)
+        report = CycleReport(at=now, cluster=self.cluster)
         self.exclusions.begin_cycle(now)
         peers: Peers | None = None
         if self.only is None:
