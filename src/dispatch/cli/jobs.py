@@ -1,4 +1,4 @@
-"""Commands that act on jobs: ``run``, ``submit``, ``stop``, ``hold``, ``release``."""
+"""Commands that act on jobs: ``run``, ``submit``, ``stop``, ``hold``, ``release``, ``ack``."""
 
 from __future__ import annotations
 
@@ -591,3 +591,30 @@ def release(app: App, job: str, instance: str | None) -> None:
         ui.note(f"job {record.id} has no hold of yours to release")
     for i in lifted:
         click.echo(i)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("job", shell_complete=_job_id_completion)
+@click.option("--note", help="What you did about it (kept in the record).")
+@pass_app
+def ack(app: App, job: str, note: str | None) -> None:
+    """Acknowledge JOB's escalations: the job no longer waits for a human, and `dispatch status` stops
+    pointing at it.
+
+    \b
+    For a closed job (one the supervisor handed over: a failure no rule
+    recovers, a limit reached). The record keeps the escalation, marked
+    resolved, with who acknowledged it. On a job still open, an escalation
+    ends when its cause does (a hold released): ack refuses it (exit 4).
+      dispatch ack JOB --note "bad input file, fixed"
+    """
+    from dispatch.cli import ui
+
+    record = app.resolve_job(job)
+    cluster = app.cluster_of(record)
+    resolved = cluster.operator.acknowledge(record.id, note)
+    if not resolved:
+        ui.note(f"job {record.id} has no escalation waiting for a human")
+        return
+    seqs = ", ".join(f"#{n}" for n in resolved)
+    click.echo(f"job {record.id}: escalation {seqs} acknowledged")

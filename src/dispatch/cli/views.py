@@ -216,7 +216,8 @@ def escalation_hints(records: Records, rows: list[JobSummary]) -> list[str]:
         open_ = [e for e in job.escalations if e.resolved_at is None] if job is not None else []
         if open_:
             e = open_[-1]
-            lines.append(f"job {r.id} waits for a human ({e.cause.value}: {e.reason}); see: dispatch show {r.id}")
+            done = f"; once dealt with: dispatch ack {r.id}" if job is not None and job.closed else ""
+            lines.append(f"job {r.id} waits for a human ({e.cause.value}: {e.reason}); see: dispatch show {r.id}{done}")
     return lines
 
 
