@@ -302,7 +302,7 @@ def render_show(job: JobRecord, events: list[Any], now: float) -> str:
         f"  shape      {job.spec.nodes} node(s) x {job.spec.procs_per_node} rank(s)"
         + (f", time limit {present.duration(job.spec.time_limit)}" if job.spec.time_limit else ""),
         f"  created    {present.when(job.created_at)} ({present.age(now - job.created_at)} ago)",
-        f"  rules      {'none' if job.rules is None else str(len(job.rules.get('rules', []))) + ' rule(s)'}",
+        f"  rules      {ui.cell(present.rules_origin(job, events))}",
     ]
     if not job.spec.resources.empty:
         lines.insert(3, f"  resources  {job.spec.resources.describe()}")
