@@ -358,7 +358,7 @@ def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json
 
         ui.print_json(JobSummary.of(job).to_json())
     else:
-        ui.note(describe_end(job, stderr=wrote_stderr(cluster, job)))
+        ui.note(describe_end(job, stderr=wrote_stderr(cluster, job), reason=launch_reason(cluster, job)))
     raise click.exceptions.Exit(int(code))
 
 
@@ -392,9 +392,34 @@ def wrote_stderr(cluster: Cluster, job: JobRecord) -> bool:
         return False
 
 
-def describe_end(job: JobRecord, *, stderr: bool = False) -> str:
+def launch_reason(cluster: Cluster, job: JobRecord) -> str | None:
+    """Why the job's last execution could not be launched, as its job script said on stderr
+    (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_PREFIX`): ``the program ./train does not exist``.
+
+    None unless the job ended ``launch-failed`` and the cluster can still read that stderr with such a line (a
+    scheduler's own words for the failure, e.g. Slurm's ``FAILED NonZeroExitCode``, stay the outcome's detail)."""
+    from dispatch.adapterkit.jobscript import LAUNCH_FAILED_PREFIX
+    from dispatch.errors import DispatchError
+
+    out, sub = job.outcome, job.current
+    if out is None or out.cause is None or out.cause.value != "launch-failed" or sub is None:
+        return None
+    backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
+    read = getattr(backend, "stderr", None)
+    if sub.scheduler_id is None or not callable(read):
+        return None
+    restart = sub.executions[-1].restart if sub.executions else None
+    try:
+        text = b"".join(read(sub.scheduler_id, restart, False)).decode("utf-8", "replace")
+    except (DispatchError, OSError):
+        return None
+    said = [ln[len(LAUNCH_FAILED_PREFIX) :].strip() for ln in text.splitlines() if ln.startswith(LAUNCH_FAILED_PREFIX)]
+    return said[-1] if said and said[-1] else None
+
+
+def describe_end(job: JobRecord, *, stderr: bool = False, reason: str | None = None) -> str:
     """One line on how the job ended. ``stderr``: its last execution wrote to stderr (then the line says how to
-    read it)."""
+    read it). ``reason``: why its launch failed (:func:`launch_reason`), said instead of the outcome's detail."""
     from dispatch.cli import ui
 
     out = job.outcome
@@ -406,7 +431,7 @@ def describe_end(job: JobRecord, *, stderr: bool = False) -> str:
             what += f" (exit code {out.exit_code})"
         else:
             what += f" ({out.cause.value})"
-    detail = f": {out.detail}" if out.detail else ""
+    detail = f": {reason}" if reason else f": {out.detail}" if out.detail else ""
     cur = job.current
     took = ""
     if cur and cur.executions and cur.executions[-1].started_at and cur.executions[-1].ended_at:

@@ -274,7 +274,7 @@ def show(app: App, job: str, refresh: bool, as_json: bool, timeline: bool) -> No
         columns = shutil.get_terminal_size((100, 24)).columns
         click.echo(render_text(model.build(record, time.time()), width=max(24, min(columns, 160) - 20)))
         return
-    click.echo(render_show(record, events, time.time()))
+    click.echo(render_show(record, events, time.time(), reason=_launch_reason(app, record)))
     if reported.get(record.id):
         from dispatch import progress as progress_view
 
@@ -283,7 +283,21 @@ def show(app: App, job: str, refresh: bool, as_json: bool, timeline: bool) -> No
             click.echo(f"  {line}")
 
 
-def render_show(job: JobRecord, events: list[Any], now: float) -> str:
+def _launch_reason(app: App, job: JobRecord) -> str | None:
+    """Why the job's launch failed, as its job script said (None if not, or if its cluster cannot tell now)."""
+    from dispatch.cli.jobs import launch_reason
+    from dispatch.errors import DispatchError
+
+    if job.cause is None or job.cause.value != "launch-failed":
+        return None
+    try:
+        return launch_reason(app.cluster_of(job, read_only=True), job)
+    except DispatchError:
+        return None
+
+
+def render_show(job: JobRecord, events: list[Any], now: float, reason: str | None = None) -> str:
+    """``dispatch show``'s text. ``reason``: why the launch failed (:func:`dispatch.cli.jobs.launch_reason`)."""
     import shlex
 
     from dispatch.cli import ui
@@ -306,6 +320,8 @@ def render_show(job: JobRecord, events: list[Any], now: float) -> str:
     ]
     if not job.spec.resources.empty:
         lines.insert(3, f"  resources  {job.spec.resources.describe()}")
+    if reason:
+        lines.append(f"  reason     {ui.cell('launch failed: ' + reason)}")
     if out and out.detail:
         lines.append(f"  detail     {ui.cell(out.detail)}")
     for sub in job.submissions:
