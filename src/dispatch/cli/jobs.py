@@ -584,7 +584,7 @@ def stop(app: App, job: str, wait: bool) -> None:
     ui.note(f"job {record.id}: stop requested")
     if wait:
         ended = follow_job(app, cluster, record.id, show_output=False)
-        ui.note(describe_end(ended, stderr=wrote_stderr(cluster, ended)))
+        ui.note(describe_end(ended, stderr=wrote_stderr(cluster, ended), reason=launch_reason(cluster, ended)))
         if not ended.state.ended:
             raise click.exceptions.Exit(int(Exit.UNKNOWN))
 
