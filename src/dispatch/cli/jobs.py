@@ -626,12 +626,9 @@ def ack(app: App, job: str, note: str | None) -> None:
     """Acknowledge JOB's escalations: the job no longer waits for a human, and `dispatch status` stops
     pointing at it.
 
-    \b
-    For a closed job (one the supervisor handed over: a failure no rule
-    recovers, a limit reached). The record keeps the escalation, marked
-    resolved, with who acknowledged it. On a job still open, an escalation
-    ends when its cause does (a hold released): ack refuses it (exit 4).
-      dispatch ack JOB --note "bad input file, fixed"
+    For a closed job (one the supervisor handed over: a failure no rule recovers, a limit reached). The record
+    keeps the escalation, marked resolved, with who acknowledged it and the --note. On a job still open, an
+    escalation ends when its cause does (a hold released): ack refuses it (exit 4).
     """
     from dispatch.cli import ui
 
