@@ -25,9 +25,10 @@ def test_ack_ends_the_wait_for_a_human_of_a_failed_run_without_rules(cli: Env) -
     assert cli.run("run", "--", "sh", "-c", "exit 3").returncode == 1
     (job,) = (r["id"] for r in cli.json("status"))
     assert f"job {job} waits for a human (exit: no rule matches exit)" in cli.run("status").stderr
+    (open_,) = cli.json("show", job)["job"]["escalations"]
     p = cli.run("ack", job, "--note", "bad input, fixed")
     assert p.returncode == 0, p.stderr
-    assert p.stdout == f"job {job}: escalation #1 acknowledged\n"
+    assert p.stdout == f"job {job}: escalation #{open_['seq']} acknowledged\n"
     for _ in range(2):  # every status after it, not only the next
         p = cli.run("status")
         assert p.returncode == 0 and "waits for a human" not in p.stderr, p.stderr
