@@ -718,6 +718,45 @@ class Operator:
             lifted.append(h.instance)
         return lifted
 
+    def acknowledge(self, job_id: str, note: str | None = None) -> list[int]:
+        """Mark the escalations of a closed job resolved: a human has seen them, and the job no longer waits for
+        one (``dispatch status`` stops pointing at it). Returns the seqs resolved (none: nothing was open).
+
+        Only a closed job's escalations can be acknowledged: on an open job an escalation stands for a situation
+        still going on (a foreign hold, a hold a rule placed), which the supervisor resolves itself when it ends;
+        stop the job to give up on it. Each is recorded as an ``escalation-resolved`` event naming who
+        acknowledged it (and ``note``); the job's outcome and decisions are not changed.
+        """
+        records, _ = self._writable()
+        for _ in range(MINT_TRIES):
+            job = records.get(job_id)
+            open_ = [e for e in job.escalations if e.resolved_at is None]
+            if not open_:
+                return []
+            if not job.closed:
+                causes = ", ".join(sorted({e.cause.value for e in open_}))
+                raise Rejected(
+                    f"job {job_id} is still open: its escalation ({causes}) ends when its cause does"
+                    f" (see: dispatch show {job_id}); to give up on the job, stop it"
+                )
+            now = self._c.clock.now()
+            new = job.copy()
+            events = []
+            for e in new.escalations:
+                if e.resolved_at is None:
+                    e.resolved_at = now
+                    data: dict[str, Any] = {"seq": e.seq, "reason": "acknowledged", "by": self.owner}
+                    if note:
+                        data["note"] = note
+                    events.append(Event(job_id, now, "escalation-resolved", data))
+            new.updated_at = now
+            try:
+                records.update(new, events)
+            except Conflict:
+                continue  # written meanwhile: read it again
+            return [e.seq for e in open_]
+        raise Conflict(f"job {job_id}: kept changing while its escalations were acknowledged")
+
 
 def start_submission(
     actor: Actor,

@@ -1,4 +1,4 @@
-"""Commands that act on jobs: ``run``, ``submit``, ``stop``, ``hold``, ``release``."""
+"""Commands that act on jobs: ``run``, ``submit``, ``stop``, ``hold``, ``release``, ``ack``."""
 
 from __future__ import annotations
 
@@ -367,7 +367,7 @@ def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json
     if gave_up:
         ui.note(f"refused: {gave_up[0]}; dispatch stopped it (nothing is left in the queue)")
     elif not as_json:
-        ui.note(describe_end(job, stderr=wrote_stderr(cluster, job)))
+        ui.note(describe_end(job, stderr=wrote_stderr(cluster, job), reason=launch_reason(cluster, job)))
     raise click.exceptions.Exit(int(code))
 
 
@@ -401,9 +401,34 @@ def wrote_stderr(cluster: Cluster, job: JobRecord) -> bool:
         return False
 
 
-def describe_end(job: JobRecord, *, stderr: bool = False) -> str:
+def launch_reason(cluster: Cluster, job: JobRecord) -> str | None:
+    """Why the job's last execution could not be launched, as its job script said on stderr
+    (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_PREFIX`): ``the program ./train does not exist``.
+
+    None unless the job ended ``launch-failed`` and the cluster can still read that stderr with such a line (a
+    scheduler's own words for the failure, e.g. Slurm's ``FAILED NonZeroExitCode``, stay the outcome's detail)."""
+    from dispatch.adapterkit.jobscript import LAUNCH_FAILED_PREFIX
+    from dispatch.errors import DispatchError
+
+    out, sub = job.outcome, job.current
+    if out is None or out.cause is None or out.cause.value != "launch-failed" or sub is None:
+        return None
+    backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
+    read = getattr(backend, "stderr", None)
+    if sub.scheduler_id is None or not callable(read):
+        return None
+    restart = sub.executions[-1].restart if sub.executions else None
+    try:
+        text = b"".join(read(sub.scheduler_id, restart, False)).decode("utf-8", "replace")
+    except (DispatchError, OSError):
+        return None
+    said = [ln[len(LAUNCH_FAILED_PREFIX) :].strip() for ln in text.splitlines() if ln.startswith(LAUNCH_FAILED_PREFIX)]
+    return said[-1] if said and said[-1] else None
+
+
+def describe_end(job: JobRecord, *, stderr: bool = False, reason: str | None = None) -> str:
     """One line on how the job ended. ``stderr``: its last execution wrote to stderr (then the line says how to
-    read it)."""
+    read it). ``reason``: why its launch failed (:func:`launch_reason`), said instead of the outcome's detail."""
     from dispatch.cli import ui
 
     out = job.outcome
@@ -415,7 +440,7 @@ def describe_end(job: JobRecord, *, stderr: bool = False) -> str:
             what += f" (exit code {out.exit_code})"
         else:
             what += f" ({out.cause.value})"
-    detail = f": {out.detail}" if out.detail else ""
+    detail = f": {reason}" if reason else f": {out.detail}" if out.detail else ""
     cur = job.current
     took = ""
     if cur and cur.executions and cur.executions[-1].started_at and cur.executions[-1].ended_at:
@@ -577,7 +602,7 @@ def stop(app: App, job: str, wait: bool) -> None:
     ui.note(f"job {record.id}: stop requested")
     if wait:
         ended = follow_job(app, cluster, record.id, show_output=False)
-        ui.note(describe_end(ended, stderr=wrote_stderr(cluster, ended)))
+        ui.note(describe_end(ended, stderr=wrote_stderr(cluster, ended), reason=launch_reason(cluster, ended)))
         if not ended.state.ended:
             raise click.exceptions.Exit(int(Exit.UNKNOWN))
 
@@ -609,3 +634,27 @@ def release(app: App, job: str, instance: str | None) -> None:
         ui.note(f"job {record.id} has no hold of yours to release")
     for i in lifted:
         click.echo(i)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("job", shell_complete=_job_id_completion)
+@click.option("--note", help="What you did about it (kept in the record).")
+@pass_app
+def ack(app: App, job: str, note: str | None) -> None:
+    """Acknowledge JOB's escalations: the job no longer waits for a human, and `dispatch status` stops
+    pointing at it.
+
+    For a closed job (one the supervisor handed over: a failure no rule recovers, a limit reached). The record
+    keeps the escalation, marked resolved, with who acknowledged it and the --note. On a job still open, an
+    escalation ends when its cause does (a hold released): ack refuses it (exit 4).
+    """
+    from dispatch.cli import ui
+
+    record = app.resolve_job(job)
+    cluster = app.cluster_of(record)
+    resolved = cluster.operator.acknowledge(record.id, note)
+    if not resolved:
+        ui.note(f"job {record.id} has no escalation waiting for a human")
+        return
+    seqs = ", ".join(f"#{n}" for n in resolved)
+    click.echo(f"job {record.id}: escalation {seqs} acknowledged")
