@@ -15,6 +15,7 @@ from dispatch.actions import marker_for
 from dispatch.clock import SystemClock
 from dispatch.gridengine import GridEngineBackend, GridEngineSettings
 from dispatch.outcome import Cause, State
+from dispatch.resources import Resources
 from dispatch.spec import JobSpec
 from dispatch.spi import JobEvidence, StartRequest
 
@@ -115,3 +116,18 @@ def test_a_missing_program_is_launch_failed_not_an_exit(b: GridEngineBackend, tm
     assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.LAUNCH_FAILED), ev.outcome
     err = next((tmp_path / "o").glob(f"*.{sid}.err")).read_text()
     assert f"dispatch: launch failed: the program {tmp_path}/no such program does not exist" in err
+
+
+def test_memory_is_asked_as_resident_memory_and_the_job_runs(b: GridEngineBackend) -> None:
+    """``resources.memPerNode`` reaches the cell as ``mem_free`` (where the scheduler places the job) and
+    ``h_rss`` (its resident-set limit), never ``h_vmem``, which kills CUDA processes; the job runs."""
+    job = secrets.token_hex(6)
+    spec = JobSpec(("true",), working_dir="/", resources=Resources(mem_per_node=64))
+    sid = b.start(StartRequest(job, 1, marker_for(job, 1), spec))
+    shown = subprocess.run(["qstat", "-j", sid], env=_cell_env(), capture_output=True, text=True, timeout=30)
+    (limits,) = [line for line in shown.stdout.splitlines() if line.startswith("hard resource_list:")]
+    asked = dict(word.split("=", 1) for word in limits.split(":", 1)[1].strip().split(","))
+    assert asked == {"mem_free": "64M", "h_rss": "64M"}, limits
+    b.open(sid)
+    ev = until(b, sid, lambda e: e.outcome.state.ended)
+    assert ev.outcome.state is State.SUCCEEDED, ev.outcome
