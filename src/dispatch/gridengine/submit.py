@@ -94,7 +94,7 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         master_port=port_expression("JOB_ID"),
         node='"${HOSTNAME:-$(hostname)}"',
     )
-    prelude += progress.prelude(output_dir, request.marker)
+    prelude = ["umask 077", *prelude, *progress.prelude(output_dir, request.marker)]
     script = render_job_script(
         request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude, checks=launch_checks(spec.command, workdir)
     )
