@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 
 from dispatch.adapterkit.private import private_dir
 from dispatch.errors import ConfigError, Unavailable
-from dispatch.slurm import arrays, backend, outputs, tasklines, trust
+from dispatch.slurm import arrays, backend, outputs, pruning, tasklines, trust
 from dispatch.slurm.scripts import Script, parse_output
 
 NOBODY = 65534
@@ -190,3 +191,56 @@ def test_a_private_directory_is_made_0700_and_a_loose_one_refused(tmp_path: Path
     os.chown(theirs, NOBODY, NOBODY)
     with pytest.raises(ConfigError, match="another user"):
         private_dir(str(theirs), "outputDir")
+
+
+def _aged(p: Path, days: float) -> Path:
+    t = time.time() - days * 86400
+    os.utime(p, (t, t), follow_symlinks=False)
+    return p
+
+
+def test_prune_deletes_pointers_and_maps_past_their_retention_and_nothing_else(jobs: Path, tmp_path: Path) -> None:
+    maps = jobs / "arrays"
+    maps.mkdir(mode=0o700)
+    old_pointer = _aged(jobs / "c.7", 100)
+    fresh_pointer = jobs / "c.8"
+    fresh_pointer.write_text("/o/dsp-x-1\n")
+    other_cluster = jobs / "d.7"
+    other_cluster.write_text("/o/dsp-x-1\n")
+    _aged(other_cluster, 100)
+    pointed_at = tmp_path / "out" / "dsp-j-1.7.0.out"
+    old_map = maps / "dspa-00000000000000aa"
+    old_map.write_text("dsp-a-1\n")
+    _aged(old_map, 8)
+    fresh_map = maps / "dspa-00000000000000bb"
+    fresh_map.write_text("dsp-b-1\n")
+    theirs = maps / "dspa-00000000000000cc"
+    theirs.write_text("dsp-c-1\n")
+    os.chown(theirs, NOBODY, NOBODY)
+    _aged(theirs, 8)
+    link = jobs / "c.9"
+    link.symlink_to(pointed_at)
+    _aged(link, 100)
+    done = bash(pruning.PRUNE, str(jobs), "c", str(maps), pruning.minutes(90 * 86400), pruning.minutes(7 * 86400))
+    assert sorted(done.stdout.split()) == sorted([str(old_pointer), str(old_map)]), done
+    assert not old_pointer.exists() and not old_map.exists()
+    for kept in (fresh_pointer, other_cluster, fresh_map, theirs, pointed_at):
+        assert kept.exists(), kept
+    assert link.is_symlink()  # a link is never followed nor taken for a pointer
+    assert pruning.minutes(0) == "0"
+    _aged(fresh_pointer, 1000)
+    assert bash(pruning.PRUNE, str(jobs), "c", str(maps), "0", "0").stdout == "" and fresh_pointer.exists()
+    jobs.chmod(0o777)  # a directory others may write to: nothing in it is deleted
+    assert bash(pruning.PRUNE, str(jobs), "c", str(maps), "1", "1").stdout == "" and fresh_pointer.exists()
+
+
+def test_a_find_reads_only_the_maps_written_since_its_horizon(tmp_path: Path) -> None:
+    maps = tmp_path / "arrays"
+    maps.mkdir(mode=0o700)
+    (maps / "dspa-00000000000000aa").write_text("dsp-a-1\n")
+    old = maps / "dspa-00000000000000bb"
+    old.write_text("dsp-a-1\n")
+    _aged(old, 2)
+    since = str(int(time.time()) - 86400)  # a day ago: the map of two days ago is not read
+    out = bash(arrays.FIND, "0", str(maps), since, "dsp-a-1").stdout
+    assert [line for line in out.splitlines() if line.startswith("M ")] == [f"M {maps}/dspa-00000000000000aa:1:dsp-a-1"]

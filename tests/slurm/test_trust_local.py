@@ -10,6 +10,7 @@ import pwd
 import shutil
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,5 +128,29 @@ def test_a_pointer_another_user_replaced_is_ignored_and_the_real_output_read(
             fresh.close()
         assert "forged" not in text and "real-output" in text
         assert f"the output pointer {pointer} of job {sid} is ignored" in caplog.text
+    finally:
+        b.close()
+
+
+def test_a_submission_prunes_pointers_and_maps_past_their_retention(shared: Path) -> None:
+    """The submitting script deletes the pointers and marker maps written longer ago than their retention
+    (``output.keepPointers``, 90 days; ``output.keepMaps``, 7 days), and leaves the recent ones and the job's own."""
+    root = shared / "runs"
+    b = backend_at(root)
+    try:
+        prefix = Path(b._pointer(""))
+        jobs, cluster = prefix.parent, prefix.name[:-1]
+        (jobs / "arrays").mkdir(mode=0o700, parents=True)
+        aged = {jobs / f"{cluster}.999999": 91, jobs / "arrays" / "dspa-00000000000000aa": 8}
+        kept = {jobs / f"{cluster}.999998": 89, jobs / "arrays" / "dspa-00000000000000bb": 6}
+        for p, days in {**aged, **kept}.items():
+            p.write_text("/o/dsp-x-1\n")
+            t = time.time() - days * 86400
+            os.utime(p, (t, t))
+        sid, _ = it.run(b, JobSpec(("true",), time_limit=120))
+        it.wait(b, sid, lambda e: e.outcome.state.ended, "the job ends")
+        assert [p for p in aged if p.exists()] == []
+        assert [p for p in kept if not p.exists()] == []
+        assert Path(b._pointer(sid)).exists()
     finally:
         b.close()

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dispatch.slurm import arrayids, trust
+from dispatch.slurm.pruning import MAP_SLACK
 from dispatch.slurm.submit import SbatchJob
 
 PREFIX = "dspa-"
@@ -70,7 +71,9 @@ FIND = trust.TRUSTED + (
     '[ -e "$dir" ] || [ -L "$dir" ] || exit 0\n'
     '_dsp_trusted "$dir" || { echo "U $dir is not yours alone (owner, mode or a link): not read"; exit 0; }\n'
     'pats=$(mktemp) || exit 1; trap \'rm -f "$pats"\' EXIT; printf "%s\\n" "$@" >"$pats"\n'
+    f'newer=$((since > {MAP_SLACK} ? since - {MAP_SLACK} : 0))\n'
     f'hits=$(find "$dir" -mindepth 1 -maxdepth 1 -name "{PREFIX}*" -type f -user "$EUID" ! -perm /022 '
+    '-newermt "@$newer" '
     f'-size -{trust.MAP_MAX + 1}c -exec grep -H -n -x -F -f "$pats" -- {{}} + 2>/dev/null)\n'
     '[ -n "$hits" ] || exit 0\n'
     'printf "%s\\n" "$hits" | sed "s/^/M /"\n'
@@ -86,7 +89,8 @@ FIND = trust.TRUSTED + (
 )  # fmt: skip
 """The array tasks carrying the markers ``$4...``: ``M <map>:<line>:<marker>`` per marker found in a map under
 ``$2`` (only a map that is a regular file of the user's alone, at most :data:`~dispatch.slurm.trust.MAP_MAX`
-bytes, in a directory of the user's alone; ``U <why>`` when the directory is not), then the arrays those maps
+bytes, in a directory of the user's alone, written after ``$3`` less
+:data:`~dispatch.slurm.pruning.MAP_SLACK`; ``U <why>`` when the directory is not), then the arrays those maps
 name as squeue lists them (``Q <id>|<name>|<submit>``, one per task) and, with ``$1`` = 1 (accounting), as
 sacct does since ``$3`` (``S <id>|<name>|<submit>``)."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
+import math
 import os
 import posixpath
 import re
@@ -28,7 +29,7 @@ from dispatch.declarations import Declarations
 from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.extensions import CessationWarning, ExtensionPolicy, Image, Output, SharedCheckpoint
 from dispatch.outcome import Evidence, State
-from dispatch.slurm import arrays, outputs, preflight, progress, submit, tasklines, trust
+from dispatch.slurm import arrays, outputs, preflight, progress, pruning, submit, tasklines, trust
 from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm.arrayids import ArrayIdError, is_scheduler_id, task_id, text_ids
 from dispatch.slurm.arrayids import split as split_id
@@ -208,6 +209,8 @@ class SlurmBackend:
         self._bases: dict[str, str] = {}  # job id -> its output files' prefix, from its pointer (never changes)
         self._made_dirs: set[str] = set()  # output directories this backend already created
         self._first_codes: dict[tuple[str, int], int | None] = {}  # (job id, restart) -> srun's first task code
+        self._next_prune = -math.inf  # when a submitting script next prunes old pointers and maps
+        self._prune_call: int | None = None
         self.facts = preflight.run_preflight(settings, self._run, self._clock, read_only=read_only)
         self._offset = self.facts.offset
         self._uncertainty = self.facts.uncertainty
@@ -331,7 +334,9 @@ class SlurmBackend:
             s.shell(trust.PREPARE, posixpath.dirname(self._pointer("")), job.output_dir)
             index = 1
         self._submit(s, job, s.call)
+        self._prune(s)
         out = self._run(s, True)
+        self._pruned(out)
         _refused_before_sbatch(out.call(index))
         call = self._need(out, index, "sbatch", write=True)
         self._made_dirs.add(job.output_dir)
@@ -349,6 +354,33 @@ class SlurmBackend:
         output files go (:data:`SUBMIT`)."""
         pointer = self._pointer("")
         return int(add(["bash", "-c", SUBMIT, "_", pointer[:-1], job.base, *job.argv], stdin=job.batch))
+
+    def _prune(self, s: Script) -> None:
+        """Add :data:`~dispatch.slurm.pruning.PRUNE` to a submitting script, at most every
+        :data:`~dispatch.slurm.pruning.PRUNE_EVERY` seconds (the pointers and maps past their retention)."""
+        self._prune_call = None  # this script's call, if any (never an earlier script's)
+        now = self._clock.now()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + pruning.PRUNE_EVERY
+        jobs = posixpath.dirname(self._pointer(""))
+        keep = self.settings.output
+        self._prune_call = s.shell(
+            pruning.PRUNE,
+            jobs,
+            posixpath.basename(self._pointer(""))[:-1],
+            posixpath.dirname(arrays.map_path(self._pointer(""), "_")),
+            pruning.minutes(keep.keep_pointers),
+            pruning.minutes(keep.keep_maps),
+        )
+
+    def _pruned(self, out: ScriptOutput) -> None:
+        """Log what :meth:`_prune`'s call deleted (a failed prune changes nothing and is tried again later)."""
+        if self._prune_call is None:
+            return
+        call, self._prune_call = out.call(self._prune_call), None
+        if call is not None and call.stdout.strip():
+            log.info("pruned %d pointer(s) and marker map(s) past their retention", len(call.stdout.splitlines()))
 
     def open(self, scheduler_id: str) -> None:
         error = self.open_many([scheduler_id])[0]
@@ -404,8 +436,10 @@ class SlurmBackend:
         where = arrays.map_path(pointer, array.name)
         argv = ["bash", "-c", arrays.SUBMIT, "_", pointer[:-1], array.base, where, markers, str(n), *array.argv()]
         s.call(argv, stdin=array.script())
+        self._prune(s)
         try:
             out = self._run(s, True)
+            self._pruned(out)
             call = out.call(index)
             if call is not None and call.status == 3:
                 raise Unavailable(f"sbatch --array not run: {(call.stderr or call.stdout).strip()[:300]}")
@@ -444,8 +478,10 @@ class SlurmBackend:
             first = 1 if dirs else 0
             for _, job in built:  # a few at a time: the controller answers several clients at once
                 self._submit(s, job, s.call_concurrently)
+            self._prune(s)
             try:
                 out = self._run(s, True, partial=True)
+                self._pruned(out)
             except (Unavailable, OutcomeUnknown) as exc:
                 for (i, _), each in zip(built, spread(exc, len(built)), strict=True):
                     answers[i] = each
