@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ import pytest
 
 from dispatch.actions import marker_for
 from dispatch.clock import SystemClock
+from dispatch.errors import ConfigError
 from dispatch.gridengine import GridEngineBackend, GridEngineSettings
 from dispatch.outcome import Cause, State
 from dispatch.resources import Resources
@@ -131,3 +133,29 @@ def test_memory_is_asked_as_resident_memory_and_the_job_runs(b: GridEngineBacken
     b.open(sid)
     ev = until(b, sid, lambda e: e.outcome.state.ended)
     assert ev.outcome.state is State.SUCCEEDED, ev.outcome
+
+
+def test_the_output_directory_is_the_users_alone_whatever_the_umask(tmp_path: Path) -> None:
+    """Made 0700 (each missing parent too) under umask 0, the job's files in it; a loose one is refused."""
+    d = description()
+    out = tmp_path / "shared" / "o"
+    settings = GridEngineSettings(
+        sge_root=d["sge_root"], sge_cell=d["sge_cell"], state_dir=str(tmp_path / "s"), output_dir=str(out)
+    )
+    b = GridEngineBackend(settings, SystemClock())
+    old = os.umask(0)
+    try:
+        sid = start(b, ("true",))
+        b.open(sid)
+        ev = until(b, sid, lambda e: e.outcome.state.ended)
+    finally:
+        os.umask(old)
+    try:
+        assert ev.outcome.state is State.SUCCEEDED, ev.outcome
+        assert stat.S_IMODE(out.stat().st_mode) == stat.S_IMODE(out.parent.stat().st_mode) == 0o700
+        assert any(p.name.endswith(f".{sid}.out") for p in out.iterdir())
+        out.chmod(0o777)
+        with pytest.raises(ConfigError, match="may be written by others"):
+            start(b, ("true",))
+    finally:
+        b.close()
