@@ -35,16 +35,19 @@ def private_dir(path: str, setting: str) -> None:
         raise ConfigError(setting, f"{path} {why}: fix it or choose another directory")
 
 
-def not_private(path: str) -> str:
-    """Why ``path`` is not a directory of the user's alone ("" when it is)."""
+def not_private(path: str, *, directory: bool = True) -> str:
+    """Why ``path`` is not a directory (with ``directory`` False: a regular file) of the user's alone ("" when it
+    is)."""
     try:
         st = os.lstat(path)
     except OSError as exc:
         return f"cannot be read ({exc.strerror})"
     if stat.S_ISLNK(st.st_mode):
         return "is a symbolic link"
-    if not stat.S_ISDIR(st.st_mode):
+    if directory and not stat.S_ISDIR(st.st_mode):
         return "is not a directory"
+    if not directory and not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
     if st.st_uid != os.geteuid():
         return "belongs to another user"
     if st.st_mode & 0o022:
