@@ -3,5 +3,7 @@ loaded by other work an example can take seconds, and a deadline would make the 
 
 from hypothesis import settings
 
+from tests.peer import peer  # noqa: F401  (the fixture, for every test directory)
+
 settings.register_profile("dispatch", deadline=None)
 settings.load_profile("dispatch")

@@ -67,7 +67,8 @@ def test_one_spec_asks_the_same_of_all_four_adapters(tmp_path: Path) -> None:
     assert per_node == {"limits": want, "requests": want}
 
     q = qsub_argv()
-    assert shlex.join(q).endswith("-pe smp 2 -l gpu=1,h_vmem=2048M")  # per slot: Grid Engine multiplies by slots
+    # per slot (Grid Engine multiplies by slots); resident memory, not h_vmem (which kills CUDA processes)
+    assert shlex.join(q).endswith("-pe smp 2 -l gpu=1,mem_free=2048M,h_rss=2048M")
 
     local = LocalBackend(tmp_path, SYSTEM_CLOCK, gpus=["0", "1"])
     plan = local.render(request())

@@ -121,6 +121,8 @@ class Image(Extension):
     def __post_init__(self) -> None:
         _check_text(self.ref, "ref")
         _require(not any(c.isspace() for c in self.ref), "ref", "an image reference has no white space")
+        # no path, scheme or registry name starts with '-'; a runtime would read such a word as an option
+        _require(not self.ref.startswith("-"), "ref", "an image reference does not start with '-'")
         if self.pull_policy is not None:
             _require(
                 self.pull_policy in ("Always", "IfNotPresent", "Never"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -13,8 +14,10 @@ import pytest
 
 from dispatch.actions import marker_for
 from dispatch.clock import SystemClock
+from dispatch.errors import ConfigError
 from dispatch.gridengine import GridEngineBackend, GridEngineSettings
 from dispatch.outcome import Cause, State
+from dispatch.resources import Resources
 from dispatch.spec import JobSpec
 from dispatch.spi import JobEvidence, StartRequest
 
@@ -115,3 +118,44 @@ def test_a_missing_program_is_launch_failed_not_an_exit(b: GridEngineBackend, tm
     assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.LAUNCH_FAILED), ev.outcome
     err = next((tmp_path / "o").glob(f"*.{sid}.err")).read_text()
     assert f"dispatch: launch failed: the program {tmp_path}/no such program does not exist" in err
+
+
+def test_memory_is_asked_as_resident_memory_and_the_job_runs(b: GridEngineBackend) -> None:
+    """``resources.memPerNode`` reaches the cell as ``mem_free`` (where the scheduler places the job) and
+    ``h_rss`` (its resident-set limit), never ``h_vmem``, which kills CUDA processes; the job runs."""
+    job = secrets.token_hex(6)
+    spec = JobSpec(("true",), working_dir="/", resources=Resources(mem_per_node=64))
+    sid = b.start(StartRequest(job, 1, marker_for(job, 1), spec))
+    shown = subprocess.run(["qstat", "-j", sid], env=_cell_env(), capture_output=True, text=True, timeout=30)
+    (limits,) = [line for line in shown.stdout.splitlines() if line.startswith("hard resource_list:")]
+    asked = dict(word.split("=", 1) for word in limits.split(":", 1)[1].strip().split(","))
+    assert asked == {"mem_free": "64M", "h_rss": "64M"}, limits
+    b.open(sid)
+    ev = until(b, sid, lambda e: e.outcome.state.ended)
+    assert ev.outcome.state is State.SUCCEEDED, ev.outcome
+
+
+def test_the_output_directory_is_the_users_alone_whatever_the_umask(tmp_path: Path) -> None:
+    """Made 0700 (each missing parent too) under umask 0, the job's files in it; a loose one is refused."""
+    d = description()
+    out = tmp_path / "shared" / "o"
+    settings = GridEngineSettings(
+        sge_root=d["sge_root"], sge_cell=d["sge_cell"], state_dir=str(tmp_path / "s"), output_dir=str(out)
+    )
+    b = GridEngineBackend(settings, SystemClock())
+    old = os.umask(0)
+    try:
+        sid = start(b, ("true",))
+        b.open(sid)
+        ev = until(b, sid, lambda e: e.outcome.state.ended)
+    finally:
+        os.umask(old)
+    try:
+        assert ev.outcome.state is State.SUCCEEDED, ev.outcome
+        assert stat.S_IMODE(out.stat().st_mode) == stat.S_IMODE(out.parent.stat().st_mode) == 0o700
+        assert any(p.name.endswith(f".{sid}.out") for p in out.iterdir())
+        out.chmod(0o777)
+        with pytest.raises(ConfigError, match="may be written by others"):
+            start(b, ("true",))
+    finally:
+        b.close()

@@ -602,3 +602,13 @@ def test_postgres_store_of_the_previous_schema_gains_the_node_blames() -> None:
     finally:
         s.drop()
         s.close()
+
+
+def test_node_blames_too_old_to_count_are_pruned_per_cluster(store: Records) -> None:
+    assert isinstance(store, NodeBlames)
+    store.add_node_blames([_blame("n1", "j1", 10.0), _blame("n2", "j2", 19.9), _blame("n1", "j3", 20.0)])
+    store.add_node_blames([_blame("n1", "j1", 5.0, cluster="d")])
+    assert store.prune_node_blames("c", 20.0) == 2
+    assert store.prune_node_blames("c", 20.0) == 0
+    assert store.node_blames("c", 0.0) == [_blame("n1", "j3", 20.0)]
+    assert store.node_blames("d", 0.0) == [_blame("n1", "j1", 5.0, cluster="d")]

@@ -1,6 +1,7 @@
 """The backend against transcripts: preflight, gate, reads in each dialect, holds, requeue, failures."""
 
 import os
+import stat
 import subprocess
 import tempfile
 from dataclasses import replace
@@ -99,6 +100,29 @@ def test_preflight_cache_is_used_by_a_read_only_open(tmp_path) -> None:
     b = slurm.new({"preflight": {"cacheDir": str(tmp_path)}}, executor=ex2, clock=FakeClock(NOW + 10), read_only=True)
     assert b.capabilities()[slurm_cap("Hold")].provenance.value == "cached"
     assert b.capabilities().answer(slurm_cap("Hold")) is Answer.YES
+
+
+@pytest.mark.parametrize("forge", ["loose file", "loose directory", "link", "another user's"])
+def test_a_preflight_cache_others_could_have_written_is_ignored(tmp_path, forge: str) -> None:
+    """A cache another user could have written (or planted as a link) is not taken: its answers would say Hold
+    yes on a cluster that has none. A read-only open then answers unknown, as with no cache."""
+    ex = TranscriptExecutor(ready_preflight(RELEASE_2605, now=NOW))
+    slurm.new({"preflight": {"cacheDir": str(tmp_path)}}, executor=ex, clock=FakeClock(NOW))
+    (cache,) = tmp_path.glob("slurm-*.json")
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    if forge == "loose file":
+        cache.chmod(0o666)
+    elif forge == "loose directory":
+        tmp_path.chmod(0o777)
+    elif forge == "link":
+        moved = tmp_path / "elsewhere.json"
+        cache.rename(moved)
+        cache.symlink_to(moved)
+    else:
+        os.chown(cache, 65534, 65534)
+    ex2 = TranscriptExecutor(ready_preflight(RELEASE_2605, now=NOW, read_only=True))
+    b = slurm.new({"preflight": {"cacheDir": str(tmp_path)}}, executor=ex2, clock=FakeClock(NOW + 10), read_only=True)
+    assert b.capabilities().answer(slurm_cap("Hold")) is Answer.UNKNOWN
 
 
 def test_missing_command_refuses_open() -> None:

@@ -29,7 +29,8 @@ C = ContainerSettings(options=["--userns", "--nv"])
 def test_the_words_carry_the_clusters_options_each_bind_once_the_working_directory_and_the_image() -> None:
     words = images.apptainer_words(Image("/shared/img.sif"), C, ["/w", "/out", "/w"], "/w")
     assert words == [
-        "apptainer", "exec", "--userns", "--nv", "--bind", "/w", "--bind", "/out", "--pwd", "/w", "/shared/img.sif",
+        "apptainer", "exec", "--userns", "--nv", "--bind", "/w", "--bind", "/out", "--pwd", "/w",
+        "--", "/shared/img.sif",
     ]  # fmt: skip
 
 
@@ -46,6 +47,19 @@ def test_the_words_carry_the_clusters_options_each_bind_once_the_working_directo
 )
 def test_the_image_reference_apptainer_is_given(ref: str, given: str) -> None:
     assert images.image_ref(Image(ref)) == given
+
+
+def test_the_image_is_after_the_end_of_apptainers_options() -> None:
+    """``--`` ends Apptainer's options (cobra/pflag drops it): the image and the argv after it are never options."""
+    words = images.apptainer_words(Image("oras://x/-y:1"), C, ["/w"], "/w")
+    assert words[-2:] == ["--", "oras://x/-y:1"]
+    assert words.index("--") > max(i for i, w in enumerate(words[:-2]) if w.startswith("-") and w != "--")
+
+
+@pytest.mark.parametrize("ref", ["-x://y", "--help", "-/i.sif"])
+def test_an_image_reference_starting_with_a_dash_is_refused_when_read(ref: str) -> None:
+    with pytest.raises(SpecError, match="does not start with '-'"):
+        Image(ref)
 
 
 def test_pull_policy_always_skips_the_cache_and_never_needs_a_path() -> None:
@@ -73,7 +87,7 @@ def test_the_batch_script_binds_the_working_output_and_checkpoint_directories() 
     batch = build(StartRequest("j", 1, "dsp-j-1", spec), settings, "26.05.5", "/o").batch
     assert batch.endswith(
         "dispatch-rank /opt/apptainer/bin/apptainer exec -e --bind '/scratch/run 1' --bind /o --bind /shared/ckpt"
-        " --pwd '/scratch/run 1' /shared/img.sif python3 train.py --lr 1e-3\n"
+        " --pwd '/scratch/run 1' -- /shared/img.sif python3 train.py --lr 1e-3\n"
     )
     # the launch checks look for Apptainer and the image where the batch script runs, not for the program
     assert "[ -f /opt/apptainer/bin/apptainer ] && [ -x /opt/apptainer/bin/apptainer ]" in batch

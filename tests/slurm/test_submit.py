@@ -73,7 +73,7 @@ def test_output_extension_and_checkpoint() -> None:
 
 def test_image_runs_each_rank_through_apptainer_and_bad_marker_refused() -> None:
     job = build(req(JobSpec(("true",), extensions=(Image(ref="x:1"),))), S, "26.05.5", "/o", "/w")
-    assert job.batch.endswith("dispatch-rank apptainer exec --bind /w --bind /o --pwd /w docker://x:1 true\n")
+    assert job.batch.endswith("dispatch-rank apptainer exec --bind /w --bind /o --pwd /w -- docker://x:1 true\n")
     with pytest.raises(SpecError):
         build(req(JobSpec(("true",)), "bad marker%"), S, "26.05.5", "/o")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +23,7 @@ from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.spi import Backend
 from dispatch.supervise import Supervisor
-from dispatch.supervise.blame import BLAMING_CAUSES, SuspectPolicy, suspects
+from dispatch.supervise.blame import BLAMING_CAUSES, PRUNE_EVERY, SuspectPolicy, suspects
 
 EXCLUDING = {
     "rules": [
@@ -145,6 +146,25 @@ def test_a_cleared_node_is_no_suspect(env: Env) -> None:
     assert [s.node for s in sup.exclusions.current_suspects(env.clock.now())] == [lost]
     assert env.records.clear_node_blames("memory", lost) == 1
     assert sup.exclusions.current_suspects(env.clock.now()) == []
+
+
+def test_blames_past_the_window_and_time_to_live_are_pruned_by_the_supervisor(env: Env) -> None:
+    """Blames too old to count are deleted from the records, by the supervisor's cycles, at most hourly."""
+    policy = SuspectPolicy(after=2, window=7200, ttl=7200)
+    sup = env.supervisor(suspects=policy)
+    job = env.cluster.submit(env.spec(), PLAIN)
+    env.lose(sup, job)
+    (blame,) = env.records.node_blames("memory", 0.0)
+    old = NodeBlame("memory", "gone-node", "j-old", "1.1.0", blame.cause, blame.at - 14401)
+    other = dataclasses.replace(old, cluster="elsewhere")
+    env.records.add_node_blames([old, other])
+    env.clock.advance(PRUNE_EVERY)
+    env.cycles(sup, 1)
+    assert env.records.node_blames("memory", 0.0) == [blame]  # the one that can still count stays
+    assert env.records.node_blames("elsewhere", 0.0) == [other]  # another cluster's are its supervisor's
+    env.records.add_node_blames([old])
+    env.cycles(sup, 1)
+    assert old in env.records.node_blames("memory", 0.0), "not again within the hour"
 
 
 def test_a_resubmission_the_exclusions_make_unrunnable_is_escalated(env: Env) -> None:

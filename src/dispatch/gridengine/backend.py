@@ -22,6 +22,7 @@ from dispatch.accelerators import Inventory
 from dispatch.adapterkit import CommandResult, CommandRunner, InstanceBook, check_hold, check_open, check_release
 from dispatch.adapterkit.holds import decode_instance, encode_instance, matches
 from dispatch.adapterkit.identity import execution_identity, submission_of
+from dispatch.adapterkit.private import private_dir
 from dispatch.adapterkit.storage import storage_answer, storage_paths
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, yes
 from dispatch.capabilities import unknown as unknown_answer
@@ -258,7 +259,7 @@ class GridEngineBackend:
     def start(self, request: StartRequest) -> str:
         self._writable()
         job = self._build(request)
-        os.makedirs(job.output_dir, exist_ok=True)
+        private_dir(job.output_dir, "outputDir")
         r = self.runner.write(job.argv, stdin=job.script)
         if not r.ok:
             raise Rejected(f"qsub: {(r.stderr or r.stdout).strip()[:300]}")

@@ -15,7 +15,14 @@ class Complexes:
 
     gpu: str | None = field(default="gpu", metadata={"doc": "consumable complex counting GPUs per slot"})
     gpu_type: str | None = field(default=None, metadata={"doc": "complex naming a host's GPU type (resources.gpuType)"})
-    memory: str | None = field(default="h_vmem", metadata={"doc": "memory complex per slot (resources.memPerNode)"})
+    memory: str | None = field(
+        default="mem_free",
+        metadata={"doc": "resident-memory request per slot (resources.memPerNode): where the scheduler places it"},
+    )
+    memory_limit: str | None = field(
+        default="h_rss",
+        metadata={"doc": "resident-memory limit per slot, the same figure (empty: none); never h_vmem for GPU jobs"},
+    )
     exclusive: str | None = field(default="exclusive", metadata={"doc": "boolean exclusive-host complex"})
     cpu_pe: str | None = field(
         default=None, metadata={"doc": "parallel environment of slots on one host (resources.cpusPerProc > 1)"}

@@ -6,10 +6,12 @@
 * Every job gets the kit's rank environment (:mod:`dispatch.adapterkit.rankenv`) as rank 0 of 1, its
   rendezvous at 127.0.0.1 on a port derived from ``$JOB_ID``.
 * A time limit is ``-l h_rt``; the working directory ``-wd``; the job runs under ``/bin/bash`` (``-S``).
-* The spec's ``resources`` are consumable complexes, whose names are settings (:class:`Complexes`):
-  ``-l gpu=N,h_vmem=<M>M`` per slot, ``-l exclusive=true``, and CPUs per process as that many slots of the
-  ``cpuPe`` parallel environment on one host (``-pe <pe> C``; Grid Engine multiplies per-slot consumables by
-  the slots, so GPUs and memory are divided among them: :func:`resource_options`).
+* The spec's ``resources`` are complexes, whose names are settings (:class:`Complexes`):
+  ``-l gpu=N,mem_free=<M>M,h_rss=<M>M`` per slot, ``-l exclusive=true``, and CPUs per process as that many
+  slots of the ``cpuPe`` parallel environment on one host (``-pe <pe> C``; Grid Engine multiplies per-slot
+  consumables by the slots, so GPUs and memory are divided among them: :func:`resource_options`). Memory is
+  resident memory, never ``h_vmem`` by default: a CUDA process maps address ranges far larger than the memory
+  it uses, and ``h_vmem`` (a virtual-memory limit) kills it (docs/adapters/gridengine.md: what 8.1.9 enforces).
 * Progress: the rank's ``DISPATCH_PROGRESS_DIR`` is ``<dir>/<marker>.<job id>.progress``, beside the output
   (:mod:`dispatch.gridengine.progress`).
 * Excluded hosts (a resubmission avoiding blamed or suspect nodes) are ``-l hostname=!(a|b)``
@@ -101,7 +103,7 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         master_port=port_expression("JOB_ID"),
         node='"${HOSTNAME:-$(hostname)}"',
     )
-    prelude += progress.prelude(output_dir, request.marker)
+    prelude = ["umask 077", *prelude, *progress.prelude(output_dir, request.marker)]
     script = render_job_script(
         request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude, checks=launch_checks(spec.command, workdir)
     )
@@ -152,7 +154,10 @@ def resource_options(res: Resources, names: Complexes) -> list[str]:
     if res.mem_per_node is not None:
         if names.memory is None:
             raise Unsupported("this cell has no memory complex (the gridengine setting complexes.memory is unset)")
-        wants.append(f"{names.memory}={-(-res.mem_per_node // slots)}M")
+        per_slot = f"{-(-res.mem_per_node // slots)}M"
+        wants.append(f"{names.memory}={per_slot}")
+        if names.memory_limit and names.memory_limit != names.memory:
+            wants.append(f"{names.memory_limit}={per_slot}")
     if res.exclusive:
         if names.exclusive is None:
             raise Unsupported("this cell has no exclusive-host complex (the setting complexes.exclusive is unset)")

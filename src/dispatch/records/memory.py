@@ -308,6 +308,13 @@ class MemoryRecords:
                 del self._blames[k]
             return len(doomed)
 
+    def prune_node_blames(self, cluster: str, before: float) -> int:
+        with self._lock:
+            doomed = [k for k, b in self._blames.items() if k[0] == cluster and b.at < before]
+            for k in doomed:
+                del self._blames[k]
+            return len(doomed)
+
     def close(self) -> None:
         pass
 

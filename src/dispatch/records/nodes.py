@@ -57,6 +57,11 @@ class NodeBlames(Protocol):
         deleted. ReadOnly on a read-only store."""
         ...
 
+    def prune_node_blames(self, cluster: str, before: float) -> int:
+        """Delete the blames of ``cluster`` older than ``before`` (``at < before``: past every window and time to
+        live that could still count them); returns how many were deleted. ReadOnly on a read-only store."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class SuspectPolicy:

@@ -558,6 +558,11 @@ class PostgresRecords:
             cur.execute(self._q("DELETE FROM {s}.node_blames WHERE cluster = %s AND node = %s"), (cluster, node))
             return int(cur.rowcount)
 
+    def prune_node_blames(self, cluster: str, before: float) -> int:
+        with self._tx() as cur:
+            cur.execute(self._q("DELETE FROM {s}.node_blames WHERE cluster = %s AND at < %s"), (cluster, before))
+            return int(cur.rowcount)
+
     # ----- browsing (see dispatch.records.browse) --------------------------------------------------------------
 
     def find(self, query: JobQuery) -> Page:

@@ -501,6 +501,10 @@ class SQLiteRecords:
         with self._tx() as db:
             return db.execute("DELETE FROM node_blames WHERE cluster = ? AND node = ?", (cluster, node)).rowcount
 
+    def prune_node_blames(self, cluster: str, before: float) -> int:
+        with self._tx() as db:
+            return db.execute("DELETE FROM node_blames WHERE cluster = ? AND at < ?", (cluster, before)).rowcount
+
     # ----- browsing (see dispatch.records.browse) ------------------------------------------------------------
 
     def find(self, query: JobQuery) -> Page:

@@ -22,13 +22,20 @@
 from __future__ import annotations
 
 import posixpath
+import re
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from dispatch.slurm import arrayids
+from dispatch.slurm import arrayids, trust
+from dispatch.slurm.pruning import MAP_SLACK
 from dispatch.slurm.submit import SbatchJob
 
+PREFIX = "dspa-"
+"""The start of every array's name (and of its marker map's)."""
+NAME = re.compile(re.escape(PREFIX) + r"[A-Za-z0-9_.-]{1,64}")
+"""The shape of an array's name (:func:`new_name` gives ``dspa-`` and 16 hex digits): the only map names
+:func:`parse_find` reads, so a name it passes on to ``squeue --name`` never carries a ``,``."""
 PROVISIONAL = "dspa-provisional"
 """An array name to build requests with for grouping alone (:func:`plan` rebuilds each under its array's name;
 :meth:`~dispatch.slurm.backend.SlurmBackend.start_many` builds under a fresh name its first array keeps)."""
@@ -37,8 +44,14 @@ MAX_SCRIPT = 3 * 1024 * 1024
 MAPS = "arrays"
 """The directory, inside the pointers' directory, of the arrays' marker maps."""
 
-SUBMIT = (
-    'mkdir -p -- "${3%/*}" && printf "%s\\n" "$4" >"$3" || { echo "cannot write the marker map $3" >&2; exit 3; }\n'
+SUBMIT = trust.TRUSTED + (
+    'for d in "${1%/*}" "${3%/*}"; do\n'
+    '  if [ -e "$d" ] && ! _dsp_trusted "$d"; then\n'
+    '    printf "%s is not yours alone (owner, mode or a link): fix it or remove it\\n" "$d" >&2; exit 3\n'
+    "  fi\n"
+    "done\n"
+    'mkdir -p -m 700 -- "${3%/*}" && [ ! -L "$3" ] && printf "%s\\n" "$4" >"$3" '
+    '|| { echo "cannot write the marker map $3" >&2; exit 3; }\n'
     'out=$(sbatch "${@:6}"); rc=$?\n'
     'printf "%s\\n" "$out"\n'
     '[ "$rc" = 0 ] || exit "$rc"\n'
@@ -49,13 +62,19 @@ SUBMIT = (
     "exit 0"
 )
 """Write the marker map ``$3`` (the markers ``$4``, one per line; exit 3 and no sbatch when it cannot be
-written), then ``sbatch "${@:6}"`` (the array's script on stdin), then each of the ``$5`` tasks' pointer
+written, or when the pointers' or the maps' directory is not the user's alone: :mod:`dispatch.slurm.trust`),
+then ``sbatch "${@:6}"`` (the array's script on stdin), then each of the ``$5`` tasks' pointer
 ``$1.<array>_<task>`` holding the files' prefix ``$2``. sbatch's stdout and status are the call's."""
 
-FIND = (
+FIND = trust.TRUSTED + (
     'acct=$1; dir=$2; since=$3; shift 3\n'
-    '[ -d "$dir" ] || exit 0\n'
-    'hits=$(printf "%s\\n" "$@" | grep -r -n -x -F -f - -- "$dir" 2>/dev/null)\n'
+    '[ -e "$dir" ] || [ -L "$dir" ] || exit 0\n'
+    '_dsp_trusted "$dir" || { echo "U $dir is not yours alone (owner, mode or a link): not read"; exit 0; }\n'
+    'pats=$(mktemp) || exit 1; trap \'rm -f "$pats"\' EXIT; printf "%s\\n" "$@" >"$pats"\n'
+    f'newer=$((since > {MAP_SLACK} ? since - {MAP_SLACK} : 0))\n'
+    f'hits=$(find "$dir" -mindepth 1 -maxdepth 1 -name "{PREFIX}*" -type f -user "$EUID" ! -perm /022 '
+    '-newermt "@$newer" '
+    f'-size -{trust.MAP_MAX + 1}c -exec grep -H -n -x -F -f "$pats" -- {{}} + 2>/dev/null)\n'
     '[ -n "$hits" ] || exit 0\n'
     'printf "%s\\n" "$hits" | sed "s/^/M /"\n'
     'names=$(printf "%s\\n" "$hits" | sed "s/:.*//; s|.*/||" | sort -u | paste -sd, -)\n'
@@ -69,8 +88,11 @@ FIND = (
     "exit 0"
 )  # fmt: skip
 """The array tasks carrying the markers ``$4...``: ``M <map>:<line>:<marker>`` per marker found in a map under
-``$2``, then the arrays those maps name as squeue lists them (``Q <id>|<name>|<submit>``, one per task) and,
-with ``$1`` = 1 (accounting), as sacct does since ``$3`` (``S <id>|<name>|<submit>``)."""
+``$2`` (only a map that is a regular file of the user's alone, at most :data:`~dispatch.slurm.trust.MAP_MAX`
+bytes, in a directory of the user's alone, written after ``$3`` less
+:data:`~dispatch.slurm.pruning.MAP_SLACK`; ``U <why>`` when the directory is not), then the arrays those maps
+name as squeue lists them (``Q <id>|<name>|<submit>``, one per task) and, with ``$1`` = 1 (accounting), as
+sacct does since ``$3`` (``S <id>|<name>|<submit>``)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +130,7 @@ class Array:
 
 def new_name() -> str:
     """A fresh array name: ``dspa-`` and 64 random bits (no marker's form, so never read as a submission)."""
-    return f"dspa-{secrets.token_hex(8)}"
+    return f"{PREFIX}{secrets.token_hex(8)}"
 
 
 def compose(scripts: Sequence[str]) -> str:
@@ -202,8 +224,9 @@ def parse_find(stdout: str) -> list[FoundTask]:
         if kind == "M":
             path, _, tail = rest.partition(":")
             number, _, marker = tail.partition(":")
-            if number.isdigit() and int(number) > 0:
-                wanted[marker] = (posixpath.basename(path), int(number) - 1)
+            name = posixpath.basename(path)
+            if number.isdigit() and int(number) > 0 and NAME.fullmatch(name):
+                wanted[marker] = (name, int(number) - 1)
         elif kind in ("Q", "S"):
             parts = rest.split("|")
             if len(parts) < 3:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
+import math
 import os
 import posixpath
 import re
@@ -29,7 +30,7 @@ from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, R
 from dispatch.extensions import CessationWarning, ExtensionPolicy, Image, Output, SharedCheckpoint
 from dispatch.outcome import Evidence, State
 from dispatch.shapes import first_refusal
-from dispatch.slurm import arrays, outputs, preflight, progress, submit, tasklines
+from dispatch.slurm import arrays, outputs, preflight, progress, pruning, submit, tasklines, trust
 from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm.arrayids import ArrayIdError, is_scheduler_id, task_id, text_ids
 from dispatch.slurm.arrayids import split as split_id
@@ -140,7 +141,10 @@ RELEASE_SCRIPT = _READ_HOLD + (
     'if [ "$elig" = "$2" ]; then scontrol update JobId="$1" StartTime=now; fi'
 )
 """Lift hold ``$2`` from job ``$1`` if it carries it; exit 5 when it carries another."""
-SUBMIT = (
+SUBMIT = trust.TRUSTED + (
+    'if [ -e "${1%/*}" ] && ! _dsp_trusted "${1%/*}"; then\n'
+    '  printf "%s is not yours alone (owner, mode or a link): fix it or remove it\\n" "${1%/*}" >&2; exit 3\n'
+    "fi\n"
     'out=$(sbatch "${@:3}"); rc=$?\n'
     'printf "%s\\n" "$out"\n'
     '[ "$rc" = 0 ] || exit "$rc"\n'
@@ -150,14 +154,22 @@ SUBMIT = (
 )
 """``sbatch "${@:3}"`` (the batch script on stdin), then the pointer: ``$2`` (the files' prefix) written to
 ``$1.<job id>`` (:func:`~dispatch.slurm.submit.pointer_path`). sbatch's stdout and status are the call's; a
-pointer that could not be written leaves the files to be found through squeue/sacct as before."""
-POINTED = (
-    'base=$(cat -- "$1" 2>/dev/null) || { echo NONE; exit 0; }\n'
+pointer that could not be written leaves the files to be found through squeue/sacct as before. Exit 3, sbatch
+not run, when the pointers' directory exists and is not the user's alone (:mod:`dispatch.slurm.trust`)."""
+POINTED = trust.TRUSTED + (
+    'p=$1\n'
+    '[ -e "$p" ] || [ -L "$p" ] || { echo NONE; exit 0; }\n'
+    '_dsp_trusted "${p%/*}" || { echo "UNTRUSTED its directory is not yours alone (owner, mode, link)"; exit 0; }\n'
+    '[ -f "$p" ] && _dsp_trusted "$p" || { echo "UNTRUSTED it is not a file of yours alone"; exit 0; }\n'
+    f'[ "$(stat -c %s -- "$p")" -le {trust.POINTER_MAX} ] || {{ echo "UNTRUSTED it is too large"; exit 0; }}\n'
+    'base=; IFS= read -r base <"$p"\n'
     'printf "%s\\n" "$base"\n'
-    'for f in "$base.$2".*.out; do [ -e "$f" ] && printf "%s\\n" "${f#"$base.$2."}"; done; exit 0'
-)
-"""The pointer ``$1`` of job ``$2``: ``NONE``, or the files' prefix and then one line ``<restart>.out`` per
-execution that has a stdout file."""
+    'case "$base" in /*) ;; *) exit 0;; esac\n'
+    'for f in "$base.$2".*.out; do [ -f "$f" ] && [ ! -L "$f" ] && printf "%s\\n" "${f#"$base.$2."}"; done; exit 0'
+)  # fmt: skip
+"""The pointer ``$1`` of job ``$2``: ``NONE``; ``UNTRUSTED <why>`` when it or its directory is not the user's
+alone (:mod:`dispatch.slurm.trust`) or it is too large; else its first line (the files' prefix) and then one
+line ``<restart>.out`` per execution that has a stdout file (a regular file, not a link)."""
 STOP = (
     'r=$(squeue -h -t all -j "$1" -o %T 2>&1) || { printf "%s\\n" "$r" >&2; exit 1; }\n'
     'case "$1" in *_*) scontrol update JobId="$1" Requeue=0 >/dev/null 2>&1;; esac\n'
@@ -199,6 +211,8 @@ class SlurmBackend:
         self._bases: dict[str, str] = {}  # job id -> its output files' prefix, from its pointer (never changes)
         self._made_dirs: set[str] = set()  # output directories this backend already created
         self._first_codes: dict[tuple[str, int], int | None] = {}  # (job id, restart) -> srun's first task code
+        self._next_prune = -math.inf  # when a submitting script next prunes old pointers and maps
+        self._prune_call: int | None = None
         self.facts = preflight.run_preflight(settings, self._run, self._clock, read_only=read_only)
         self._offset = self.facts.offset
         self._uncertainty = self.facts.uncertainty
@@ -319,10 +333,13 @@ class SlurmBackend:
         s = self._script()
         index = 0
         if job.output_dir not in self._made_dirs:
-            s.call(["mkdir", "-p", job.output_dir, posixpath.dirname(self._pointer(""))])
+            s.shell(trust.PREPARE, posixpath.dirname(self._pointer("")), job.output_dir)
             index = 1
         self._submit(s, job, s.call)
+        self._prune(s)
         out = self._run(s, True)
+        self._pruned(out)
+        _refused_before_sbatch(out.call(index))
         call = self._need(out, index, "sbatch", write=True)
         self._made_dirs.add(job.output_dir)
         try:
@@ -339,6 +356,33 @@ class SlurmBackend:
         output files go (:data:`SUBMIT`)."""
         pointer = self._pointer("")
         return int(add(["bash", "-c", SUBMIT, "_", pointer[:-1], job.base, *job.argv], stdin=job.batch))
+
+    def _prune(self, s: Script) -> None:
+        """Add :data:`~dispatch.slurm.pruning.PRUNE` to a submitting script, at most every
+        :data:`~dispatch.slurm.pruning.PRUNE_EVERY` seconds (the pointers and maps past their retention)."""
+        self._prune_call = None  # this script's call, if any (never an earlier script's)
+        now = self._clock.now()
+        if now < self._next_prune:
+            return
+        self._next_prune = now + pruning.PRUNE_EVERY
+        jobs = posixpath.dirname(self._pointer(""))
+        keep = self.settings.output
+        self._prune_call = s.shell(
+            pruning.PRUNE,
+            jobs,
+            posixpath.basename(self._pointer(""))[:-1],
+            posixpath.dirname(arrays.map_path(self._pointer(""), "_")),
+            pruning.minutes(keep.keep_pointers),
+            pruning.minutes(keep.keep_maps),
+        )
+
+    def _pruned(self, out: ScriptOutput) -> None:
+        """Log what :meth:`_prune`'s call deleted (a failed prune changes nothing and is tried again later)."""
+        if self._prune_call is None:
+            return
+        call, self._prune_call = out.call(self._prune_call), None
+        if call is not None and call.stdout.strip():
+            log.info("pruned %d pointer(s) and marker map(s) past their retention", len(call.stdout.splitlines()))
 
     def open(self, scheduler_id: str) -> None:
         error = self.open_many([scheduler_id])[0]
@@ -387,15 +431,17 @@ class SlurmBackend:
         s = self._script()
         index = 0
         if array.output_dir not in self._made_dirs:
-            s.call(["mkdir", "-p", array.output_dir, posixpath.dirname(self._pointer(""))])
+            s.shell(trust.PREPARE, posixpath.dirname(self._pointer("")), array.output_dir)
             index = 1
         pointer = self._pointer("")
         markers = "\n".join(t.marker for t in array.tasks)
         where = arrays.map_path(pointer, array.name)
         argv = ["bash", "-c", arrays.SUBMIT, "_", pointer[:-1], array.base, where, markers, str(n), *array.argv()]
         s.call(argv, stdin=array.script())
+        self._prune(s)
         try:
             out = self._run(s, True)
+            self._pruned(out)
             call = out.call(index)
             if call is not None and call.status == 3:
                 raise Unavailable(f"sbatch --array not run: {(call.stderr or call.stdout).strip()[:300]}")
@@ -430,12 +476,14 @@ class SlurmBackend:
             s = self._script()
             dirs = sorted({job.output_dir for _, job in built} - self._made_dirs)
             if dirs:
-                s.call(["mkdir", "-p", *dirs, posixpath.dirname(self._pointer(""))])
+                s.shell(trust.PREPARE, posixpath.dirname(self._pointer("")), *dirs)
             first = 1 if dirs else 0
             for _, job in built:  # a few at a time: the controller answers several clients at once
                 self._submit(s, job, s.call_concurrently)
+            self._prune(s)
             try:
                 out = self._run(s, True, partial=True)
+                self._pruned(out)
             except (Unavailable, OutcomeUnknown) as exc:
                 for (i, _), each in zip(built, spread(exc, len(built)), strict=True):
                     answers[i] = each
@@ -445,6 +493,7 @@ class SlurmBackend:
                 self._made_dirs.update(dirs)
             for k, (i, _) in enumerate(built):
                 try:
+                    _refused_before_sbatch(out.call(first + k))
                     call = self._need(out, first + k, "sbatch", write=True)
                     answers[i] = parse_sbatch_id(call.stdout)
                 except ParseError as exc:
@@ -764,6 +813,9 @@ class SlurmBackend:
         found: dict[str, dict[str, Found]] = {m: {} for m in wanted}
         tasks = self._need(out, 2 if acct else 1, "find array tasks", write=False)
         array_tasks = arrays.parse_find(tasks.stdout)
+        for line in tasks.stdout.splitlines():
+            if line.startswith("U "):
+                log.warning("array marker maps ignored: %s", line[2:])
         sq = self._need(out, 0, "squeue", write=False)
         _, jobs = parse_squeue(sq.stdout)
         for j in filter_jobs(jobs, names=wanted):
@@ -950,13 +1002,18 @@ class SlurmBackend:
         """The files' prefix the submission of ``jid`` recorded and the restarts that have a stdout file; None
         when there is no pointer."""
         s = self._script()
-        s.shell(POINTED, self._pointer(jid), jid)
+        path = self._pointer(jid)
+        s.shell(POINTED, path, jid)
         call = self._need(self._run(s, False), 0, f"read the output pointer of job {jid}", write=False)
-        lines = call.stdout.strip().splitlines()
-        if not lines or lines[0] == "NONE" or not lines[0].startswith("/"):
+        lines = call.stdout.strip("\n").splitlines()
+        if not lines or lines[0] == "NONE":
+            return None
+        base, why = (None, lines[0][10:]) if lines[0].startswith("UNTRUSTED ") else trust.pointed_base(lines[0])
+        if base is None:
+            log.warning("the output pointer %s of job %s is ignored: %s", path, jid, why)
             return None
         restarts = [int(x[: -len(".out")]) for x in lines[1:] if x.endswith(".out") and x[: -len(".out")].isdigit()]
-        return lines[0], restarts
+        return base, restarts
 
     def _listed_path(self, scheduler_id: str, execution: int | None, stream: str) -> tuple[str, bool]:
         """The path as squeue/sacct show it (jobs submitted before submissions wrote pointers)."""
@@ -984,11 +1041,11 @@ class SlurmBackend:
         path, ended = self._output_path(scheduler_id, execution, stream)
         while True:
             s = self._script()
-            s.shell(
-                'if [ -e "$1" ]; then tail -c +"$2" -- "$1" | base64 -w0; else echo MISSING; fi', path, str(offset + 1)
-            )
+            s.shell(outputs.WHOLE, path, str(offset + 1))
             call = self._need(self._run(s, False), 0, f"read {path}", write=False)
             text = call.stdout.strip()
+            if text == outputs.UNTRUSTED:
+                raise Unavailable(f"{path} is not read: {outputs.UNTRUSTED_WHY}")
             if text != "MISSING" and text:
                 data = base64.b64decode(text)
                 offset += len(data)
@@ -1054,6 +1111,13 @@ class SlurmBackend:
 
     def __repr__(self) -> str:
         return f"SlurmBackend({self.facts.cluster_name} {self.slurm_release}, transport={self.settings.transport})"
+
+
+def _refused_before_sbatch(call: CallOutput | None) -> None:
+    """Unavailable when :data:`SUBMIT` refused to run sbatch (exit 3: the pointers' directory is not the user's
+    alone), naming why; nothing was submitted."""
+    if call is not None and call.status == 3:
+        raise Unavailable(f"sbatch not run: {(call.stderr or call.stdout).strip()[:300]}")
 
 
 def _dropped_task(jid: str, accounted: Sequence[SlurmJob]) -> SlurmJob | None:

@@ -10,8 +10,11 @@ namespaces and no setuid install, say: its own error line is the reason). pyxis 
 
 **Run** (:func:`apptainer_words`): the words that go between the rank wrapper and the user's argv, so each
 rank's environment is computed on the node and then ``exec apptainer exec [options] --bind <dir>...
---pwd <working dir> <image> <argv>``. Apptainer passes the environment into the container (``MASTER_ADDR``,
-``RANK``, ``DISPATCH_*`` and the spec's ``env`` arrive intact) and the argv as argv. The image reference:
+--pwd <working dir> -- <image> <argv>``: the ``--`` ends Apptainer's options (its command line is parsed by
+cobra/pflag, which takes a bare ``--`` as the end of the flags and drops it, so the image is the first word after
+it), so neither the image reference nor the user's argv is ever read as an option. Apptainer passes the
+environment into the container (``MASTER_ADDR``, ``RANK``, ``DISPATCH_*`` and the spec's ``env`` arrive intact)
+and the argv as argv. The image reference:
 
 * an absolute path (a SIF file or a sandbox directory on a filesystem the nodes share) is used as is, and its
   existence is a launch check;
@@ -112,7 +115,7 @@ def apptainer_words(image: Image, settings: ContainerSettings, binds: Sequence[s
         words += ["--bind", path]
     if workdir:
         words += ["--pwd", workdir]
-    words.append(ref)
+    words += ["--", ref]
     return words
 
 

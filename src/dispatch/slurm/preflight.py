@@ -25,8 +25,10 @@ lifetime (neither auth/munge nor auth/slurm).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dispatch.accelerators import Inventory
+from dispatch.adapterkit.private import not_private
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
@@ -52,6 +55,8 @@ from dispatch.slurm.parse import (
 )
 from dispatch.slurm.scripts import Script, ScriptOutput
 from dispatch.slurm.settings import SlurmSettings
+
+log = logging.getLogger("dispatch.slurm.preflight")
 
 COMMANDS = ("sbatch", "squeue", "scontrol", "scancel", "sacct", "srun", "timeout")
 PROBE_INSTANCE = "h00000001"
@@ -162,7 +167,11 @@ def _cache_path(settings: SlurmSettings, facts: ClusterFacts) -> str | None:
 def read_cache(settings: SlurmSettings, facts: ClusterFacts, now: float) -> bool:
     """Fill ``facts.hold``/``facts.accounting`` from a fresh cache entry; True when one was used."""
     path = _cache_path(settings, facts)
-    if path is None or not os.path.exists(path):
+    if path is None or not os.path.lexists(path):
+        return False
+    why = not_private(os.path.dirname(path)) or not_private(path, directory=False)
+    if why:  # another user could have written it: its answers are not taken (probed again instead)
+        log.warning("the preflight cache %s is ignored: it or its directory %s", path, why)
         return False
     try:
         with open(path, encoding="utf-8") as f:
@@ -209,7 +218,9 @@ def write_cache(settings: SlurmSettings, facts: ClusterFacts, now: float) -> Non
         },
     }
     tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(tmp)  # a stale one of a dead process with this pid (or a planted link): never written through
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as f:
         json.dump(data, f)
     os.replace(tmp, path)
 

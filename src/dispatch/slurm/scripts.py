@@ -9,9 +9,10 @@ shell function ``_dsp_call`` that, for call ``i``:
 * otherwise runs the argv under ``timeout`` (SIGTERM at the call deadline, SIGKILL 2 s later);
 * prints ``@@<nonce>:i:err``, the call's stderr, and ``@@<nonce>:i:status:<rc>``.
 
-Every marker line is preceded by a newline that is not part of the call's output, so outputs come back byte
-for byte. Every value is shlex-quoted; a batch script travels in a heredoc whose quoted terminator carries the
-nonce. :func:`parse_output` reads a script's stdout back into :class:`CallOutput` values.
+Every script runs under ``umask 077`` (:mod:`dispatch.slurm.trust`). Every marker line is preceded by a newline
+that is not part of the call's output, so outputs come back byte for byte. Every value is shlex-quoted; a batch
+script travels in a heredoc whose quoted terminator carries the nonce. :func:`parse_output` reads a script's
+stdout back into :class:`CallOutput` values.
 """
 
 from __future__ import annotations
@@ -137,6 +138,7 @@ class Script:
         cleanup = ' "$_dsp_pay"' if self._payloads else ""
         head = [
             "set -u",
+            "umask 077",  # every file and directory a script makes is the user's alone (dispatch.slurm.trust)
             "export LC_ALL=C",
             *(f"export {k}={shlex.quote(v)}" for k, v in sorted(self.env.items())),
             f"printf '@@{n}:start\\n'",

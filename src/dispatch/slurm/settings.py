@@ -136,15 +136,27 @@ class PreflightSettings:
 
 @dataclass(frozen=True)
 class OutputSettings:
-    """``dir``: the cluster-side directory of the jobs' output files (absolute; no ``%`` or ``\\``)."""
+    """``dir``: the cluster-side directory of the jobs' output files (absolute; no ``%`` or ``\\``); how long the
+    pointer files and the arrays' marker maps under ``<dir>/.jobs`` are kept (:mod:`dispatch.slurm.pruning`)."""
 
     dir: str | None = field(
         default=None, metadata={"doc": "cluster-side directory of output files (default: ~/dispatch-output)"}
+    )
+    keep_pointers: float = field(
+        default=90 * 86400.0,
+        metadata={"duration": True, "doc": "how long after submission a job's output pointer is kept (0: forever)"},
+    )
+    keep_maps: float = field(
+        default=7 * 86400.0,
+        metadata={"duration": True, "doc": "how long after submission an array's marker map is kept (0: forever)"},
     )
 
     def __post_init__(self) -> None:
         if self.dir is not None:
             check_output_dir(self.dir, "output.dir")
+        for name, value in (("keepPointers", self.keep_pointers), ("keepMaps", self.keep_maps)):
+            if not (value >= 0 and value < float("inf")):
+                raise ConfigError(f"output.{name}", "must be 0 (forever) or a positive duration")
 
 
 def check_output_dir(value: str, key: str) -> None:

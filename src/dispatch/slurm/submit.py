@@ -14,6 +14,8 @@
 * Image: with a ``dispatch.Image`` each rank's wrapper execs ``apptainer exec`` (the cluster's
   ``container.options``, binds of the working, output and checkpoint directories, ``--pwd``) and the argv
   runs inside the image (:mod:`dispatch.slurm.images`).
+* Files: the batch script starts with ``umask 077``, so the files it and its ranks make (output, progress) are
+  the user's alone (:mod:`dispatch.slurm.trust`); a program that wants others to read its files sets its own.
 * Progress: every rank's ``DISPATCH_PROGRESS_DIR`` is ``<output dir>/<marker>.<job id>.progress``
   (:data:`dispatch.slurm.progress.LAYOUT`), beside the output
   (:mod:`dispatch.slurm.progress`).
@@ -157,7 +159,8 @@ def build(
     else:
         argv += [f"--output={base}.{pattern}.slurm.out", f"--error={base}.{pattern}.slurm.out"]
 
-    prelude = progress.prelude(base, jid)
+    # the job's files (output, progress) are the user's alone whatever umask sbatch passed on (dispatch.slurm.trust)
+    prelude = ["umask 077", *progress.prelude(base, jid)]
     if not per_exec:
         q = shlex.quote(base)
         suffix = f'.{jid}."${{SLURM_RESTART_COUNT:-0}}"'

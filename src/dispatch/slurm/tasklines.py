@@ -20,16 +20,21 @@ from __future__ import annotations
 
 import re
 
+from dispatch.slurm.trust import TRUSTED
+
 LINES_KEPT = 64
 """srun lines read per execution: the first failure is among the first ones."""
 
-READ = (
+READ = TRUSTED + (
     'root=$1; shift\n'
+    '_dsp_trusted "${root%/*}" || exit 0\n'
     'for one in "$@"; do\n'
     '  jid=${one%:*} restart=${one##*:} base=\n'
+    '  [ -f "$root.$jid" ] && _dsp_trusted "$root.$jid" || continue\n'
     '  { IFS= read -r base <"$root.$jid"; } 2>/dev/null\n'
+    '  case "$base" in /*/../*|/*/./*|*/..|*/.) continue;; /*) ;; *) continue;; esac\n'
     '  f="$base.$jid.$restart.err"\n'
-    '  [ -n "$base" ] && [ -f "$f" ] || continue\n'
+    '  [ -f "$f" ] && _dsp_trusted "$f" || continue\n'
     f'  grep -a -m {LINES_KEPT} -E "^srun: error: [^ :]+: tasks? [0-9,-]+: " -- "$f" | while IFS= read -r line; do\n'
     '    printf "%s %s\\n" "$one" "$line"\n'
     '  done\n'
@@ -38,7 +43,8 @@ READ = (
 )  # fmt: skip
 """Print ``<job id>:<restart> <srun line>`` for the executions ``$2...`` (each ``<job id>:<restart>``); ``$1`` is
 the pointers' prefix (``<output root>/.jobs/<cluster>``, as for :data:`dispatch.slurm.progress.READ`). An
-execution without a pointer or a file prints nothing."""
+execution without a pointer or a file prints nothing, nor does one whose pointer, pointers' directory or file is
+not the user's alone (:mod:`dispatch.slurm.trust`), or whose pointer holds no absolute normalised path."""
 
 _LINE = re.compile(r"(\d+(?:_\d+)?):(\d+) srun: error: [^ :]+: tasks? [0-9,-]+: (.*)")
 _EXITED = re.compile(r"Exited with exit code (\d{1,3})")

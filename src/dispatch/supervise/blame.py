@@ -22,6 +22,8 @@ escalated instead: a job that can never start is never submitted.
 from __future__ import annotations
 
 import dataclasses
+import logging
+import math
 from collections.abc import Callable, Iterable
 
 from dispatch.capabilities import Capabilities, Capability
@@ -43,6 +45,10 @@ __all__ = [
     "newly_ended",
     "suspects",
 ]
+
+log = logging.getLogger("dispatch.supervise.blame")
+PRUNE_EVERY = 3600.0
+"""Seconds between two prunes of a cluster's old node blames (:meth:`Exclusions.prune`)."""
 
 BLAMING_CAUSES: frozenset[Cause] = frozenset({Cause.NODE_LOST, Cause.LAUNCH_FAILED, Cause.STALLED})
 """The causes whose ending blames the execution's nodes."""
@@ -141,6 +147,7 @@ class Exclusions:
         self.policy = policy or SuspectPolicy()
         self.inventory = backend if isinstance(backend, NodeInventory) else None
         self._now = 0.0
+        self._next_prune = -math.inf
         self._suspects: frozenset[str] | None = None
         self._nodes: dict[int, tuple[JobSpec, frozenset[str] | None]] = {}
         """The backend's answer per spec (by identity, the spec kept alive with it), for one cycle."""
@@ -149,6 +156,21 @@ class Exclusions:
         self._now = now
         self._suspects = None
         self._nodes = {}
+        if now >= self._next_prune:
+            self.prune(now)
+
+    def prune(self, now: float) -> int:
+        """Delete this cluster's blames too old to count (before ``window + ttl`` ago: :meth:`current_suspects`
+        never reads them), at most once every :data:`PRUNE_EVERY` seconds from :meth:`begin_cycle`; how many
+        went. A failure is logged and tried again at the next interval: blames left are only read past."""
+        self._next_prune = now + PRUNE_EVERY
+        if not isinstance(self.records, NodeBlames):
+            return 0
+        try:
+            return self.records.prune_node_blames(self.cluster, now - self.policy.window - self.policy.ttl)
+        except DispatchError as exc:
+            log.warning("node blames of %s not pruned: %s", self.cluster, exc)
+            return 0
 
     def suspect_nodes(self) -> frozenset[str]:
         if self._suspects is None:
