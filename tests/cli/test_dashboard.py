@@ -3,21 +3,18 @@
 
 from __future__ import annotations
 
-import fcntl
 import json
-import os
 import pwd
-import subprocess
 import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 
 from dispatch.cli.exitcodes import Exit
 
+from ..peer import as_peer as run_as_peer
 from .conftest import Env
 
 
@@ -104,14 +101,6 @@ def test_with_a_given_token_every_request_carries_it(cli: Env) -> None:
         p.wait(60)  # type: ignore[attr-defined]
 
 
-PEER = "dispatch-peer"
-"""A second Unix account, created for the test: another user of the same machine."""
-
-PEER_LOCK = "/run/lock/dispatch-test-peer.lock"
-"""Held while a test uses :data:`PEER` (see the ``peer`` fixture)."""
-
-PEER_PYTHON = "/usr/bin/python3"
-"""The system's Python: the peer cannot run the test's own interpreter when it lives in root's home."""
 PEER_CLIENT = """
 import json, os, sys, urllib.error, urllib.request
 out = {"uid": os.getuid()}
@@ -126,29 +115,6 @@ print(json.dumps(out))
 """
 
 
-@pytest.fixture
-def peer() -> Iterator[pwd.struct_passwd]:
-    """The account :data:`PEER`, made with useradd (and removed after the test if this test made it). A lock holds
-    it for the test: the test command runs this module twice at once (its group and the fresh venv's run), and
-    the second useradd would fail, or the first run's userdel remove the account under the second."""
-    if os.geteuid() != 0:
-        pytest.fail("this test makes a second Unix account with useradd: run it as root (the test machines are)")
-    with open(PEER_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        made = False
-        try:
-            pwd.getpwnam(PEER)
-        except KeyError:
-            argv = ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PEER]
-            subprocess.run(argv, check=True)
-            made = True
-        try:
-            yield pwd.getpwnam(PEER)
-        finally:
-            if made:
-                subprocess.run(["userdel", PEER], check=False)
-
-
 def test_another_user_of_the_machine_cannot_read_a_job_without_the_token(cli: Env, peer: pwd.struct_passwd) -> None:
     secret = "secret-output-of-the-owner"
     assert cli.run("run", "--name", "private", "--", sys.executable, "-c", f"print({secret!r})").returncode == 0
@@ -160,19 +126,7 @@ def test_another_user_of_the_machine_cannot_read_a_job_without_the_token(cli: En
         assert secret in json.loads(get(output, token))["text"]  # the owner reads it
 
         def as_peer(token: str) -> dict[str, list[object]]:
-            done = subprocess.run(
-                [PEER_PYTHON, "-I", "-c", PEER_CLIENT, token, page, output],
-                user=peer.pw_uid,
-                group=peer.pw_gid,
-                extra_groups=[],
-                cwd="/",
-                env={"PATH": "/usr/bin:/bin"},
-                capture_output=True,
-                text=True,
-                timeout=180,
-            )
-            assert done.returncode == 0, done.stderr
-            answer: dict[str, list[object]] = json.loads(done.stdout)
+            answer: dict[str, list[object]] = run_as_peer(peer, PEER_CLIENT, token, page, output)
             assert answer.pop("uid") == peer.pw_uid
             return answer
 

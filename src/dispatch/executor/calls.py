@@ -60,6 +60,11 @@ class RemoteError(CallError):
         self.traceback = text
 
 
+class FileRefused(CallError):
+    """A file or directory of the shared directory that is not to be trusted: not this user's own (nor the
+    configured group's), writable by others, a link, or a result whose seal fails. Checked before it is used."""
+
+
 @dataclass(frozen=True)
 class Session:
     """One executor's directory in the shared storage, both as this process sees it and as the job does, and
@@ -92,11 +97,11 @@ class Session:
         return (python, "-c", BOOTSTRAP, self.remote, call.name, str(t.owner), str(t.gid_arg))
 
     def open(self) -> int:
-        """The session directory's descriptor; CallError when it is no longer this executor's own."""
+        """The session directory's descriptor; FileRefused when it is no longer this executor's own."""
         try:
             return self.trust.open(str(self.local), directory=True)
         except (OSError, run.Refused) as exc:
-            raise CallError(
+            raise FileRefused(
                 f"the session directory {self.local} is refused ({exc}): another user may have replaced it"
             ) from exc
 
@@ -143,10 +148,6 @@ class Session:
             os.rmdir(self.local)
 
 
-class ResultRefused(CallError):
-    """A result file that is not to be trusted: not the caller's own, writable by others, or its seal fails."""
-
-
 @dataclass(frozen=True)
 class Call:
     """One call's directory (``name`` in its session) and its key."""
@@ -164,7 +165,7 @@ class Call:
         return f"{self.session.remote}/{self.name}"
 
     def results(self, ranks: range, cap: int | None) -> dict[int, dict[str, Any]]:
-        """The result dicts (:mod:`dispatch.executor.run`) of ``ranks`` that wrote one; ResultRefused for one
+        """The result dicts (:mod:`dispatch.executor.run`) of ``ranks`` that wrote one; FileRefused for one
         that is not to be trusted (checked before it is unpickled), ResultTooLarge for a file over ``cap`` (plus
         a margin for the envelope), CallError for one that cannot be read."""
         trust = self.session.trust
@@ -175,7 +176,7 @@ class Call:
             except FileNotFoundError:
                 return {}
             except run.Refused as exc:
-                raise ResultRefused(f"the call directory {self.local} is refused: {exc}") from exc
+                raise FileRefused(f"the call directory {self.local} is refused: {exc}") from exc
         finally:
             os.close(session)
         try:
@@ -191,7 +192,7 @@ class Call:
         except FileNotFoundError:
             return None
         except (OSError, run.Refused) as exc:
-            raise ResultRefused(f"the result of rank {rank} ({path}) is refused: {exc}") from exc
+            raise FileRefused(f"the result of rank {rank} ({path}) is refused: {exc}") from exc
         size = os.fstat(fd).st_size
         if cap is not None and size > cap + 4096:
             os.close(fd)
@@ -199,7 +200,7 @@ class Call:
         try:
             payload = run.unseal(self.key, f"result.{rank}", run.read_fd(fd), name)
         except run.Refused as exc:
-            raise ResultRefused(f"the result of rank {rank} ({path}) is refused: {exc}") from exc
+            raise FileRefused(f"the result of rank {rank} ({path}) is refused: {exc}") from exc
         try:
             out: dict[str, Any] = pickle.loads(payload)
         except Exception as exc:

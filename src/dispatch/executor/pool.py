@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from dispatch.capabilities import Capability
 from dispatch.cluster import BatchIncomplete
 from dispatch.errors import Unsupported
-from dispatch.executor.calls import Call, CallError, ResultRefused, Session, call_name, value_of
+from dispatch.executor.calls import Call, CallError, FileRefused, Session, call_name, value_of
 from dispatch.executor.seal import Trust
 from dispatch.extensions import Extension
 from dispatch.follow import DEFAULT_POLL, over
@@ -326,7 +326,7 @@ class Executor(_Executor):
                 )
             values = [value_of(results[r]) for r in sorted(results)]
             future.set_result(values if self.all_ranks else values[0])
-        except ResultRefused as exc:
+        except FileRefused as exc:
             failure = CallFailed(f"job {job.id} ended ({_ending(job)}) and {exc}", job)
             failure.__cause__ = exc
             future.set_exception(failure)
