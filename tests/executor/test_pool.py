@@ -163,7 +163,7 @@ def test_leaving_map_early_cancels_the_calls_not_yet_yielded(make: scenarios.Mak
             del it
         jobs = cluster.observer.list()
         assert len(jobs) == 3
-        assert sorted(j.stop_requested for j in jobs) == [False, True, True]
+        assert sorted(cluster.get(j.id).stop_requested for j in jobs) == [False, True, True]
     finally:
         ex.shutdown(wait=False, cancel_futures=True)
 
@@ -208,7 +208,7 @@ def test_a_batch_that_fails_part_way_stops_what_it_started_and_leaves_no_file(
             ex.map(scenarios.nap, [600] * 4)
         assert os.listdir(ex._session.local) == ["run.py"]
     jobs = cluster.observer.list()
-    assert len(jobs) == 2 and all(j.stop_requested for j in jobs)
+    assert len(jobs) == 2 and all(cluster.get(j.id).stop_requested for j in jobs)
 
 
 def test_a_result_the_file_system_shows_late_is_waited_for(make: scenarios.Make) -> None:

@@ -62,8 +62,8 @@ class CallFailed(CallError):
 class CallFuture(Future[Any]):
     """A call's future, plus ``job_id``: the dispatch job that runs it. It stays pending until the job is over
     (``running()`` is False throughout: the job's own state is in its record); ``cancel()`` stops the job,
-    queued or running, unless the future is done already, and returns False when it is done or the stop
-    failed (the future then stays pending)."""
+    queued or running, unless the future is done already: True when the future is cancelled (again: True,
+    nothing stopped twice), False when it finished otherwise or the stop failed (it then stays pending)."""
 
     def __init__(self, executor: Executor, job_id: str, call: Call) -> None:
         super().__init__()
@@ -72,6 +72,8 @@ class CallFuture(Future[Any]):
         self._call = call
 
     def cancel(self) -> bool:
+        if self.cancelled():
+            return True  # as concurrent.futures answers: cancelled already, nothing stopped again
         if self.done():
             return False
         try:
