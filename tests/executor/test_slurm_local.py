@@ -1,8 +1,10 @@
 """dispatch.Executor on the real Slurm 22.05 cluster on this host (marker slurm_local): a value, an exception
-with its remote traceback, a function on 2 nodes, map over 200 and over 1,000 items, a cancelled future."""
+with its remote traceback, a function on 2 nodes, map over 1,000 items, a cancelled future; and another real Unix
+user of the machine on the cluster's 0777 shared directory, refused at every way in."""
 
 from __future__ import annotations
 
+import pwd
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,8 +34,8 @@ def test_a_function_on_two_nodes(make: scenarios.Make) -> None:
     scenarios.two_nodes(make)
 
 
-def test_map_over_200_items(make: scenarios.Make) -> None:
-    scenarios.map_many(make, 200)
+def test_map_over_1000_items(make: scenarios.Make) -> None:
+    scenarios.map_many(make, 1000, timeout=1200)
 
 
 def test_a_cancelled_future(make: scenarios.Make) -> None:
@@ -42,3 +44,7 @@ def test_a_cancelled_future(make: scenarios.Make) -> None:
 
 def test_a_checkpointable_callable_stopped_by_its_time_limit_resumes(make: scenarios.Make) -> None:
     scenarios.checkpointed_and_resumed(make, time_limit=60, steps=40, delay=2.0)
+
+
+def test_another_user_is_refused_at_every_way_in(make: scenarios.Make, peer: pwd.struct_passwd) -> None:
+    scenarios.another_user_is_refused(make, peer)
