@@ -343,6 +343,7 @@ class Executor(_Executor):
         with self._lock:
             self.cluster.operator.stop(future.job_id)
             self._pending.pop(future.job_id, None)
+            self._over_since.pop(future.job_id, None)
         if not self.keep_files:
             future._call.remove()
 
