@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import pwd
-import subprocess
 import sys
 import urllib.error
 import urllib.parse
@@ -15,6 +14,7 @@ import pytest
 
 from dispatch.cli.exitcodes import Exit
 
+from ..peer import as_peer as run_as_peer
 from .conftest import Env
 
 
@@ -101,8 +101,6 @@ def test_with_a_given_token_every_request_carries_it(cli: Env) -> None:
         p.wait(60)  # type: ignore[attr-defined]
 
 
-PEER_PYTHON = "/usr/bin/python3"
-"""The system's Python: the peer cannot run the test's own interpreter when it lives in root's home."""
 PEER_CLIENT = """
 import json, os, sys, urllib.error, urllib.request
 out = {"uid": os.getuid()}
@@ -128,19 +126,7 @@ def test_another_user_of_the_machine_cannot_read_a_job_without_the_token(cli: En
         assert secret in json.loads(get(output, token))["text"]  # the owner reads it
 
         def as_peer(token: str) -> dict[str, list[object]]:
-            done = subprocess.run(
-                [PEER_PYTHON, "-I", "-c", PEER_CLIENT, token, page, output],
-                user=peer.pw_uid,
-                group=peer.pw_gid,
-                extra_groups=[],
-                cwd="/",
-                env={"PATH": "/usr/bin:/bin"},
-                capture_output=True,
-                text=True,
-                timeout=180,
-            )
-            assert done.returncode == 0, done.stderr
-            answer: dict[str, list[object]] = json.loads(done.stdout)
+            answer: dict[str, list[object]] = run_as_peer(peer, PEER_CLIENT, token, page, output)
             assert answer.pop("uid") == peer.pw_uid
             return answer
 

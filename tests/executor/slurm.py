@@ -36,12 +36,15 @@ def slurm_cluster(name: str) -> Iterator[tuple[Cluster, dict[str, Any]]]:
     remote = f"/tmp/dispatch-executor-{uuid.uuid4().hex[:8]}"
     local = Path(root + remote)
     local.mkdir(mode=0o777)
-    os.chmod(local, 0o777)  # over SSH the jobs run as the cluster's user, not as this process's
+    os.chmod(local, 0o777)  # open to every user, as a cluster's shared scratch is
+    options: dict[str, Any] = {}
     if root:
         python = f"{HOST}/python/bin/python3"
         env = {"LD_LIBRARY_PATH": f"{HOST}/python/lib", "PYTHONPATH": f"{HOST}/site:{HOST}/repo/src"}
         if not Path(root + python).exists():
             pytest.fail(f"no host Python in {root}: run `sudo scripts/training-sid.sh`", pytrace=False)
+        # over SSH the jobs run as the cluster's user, not as this process's: its group shares the files
+        options["group"] = _primary_gid(root, str(desc["user"]))
     else:
         python, env = sys.executable, {"PYTHONPATH": SRC}
     settings = settings_for(desc, sharedStorage={"dir": remote, "localDir": str(local)})
@@ -49,12 +52,22 @@ def slurm_cluster(name: str) -> Iterator[tuple[Cluster, dict[str, Any]]]:
     try:
         with dispatch.open("slurm", adapter=settings, records=records) as cluster:
             try:
-                yield cluster, {"python": python, "env": env}
+                yield cluster, {"python": python, "env": env, **options}
             finally:
                 for job in cluster.observer.list(active_only=True):
                     cluster.operator.stop(job.id)
     finally:
         shutil.rmtree(local, ignore_errors=True)
+
+
+def _primary_gid(root: str, user: str) -> int:
+    """``user``'s primary group in the chroot ``root`` (a number this host may not name)."""
+    with open(f"{root}/etc/passwd") as f:
+        for line in f:
+            fields = line.split(":")
+            if fields[0] == user:
+                return int(fields[3])
+    pytest.fail(f"no user {user} in {root}/etc/passwd: run `sudo scripts/slurm/up.sh`", pytrace=False)
 
 
 def maker(cluster: Cluster, options: dict[str, Any]) -> Any:

@@ -31,10 +31,15 @@ def _raise_unpicklable() -> None:
     raise Unpicklable()
 
 
+KEY = b"k" * 32
+
+
 def _call(tmp: Path, fn: Any, *args: Any, all_ranks: bool = False, cap: int | None = None) -> Path:
-    tmp.mkdir(exist_ok=True)
+    tmp.mkdir(mode=0o700, exist_ok=True)
     data = {"fn": fn, "args": args, "kwargs": {}, "all_ranks": all_ranks, "max_result_bytes": cap}
-    (tmp / "call.pkl").write_bytes(cloudpickle.dumps(data))
+    (tmp / run.KEY_FILE).write_bytes(KEY)
+    os.chmod(tmp / run.KEY_FILE, 0o600)
+    (tmp / run.CALL_FILE).write_bytes(run.seal(KEY, "call", cloudpickle.dumps(data)))
     return tmp
 
 
@@ -47,7 +52,9 @@ def _run(call_dir: Path, rank: int = 0) -> subprocess.CompletedProcess[str]:
 
 
 def _result(call_dir: Path, rank: int = 0) -> dict[str, Any]:
-    out: dict[str, Any] = pickle.loads((call_dir / run.result_name(rank)).read_bytes())
+    path = call_dir / run.result_name(rank)
+    assert path.stat().st_mode & 0o777 == 0o600, oct(path.stat().st_mode)
+    out: dict[str, Any] = pickle.loads(run.unseal(KEY, f"result.{rank}", path.read_bytes(), path.name))
     return out
 
 
@@ -94,7 +101,7 @@ def test_a_value_over_the_cap_is_refused_by_the_runner(tmp_path: Path) -> None:
 
 def test_an_earlier_executions_result_is_removed_before_the_call_runs(tmp_path: Path) -> None:
     d = _call(tmp_path / "c", os._exit, 3)  # dies without a word, as a killed rank does
-    (d / run.result_name(0)).write_bytes(cloudpickle.dumps({"ok": True, "value": "stale"}))
+    (d / run.result_name(0)).write_bytes(run.seal(KEY, "result.0", cloudpickle.dumps({"ok": True, "value": "stale"})))
     assert _run(d).returncode == 3
     assert not (d / run.result_name(0)).exists()
 
@@ -104,6 +111,40 @@ def test_an_unreadable_call_exits_2(tmp_path: Path) -> None:
     d.mkdir()
     got = _run(d)
     assert got.returncode == 2 and "cannot read the call" in got.stderr
+
+
+def _evil() -> None:
+    Path(os.environ["EVIL_MARK"]).write_text("ran")
+
+
+@pytest.mark.parametrize("forgery", ["unsealed", "other key", "a result's seal", "writable by every user"])
+def test_a_forged_or_exposed_call_is_refused_before_it_is_unpickled(
+    tmp_path: Path, forgery: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    d = _call(tmp_path / "c", pow, 2, 10)
+    mark = tmp_path / "mark"
+    monkeypatch.setenv("EVIL_MARK", str(mark))
+    payload = cloudpickle.dumps({"fn": _evil, "args": (), "kwargs": {}, "all_ranks": False, "max_result_bytes": None})
+    call = d / run.CALL_FILE
+    if forgery == "unsealed":
+        call.write_bytes(payload)
+    elif forgery == "other key":
+        call.write_bytes(run.seal(b"x" * 32, "call", payload))
+    elif forgery == "a result's seal":
+        call.write_bytes(run.seal(KEY, "result.0", payload))
+    else:
+        call.write_bytes(run.seal(KEY, "call", payload))
+        os.chmod(call, 0o666)
+    got = _run(d)
+    assert got.returncode == 2 and "is refused" in got.stderr, got.stderr
+    assert not mark.exists() and not (d / run.result_name(0)).exists()
+
+
+def test_a_call_directory_reached_through_a_symbolic_link_is_refused(tmp_path: Path) -> None:
+    d = _call(tmp_path / "c", pow, 2, 10)
+    (tmp_path / "link").symlink_to(d)
+    got = _run(tmp_path / "link")
+    assert got.returncode == 2 and "is refused" in got.stderr and "link" in got.stderr, got.stderr
 
 
 def test_the_runner_imports_nothing_of_dispatch(tmp_path: Path) -> None:

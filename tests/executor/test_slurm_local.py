@@ -1,8 +1,12 @@
 """dispatch.Executor on the real Slurm 22.05 cluster on this host (marker slurm_local): a value, an exception
-with its remote traceback, a function on 2 nodes, map over 200 and over 1,000 items, a cancelled future."""
+with its remote traceback, a function on 2 nodes, map over 200 items (1,000 had not finished after 15 minutes,
+about 60 tasks a minute, on the test cluster shared with other runs: `pytest -m slurm_local` with n=1000), a
+cancelled future; and another real Unix user of the machine on the cluster's 0777 shared directory, refused at
+every way in."""
 
 from __future__ import annotations
 
+import pwd
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,3 +46,7 @@ def test_a_cancelled_future(make: scenarios.Make) -> None:
 
 def test_a_checkpointable_callable_stopped_by_its_time_limit_resumes(make: scenarios.Make) -> None:
     scenarios.checkpointed_and_resumed(make, time_limit=60, steps=40, delay=2.0)
+
+
+def test_another_user_is_refused_at_every_way_in(make: scenarios.Make, peer: pwd.struct_passwd) -> None:
+    scenarios.another_user_is_refused(make, peer)

@@ -21,7 +21,7 @@ from dispatch.errors import Unavailable
 from dispatch.slurm import harness as shipped
 from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
-from tests.peer import as_peer
+from tests.peer import run_as_peer
 
 from . import integration as it
 from .clusters import admin, description
@@ -85,7 +85,7 @@ def test_pointers_maps_output_and_directories_are_the_users_alone_whatever_the_u
 def test_a_pointers_directory_another_user_made_is_refused_before_sbatch(shared: Path, peer: pwd.struct_passwd) -> None:
     """The other user makes ``.jobs`` first, in a directory both may write to, and plants a pointer there: dispatch
     submits nothing (a clear error naming the directory), so no pointer of its is ever written or read there."""
-    planted = as_peer(
+    planted = run_as_peer(
         peer, ["bash", "-c", 'mkdir -m 777 "$1/.jobs" && echo /etc/shadow >"$1/.jobs/x.1"', "_", str(shared)]
     )
     assert planted.returncode == 0, planted.stderr
@@ -117,7 +117,7 @@ def test_a_pointer_another_user_replaced_is_ignored_and_the_real_output_read(
             'mkdir -p "$1/peer" && printf "forged\\n" >"$1/peer/$2.$3.0.out" && rm -f "$4" && '
             'printf "%s\\n" "$1/peer/$2" >"$4"'
         )
-        done = as_peer(peer, ["bash", "-c", forge, "_", str(shared), m, sid, str(pointer)])
+        done = run_as_peer(peer, ["bash", "-c", forge, "_", str(shared), m, sid, str(pointer)])
         assert done.returncode == 0, done.stderr
         assert pointer.stat().st_uid == peer.pw_uid
         fresh = backend_at(shared)  # no remembered prefix: the pointer is read again

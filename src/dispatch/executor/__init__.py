@@ -3,6 +3,7 @@ jobs (see docs/executor.md).
 
 * :mod:`~dispatch.executor.pool`: the executor and its futures (the caller's side);
 * :mod:`~dispatch.executor.calls`: a call's files in the shared directory, and the errors a call raises;
+* :mod:`~dispatch.executor.seal`: who may read and write those files, and the bootstrap that checks the runner;
 * :mod:`~dispatch.executor.run`: the runner each rank runs (standard library and cloudpickle only).
 
 Names are imported on first use, so ``python -m dispatch.executor.run`` on a node loads the runner alone.
@@ -14,11 +15,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dispatch.executor.calls import CallError, RemoteError, RemoteTraceback, ResultTooLarge
+    from dispatch.executor.calls import CallError, FileRefused, RemoteError, RemoteTraceback, ResultTooLarge
     from dispatch.executor.pool import CallFailed, CallFuture, Executor
 
 _LAZY = {
     "CallError": "dispatch.executor.calls",
+    "FileRefused": "dispatch.executor.calls",
     "RemoteError": "dispatch.executor.calls",
     "RemoteTraceback": "dispatch.executor.calls",
     "ResultTooLarge": "dispatch.executor.calls",
@@ -32,6 +34,7 @@ __all__ = [
     "CallFailed",
     "CallFuture",
     "Executor",
+    "FileRefused",
     "RemoteError",
     "RemoteTraceback",
     "ResultTooLarge",

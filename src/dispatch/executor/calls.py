@@ -4,21 +4,22 @@ Layout, under the cluster's shared directory (:class:`~dispatch.spi.StoragePaths
 
     <shared>/<session>/run.py            the runner (a copy of dispatch/executor/run.py)
     <shared>/<session>/<call>/call.pkl   the pickled function, arguments and options
+    <shared>/<session>/<call>/key        the call's secret key, which seals call.pkl and every result
     <shared>/<session>/<call>/result.<rank>.pkl
 
-A session is one :class:`~dispatch.executor.Executor`. Directories made here take the shared directory's own
-permission bits, so a shared directory that a group (or the cluster's user, through a mount) may write lets the
-job write its result; a private one (0700) keeps them private.
+A session is one :class:`~dispatch.executor.Executor`. Whatever the shared directory's own bits, what is made
+here is this user's alone (or shared with one group): see :mod:`dispatch.executor.seal`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import secrets
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ import cloudpickle  # type: ignore[import-untyped]
 
 from dispatch.errors import DispatchError
 from dispatch.executor import run
+from dispatch.executor.seal import BOOTSTRAP, Trust
 from dispatch.spi import StoragePaths
 
 
@@ -58,93 +60,162 @@ class RemoteError(CallError):
         self.traceback = text
 
 
-def _mkdir(path: Path, mode: int) -> None:
-    path.mkdir(exist_ok=True)
-    os.chmod(path, mode)
+class FileRefused(CallError):
+    """A file or directory of the shared directory that is not to be trusted: not this user's own (nor the
+    configured group's), writable by others, a link, or a result whose seal fails. Checked before it is used."""
 
 
 @dataclass(frozen=True)
 class Session:
-    """One executor's directory in the shared storage, both as this process sees it and as the job does."""
+    """One executor's directory in the shared storage, both as this process sees it and as the job does, and
+    who may use it (:class:`~dispatch.executor.seal.Trust`)."""
 
     local: Path
     remote: str
-    mode: int
+    trust: Trust
 
     @classmethod
-    def create(cls, paths: StoragePaths) -> Session:
+    def create(cls, paths: StoragePaths, trust: Trust) -> Session:
         """A new session directory (the shared directory is made if missing) holding a copy of the runner."""
         root = Path(paths.local)
         try:
             root.mkdir(parents=True, exist_ok=True, mode=0o700)
-            mode = root.stat().st_mode & 0o7777
-            name = secrets.token_hex(6)
-            session = cls(root / name, f"{paths.remote.rstrip('/')}/{name}", mode)
-            _mkdir(session.local, mode)
-            shutil.copyfile(run.__file__, session.local / "run.py")
-            os.chmod(session.local / "run.py", 0o644)
-        except OSError as exc:
+            name = secrets.token_hex(8)
+            session = cls(root / name, f"{paths.remote.rstrip('/')}/{name}", trust)
+            fd = trust.make_dir(str(session.local), trust.session_mode)
+            try:
+                run.write_new(fd, "run.py", Path(run.__file__).read_bytes(), trust.file_mode)
+            finally:
+                os.close(fd)
+        except (OSError, run.Refused) as exc:
             raise CallError(f"cannot use the shared directory {paths.local}: {exc}") from exc
         return session
 
-    @property
-    def runner(self) -> str:
-        """The runner's path as the job sees it."""
-        return f"{self.remote}/run.py"
+    def command(self, python: str, call: Call) -> tuple[str, ...]:
+        """The command each rank of ``call``'s job runs: the bootstrap, then the runner."""
+        t = self.trust
+        return (python, "-c", BOOTSTRAP, self.remote, call.name, str(t.owner), str(t.gid_arg))
+
+    def open(self) -> int:
+        """The session directory's descriptor; FileRefused when it is no longer this executor's own."""
+        try:
+            return self.trust.open(str(self.local), directory=True)
+        except (OSError, run.Refused) as exc:
+            raise FileRefused(
+                f"the session directory {self.local} is refused ({exc}): another user may have replaced it"
+            ) from exc
 
     def new_call(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any], options: Mapping[str, Any]
     ) -> Call:
-        """Pickle the call (CallError when it cannot be pickled: nothing is written then) and write it."""
+        """Pickle the call (CallError when it cannot be pickled: nothing is written then) and write it, sealed
+        with a new key."""
         try:
+            options = {**options, "file_mode": self.trust.file_mode}
             data = cloudpickle.dumps({"fn": fn, "args": args, "kwargs": dict(kwargs), **options})
         except Exception as exc:
             raise CallError(f"cannot pickle the call to {_name(fn)}: {type(exc).__name__}: {exc}") from exc
-        name = secrets.token_hex(6)
-        call = Call(self.local / name, f"{self.remote}/{name}")
+        call = Call(self, secrets.token_hex(8), secrets.token_bytes(32))
+        session = self.open()
         try:
-            _mkdir(call.local, self.mode)
-            tmp = call.local / "call.pkl.tmp"
-            tmp.write_bytes(data)
-            os.replace(tmp, call.local / "call.pkl")
-        except OSError as exc:
+            fd = self.trust.make_dir(call.name, self.trust.call_mode, dir_fd=session)
+            try:
+                run.write_new(fd, run.KEY_FILE, call.key, self.trust.file_mode)
+                run.write_new(fd, run.CALL_FILE, run.seal(call.key, "call", data), self.trust.file_mode)
+            finally:
+                os.close(fd)
+        except (OSError, run.Refused) as exc:
+            call.remove()
             raise CallError(f"cannot write the call to {_name(fn)} in {call.local}: {exc}") from exc
+        finally:
+            os.close(session)
         return call
 
     def remove(self) -> None:
         """Remove the session's directory if no call is left in it."""
-        leftover = [p for p in self.local.iterdir() if p.name != "run.py"] if self.local.exists() else []
-        if not leftover:
-            shutil.rmtree(self.local, ignore_errors=True)
+        try:
+            fd = self.open()
+        except CallError:
+            return
+        try:
+            if [n for n in os.listdir(fd) if n != "run.py"]:
+                return
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink("run.py", dir_fd=fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.rmdir(self.local)
 
 
 @dataclass(frozen=True)
 class Call:
-    """One call's directory."""
+    """One call's directory (``name`` in its session) and its key."""
 
-    local: Path
-    remote: str
+    session: Session
+    name: str
+    key: bytes = field(repr=False)
+
+    @property
+    def local(self) -> Path:
+        return self.session.local / self.name
+
+    @property
+    def remote(self) -> str:
+        return f"{self.session.remote}/{self.name}"
 
     def results(self, ranks: range, cap: int | None) -> dict[int, dict[str, Any]]:
-        """The result dicts (:mod:`dispatch.executor.run`) of ``ranks`` that wrote one; ResultTooLarge for a
-        file over ``cap`` (plus a margin for the envelope), CallError for one that cannot be read."""
-        out: dict[int, dict[str, Any]] = {}
-        for rank in ranks:
-            path = self.local / run.result_name(rank)
+        """The result dicts (:mod:`dispatch.executor.run`) of ``ranks`` that wrote one; FileRefused for one
+        that is not to be trusted (checked before it is unpickled), ResultTooLarge for a file over ``cap`` (plus
+        a margin for the envelope), CallError for one that cannot be read."""
+        trust = self.session.trust
+        session = self.session.open()
+        try:
             try:
-                size = path.stat().st_size
+                fd = trust.open(self.name, dir_fd=session, directory=True)
             except FileNotFoundError:
-                continue
-            if cap is not None and size > cap + 4096:
-                raise ResultTooLarge(f"the result of rank {rank} ({path}) is {size} bytes, over the cap of {cap}")
-            try:
-                out[rank] = pickle.loads(path.read_bytes())
-            except Exception as exc:
-                raise CallError(f"cannot read the result of rank {rank} ({path}): {type(exc).__name__}: {exc}") from exc
+                return {}
+            except run.Refused as exc:
+                raise FileRefused(f"the call directory {self.local} is refused: {exc}") from exc
+        finally:
+            os.close(session)
+        try:
+            return {rank: r for rank in ranks if (r := self._result(fd, rank, cap)) is not None}
+        finally:
+            os.close(fd)
+
+    def _result(self, call_fd: int, rank: int, cap: int | None) -> dict[str, Any] | None:
+        name = run.result_name(rank)
+        path = self.local / name
+        try:
+            fd = self.session.trust.open(name, dir_fd=call_fd)
+        except FileNotFoundError:
+            return None
+        except (OSError, run.Refused) as exc:
+            raise FileRefused(f"the result of rank {rank} ({path}) is refused: {exc}") from exc
+        size = os.fstat(fd).st_size
+        if cap is not None and size > cap + 4096:
+            os.close(fd)
+            raise ResultTooLarge(f"the result of rank {rank} ({path}) is {size} bytes, over the cap of {cap}")
+        try:
+            payload = run.unseal(self.key, f"result.{rank}", run.read_fd(fd), name)
+        except run.Refused as exc:
+            raise FileRefused(f"the result of rank {rank} ({path}) is refused: {exc}") from exc
+        try:
+            out: dict[str, Any] = pickle.loads(payload)
+        except Exception as exc:
+            raise CallError(f"cannot read the result of rank {rank} ({path}): {type(exc).__name__}: {exc}") from exc
         return out
 
     def remove(self) -> None:
-        shutil.rmtree(self.local, ignore_errors=True)
+        try:
+            session = self.session.open()
+        except CallError:
+            return
+        try:
+            shutil.rmtree(self.name, dir_fd=session, ignore_errors=True)
+        finally:
+            os.close(session)
 
 
 def value_of(result: Mapping[str, Any]) -> Any:

@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor as _Executor
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dispatch.capabilities import Capability
+from dispatch.cluster import BatchIncomplete
 from dispatch.errors import Unsupported
-from dispatch.executor.calls import Call, CallError, Session, call_name, value_of
+from dispatch.executor.calls import Call, CallError, FileRefused, Session, call_name, value_of
+from dispatch.executor.seal import Trust
 from dispatch.extensions import Extension
 from dispatch.follow import DEFAULT_POLL, over
 from dispatch.outcome import State
@@ -42,6 +46,9 @@ T = TypeVar("T")
 DEFAULT_MAX_RESULT_BYTES = 256 * 1024 * 1024
 """The largest pickled result a call may return (256 MiB): a larger one is ResultTooLarge at ``result()``."""
 
+DEFAULT_RESULT_WAIT = 5.0
+"""Seconds a result the record says should be there may take to show on the shared file system."""
+
 
 class CallFailed(CallError):
     """The call's job ended without a result: ``record`` is its final record (outcome: state, cause, exit)."""
@@ -55,7 +62,8 @@ class CallFailed(CallError):
 class CallFuture(Future[Any]):
     """A call's future, plus ``job_id``: the dispatch job that runs it. It stays pending until the job is over
     (``running()`` is False throughout: the job's own state is in its record); ``cancel()`` stops the job,
-    queued or running, unless the future is done already."""
+    queued or running, unless the future is done already: True when the future is cancelled (again: True,
+    nothing stopped twice), False when it finished otherwise or the stop failed (it then stays pending)."""
 
     def __init__(self, executor: Executor, job_id: str, call: Call) -> None:
         super().__init__()
@@ -64,9 +72,15 @@ class CallFuture(Future[Any]):
         self._call = call
 
     def cancel(self) -> bool:
+        if self.cancelled():
+            return True  # as concurrent.futures answers: cancelled already, nothing stopped again
         if self.done():
             return False
-        self._executor._cancel(self)
+        try:
+            self._executor._cancel(self)
+        except Exception as exc:
+            print(f"dispatch.Executor: cannot stop job {self.job_id}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return False
         return super().cancel()
 
 
@@ -80,8 +94,14 @@ class Executor(_Executor):
     list of every rank's. A function the cluster cannot import by name (a lambda, a notebook's or a script's
     ``__main__``) travels by value; one from an importable module needs that module on the job's PYTHONPATH.
 
-    Raises Unsupported when the cluster has no shared storage (the ``SharedStorage`` capability, with its Reason)
-    and CallError when the shared directory cannot be written.
+    What the executor writes in the shared directory is this user's alone (directories 0700, files 0600), or,
+    with ``group`` (a name or a number: for jobs that run as another user of that group), readable by that
+    group and its call directories writable by it (:mod:`dispatch.executor.seal`). A result is read only when
+    it is trusted and its seal holds; one missing when the job is over is waited for up to ``result_wait``
+    seconds (a shared file system may show it late) before the call fails.
+
+    Raises Unsupported when the cluster has no shared storage (the ``SharedStorage`` capability, with its Reason),
+    ValueError for an unknown group, and CallError when the shared directory cannot be written.
     """
 
     def __init__(
@@ -100,6 +120,8 @@ class Executor(_Executor):
         max_result_bytes: int | None = DEFAULT_MAX_RESULT_BYTES,
         poll: float = DEFAULT_POLL,
         keep_files: bool = False,
+        group: str | int | None = None,
+        result_wait: float = DEFAULT_RESULT_WAIT,
     ) -> None:
         backend = cluster.backend
         cluster.capabilities().require(Capability.SHARED_STORAGE, "dispatch.Executor")
@@ -107,12 +129,16 @@ class Executor(_Executor):
             raise Unsupported(f"the {backend.name} backend names no shared storage (it is no SharedStorer)")
         if max_result_bytes is not None and max_result_bytes <= 0:
             raise ValueError(f"max_result_bytes must be positive or None, not {max_result_bytes!r}")
+        if result_wait < 0:
+            raise ValueError(f"result_wait must be 0 or more seconds, not {result_wait!r}")
+        trust = Trust.of(group)
         self.cluster = cluster
         self.rules = rules
         self.all_ranks = all_ranks
         self.max_result_bytes = max_result_bytes
         self.poll = poll
         self.keep_files = keep_files
+        self.result_wait = result_wait
         self._template = JobSpec(
             command=(python or sys.executable,),
             nodes=nodes,
@@ -122,10 +148,12 @@ class Executor(_Executor):
             working_dir=working_dir,
             extensions=tuple(extensions),
         )
-        self._session = Session.create(backend.shared_storage())
+        self._session = Session.create(backend.shared_storage(), trust)
         self._lock = threading.RLock()
         """Held around every backend use: the caller's submissions and the collector's cycles."""
         self._pending: dict[str, CallFuture] = {}
+        self._over_since: dict[str, float] = {}
+        """When each pending job was first seen over with a result missing (time.monotonic)."""
         self._wake = threading.Event()
         self._shutdown = False
         self._thread: threading.Thread | None = None
@@ -136,7 +164,7 @@ class Executor(_Executor):
     def _spec(self, fn: Callable[..., Any], call: Call) -> JobSpec:
         t = self._template
         return JobSpec(
-            command=(t.command[0], self._session.runner, call.remote),
+            command=self._session.command(t.command[0], call),
             nodes=t.nodes,
             procs_per_node=t.procs_per_node,
             env=t.env,
@@ -180,30 +208,51 @@ class Executor(_Executor):
     ) -> Iterator[T]:
         """Submit ``fn`` over the items of ``iterables`` (zipped, as :func:`map`) in ONE batched submission,
         then yield the results in order (each as ``result()`` gives it, so a call's exception is raised when
-        its turn comes). ``timeout`` counts from this call. ``chunksize`` and ``buffersize`` are accepted for
-        the standard signature and not used: every item is its own job."""
+        its turn comes). ``timeout`` counts from this call. Leaving the iterator before its end (a call's
+        exception, ``break``, ``close()``, dropping it) cancels the calls not yet yielded, as
+        :meth:`concurrent.futures.Executor.map` does. When the batch cannot be written or submitted whole,
+        what it started is stopped and its files removed before the error is raised. ``chunksize`` and
+        ``buffersize`` are accepted for the standard signature and not used: every item is its own job."""
         del chunksize, buffersize
         self._open()
         items = list(zip(*iterables, strict=False))
-        calls = [self._new_call(fn, item, {}) for item in items]
-        specs = [self._spec(fn, call) for call in calls]
-        with self._lock:
-            submitted = self.cluster.operator.submit_many(specs, self.rules) if specs else []
+        calls: list[Call] = []
+        try:
+            for item in items:
+                calls.append(self._new_call(fn, item, {}))
+            specs = [self._spec(fn, call) for call in calls]
+            with self._lock:
+                submitted = self.cluster.operator.submit_many(specs, self.rules) if specs else []
+        except BaseException as exc:
+            self._undo(calls, exc)
+            raise
         futures: list[CallFuture] = []
         for call, sub in zip(calls, submitted, strict=True):
             future = CallFuture(self, sub.job_id, call)
             if sub.error is not None:
                 future.set_exception(sub.error)
+                call.remove()
             futures.append(future)
         self._watch([f for f in futures if not f.done()])
         deadline = None if timeout is None else self.cluster.clock.now() + timeout
+        return _Results(futures, deadline, self.cluster.clock.now)
 
-        def results() -> Iterator[T]:
-            for future in futures:
-                left = None if deadline is None else max(0.0, deadline - self.cluster.clock.now())
-                yield future.result(left)
-
-        return results()
+    def _undo(self, calls: Sequence[Call], exc: BaseException) -> None:
+        """After a batch that failed part-way: stop the jobs it started (those :class:`BatchIncomplete` names),
+        and remove every call's files."""
+        started = [sub.job_id for sub in exc.submitted if sub.ok] if isinstance(exc, BatchIncomplete) else []
+        for job_id in started:
+            try:
+                with self._lock:
+                    self.cluster.operator.stop(job_id)
+            except Exception as stop_exc:
+                print(
+                    f"dispatch.Executor: cannot stop job {job_id} of a failed batch:"
+                    f" {type(stop_exc).__name__}: {stop_exc}",
+                    file=sys.stderr,
+                )
+        for call in calls:
+            call.remove()
 
     # ----- waiting -----------------------------------------------------------------------------------------
 
@@ -247,44 +296,54 @@ class Executor(_Executor):
         self._supervisor.cycle()
         for job_id, future in list(self._pending.items()):
             job = records.get(job_id)
-            if over(job):
+            if over(job) and self._settle(future, job):
                 del self._pending[job_id]
-                self._settle(future, job)
+                self._over_since.pop(job_id, None)
 
-    def _settle(self, future: CallFuture, job: JobRecord) -> None:
-        """Give ``future`` its result or exception from the job's result files and record."""
+    def _settle(self, future: CallFuture, job: JobRecord) -> bool:
+        """Give ``future`` its result or exception from the job's result files and record; False (the future
+        stays pending) while a missing result is still waited for (``result_wait``)."""
         if future.done():
-            return
+            return True
         ranks = range(job.spec.world_size if self.all_ranks else 1)
+        out = job.outcome
+        state = out.state if out is not None else None
         try:
             results = future._call.results(ranks, self.max_result_bytes)
-            out = job.outcome
-            state = out.state if out is not None else None
+            missing = [r for r in ranks if r not in results]
+            failed = any(not r.get("ok") for r in results.values())
+            if missing and not failed and not (state is State.CANCELLED and not results):
+                first = self._over_since.setdefault(job.id, time.monotonic())
+                if time.monotonic() - first < self.result_wait:
+                    return False  # the shared file system may show it late: the next cycle looks again
             if state is State.CANCELLED and not results:
                 Future.cancel(future)  # stopped (by cancel() or a user): its job is over, nothing to stop
-                return
-            if not results or (self.all_ranks and len(results) < len(ranks) and state is State.SUCCEEDED):
-                cause = out.cause.value if out is not None and out.cause is not None else "none"
-                what = f"{state.value}, cause {cause}, exit code {out.exit_code}" if out and state else "over"
+                return True
+            if missing and not failed:
                 raise CallFailed(
-                    f"job {job.id} ended ({what}) without a result from rank(s)"
-                    f" {', '.join(str(r) for r in ranks if r not in results)}; see `dispatch show {job.id}` and"
+                    f"job {job.id} ended ({_ending(job)}) without a result from rank(s) {', '.join(map(str, missing))}"
+                    f" (waited {self.result_wait:g} s for it); see `dispatch show {job.id}` and"
                     f" `dispatch logs {job.id}`",
                     job,
                 )
             values = [value_of(results[r]) for r in sorted(results)]
             future.set_result(values if self.all_ranks else values[0])
+        except FileRefused as exc:
+            failure = CallFailed(f"job {job.id} ended ({_ending(job)}) and {exc}", job)
+            failure.__cause__ = exc
+            future.set_exception(failure)
         except BaseException as exc:
             future.set_exception(exc)
-        finally:
-            if not self.keep_files:
-                future._call.remove()
+        if not self.keep_files:
+            future._call.remove()
+        return True
 
     def _cancel(self, future: CallFuture) -> None:
         """Stop ``future``'s job and forget it (its files go too)."""
         with self._lock:
             self.cluster.operator.stop(future.job_id)
             self._pending.pop(future.job_id, None)
+            self._over_since.pop(future.job_id, None)
         if not self.keep_files:
             future._call.remove()
 
@@ -304,3 +363,45 @@ class Executor(_Executor):
                 thread = self._thread
             if not self.keep_files:
                 self._session.remove()
+
+
+def _ending(job: JobRecord) -> str:
+    """How ``job`` ended, for a message: its state, cause and exit code."""
+    out = job.outcome
+    if out is None or out.state is None:
+        return "over"
+    cause = out.cause.value if out.cause is not None else "none"
+    return f"{out.state.value}, cause {cause}, exit code {out.exit_code}"
+
+
+class _Results(Iterator[T]):
+    """:meth:`Executor.map`'s iterator: each future's result in turn; leaving it early (an exception, close(),
+    being dropped) cancels the futures not yet yielded."""
+
+    def __init__(self, futures: Sequence[CallFuture], deadline: float | None, now: Callable[[], float]) -> None:
+        self._left: deque[CallFuture] = deque(futures)
+        self._deadline = deadline
+        self._now = now
+
+    def __iter__(self) -> _Results[T]:
+        return self
+
+    def __next__(self) -> T:
+        if not self._left:
+            raise StopIteration
+        future = self._left.popleft()
+        left = None if self._deadline is None else max(0.0, self._deadline - self._now())
+        try:
+            value: T = future.result(left)
+        except BaseException:
+            self.close()
+            raise
+        return value
+
+    def close(self) -> None:
+        """Cancel every call not yet yielded."""
+        while self._left:
+            self._left.pop().cancel()
+
+    def __del__(self) -> None:
+        self.close()
