@@ -43,8 +43,8 @@ defaults = { partition = "gpu", account = "ml" }
 Output: tables and messages for humans (colour only on a terminal, never with `NO_COLOR`; a spinner on
 stderr during long work on a terminal); `--json` on every read command for programs. Errors are one line on
 stderr that says what to do, a bad option value too (`dispatch: error: Invalid value for '-N' / '--nodes': 0 is
-not in the range x>=1 (see 'dispatch run --help')`, exit 2); `--debug` shows the traceback. Shell completion: `eval "$(dispatch completion bash)"`
-(job ids complete from the records).
+not in the range x>=1 (see 'dispatch run --help')`, exit 2); `--debug` shows the traceback. Shell completion:
+`eval "$(dispatch completion bash)"` (job ids complete from the records).
 
 Every command reads and writes records through one setting: `$DISPATCH_RECORDS` if set, else `records` in
 the file, else the SQLite file above. A PostgreSQL DSN (`postgresql://...`, or `key=value` words with `host=`
