@@ -43,8 +43,8 @@ follows one: a link is neither ``-type d`` nor ``-type f``), and a report holds 
 ``ROOT`` is printed first when the progress directory itself passes; without it nothing is read."""
 
 OBSERVE = (
-    'if [ -z "$4" ]; then SLURM_TIME_FORMAT=%s exec squeue -h -r -t all -j "$1" -O "$2"; fi\n'
-    'out=$(SLURM_TIME_FORMAT=%s squeue -h -r -t all -j "$1" -O "$2"); rc=$?\n'
+    'if [ -z "$4" ]; then SLURM_TIME_FORMAT=%s exec squeue -h -t all -j "$1" -O "$2"; fi\n'
+    'out=$(SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "$2"); rc=$?\n'
     '[ -z "$out" ] || printf "%s\\n" "$out"\n'
     '[ "$rc" = 0 ] || exit "$rc"\n'
     'want=$4\n'
@@ -69,7 +69,9 @@ OBSERVE = (
     'done\n'
     'exit 0'
 )  # fmt: skip
-"""The observation's one call: ``squeue -h -r -t all -j $1 -O $2`` (its rows, its status, its stderr), then,
+"""The observation's one call: ``squeue -h -t all -j $1 -O $2`` (its rows, its status, its stderr; without
+``-r``, the tasks an array's record still holds are one row, ``<array>_[<tasks>]``, which the parser expands:
+a pending array of 1,000 tasks is one line to print, not 1,000), then,
 when ``$4`` (the jobs whose progress is wanted: :data:`ALL` or ids comma-separated; empty: none) asks for any,
 a line :data:`SEPARATOR` and ``<job id> rank-<r>.json <report>`` for every trusted report (:data:`CHECKS`) of
 the wanted jobs that the listing shows running and that have a directory in ``$3`` (the cluster's progress
