@@ -44,12 +44,21 @@ from typing import Any
 from _slurm_clusters import admin, clusters, settings_for
 
 SHIM = r"""#!/bin/bash
-# bench only: the real squeue, with every SHARE-th job's pending row of the adapter's listing shown RUNNING
+# bench only: the real squeue, with every SHARE-th job of the adapter's listing shown RUNNING (a pending
+# array's record row stays, followed by a row of each such task, as if it had been split off to run)
 printf -v now '%(%s)T' -1
 REAL "$@" | awk -F'|' -v OFS='|' -v share=SHARE -v now="$now" '
-  NF >= 8 && $2 ~ /PENDING/ { n = split($1, a, "_"); t = a[n] + 0 }
-  NF >= 8 && $2 ~ /PENDING/ && t % share == 0 { sub(/PENDING/, "RUNNING", $2); $3 = "None"; $6 = now; $7 = "n1" }
-  { print }'
+  NF < 8 || $2 !~ /PENDING/ { print; next }
+  $1 ~ /_\[/ {
+    print; a = $1; sub(/_.*/, "", a); r = $1; sub(/.*_\[/, "", r); sub(/[%\]].*/, "", r)
+    n = split(r, parts, ",")
+    for (i = 1; i <= n; i++) {
+      m = split(parts[i], lh, "-"); lo = lh[1] + 0; hi = (m > 1 ? lh[2] : lh[1]) + 0
+      for (t = lo; t <= hi; t++) if (t % share == 0) { $1 = a "_" t; $2 = "RUNNING"; $3 = "None"; $6 = now; $7 = "n1"; print }
+    }
+    next
+  }
+  { m = split($1, id, "_"); if (id[m] % share == 0) { $2 = "RUNNING"; $3 = "None"; $6 = now; $7 = "n1" } print }'
 exit "${PIPESTATUS[0]}"
 """
 
@@ -207,8 +216,6 @@ def rows(job_counts: list[int], names: list[str], share: int, cycles: int = 7) -
                     ms = (time.perf_counter() - t0) * 1000
                     assert len(got) == n, f"saw {len(got)} of {n} jobs"
                     shown = sum(1 for ev in got.values() if ev.current is not None and ev.current.progress)
-                    if shown != reporting:
-                        print(got, counter.inner.run(counter.seen[-1], 60), file=sys.stderr)
                     assert shown == reporting, f"{shown} jobs with progress, {reporting} reported"
                     scripts = last = counter.seen[seen0:]
                     bare_ms = min(bare_ms, timed(lambda s=scripts, ex=counter.inner: [ex.run(x, 120) for x in s], 1))
@@ -243,8 +250,7 @@ def rows(job_counts: list[int], names: list[str], share: int, cycles: int = 7) -
             for i in range(0, len(ids), 500):
                 admin(desc, "scancel", *ids[i : i + 500])
             try:
-                if not os.environ.get("BENCH_KEEP"):
-                    login(counter.inner, 'rm -rf -- "$1" "$1.shim"', out_dir)
+                login(counter.inner, 'rm -rf -- "$1" "$1.shim"', out_dir)
             finally:
                 b.close()
     return out

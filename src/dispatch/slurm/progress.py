@@ -32,15 +32,19 @@ ALL = "*"
 """The ``want`` of :data:`OBSERVE` that asks for the progress of every running job listed."""
 
 CHECKS = (
-    f"-path . -prune -type d -uid \"$EUID\" ! -perm /022 -printf 'ROOT\\n' -o "
+    "-path . -prune -type d -uid \"$EUID\" ! -perm /022 -printf 'ROOT\\n' -o "
     '-type d \\( ! -uid "$EUID" -o -perm /022 \\) -prune -o '
-    f"-type f -name 'rank-[0-9]*.json' -uid \"$EUID\" ! -perm /022 -size -{MAX_REPORT + 1}c -print"
+    f"-type f -name 'rank-[0-9]*.json' -uid \"$EUID\" ! -perm /022 -size -{MAX_REPORT + 1}c"
 )
-"""``find``'s expression over ``.`` (the cluster's progress directory, entered already) and the directories of
-the jobs to read (depth 0; their files at depth 1): a directory or report is trusted only when it is owned by
-the reading user (the jobs' user), is not writable by group or others, is not a symbolic link (``find -P`` never
+"""``find``'s tests over ``.`` (the cluster's progress directory, entered already) and the directories of the
+jobs to read (depth 0; their files at depth 1): a directory or report is trusted only when it is owned by the
+reading user (the jobs' user), is not writable by group or others and is not a symbolic link (``find -P`` never
 follows one: a link is neither ``-type d`` nor ``-type f``), and a report holds at most :data:`MAX_REPORT` bytes.
-``ROOT`` is printed first when the progress directory itself passes; without it nothing is read."""
+``ROOT`` is printed when the progress directory itself passes; without it nothing read is trusted
+(:func:`parse_reports`)."""
+
+READ = 'FNR == 1 { print FILENAME " " $0; nextfile }'
+"""awk over the trusted reports: ``<path> <first line>`` each (a report is one line)."""
 
 OBSERVE = (
     'if [ -z "$4" ]; then SLURM_TIME_FORMAT=%s exec squeue -h -t all -j "$1" -O "$2"; fi\n'
@@ -59,25 +63,18 @@ OBSERVE = (
     '    (want == "*" || id in W) { S[id] = 1; print "./" id }\')\n'
     '[ -n "$hits" ] || exit 0\n'
     f'echo "{SEPARATOR}"\n'
-    'root=\n'
-    f'find -P . $hits -maxdepth 1 {CHECKS} 2>/dev/null | while IFS= read -r f; do\n'
-    '  if [ -z "$root" ]; then [ "$f" = ROOT ] || exit 0; root=1; continue; fi\n'
-    '  j=${f#./}; j=${j%%/*}\n'
-    '  line=\n'
-    f'  {{ IFS= read -r -n {MAX_REPORT} line <"$f"; }} 2>/dev/null\n'
-    '  printf "%s %s %s\\n" "$j" "${f##*/}" "$line"\n'
-    'done\n'
-    'exit 0'
+    f"exec find -P . $hits -maxdepth 1 {CHECKS} -exec awk '{READ}' {{}} + 2>/dev/null"
 )  # fmt: skip
 """The observation's one call: ``squeue -h -t all -j $1 -O $2`` (its rows, its status, its stderr; without
 ``-r``, the tasks an array's record still holds are one row, ``<array>_[<tasks>]``, which the parser expands:
-a pending array of 1,000 tasks is one line to print, not 1,000), then,
-when ``$4`` (the jobs whose progress is wanted: :data:`ALL` or ids comma-separated; empty: none) asks for any,
-a line :data:`SEPARATOR` and ``<job id> rank-<r>.json <report>`` for every trusted report (:data:`CHECKS`) of
-the wanted jobs that the listing shows running and that have a directory in ``$3`` (the cluster's progress
-directory, :func:`root`). ``$1`` and ``$2`` as in :data:`dispatch.slurm.parse.SQUEUE_TEXT_FIELDS`."""
+a pending array of 1,000 tasks is one line to print, not 1,000), then, when ``$4`` (the jobs whose progress is
+wanted: :data:`ALL` or ids comma-separated; empty: none) asks for any, a line :data:`SEPARATOR`, ``ROOT`` when
+the progress directory ``$3`` (:func:`root`) is trusted, and ``./<job id>/rank-<r>.json <report>`` for every
+trusted report (:data:`CHECKS`) of the wanted jobs that the listing shows running and that have a directory
+there. Processes: squeue, and with reports to read an ``awk`` that picks the jobs, ``find`` and one ``awk``
+that reads every report; no process and no file operation per job that has no report."""
 
-_LINE = re.compile(r"(\d+(?:_\d+)?) rank-(\d{1,7})\.json (.*)")
+_LINE = re.compile(r"\./(\d+(?:_\d+)?)/rank-(\d{1,7})\.json (.*)")
 JOB_ID = '"$SLURM_JOB_ID"'
 """The shell expression of a job's scheduler id in its batch script (an array task's is
 :data:`dispatch.slurm.submit.ARRAY_TASK_ID`)."""
@@ -122,9 +119,12 @@ def split(stdout: str) -> tuple[str, str]:
 
 def parse_reports(stdout: str) -> dict[str, dict[int, str]]:
     """The raw reports :data:`OBSERVE` printed (after its separator), by job id and rank (lines that are not one
-    are skipped)."""
+    are skipped); none unless the progress directory was trusted (its ``ROOT`` line)."""
     out: dict[str, dict[int, str]] = {}
-    for line in stdout.splitlines():
+    lines = stdout.splitlines()
+    if "ROOT" not in lines:
+        return out
+    for line in lines:
         m = _LINE.fullmatch(line)
         if m is not None:
             out.setdefault(m.group(1), {})[int(m.group(2))] = m.group(3)
