@@ -54,7 +54,8 @@ REAL "$@" | awk -F'|' -v OFS='|' -v share=SHARE -v now="$now" '
     n = split(r, parts, ",")
     for (i = 1; i <= n; i++) {
       m = split(parts[i], lh, "-"); lo = lh[1] + 0; hi = (m > 1 ? lh[2] : lh[1]) + 0
-      for (t = lo; t <= hi; t++) if (t % share == 0) { $1 = a "_" t; $2 = "RUNNING"; $3 = "None"; $6 = now; $7 = "n1"; print }
+      for (t = lo; t <= hi; t++)
+        if (t % share == 0) { $1 = a "_" t; $2 = "RUNNING"; $3 = "None"; $6 = now; $7 = "n1"; print }
     }
     next
   }
