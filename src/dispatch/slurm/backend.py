@@ -1,6 +1,7 @@
 """SlurmBackend: the dispatch Backend over Slurm's commands, one script per operation.
 
-Implements Backend, Holder, Requeuer, MultiFinder, BatchStarter, CessationSignal, OutputReader and OutputSlices (not
+Implements Backend, Holder, Requeuer, MultiFinder, ProgressScope, BatchStarter, CessationSignal, OutputReader and
+OutputSlices (not
 Watcher: it is polled). Errors follow :mod:`dispatch.slurm.errors`; a transport failure is Unavailable when the
 script never started and, for writes, OutcomeUnknown once it may have run.
 """
@@ -698,6 +699,10 @@ class SlurmBackend:
                 + ("" if self._caps[Capability.ACCOUNTING_HISTORY].yes else " and there is no accounting to ask")
             )
         return got[jid]
+
+    def scopes_progress(self) -> bool:
+        """True: :meth:`inspect_many` takes ``progress_of`` (:class:`~dispatch.spi.ProgressScope`)."""
+        return True
 
     def inspect_many(
         self, scheduler_ids: Sequence[str], *, progress_of: Collection[str] | None = None
