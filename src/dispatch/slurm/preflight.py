@@ -359,8 +359,8 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
             ),
             Capability.SHARED_STORAGE: no("the backend answers from its sharedStorage setting"),
             Capability.PROGRESS_REPORTING: yes(
-                "each rank writes <output dir>/<marker>.<job id>.<restart>.progress/rank-<r>.json on the shared "
-                "output directory; read in the same script as squeue"
+                "each rank writes <output root>/.progress/<cluster>/<job id>/rank-<r>.json on the shared "
+                "output directory; read with squeue's listing, for running jobs that have reports"
             ),
         }
     )
