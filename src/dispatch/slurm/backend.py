@@ -746,12 +746,17 @@ class SlurmBackend:
             code = self._first_codes.get(key) if key in failed else None
             return replace(rec, step_exit_code=code) if code else rec
 
+        if not failed:
+            return observed
+        touched = {jid for jid, _ in failed}
         return {
             jid: replace(
                 obs,
                 live=first(jid, obs.live) if obs.live is not None else None,
                 history=tuple(first(jid, h) for h in obs.history),
             )
+            if jid in touched
+            else obs
             for jid, obs in observed.items()
         }
 
