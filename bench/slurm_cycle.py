@@ -119,14 +119,16 @@ def login(ex: Any, text: str, *args: str) -> str:
 def fs_ops(ex: Any, scripts: list[str], under: str) -> tuple[int | None, dict[str, int]]:
     """The system calls ``scripts`` make on files under ``under``, run once more under ``strace -f -y`` on the
     login node: (total, by call); (None, {}) without strace there."""
-    probe = (
-        "command -v strace >/dev/null || { echo NOSTRACE; exit 0; }\n"
-        "t=$(mktemp); f=$(mktemp)\n"
-        'for s in "$@"; do printf %s "$s" | base64 -d >"$f"; strace -f -qq -y -e trace=%file,%desc -o "$t" bash "$f" '
-        '>/dev/null 2>&1; cat "$t"; done; rm -f "$t" "$f"'
+    # the scripts travel inside the probe's text (a builtin's argument), never as a program's argument: the
+    # listing of 10,000 jobs is longer than one argument may be
+    runs = "".join(
+        f'printf %s {base64.b64encode(x.encode()).decode()} | base64 -d >"$f"\n'
+        'strace -f -qq -y -e trace=%file,%desc -o "$t" bash "$f" >/dev/null 2>&1; cat "$t"\n'
+        for x in scripts
     )
-    out = login(ex, probe, *(base64.b64encode(s.encode()).decode() for s in scripts))
-    if out.startswith("NOSTRACE"):
+    probe = "command -v strace >/dev/null || { echo NOSTRACE; exit 0; }\nt=$(mktemp); f=$(mktemp)\n" + runs
+    out = login(ex, probe + 'rm -f "$t" "$f"\n')
+    if out.startswith("NOSTRACE") or not out.strip():
         return None, {}
     by: dict[str, int] = {}
     call = re.compile(r"^\d+\s+(\w+)\((.*)$")
