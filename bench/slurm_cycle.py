@@ -23,9 +23,10 @@ listing shows them RUNNING; each has a report of rank 0 for its execution where 
 the layout of this code and the older one, beside the output files, are written, so either code finds them).
 The wrapper (an ``awk`` over squeue's output) runs for the floor's ``squeue`` too, so its cost cancels.
 
-``--src NAME=DIR,...`` runs the whole bench once per source tree (``DISPATCH_BENCH_SRC``), one after the other,
-and tags each row with its ``src``. Prints {"results": [{src, cluster, release, jobs, running, reporting,
-slurm_commands_per_cycle, ssh_round_trips_per_cycle, scripts_per_cycle, fs_ops_per_cycle, fs_ops_by_call,
+``--no-progress`` asks for no job's progress (``inspect_many(ids, progress_of=())``: what the supervisor asks
+when no rule judges stalls; this code only). ``--src NAME=DIR,...`` runs the whole bench once per source tree
+(``DISPATCH_BENCH_SRC``), one after the other, and tags each row with its ``src``. Prints {"results": [{src,
+cluster, release, jobs, running, reporting, progress_read, slurm_commands_per_cycle, ssh_round_trips_per_cycle, scripts_per_cycle, fs_ops_per_cycle, fs_ops_by_call,
 cycle_ms, bare_ms, floor_ms, ratio, bare_ratio}, ...]}. (bench/cycle.py --adapter slurm delegates here.)
 """
 
@@ -152,7 +153,9 @@ def fs_ops(ex: Any, scripts: list[str], under: str) -> tuple[int | None, dict[st
     return sum(by.values()), dict(sorted(by.items()))
 
 
-def rows(job_counts: list[int], names: list[str], share: int, cycles: int = 7) -> list[dict[str, Any]]:
+def rows(
+    job_counts: list[int], names: list[str], share: int, cycles: int = 7, *, progress: bool = True
+) -> list[dict[str, Any]]:
     import dispatch
     import dispatch.slurm as slurm
     from dispatch.settings import decode
@@ -215,11 +218,11 @@ def rows(job_counts: list[int], names: list[str], share: int, cycles: int = 7) -
                 for _ in range(cycles):
                     s0, c0, seen0 = counter.scripts, counter.calls, len(counter.seen)
                     t0 = time.perf_counter()
-                    got = b.inspect_many(ids[:n])
+                    got = b.inspect_many(ids[:n]) if progress else b.inspect_many(ids[:n], progress_of=())
                     ms = (time.perf_counter() - t0) * 1000
                     assert len(got) == n, f"saw {len(got)} of {n} jobs"
                     shown = sum(1 for ev in got.values() if ev.current is not None and ev.current.progress)
-                    assert shown == reporting, f"{shown} jobs with progress, {reporting} reported"
+                    assert shown == (reporting if progress else 0), f"{shown} jobs with progress, {reporting} reported"
                     scripts = last = counter.seen[seen0:]
                     bare_ms = min(bare_ms, timed(lambda s=scripts, ex=counter.inner: [ex.run(x, 120) for x in s], 1))
                     floor_ms = min(floor_ms, timed(lambda t=floor_text, ex=counter.inner: ex.run(t, 120), 1))
@@ -232,6 +235,7 @@ def rows(job_counts: list[int], names: list[str], share: int, cycles: int = 7) -
                             "jobs": n,
                             "running": reporting,
                             "reporting": reporting,
+                            "progress_read": progress,
                             "slurm_commands_per_cycle": counter.calls - c0,
                             "ssh_round_trips_per_cycle": (counter.scripts - s0) if desc["transport"] == "ssh" else 0,
                             "scripts_per_cycle": counter.scripts - s0,
@@ -265,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clusters", default="local,trixie,sid")
     p.add_argument("--running", type=float, default=0.25, help="the share of jobs running and reporting (1/k)")
     p.add_argument("--src", default="", help="NAME=DIR,...: run once per source tree, one after the other")
+    p.add_argument("--no-progress", action="store_true", help="ask for no progress (a supervisor without stall rules)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     share = max(1, round(1 / a.running)) if a.running > 0 else 10**9
@@ -274,11 +279,12 @@ def main(argv: list[str] | None = None) -> int:
             label, _, path = item.partition("=")
             env = dict(os.environ, DISPATCH_BENCH_SRC=os.path.abspath(path))
             cmd = [sys.executable, __file__, "--jobs", a.jobs, "--clusters", a.clusters, "--running", str(a.running)]
+            cmd += ["--no-progress"] if a.no_progress else []
             done = subprocess.run([*cmd, "--json"], env=env, stdout=subprocess.PIPE, text=True, check=True)
             for row in json.loads(done.stdout)["results"]:
                 res.append({**row, "src": label})
     else:
-        res = rows([int(x) for x in a.jobs.split(",")], a.clusters.split(","), share)
+        res = rows([int(x) for x in a.jobs.split(",")], a.clusters.split(","), share, progress=not a.no_progress)
     print(json.dumps({"results": res}, indent=None if a.json else 2))
     return 0
 
