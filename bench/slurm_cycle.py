@@ -27,7 +27,8 @@ The wrapper (an ``awk`` over squeue's output) runs for the floor's ``squeue`` to
 when no rule judges stalls; this code only). ``--src NAME=DIR,...`` runs the whole bench once per source tree
 (``DISPATCH_BENCH_SRC``), one after the other, and tags each row with its ``src``. Prints {"results": [{src,
 cluster, release, jobs, running, reporting, progress_read, slurm_commands_per_cycle, ssh_round_trips_per_cycle,
-scripts_per_cycle, fs_ops_per_cycle, fs_ops_by_call, cycle_ms, bare_ms, floor_ms, ratio, bare_ratio}, ...]}. (bench/cycle.py --adapter slurm delegates here.)
+scripts_per_cycle, fs_ops_per_cycle, fs_ops_by_call, cycle_ms, bare_ms, floor_ms, ratio, bare_ratio}, ...]}.
+(bench/cycle.py --adapter slurm delegates here.)
 """
 
 from __future__ import annotations
