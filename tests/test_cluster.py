@@ -296,3 +296,32 @@ def test_submit_many_checks_every_spec_before_recording_anything(cluster: dispat
     with pytest.raises(Unsupported):
         cluster.operator.submit_many([SLEEP, bad])
     assert cluster.observer.list() == []
+
+
+def test_acknowledge_resolves_a_closed_jobs_escalations_and_refuses_an_open_one(
+    cluster: dispatch.Cluster, clock: FakeClock, request: pytest.FixtureRequest
+) -> None:
+    """An escalation of an open job stands for something still going on (here a foreign hold): acknowledging
+    it is refused and changes nothing. Once the job is closed, it is resolved with who acknowledged it."""
+    from dispatch import Rejected
+    from dispatch.supervise import Supervisor
+
+    sched = scheduler_for(f"t-{request.node.name}")
+    cluster.submit(JobSpec(command=("sleep", "500"), nodes=len(sched.node_set)))  # takes every node
+    job_id = cluster.submit(SLEEP)  # waits
+    sup = Supervisor(cluster.backend, cluster.records, clock=clock, owner="sup-a", poll=10)  # type: ignore[arg-type]
+    sched.control.admin_hold(cluster.get(job_id).current.scheduler_id)  # type: ignore[union-attr]
+    for _ in range(2):
+        sup.cycle()
+        clock.advance(10)
+    (escalation,) = cluster.get(job_id).escalations
+    assert escalation.cause.value == "admin-held" and escalation.resolved_at is None
+    with pytest.raises(Rejected, match=f"job {job_id} is still open: its escalation \\(admin-held\\)"):
+        cluster.operator.acknowledge(job_id)
+    assert cluster.get(job_id).escalations[0].resolved_at is None
+    cluster.operator.stop(job_id)
+    assert cluster.operator.acknowledge(job_id, "seen") == [escalation.seq]
+    assert cluster.get(job_id).escalations[0].resolved_at == clock.now()
+    (event,) = [e for e in cluster.observer.events(job_id) if e.kind == "escalation-resolved"]
+    assert event.data == {"seq": escalation.seq, "reason": "acknowledged", "by": cluster.operator.owner, "note": "seen"}
+    assert cluster.operator.acknowledge(job_id) == []  # nothing left to acknowledge

@@ -64,6 +64,7 @@ from dispatch.spi import (
     BatchStarter,
     Holder,
     JobEvidence,
+    ShapeCheck,
     StartRequest,
     check_backend,
     restrict,
@@ -214,7 +215,9 @@ class Cluster:
     def wait(self, job_id: str, timeout: float | None = None) -> JobRecord:
         """Supervise the job in this process until it is over, as ``dispatch run`` does, and return its final
         record (``record.outcome``: state, cause, exit code). Its rules are applied here. ``timeout`` seconds
-        (None: no limit) raise :class:`TimeoutError` and leave the job running. See :mod:`dispatch.follow`."""
+        (None: no limit) raise :class:`TimeoutError` and leave the job running. A job the scheduler says can never
+        run (pending, cause ``unrunnable``) raises :class:`Unsupported` naming why, and stays queued. See
+        :mod:`dispatch.follow`."""
         from dispatch.follow import follow
 
         return follow(self, job_id, timeout=timeout)
@@ -222,8 +225,18 @@ class Cluster:
     def run(
         self, spec: JobSpec, rules: RuleSet | Mapping[str, Any] | None = None, *, timeout: float | None = None
     ) -> JobRecord:
-        """Submit ``spec`` and :meth:`wait` for its outcome: the library's ``dispatch run``."""
-        return self.wait(self.operator.submit(spec, rules), timeout=timeout)
+        """Submit ``spec`` and :meth:`wait` for its outcome: the library's ``dispatch run``. A job the scheduler
+        says can never run (pending, cause ``unrunnable``) is stopped, with the reason recorded, and its final
+        record (cancelled) returned: nothing this call submitted is left in the queue."""
+        from dispatch.follow import follow, unrunnable, unrunnable_reason
+
+        job_id = self.operator.submit(spec, rules)
+
+        def each(job: JobRecord) -> None:
+            if unrunnable(job):
+                self.operator.stop(job_id, reason=unrunnable_reason(job))
+
+        return follow(self, job_id, timeout=timeout, each=each)
 
 
 def check_spec(backend: Backend, spec: JobSpec) -> None:
@@ -237,6 +250,17 @@ def check_spec(backend: Backend, spec: JobSpec) -> None:
     if spec.procs_per_node > 1 and caps.answer(Capability.PROCS_PER_NODE) is Answer.NO:
         caps.require(Capability.PROCS_PER_NODE, "more than one process per node")
     check_accelerators(backend, spec)
+    check_shape(backend, spec)
+
+
+def check_shape(backend: Backend, spec: JobSpec) -> None:
+    """Refuse (:class:`Unsupported`, ``refused: <why>``), before anything is recorded, a spec whose shape (nodes,
+    CPUs and memory per node) the cluster can never run, as its :class:`ShapeCheck` says. A backend that is not
+    one, or cannot tell, lets the spec through (the scheduler then decides)."""
+    if isinstance(backend, ShapeCheck):
+        why = backend.never_runs(spec)
+        if why:
+            raise Unsupported(f"refused: {why}")
 
 
 def check_accelerators(backend: Backend, spec: JobSpec) -> None:
@@ -632,15 +656,17 @@ class Operator:
             if error is not None:
                 results[i] = Submitted(jobs[i].id, _with_job(error, jobs[i].id), existed=results[i].existed)
 
-    def stop(self, job_id: str) -> None:
-        """Stop the job: no more recovery, and its current scheduler object is ended (if it has one)."""
+    def stop(self, job_id: str, reason: str | None = None) -> None:
+        """Stop the job: no more recovery, and its current scheduler object is ended (if it has one). ``reason``,
+        when given, is recorded with the stop (why it was stopped, beside who asked)."""
         records, actor = self._writable()
         job = records.get(job_id)
         job.stop_requested = True
         job.closed = True
         now = self._c.clock.now()
         job.updated_at = now
-        job = records.update(job, [Event(job_id, now, "stop-requested", {"by": self.owner})])
+        data = {"by": self.owner} | ({"reason": reason} if reason else {})
+        job = records.update(job, [Event(job_id, now, "stop-requested", data)])
         sub = job.current
         if sub is None or sub.scheduler_id is None:
             return
@@ -691,6 +717,45 @@ class Operator:
                 raise result.error
             lifted.append(h.instance)
         return lifted
+
+    def acknowledge(self, job_id: str, note: str | None = None) -> list[int]:
+        """Mark the escalations of a closed job resolved: a human has seen them, and the job no longer waits for
+        one (``dispatch status`` stops pointing at it). Returns the seqs resolved (none: nothing was open).
+
+        Only a closed job's escalations can be acknowledged: on an open job an escalation stands for a situation
+        still going on (a foreign hold, a hold a rule placed), which the supervisor resolves itself when it ends;
+        stop the job to give up on it. Each is recorded as an ``escalation-resolved`` event naming who
+        acknowledged it (and ``note``); the job's outcome and decisions are not changed.
+        """
+        records, _ = self._writable()
+        for _ in range(MINT_TRIES):
+            job = records.get(job_id)
+            open_ = [e for e in job.escalations if e.resolved_at is None]
+            if not open_:
+                return []
+            if not job.closed:
+                causes = ", ".join(sorted({e.cause.value for e in open_}))
+                raise Rejected(
+                    f"job {job_id} is still open: its escalation ({causes}) ends when its cause does"
+                    f" (see: dispatch show {job_id}); to give up on the job, stop it"
+                )
+            now = self._c.clock.now()
+            new = job.copy()
+            events = []
+            for e in new.escalations:
+                if e.resolved_at is None:
+                    e.resolved_at = now
+                    data: dict[str, Any] = {"seq": e.seq, "reason": "acknowledged", "by": self.owner}
+                    if note:
+                        data["note"] = note
+                    events.append(Event(job_id, now, "escalation-resolved", data))
+            new.updated_at = now
+            try:
+                records.update(new, events)
+            except Conflict:
+                continue  # written meanwhile: read it again
+            return [e.seq for e in open_]
+        raise Conflict(f"job {job_id}: kept changing while its escalations were acknowledged")
 
 
 def start_submission(
@@ -927,6 +992,7 @@ __all__ = [
     "Operator",
     "Submitted",
     "batch_job_id",
+    "check_shape",
     "check_spec",
     "new_backend",
     "new_job_id",

@@ -7,6 +7,11 @@ services without taking their jobs; a job a live service already holds is left t
 watches its record until it ends.
 
 ``Cluster.wait(job_id)`` and ``Cluster.run(spec, rules=...)`` are the public doors (:mod:`dispatch.cluster`).
+
+A job that waits for a reason that will not change by itself (:func:`unrunnable`: pending with cause
+``unrunnable``) is not waited on for ever: ``each`` may stop it (``Cluster.run`` and ``dispatch run``, which
+submitted it, do: no orphan is left in the queue), and :func:`follow` then waits for it to end as for any stop;
+when it is left waiting, :func:`follow` raises :class:`~dispatch.errors.Unsupported` naming the reason.
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
-from dispatch.errors import ReadOnly
+from dispatch.errors import ReadOnly, Unsupported
+from dispatch.outcome import Cause, State
 
 if TYPE_CHECKING:
     from dispatch.clock import Clock
@@ -54,6 +60,19 @@ def over(job: JobRecord) -> bool:
     return out is None or out.state.ended or cur is None or cur.gone
 
 
+def unrunnable(job: JobRecord) -> bool:
+    """True when ``job`` waits for a reason that will not change by itself (cause ``unrunnable``) and nobody has
+    asked to stop it yet."""
+    out = job.outcome
+    return out is not None and out.state is State.PENDING and out.cause is Cause.UNRUNNABLE and not job.stop_requested
+
+
+def unrunnable_reason(job: JobRecord) -> str:
+    """One line on why ``job`` can never run, from its outcome's detail (the scheduler's words)."""
+    out = job.outcome
+    return f"job {job.id} can never run as asked: {(out.detail if out else '') or 'the scheduler says so'}"
+
+
 def follow(
     cluster: Followed,
     job_id: str,
@@ -65,9 +84,10 @@ def follow(
     """Supervise job ``job_id`` here until it is over (:func:`over`); return its final record.
 
     ``timeout`` (seconds on the cluster's clock; None waits for ever) raises :class:`TimeoutError` naming the
-    job and its state when it passes; the job runs on. ``each`` is called with the record after every cycle
-    (``dispatch run`` shows output and handles Ctrl-C there). ReadOnly on a cluster opened read-only or without
-    a record store: waiting writes what it observes.
+    job and its state when it passes; the job runs on. A job that reads :func:`unrunnable` after ``each`` saw it
+    (``each`` did not stop it) raises :class:`Unsupported` naming the scheduler's reason; the job stays queued.
+    ``each`` is called with the record after every cycle (``dispatch run`` shows output and handles Ctrl-C
+    there). ReadOnly on a cluster opened read-only or without a record store: waiting writes what it observes.
     """
     from dispatch.supervise import Supervisor
 
@@ -84,6 +104,10 @@ def follow(
         job = records.get(job_id)
         if each is not None:
             each(job)
+            if unrunnable(job):
+                job = records.get(job_id)  # each may have stopped it
+        if unrunnable(job):
+            raise Unsupported(unrunnable_reason(job) + "; it stays queued (dispatch stop " + job_id + " ends it)")
         if over(job):
             return job
         if deadline is not None and cluster.clock.now() >= deadline:

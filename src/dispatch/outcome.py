@@ -65,6 +65,13 @@ class Cause(StrEnum):
     """Waiting (or refused) because the cluster has no resources that fit, or quota is exhausted. Exists so
     a user can tell "waiting its turn" from "will not fit"."""
 
+    UNRUNNABLE = "unrunnable"
+    """Waiting for a reason that will not change by itself: the scheduler says the request exceeds what the
+    cluster or a per-job limit can ever give (Slurm's BadConstraints, PartitionConfig, a per-job QOS or
+    association limit; a Kueue ClusterQueue whose quota is below the request). Only a change of the request or of
+    the cluster's configuration lets it run; ``dispatch run`` stops such a job instead of waiting for ever.
+    Distinct from ``no-capacity``, which clears when other jobs end or nodes come back."""
+
     HELD = "held"
     """Kept from running by a hold dispatch placed (the hold has an instance; only its owner lifts it). On
     Kubeflow a hold on a running execution ends that execution with this cause."""
@@ -116,7 +123,9 @@ class Cause(StrEnum):
     never read as success or as a particular failure."""
 
 
-WAITING_CAUSES = frozenset({Cause.GATED, Cause.QUEUED, Cause.NO_CAPACITY, Cause.HELD, Cause.ADMIN_HELD})
+WAITING_CAUSES = frozenset(
+    {Cause.GATED, Cause.QUEUED, Cause.NO_CAPACITY, Cause.UNRUNNABLE, Cause.HELD, Cause.ADMIN_HELD}
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,9 +7,10 @@ escape it. Imports nothing of the CLI or the web stack, so either may use it.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 
 from dispatch.outcome import Cause
-from dispatch.records.model import JobSummary
+from dispatch.records.model import Event, JobRecord, JobSummary
 
 NONE = "-"
 """What stands for a missing value in a table cell or a field."""
@@ -49,3 +50,23 @@ def cause_text(s: JobSummary) -> str:
     if s.cause is Cause.EXIT and s.exit_code is not None:
         return f"exit {s.exit_code}"
     return s.cause.value
+
+
+NO_RULES = (
+    "none of its own: the default rules of the supervisor that takes the job apply (dispatch supervise --rules),"
+    " written here when it does; with none, a failure waits for a human"
+)
+"""What a job without rules is told: recovery depends on the supervisor that takes it (docs/supervisor.md)."""
+
+
+def rules_origin(job: JobRecord, events: Iterable[Event]) -> str:
+    """Where the rules that apply to ``job`` come from, in a sentence: the job's own (given at submission), a
+    supervisor's defaults it adopted (its ``rules-adopted`` event: by whom, when), or :data:`NO_RULES`."""
+    if job.rules is None:
+        return NO_RULES
+    n = len(job.rules.get("rules", []))
+    count = f"{n} rule{'' if n == 1 else 's'}"
+    adopted = next((e for e in events if e.kind == "rules-adopted"), None)
+    if adopted is None:
+        return f"{count}, given at submission"
+    return f"{count}: the default rules of {adopted.data.get('by', 'a supervisor')}, adopted {when(adopted.at)}"

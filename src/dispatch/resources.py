@@ -47,7 +47,7 @@ def parse_memory(value: object, path: str) -> int:
             key = unit[0].upper()
             rest = unit[1:]
             if key not in _UNITS or rest not in ("", "i", "iB", "B"):
-                raise SpecError(path, f"unknown unit {unit!r} (use K, M, G or T, e.g. 64G)")
+                raise SpecError(path, f"unknown unit {unit!r} in {value!r} (use K, M, G or T, e.g. 64G)")
             power = _UNITS[key]
             if power < 0:
                 if number % 1024:

@@ -11,7 +11,8 @@ is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-on
 
 Optional interfaces (``Holder``, ``Requeuer``, ``Readmitter``, ``NativePolicyCompiler``, ``Watcher``,
 ``CessationSignal``, ``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``,
-``OutputSlices``, ``ExecutionOutput``, ``AcceleratorInventory``, ``NodeInventory``) are ``runtime_checkable``
+``OutputSlices``, ``ExecutionOutput``, ``AcceleratorInventory``, ``NodeInventory``, ``ShapeCheck``) are
+``runtime_checkable``
 protocols: code asks ``isinstance(backend, Holder)``.
 :func:`restrict` hands out a backend without some of them.
 """
@@ -346,6 +347,21 @@ class ProgressScope(Protocol):
 
 
 @runtime_checkable
+class ShapeCheck(Protocol):
+    """Says, from what the adapter already knows of its cluster (read at open, not per call), when a spec's
+    shape can never run there: more nodes than the pool (partition, queue, cluster) has or lets one job have, more
+    CPUs (ranks x CPUs per rank) or memory per node than any of its nodes has. The core refuses such a spec before
+    anything is recorded or submitted (:func:`dispatch.cluster.check_spec`); :mod:`dispatch.shapes` does the
+    arithmetic."""
+
+    def never_runs(self, spec: JobSpec) -> str | None:
+        """One line saying why ``spec`` can never run on this cluster (``5 nodes asked, partition normal has
+        2``), or None when it may, or when the adapter cannot tell. A node down or drained now may come back:
+        it counts. Makes no scheduler call."""
+        ...
+
+
+@runtime_checkable
 class MultiFinder(Protocol):
     """Finds many markers in one call."""
 
@@ -513,6 +529,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     OutputKeeper,
     AcceleratorInventory,
     SharedStorer,
+    ShapeCheck,
 )
 
 OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
@@ -533,6 +550,7 @@ OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     OutputKeeper: ("keep_output",),
     AcceleratorInventory: ("accelerators",),
     SharedStorer: ("shared_storage",),
+    ShapeCheck: ("never_runs",),
 }
 
 

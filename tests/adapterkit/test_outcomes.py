@@ -17,7 +17,7 @@ EV = Evidence("test", 0.0)
     foreign=st.lists(st.sampled_from(["JobHeldAdmin", "operator hold"]), max_size=2),
     holds=st.lists(st.sampled_from(["h00000001", "h00000002"]), max_size=2),
     gate_closed=st.booleans(),
-    queued=st.sampled_from([Cause.QUEUED, Cause.NO_CAPACITY]),
+    queued=st.sampled_from([Cause.QUEUED, Cause.NO_CAPACITY, Cause.UNRUNNABLE]),
 )
 def test_the_first_reason_in_the_order_is_the_cause(
     stopped: bool, foreign: list[str], holds: list[str], gate_closed: bool, queued: Cause
@@ -41,7 +41,7 @@ def test_the_schedulers_words_follow_the_kits() -> None:
     out = waiting_outcome(EV, holds=("h0000002a",), gate_closed=True, detail="qstat state hqw")
     assert (out.state, out.cause) == (State.HELD, Cause.HELD)
     assert out.detail == "held by dispatch: h0000002a; qstat state hqw"
-    with pytest.raises(ValueError, match="queued or no-capacity"):
+    with pytest.raises(ValueError, match="queued, no-capacity or unrunnable"):
         waiting_outcome(EV, queued=Cause.HELD)
 
 

@@ -133,3 +133,20 @@ def test_the_default_working_directory_is_shown_and_used(cli: Env, name: str) ->
     assert code == 0, out
     p = cli.run("logs", out["id"])
     assert p.stdout == shown[0] + "\n", p.stderr
+
+
+@pytest.mark.parametrize("name", CLUSTERS)
+def test_a_launch_failure_is_shown_with_the_reason_run_printed(cli: Env, name: str) -> None:
+    """The job script's launch check fails (exit 125): `run` streams its reason, ends with it rather than
+    Slurm's "FAILED NonZeroExitCode", and `show` says the same reason."""
+    on(cli, name)
+    p = cli.run("run", "--", "/no/such/program", timeout=180)
+    assert p.returncode == Exit.JOB_FAILED, p.stderr
+    reason = "the program /no/such/program does not exist"
+    assert f"dispatch: launch failed: {reason}\n" in p.stderr  # the job's own stderr, as run showed it
+    end = p.stderr.splitlines()[-1]
+    assert "failed (launch-failed)" in end and f": {reason};" in end and "NonZeroExitCode" not in end, end
+    job = end.split()[1]
+    shown = cli.run("show", job)
+    assert shown.returncode == 0, shown.stderr
+    assert f"\n  reason     launch failed: {reason}\n" in shown.stdout, shown.stdout

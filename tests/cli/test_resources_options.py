@@ -52,3 +52,23 @@ def test_bad_values_name_the_option(cli: Env) -> None:
         p = cli.run("submit", *args, "--", "true")
         assert p.returncode == Exit.USAGE, p.stderr
         assert words in p.stderr, p.stderr
+
+
+def test_a_job_waits_for_the_device_another_holds_and_says_which(cli: Env) -> None:
+    """Two ``dispatch submit`` processes, one GPU: the second job waits, pending, naming the device and the job
+    holding it (``show``), and gets the device once the first has ended."""
+    _with_gpus(cli, '["0"]')
+    flag = cli.home / "release"
+    body = f'echo "gpus=$CUDA_VISIBLE_DEVICES"; while [ ! -e {flag} ]; do sleep 0.05; done'
+    first = cli.run("submit", "--gpus-per-node", "1", "--json", "--", "sh", "-c", body)
+    assert first.returncode == 0, first.stderr
+    a = json.loads(first.stdout)["job"]
+    wait_until(lambda: cli.json("status", a)[0]["state"] == "running")
+    second = cli.run("submit", "--gpus-per-node", "1", "--json", "--", "sh", "-c", body)
+    assert second.returncode == 0, second.stderr
+    b = json.loads(second.stdout)["job"]
+    wait_until(lambda: f"detail     waiting for 1 GPU: device 0 held by job {a}" in cli.run("show", b).stdout)
+    assert cli.json("status", b)[0]["state"] == "pending"
+    flag.touch()
+    wait_until(lambda: cli.json("status", b)[0]["state"] == "succeeded")
+    assert cli.run("logs", a).stdout.strip() == cli.run("logs", b).stdout.strip() == "gpus=0"

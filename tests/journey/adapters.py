@@ -3,6 +3,11 @@
 
 Every adapter is held to the same assertions; these are the only differences allowed. A real cluster that is
 not up FAILS with the command to start it (tests/slurm/clusters.py, tests/gridengine/cell.py): nothing skips.
+
+Real or model: the local adapter, the three Slurm releases and the Grid Engine cell are the real thing. Kubeflow
+is a MODEL (:func:`kubeflow_model`, pytest id ``kubeflow-model``): dispatch_kubetest's in-process API server and
+controllers, with a thread of the test as kubelet that runs each pod's command as a plain process of this
+machine. No Kubernetes, no container, no real pod; what it proves is the adapter against that model.
 """
 
 from __future__ import annotations
@@ -46,6 +51,8 @@ class Adapter:
     scheduler object's ``out`` or ``err`` file in the output directory it leaves; the journey then asserts that
     ``logs`` refuses clearly and reads the files as the user would."""
     close: Callable[[], None] | None = None
+    model: bool = False
+    """True: not the scheduler but a model of it in this process (its id, and its pytest id, say ``model``)."""
 
 
 def config_toml(a: Adapter) -> str:
@@ -113,12 +120,14 @@ def gridengine(tmp: Path) -> Adapter:
     return Adapter("gridengine", "gridengine", settings, 1, "5s", 90.0, forgotten, read_files=read_files)
 
 
-def kubeflow(tmp: Path) -> Adapter:
+def kubeflow_model(tmp: Path) -> Adapter:
+    """Kubeflow's model, not a cluster: the in-process API server and controllers of dispatch_kubetest, a thread
+    as kubelet running the pods' commands as local processes (tests/journey/kubelet.py)."""
     from tests.journey.kubelet import ProcessKubelet
 
     kubelet = ProcessKubelet(tmp)
     return Adapter(
-        "kubeflow",
+        "kubeflow-model",
         "kubeflow",
         kubelet.settings(),
         2,
@@ -134,6 +143,7 @@ def kubeflow(tmp: Path) -> Adapter:
         every_rank_logged=False,
         separate_stderr=False,
         close=kubelet.close,
+        model=True,
     )
 
 
@@ -143,5 +153,5 @@ ADAPTERS = [
     pytest.param(slurm("trixie"), id="slurm-24.11", marks=pytest.mark.slurm_trixie),
     pytest.param(slurm("sid"), id="slurm-26.05", marks=pytest.mark.slurm_sid),
     pytest.param(gridengine, id="gridengine", marks=pytest.mark.gridengine),
-    pytest.param(kubeflow, id="kubeflow"),
+    pytest.param(kubeflow_model, id="kubeflow-model"),
 ]

@@ -1,6 +1,7 @@
-"""Kubeflow's test cluster with a kubelet that runs the pods: dispatch_kubetest's API server and controllers
-(Trainer, JobSet, Job, scheduler), plus a thread that plays the kubelet for real, so the journey's script runs
-unchanged on Kubeflow as on the other adapters.
+"""Kubeflow's MODEL for the journey, with a kubelet that runs the pods: dispatch_kubetest's in-process API server
+and controllers (Trainer, JobSet, Job, scheduler), plus a thread that plays the kubelet, so the journey's script
+runs unchanged on the Kubeflow adapter as on the others. Not a cluster: no Kubernetes, no container runtime, no
+real pod; each "pod" is a process of this machine.
 
 The kubelet starts each pod's ``node`` container command (the adapter's prologue, then the user's argv) as a
 process of this machine, with the environment the pod spec gives it (plain values and the ``fieldRef`` values

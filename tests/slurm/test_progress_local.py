@@ -1,17 +1,20 @@
 """Progress on the real Slurm 22.05 cluster: a 2-node job's ranks report, and the supervisor's observation reads
-every rank's report in the same script as squeue. Fails loudly when the cluster is down."""
+every rank's report in the same script as squeue; the capability names the directory the ranks write to. Fails
+loudly when the cluster is down."""
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 
 import pytest
 
+from dispatch.adapterkit.progress import parse_report
 from dispatch.capabilities import Capability
 from dispatch.outcome import State
 from dispatch.spec import JobSpec
-from dispatch.spi import JobEvidence, RankProgress
+from dispatch.spi import JobEvidence, RankProgress, StartRequest
 
 from . import integration as it
 from .clusters import open_backend
@@ -57,6 +60,44 @@ def test_every_rank_s_report_arrives_in_the_observation_script() -> None:
         assert started - 60 < p[0].at <= time.time() + 1
         assert dict(p[0].metrics) == {"loss": pytest.approx(1.0 / (p[0].step + 1))}
         assert ev.current is not None and ev.current.identity.endswith(f".{sid}.0")
+    finally:
+        try:
+            if sid:
+                b.stop_job(sid)
+        finally:
+            b.close()
+
+
+def test_the_capability_names_the_directory_slurm_creates() -> None:
+    """ProgressReporting's text names the progress directory as the job's ranks make it: the text's path, with
+    the job's output directory, marker and id put in, is where the report is (22.05 creates it)."""
+    b = open_backend("local")
+    sid = ""
+    try:
+        said = b.capabilities()[Capability.PROGRESS_REPORTING].reason
+        found = re.search(r"(<output dir>/.*?/rank-<r>\.json)", said)
+        assert found is not None, said
+        spec = JobSpec(
+            (sys.executable, "-c", "from dispatch import job; job.progress(7, total=9)"),
+            env={"PYTHONPATH": it.SRC, "DISPATCH_PROGRESS_INTERVAL": "0"},
+        )
+        request = StartRequest("pdir", 1, it.marker(), spec)
+        output_dir = b.build(request).output_dir
+        sid = b.start(request)
+        b.open(sid)
+        ev = it.wait(b, sid, lambda e: e.outcome.state.ended, "the job ends", timeout=120)
+        assert ev.outcome.state is State.SUCCEEDED, ev.outcome
+        path = (
+            found.group(1)
+            .replace("<output dir>", output_dir.rstrip("/"))
+            .replace("<cluster>", re.sub(r"[^A-Za-z0-9_.-]", "_", b.facts.cluster_name) or "slurm")
+            .replace("<marker>", request.marker)
+            .replace("<job id>", sid)
+            .replace("<r>", "0")
+        )
+        with open(path, encoding="utf-8") as f:
+            report = parse_report(f.read(), 0)
+        assert report is not None and (report.step, report.total) == (7, 9), path
     finally:
         try:
             if sid:

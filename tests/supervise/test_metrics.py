@@ -117,9 +117,9 @@ def test_jobs_decisions_and_health_as_cycles_go_and_stop() -> None:
         run_cycles(metrics, sup, clock, 2)
         code, text = get(f"http://{host}:{port}/metrics")
         assert code == 200
-        assert 'dispatch_supervisor_jobs{state="running"} 2.0' in text
+        assert 'dispatch_supervisor_jobs{cluster="memory",state="running"} 2.0' in text
         assert 'cause=""' not in text and "_created" not in text
-        assert 'dispatch_supervisor_decisions_total{action="resubmit",rule="evicted"} 1.0' in text
+        assert 'dispatch_supervisor_decisions_total{action="resubmit",cluster="memory",rule="evicted"} 1.0' in text
         assert 'dispatch_supervisor_records_seconds_count{op="to_supervise"} 4.0' in text
         assert get(f"http://{host}:{port}/healthz")[0] == 200
         now[0] += 0.7  # no cycle for longer than stale_after
@@ -127,6 +127,66 @@ def test_jobs_decisions_and_health_as_cycles_go_and_stop() -> None:
         assert code == 503 and "unhealthy" in text
     finally:
         metrics.close()
+
+
+def scrape(metrics: Metrics, prefix: str) -> dict[str, float]:
+    """The samples of ``metrics`` whose line starts with ``prefix``, by their name and labels."""
+    from prometheus_client import generate_latest
+
+    text = generate_latest(metrics.registry).decode()
+    return {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith(prefix)}
+
+
+def test_a_resubmission_whose_start_fails_is_not_counted_until_one_lands() -> None:
+    """``decisions_total`` counts decisions carried out: a resubmit decision whose start the scheduler did not
+    take counts nothing; it counts once, when a later start of the new submission lands."""
+    clock = FakeClock()
+    sched = MemoryScheduler(clock, "slurm", nodes=4, min_job_age=300, node_loss_window=60)
+    b = backend(sched)
+    records = MemoryRecords()
+    cluster = Cluster("hpc", b, records, clock)
+    rules = {"rules": [{"name": "evicted", "cause": ["preempted"], "action": "resubmit", "limit": 1}]}
+    job = cluster.submit(JobSpec(command=("sleep", "500")), rules)
+    metrics = Metrics(stale_after=60)
+    sup = Supervisor(b, records, clock=clock, owner="sup-m", poll=10, cluster="hpc")
+    run_cycles(metrics, sup, clock, 2)
+    for _ in range(20):  # the resubmission's starts do not reach the cluster for a while
+        sched.control.inject("start", "unavailable")
+    sched.control.preempt(records.get(job).current.scheduler_id)  # type: ignore[union-attr]
+    report = sup.cycle()
+    metrics.cycle(report, 0.01)
+    decided = records.get(job)
+    assert [d.action for d in decided.decisions] == ["resubmit"] and len(decided.submissions) == 2
+    assert decided.submissions[1].scheduler_id is None  # decided, not carried out
+    counted = scrape(metrics, "dispatch_supervisor_decisions_total")
+    assert not [k for k in counted if 'action="resubmit"' in k], counted
+    sched.faults.clear()  # the cluster is reachable again
+    clock.advance(10)
+    run_cycles(metrics, sup, clock, 3)
+    assert records.get(job).submissions[1].scheduler_id is not None
+    series = 'dispatch_supervisor_decisions_total{action="resubmit",cluster="hpc",rule="evicted"}'
+    assert scrape(metrics, "dispatch_supervisor_decisions_total") == {series: 1.0}
+
+
+def test_job_series_carry_the_cluster_and_read_zero_once_empty() -> None:
+    """A (state, cause) series once exported stays, reading 0 when no job of the cluster is in it."""
+    clock = FakeClock()
+    sched = MemoryScheduler(clock, "slurm", nodes=4, min_job_age=300, node_loss_window=60)
+    b = backend(sched)
+    records = MemoryRecords()
+    cluster = Cluster("hpc", b, records, clock)
+    jobs = [cluster.submit(JobSpec(command=("sleep", "500"))) for _ in range(2)]
+    metrics = Metrics(stale_after=60)
+    sup = Supervisor(b, records, clock=clock, owner="sup-m", poll=10, cluster="hpc")
+    run_cycles(metrics, sup, clock, 2)
+    running = 'dispatch_supervisor_jobs{cluster="hpc",state="running"}'
+    assert scrape(metrics, "dispatch_supervisor_jobs{")[running] == 2.0
+    for job in jobs:
+        sched.control.finish(records.get(job).current.scheduler_id)  # type: ignore[union-attr]
+    run_cycles(metrics, sup, clock, 3)
+    assert all(records.get(j).closed for j in jobs)
+    assert scrape(metrics, "dispatch_supervisor_jobs{")[running] == 0.0
+    assert scrape(metrics, "dispatch_supervisor_escalations_total") == {}  # succeeded: nothing escalated
 
 
 def test_the_output_archive_and_its_retention_are_counted() -> None:

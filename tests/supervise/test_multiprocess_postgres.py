@@ -316,6 +316,7 @@ def test_a_paused_supervisor_cannot_write_after_its_lease_was_taken_over(env: En
     assert [r for r in a.lines() if "call" in r], "sup-a's call trace is empty before the pause"
     job = env.records.get(job_id)
     assert job.lease is not None and job.lease.owner == "sup-a" and paused["fence"] == job.lease.token
+    paused_version = job.version
     # sup-b takes the job once sup-a's lease has run out, and carries out the resubmission itself
     b = env.supervisor("sup-b")
     env.wait(lambda js: owners(js) == {"sup-b"}, 3 * LEASE_TTL, "takeover by sup-b")
@@ -327,16 +328,27 @@ def test_a_paused_supervisor_cannot_write_after_its_lease_was_taken_over(env: En
     a.signal(signal.SIGCONT)
     refused = a.wait_for(lambda r: r.get("event") in ("write-refused", "write-accepted"), 30, "the late write")
     assert refused["event"] == "write-refused" and refused["error"] == "Conflict", refused
-    a.wait_for(lambda r: "cycle" in r and r is not None and _after(a, "resumed", r), 30, "a cycle after resuming")
-    time.sleep(3 * POLL)
+    # the job ends under sup-b: two submissions (one resubmission), each one Slurm object
+    env.wait(lambda js: js[0].closed, 90, "the job closed")
+    # No late write, proven without waiting a while: sup-a has cycled since it woke (its stale operation is over
+    # and it has read the store since), then it is stopped and has exited. Every call it ever made is traced
+    # before it is made, so its whole life after waking is in the log: a late write would be there.
+    a.wait_for(lambda r: "cycle" in r and _after(a, "resumed", r), 30, "a cycle after resuming")
+    a.signal(signal.SIGTERM)
+    assert a.proc.wait(timeout=60) == 0
+    assert any(r.get("event") == "stopped" for r in _lines_after(a, "resumed")), "sup-a did not stop by itself"
     after = _lines_after(a, "resumed")
     writes = [r for r in after if r.get("call") in WRITE_CALLS]
     assert writes == [], f"sup-a made scheduler calls after waking with a stale lease: {writes}"
-    # the job ends under sup-b: two submissions (one resubmission), each one Slurm object
-    env.wait(lambda js: js[0].closed, 90, "the job closed")
     job = env.records.get(job_id)
     assert len(job.submissions) == 2, job.to_json()
     assert all(i.owner == "sup-b" for i in job.intents if i.submission == 2), job.to_json()["intents"]
+    # and the store holds nothing of sup-a's after its pause: the record moved on past the fence sup-a held,
+    # and no event since sup-b's takeover is owned by sup-a (its refused intent added none)
+    assert job.version > paused_version, (job.version, paused_version)
+    takeover = min(e.seq for e in env.records.events(job_id) if e.kind == "lease" and e.data.get("owner") == "sup-b")
+    late = [e.to_json() for e in env.records.events(job_id) if e.seq > takeover and e.data.get("owner") == "sup-a"]
+    assert late == [], f"sup-a's events after the takeover: {late}"
     per_marker = env.objects_per_marker()
     assert all(len(v) == 1 for v in per_marker.values()), f"a submission was created twice: {per_marker}"
     _ = b

@@ -330,6 +330,7 @@ def test_a_readmission_is_counted_in_the_decisions_metric_by_action_and_rule(env
         metrics.cycle(sup.cycle(), 0.01)
         with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as r:
             text = r.read().decode()
-        assert 'dispatch_supervisor_decisions_total{action="readmit",rule="back"} 1.0' in text
+        series = f'dispatch_supervisor_decisions_total{{action="readmit",cluster="{sup.cluster}",rule="back"}}'
+        assert f"{series} 1.0" in text
     finally:
         metrics.close()

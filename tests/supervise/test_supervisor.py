@@ -376,3 +376,39 @@ def test_next_step_is_asked_again_only_for_records_that_changed(env: Env, monkey
     assert set(asked) == {ids[1]}  # only the job whose record changed is asked again
     job = env.records.get(ids[1])
     assert [s.n for s in job.submissions] == [1, 2] and job.decisions[0].cause is Cause.PREEMPTED
+
+
+def test_a_job_without_rules_adopts_the_supervisors_defaults_and_show_says_so(env: Env) -> None:
+    """What ``dispatch show`` says of a job's rules is what the supervisor applies: a job submitted without
+    rules is told the defaults of the supervisor that takes it apply; that supervisor writes its defaults into
+    the record (a ``rules-adopted`` event), show names them and where they come from, and they decide."""
+    from dispatch.cli.views import render_show
+    from dispatch.rules import RuleSet
+
+    job_id = env.cluster.submit(env.spec("sleep", "500"))
+    own = env.cluster.submit(env.spec("sleep", "500"), RESUBMIT)
+    before = render_show(env.records.get(job_id), env.records.events(job_id), env.clock.now())
+    assert "  rules      none of its own: the default rules of the supervisor that takes the job apply" in before
+    sup = env.supervisor(default_rules=RESUBMIT)
+    env.cycles(sup, 1)
+    job = env.records.get(job_id)
+    assert job.rules == RuleSet.from_data(RESUBMIT).to_json()
+    (adopted,) = [e for e in env.records.events(job_id) if e.kind == "rules-adopted"]
+    assert adopted.data["by"] == "sup-a"
+    text = render_show(job, env.records.events(job_id), env.clock.now())
+    assert "  rules      1 rule: the default rules of sup-a, adopted " in text
+    assert "  rules      1 rule, given at submission" in render_show(
+        env.records.get(own), env.records.events(own), env.clock.now()
+    )
+    assert not [e for e in env.records.events(own) if e.kind == "rules-adopted"]  # its own rules stay
+    env.sched.control.preempt(env.sid(job_id))
+    env.cycles(sup, 2)
+    job = env.records.get(job_id)
+    assert [(d.rule, d.action) for d in job.decisions] == [("evicted", "resubmit")] and len(job.submissions) == 2
+
+
+def test_a_supervisor_without_defaults_adopts_nothing(env: Env) -> None:
+    job_id = env.cluster.submit(env.spec("sleep", "500"))
+    env.cycles(env.supervisor(), 2)
+    assert env.records.get(job_id).rules is None
+    assert not [e for e in env.records.events(job_id) if e.kind == "rules-adopted"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import html
 import re
 from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 from starlette.testclient import TestClient
@@ -213,3 +215,33 @@ def test_a_cookie_of_one_instance_is_not_accepted_by_another(source: Source) -> 
 def test_without_a_token_there_is_no_gate(client: TestClient) -> None:
     assert client.get("/jobs").status_code == 200
     assert "set-cookie" not in client.get("/jobs?token=x").headers
+
+
+def test_the_job_page_says_which_rules_apply_and_where_they_come_from(tmp_path: Path) -> None:
+    """The Rules card says what the supervisor does: a job without rules is told a supervisor's defaults apply
+    (not that nothing recovers it); once a supervisor took it with its defaults, the card names them and whose."""
+    from dispatch.errors import ConfigError
+    from dispatch.records import SQLiteRecords
+    from dispatch.spec import JobSpec
+    from dispatch.supervise import Supervisor
+    from dispatch.ui import scenarios
+
+    path = tmp_path / "records.db"
+    m = scenarios.memory(SQLiteRecords(path))  # its own supervisor is not run
+    job = m.cluster.submit(JobSpec(command=("sleep", "1"), name="adopting"))
+
+    def no_cluster(name: str) -> Any:
+        raise ConfigError("cluster", f"no cluster named {name!r}")
+
+    source = Source(SQLiteRecords(path, read_only=True), no_cluster, str(path))
+    with TestClient(create_app(source), base_url="http://127.0.0.1") as c:
+        page = html.unescape(c.get(f"/jobs/{job}").text)
+        assert "none of its own: the default rules of the supervisor that takes the job apply" in page
+        assert "nothing recovers this job" not in page
+        sup = Supervisor(
+            m.cluster.backend, m.records, clock=m.clock, owner="sup-defaults", poll=10, cluster=m.cluster,
+            default_rules=scenarios.EVICTED,
+        )  # fmt: skip
+        sup.cycle()
+        page = html.unescape(c.get(f"/jobs/{job}").text)
+        assert "1 rule: the default rules of sup-defaults, adopted " in page

@@ -39,6 +39,11 @@ LAUNCH_FAILED_EXIT = 125
 125 with no other trace cannot be told from it; the adapter's docs say where that is so."""
 
 
+LAUNCH_FAILED_PREFIX = "dispatch: launch failed: "
+"""How a failed launch check's line on stderr begins; the reason follows (``dispatch show`` and ``dispatch run``'s
+last line read it back: :func:`dispatch.cli.jobs.launch_reason`)."""
+
+
 def launch_checks(command: Sequence[str], working_dir: str | None = None) -> list[str]:
     """Shell lines that fail the launch (exit :data:`LAUNCH_FAILED_EXIT`, a message on stderr) when
     ``working_dir`` cannot be entered (it is entered: the script then runs there) or ``command[0]`` is not an
@@ -60,7 +65,7 @@ def launch_checks(command: Sequence[str], working_dir: str | None = None) -> lis
 
 
 def _fail(message: str) -> str:
-    text = shlex.quote(f"dispatch: launch failed: {message}")
+    text = shlex.quote(LAUNCH_FAILED_PREFIX + message)
     return f"{{ printf '%s\\n' {text} >&2; exit {LAUNCH_FAILED_EXIT}; }}"
 
 

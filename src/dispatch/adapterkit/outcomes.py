@@ -60,10 +60,10 @@ def waiting_outcome(
     """Why an object that has not started waits, by :data:`WAITING_ORDER`: ``cancelled`` when it was stopped,
     ``held`` / ``admin-held`` for someone else's hold (``foreign_holds`` names them), ``held`` / ``held`` for
     dispatch's (``holds``: their instances), ``pending`` / ``gated`` behind dispatch's closed start gate, else
-    ``pending`` / ``queued`` (the scheduler's ``queued`` cause: ``no-capacity`` where it says so). ``detail``,
-    the scheduler's own words, follows the kit's."""
-    if queued not in (Cause.QUEUED, Cause.NO_CAPACITY):
-        raise ValueError(f"a queued object's cause is queued or no-capacity, not {queued.value}")
+    ``pending`` / ``queued`` (the scheduler's ``queued`` cause: ``no-capacity`` or ``unrunnable`` where it says
+    so). ``detail``, the scheduler's own words, follows the kit's."""
+    if queued not in (Cause.QUEUED, Cause.NO_CAPACITY, Cause.UNRUNNABLE):
+        raise ValueError(f"a queued object's cause is queued, no-capacity or unrunnable, not {queued.value}")
     if stopped:
         state, cause, said = State.CANCELLED, Cause.CANCELLED, "stopped before it ran"
     elif foreign_holds:

@@ -17,8 +17,9 @@ class Exit(IntEnum):
     NOT_FOUND = 3
     """No such job, cluster object, execution, rank or file."""
     REFUSED = 4
-    """The cluster cannot or will not do it: Unsupported, Rejected, a read-only open, or a ``stop`` of a job
-    already closed (nothing to stop)."""
+    """The cluster cannot or will not do it: Unsupported (a job it can never run, refused before it is recorded),
+    Rejected, a read-only open, a ``stop`` of a job already closed (nothing to stop), or a ``run`` that stopped its
+    job because the scheduler said it can never run."""
     UNKNOWN = 5
     """The outcome is unknown: the job's evidence is gone, or a call may or may not have taken effect."""
     UNAVAILABLE = 6
@@ -37,8 +38,9 @@ MEANING: dict[Exit, str] = {
     " which exits 0 once the job has ended).",
     Exit.USAGE: "Bad command line, configuration, rules file or job spec. Nothing was done.",
     Exit.NOT_FOUND: "No such job, execution or rank.",
-    Exit.REFUSED: "The cluster cannot or will not do it: Unsupported, Rejected, a read-only open, or a `stop` of"
-    " a job already closed.",
+    Exit.REFUSED: "The cluster cannot or will not do it: Unsupported (a job it can never run, refused before it is"
+    " recorded), Rejected, a read-only open, a `stop` of a job already closed, or a `run` that stopped its job"
+    " because the scheduler said it can never run.",
     Exit.UNKNOWN: "The outcome is unknown: the job's evidence is gone, or a call may or may not have taken effect.",
     Exit.UNAVAILABLE: "The cluster could not be reached, or preflight failed; nothing was done. Try again.",
     Exit.CONFLICT: "Another writer changed the job at the same time; nothing was done. Try again.",

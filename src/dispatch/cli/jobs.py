@@ -1,4 +1,4 @@
-"""Commands that act on jobs: ``run``, ``submit``, ``stop``, ``hold``, ``release``."""
+"""Commands that act on jobs: ``run``, ``submit``, ``stop``, ``hold``, ``release``, ``ack``."""
 
 from __future__ import annotations
 
@@ -327,6 +327,12 @@ def submit_from(
 def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json: bool, **opts: Any) -> None:
     """Submit COMMAND, show its output, and wait for it to end.
 
+    A job the cluster can never run (more nodes, CPUs or memory per node than
+    it has) is refused before anything is recorded or queued (exit 4). One the
+    scheduler keeps waiting for a reason that will not change (cause
+    unrunnable: Slurm's BadConstraints, a per-job limit) is stopped, the
+    reason recorded, and run exits 4 saying why: nothing is left in the queue.
+
     \b
     The exit code comes from the outcome: 0 succeeded, 1 failed or cancelled,
     5 unknown. Ctrl-C stops the job (a second Ctrl-C leaves it running).
@@ -351,14 +357,17 @@ def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json
         f"job {job_id} submitted to {cluster.name}: {spec.nodes} node(s) x {spec.procs_per_node} rank(s)"
         f" (follow: dispatch logs {job_id} -f)"
     )
-    job = follow_job(app, cluster, job_id, show_output=not (quiet or as_json))
-    code = outcome_exit(job)
+    gave_up: list[str] = []
+    job = follow_job(app, cluster, job_id, show_output=not (quiet or as_json), gave_up=gave_up)
+    code = Exit.REFUSED if gave_up else outcome_exit(job)
     if as_json:
         from dispatch.records.model import JobSummary
 
         ui.print_json(JobSummary.of(job).to_json())
-    else:
-        ui.note(describe_end(job, stderr=wrote_stderr(cluster, job)))
+    if gave_up:
+        ui.note(f"refused: {gave_up[0]}; dispatch stopped it (nothing is left in the queue)")
+    elif not as_json:
+        ui.note(describe_end(job, stderr=wrote_stderr(cluster, job), reason=launch_reason(cluster, job)))
     raise click.exceptions.Exit(int(code))
 
 
@@ -392,9 +401,34 @@ def wrote_stderr(cluster: Cluster, job: JobRecord) -> bool:
         return False
 
 
-def describe_end(job: JobRecord, *, stderr: bool = False) -> str:
+def launch_reason(cluster: Cluster, job: JobRecord) -> str | None:
+    """Why the job's last execution could not be launched, as its job script said on stderr
+    (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_PREFIX`): ``the program ./train does not exist``.
+
+    None unless the job ended ``launch-failed`` and the cluster can still read that stderr with such a line (a
+    scheduler's own words for the failure, e.g. Slurm's ``FAILED NonZeroExitCode``, stay the outcome's detail)."""
+    from dispatch.adapterkit.jobscript import LAUNCH_FAILED_PREFIX
+    from dispatch.errors import DispatchError
+
+    out, sub = job.outcome, job.current
+    if out is None or out.cause is None or out.cause.value != "launch-failed" or sub is None:
+        return None
+    backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
+    read = getattr(backend, "stderr", None)
+    if sub.scheduler_id is None or not callable(read):
+        return None
+    restart = sub.executions[-1].restart if sub.executions else None
+    try:
+        text = b"".join(read(sub.scheduler_id, restart, False)).decode("utf-8", "replace")
+    except (DispatchError, OSError):
+        return None
+    said = [ln[len(LAUNCH_FAILED_PREFIX) :].strip() for ln in text.splitlines() if ln.startswith(LAUNCH_FAILED_PREFIX)]
+    return said[-1] if said and said[-1] else None
+
+
+def describe_end(job: JobRecord, *, stderr: bool = False, reason: str | None = None) -> str:
     """One line on how the job ended. ``stderr``: its last execution wrote to stderr (then the line says how to
-    read it)."""
+    read it). ``reason``: why its launch failed (:func:`launch_reason`), said instead of the outcome's detail."""
     from dispatch.cli import ui
 
     out = job.outcome
@@ -406,7 +440,7 @@ def describe_end(job: JobRecord, *, stderr: bool = False) -> str:
             what += f" (exit code {out.exit_code})"
         else:
             what += f" ({out.cause.value})"
-    detail = f": {out.detail}" if out.detail else ""
+    detail = f": {reason}" if reason else f": {out.detail}" if out.detail else ""
     cur = job.current
     took = ""
     if cur and cur.executions and cur.executions[-1].started_at and cur.executions[-1].ended_at:
@@ -489,11 +523,15 @@ class OutputPump:
                 continue
 
 
-def follow_job(app: App, cluster: Cluster, job_id: str, *, show_output: bool) -> JobRecord:
+def follow_job(
+    app: App, cluster: Cluster, job_id: str, *, show_output: bool, gave_up: list[str] | None = None
+) -> JobRecord:
     """Supervise one job in this process until it is over (:func:`dispatch.follow.follow`, the library's
-    ``Cluster.wait``); show its output meanwhile. Ctrl-C stops the job; a second Ctrl-C leaves it running."""
+    ``Cluster.wait``); show its output meanwhile. Ctrl-C stops the job; a second Ctrl-C leaves it running.
+    With ``gave_up``, a job the scheduler says can never run (:func:`dispatch.follow.unrunnable`) is stopped,
+    with the reason recorded, and the reason appended to ``gave_up``; without, :func:`follow` raises."""
     from dispatch.cli import ui
-    from dispatch.follow import follow
+    from dispatch.follow import follow, unrunnable, unrunnable_reason
 
     job = app.records().get(job_id)
     pump = OutputPump(cluster.backend, prefix_ranks=job.spec.world_size > 1) if show_output else None
@@ -518,6 +556,11 @@ def follow_job(app: App, cluster: Cluster, job_id: str, *, show_output: bool) ->
             stopping = True
             ui.note(f"stopping job {job_id} (Ctrl-C again to leave it running)")
             cluster.operator.stop(job_id)
+        elif gave_up is not None and unrunnable(job) and not stopping:
+            stopping = True
+            why = unrunnable_reason(job)
+            gave_up.append(why)
+            cluster.operator.stop(job_id, reason=why)
 
     signal.signal(signal.SIGINT, on_interrupt)
     try:
@@ -559,7 +602,7 @@ def stop(app: App, job: str, wait: bool) -> None:
     ui.note(f"job {record.id}: stop requested")
     if wait:
         ended = follow_job(app, cluster, record.id, show_output=False)
-        ui.note(describe_end(ended, stderr=wrote_stderr(cluster, ended)))
+        ui.note(describe_end(ended, stderr=wrote_stderr(cluster, ended), reason=launch_reason(cluster, ended)))
         if not ended.state.ended:
             raise click.exceptions.Exit(int(Exit.UNKNOWN))
 
@@ -591,3 +634,27 @@ def release(app: App, job: str, instance: str | None) -> None:
         ui.note(f"job {record.id} has no hold of yours to release")
     for i in lifted:
         click.echo(i)
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("job", shell_complete=_job_id_completion)
+@click.option("--note", help="What you did about it (kept in the record).")
+@pass_app
+def ack(app: App, job: str, note: str | None) -> None:
+    """Acknowledge JOB's escalations: the job no longer waits for a human, and `dispatch status` stops
+    pointing at it.
+
+    For a closed job (one the supervisor handed over: a failure no rule recovers, a limit reached). The record
+    keeps the escalation, marked resolved, with who acknowledged it and the --note. On a job still open, an
+    escalation ends when its cause does (a hold released): ack refuses it (exit 4).
+    """
+    from dispatch.cli import ui
+
+    record = app.resolve_job(job)
+    cluster = app.cluster_of(record)
+    resolved = cluster.operator.acknowledge(record.id, note)
+    if not resolved:
+        ui.note(f"job {record.id} has no escalation waiting for a human")
+        return
+    seqs = ", ".join(f"#{n}" for n in resolved)
+    click.echo(f"job {record.id}: escalation {seqs} acknowledged")

@@ -74,6 +74,7 @@ for command in (
     jobs.hold,
     jobs.release,
     jobs.stop,
+    jobs.ack,
     admin.supervise,
     admin.prune_outputs,
     admin.capabilities,
@@ -134,6 +135,7 @@ SHORT_HELP = {
     "hold": "Keep a waiting job from starting.",
     "release": "Lift your hold on a job.",
     "stop": "Stop a job (SIGTERM, then SIGKILL).",
+    "ack": "Acknowledge a closed job's escalations.",
     "supervise": "Apply recovery rules to the cluster's jobs.",
     "prune-outputs": "Delete old archived output of closed jobs.",
     "capabilities": "What the cluster can do, with reasons.",
@@ -156,6 +158,15 @@ def _fail(message: str, code: int, hint: str | None = None) -> int:
     return code
 
 
+def _usage_hint(exc: click.ClickException) -> str | None:
+    """Where to read the right usage, for a usage error (a bad option value, an unknown option, a missing
+    argument): click's own report is four lines, with the usage text; dispatch's errors are one."""
+    if not isinstance(exc, click.UsageError):
+        return None
+    path = exc.ctx.command_path if exc.ctx is not None else "dispatch"
+    return f"see '{path} --help'"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns (and as a console script, exits with) the exit code."""
     args = sys.argv[1:] if argv is None else argv
@@ -170,8 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.ClickException as exc:
         if debug:
             raise
-        exc.show()
-        return int(exc.exit_code)
+        return _fail(exc.format_message().rstrip("."), int(exc.exit_code), _usage_hint(exc))
     except KeyboardInterrupt:
         click.echo("\ndispatch: interrupted", err=True)
         return int(Exit.INTERRUPTED)

@@ -204,8 +204,10 @@ def status(
 
 
 def escalation_hints(records: Records, rows: list[JobSummary]) -> list[str]:
-    """One line per listed job with an escalation no one has resolved: a supervisor handed it to a human.
-    Succeeded jobs are not read (nothing escalates a success)."""
+    """One line per listed job with an escalation no one has resolved: a supervisor handed it to a human; and
+    one per job waiting for a reason that will not change by itself (cause ``unrunnable``), with the
+    scheduler's reason. Succeeded jobs are not read (nothing escalates a success)."""
+    from dispatch.follow import unrunnable, unrunnable_reason
     from dispatch.outcome import State
 
     candidates = [r.id for r in rows if r.state is not State.SUCCEEDED]
@@ -216,7 +218,10 @@ def escalation_hints(records: Records, rows: list[JobSummary]) -> list[str]:
         open_ = [e for e in job.escalations if e.resolved_at is None] if job is not None else []
         if open_:
             e = open_[-1]
-            lines.append(f"job {r.id} waits for a human ({e.cause.value}: {e.reason}); see: dispatch show {r.id}")
+            done = f"; once dealt with: dispatch ack {r.id}" if job is not None and job.closed else ""
+            lines.append(f"job {r.id} waits for a human ({e.cause.value}: {e.reason}); see: dispatch show {r.id}{done}")
+        elif job is not None and unrunnable(job):
+            lines.append(f"{unrunnable_reason(job)}; it will not start by itself: dispatch stop {r.id}")
     return lines
 
 
@@ -273,7 +278,7 @@ def show(app: App, job: str, refresh: bool, as_json: bool, timeline: bool) -> No
         columns = shutil.get_terminal_size((100, 24)).columns
         click.echo(render_text(model.build(record, time.time()), width=max(24, min(columns, 160) - 20)))
         return
-    click.echo(render_show(record, events, time.time()))
+    click.echo(render_show(record, events, time.time(), reason=_launch_reason(app, record)))
     if reported.get(record.id):
         from dispatch import progress as progress_view
 
@@ -282,7 +287,21 @@ def show(app: App, job: str, refresh: bool, as_json: bool, timeline: bool) -> No
             click.echo(f"  {line}")
 
 
-def render_show(job: JobRecord, events: list[Any], now: float) -> str:
+def _launch_reason(app: App, job: JobRecord) -> str | None:
+    """Why the job's launch failed, as its job script said (None if not, or if its cluster cannot tell now)."""
+    from dispatch.cli.jobs import launch_reason
+    from dispatch.errors import DispatchError
+
+    if job.cause is None or job.cause.value != "launch-failed":
+        return None
+    try:
+        return launch_reason(app.cluster_of(job, read_only=True), job)
+    except DispatchError:
+        return None
+
+
+def render_show(job: JobRecord, events: list[Any], now: float, reason: str | None = None) -> str:
+    """``dispatch show``'s text. ``reason``: why the launch failed (:func:`dispatch.cli.jobs.launch_reason`)."""
     import shlex
 
     from dispatch.cli import ui
@@ -301,10 +320,12 @@ def render_show(job: JobRecord, events: list[Any], now: float) -> str:
         f"  shape      {job.spec.nodes} node(s) x {job.spec.procs_per_node} rank(s)"
         + (f", time limit {present.duration(job.spec.time_limit)}" if job.spec.time_limit else ""),
         f"  created    {present.when(job.created_at)} ({present.age(now - job.created_at)} ago)",
-        f"  rules      {'none' if job.rules is None else str(len(job.rules.get('rules', []))) + ' rule(s)'}",
+        f"  rules      {ui.cell(present.rules_origin(job, events))}",
     ]
     if not job.spec.resources.empty:
         lines.insert(3, f"  resources  {job.spec.resources.describe()}")
+    if reason:
+        lines.append(f"  reason     {ui.cell('launch failed: ' + reason)}")
     if out and out.detail:
         lines.append(f"  detail     {ui.cell(out.detail)}")
     for sub in job.submissions:

@@ -1,7 +1,7 @@
 """GridEngineBackend: the dispatch Backend over Son of Grid Engine's commands (qsub, qstat, qacct, qalter,
 qrls, qhold, qdel), built on :mod:`dispatch.adapterkit`.
 
-Implements Backend, Holder, MultiFinder and NodeInventory (polled; not Requeuer, OutputReader or
+Implements Backend, Holder, MultiFinder, NodeInventory and ShapeCheck (polled; not Requeuer, OutputReader or
 CessationSignal). A running job's progress reports (:mod:`dispatch.gridengine.progress`) come with its state.
 A command that cannot be run or times out is Unavailable for reads; for writes OutcomeUnknown once it may have
 acted.
@@ -164,6 +164,12 @@ class GridEngineBackend:
                     f"the cell did not verify a job with -l hostname=!({probe}): {text[:200]}", Provenance.PROBED
                 )
         return self._exclusion
+
+    def never_runs(self, spec: JobSpec) -> str | None:
+        """ShapeCheck: only what this adapter can never submit (several nodes or processes: no parallel
+        environment). CPUs and memory per host are not judged: a cell's slots and memory complexes, not the
+        hosts' NCPU and MEMTOT, decide what a queue gives, so the scheduler decides."""
+        return submit.never_runs(spec)
 
     def schedulable_nodes(self, spec: JobSpec) -> frozenset[str] | None:
         """NodeInventory: the hosts of the adapter's queue (every queue's without one), in every state, from the

@@ -35,6 +35,7 @@ from dispatch.errors import SpecError, Unsupported
 from dispatch.gridengine import progress
 from dispatch.gridengine.settings import Complexes, GridEngineSettings
 from dispatch.resources import Resources
+from dispatch.spec import JobSpec
 from dispatch.spi import StartRequest
 
 _MARKER = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
@@ -48,13 +49,21 @@ class QsubJob:
     output_dir: str
 
 
+def never_runs(spec: JobSpec) -> str | None:
+    """Why the adapter can never run ``spec`` whatever the cell (several nodes or processes), or None."""
+    if spec.nodes != 1 or spec.procs_per_node != 1:
+        return (
+            f"{spec.nodes} node(s) x {spec.procs_per_node} process(es) asked: the gridengine adapter runs one-slot jobs"
+            " (several need a parallel environment, which it does not use)"
+        )
+    return None
+
+
 def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) -> QsubJob:
     spec = request.spec
-    if spec.nodes != 1 or spec.procs_per_node != 1:
-        raise Unsupported(
-            f"{spec.nodes} node(s) x {spec.procs_per_node} process(es): the gridengine adapter runs one-slot jobs "
-            "(several need a parallel environment, which it does not use)"
-        )
+    why = never_runs(spec)
+    if why:
+        raise Unsupported(why)
     if not _MARKER.fullmatch(request.marker):
         raise SpecError("marker", f"{request.marker!r} cannot be a Grid Engine job name")
     base = f"{output_dir.rstrip('/')}/{request.marker}.$JOB_ID"

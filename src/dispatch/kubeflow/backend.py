@@ -1,7 +1,7 @@
 """KubeflowBackend: the SPI over Kubeflow Trainer v2 (TrainJob -> JobSet -> Jobs -> Pods), with or without Kueue.
 
 Implements Backend, Holder, Watcher, CessationSignal, IdentityWeakener, OutputReader, ExecutionOutput,
-NodeInventory and OutputKeeper (no
+NodeInventory, ShapeCheck and OutputKeeper (no
 Requeuer, MultiFinder or NativePolicyCompiler: Kubeflow has no requeue); in Kueue mode also Readmitter
 (:class:`KueueBackend`). Reads (inspect, inspect_many, find, watch,
 cessation, weakened) come from the watch cache: no request in steady state. Writes go to the apiserver.
@@ -47,6 +47,7 @@ from dispatch.extensions import ExtensionPolicy
 from dispatch.kubeflow import client as k
 from dispatch.kubeflow import names as n
 from dispatch.kubeflow import render as rd
+from dispatch.kubeflow import shapes
 from dispatch.kubeflow.accelerators import node_inventory
 from dispatch.kubeflow.evidence import job_evidence
 from dispatch.kubeflow.extensions import RuntimeRef
@@ -339,6 +340,16 @@ class KubeflowBackend:
                 return None
             nodes = list(self.cache.nodes.values())
         return node_inventory(nodes, self.settings.gpu_resource, self.settings.gpu_type_label)
+
+    def never_runs(self, spec: JobSpec) -> str | None:
+        """ShapeCheck: why no watched node (whatever its state now) could hold one pod of ``spec`` (its CPUs and
+        memory against the nodes' allocatable, :mod:`dispatch.kubeflow.shapes`); None until the node watch has
+        listed the nodes."""
+        with self.cache.lock:
+            if "nodes" not in self.cache.synced:
+                return None
+            nodes = list(self.cache.nodes.values())
+        return shapes.never_runs(spec, nodes)
 
     def schedulable_nodes(self, spec: JobSpec) -> frozenset[str] | None:
         """NodeInventory: the watched nodes that could run ``spec`` whatever their state now (a node NotReady or

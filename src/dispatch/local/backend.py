@@ -2,7 +2,9 @@
 
 Every method works from the job's directory (see :mod:`dispatch.local.layout`); changes happen under the job's
 ``flock``. Nothing polls: a detached launcher per execution (see :mod:`dispatch.local.launcher`) waits for the
-ranks and writes their exits, so any process that inspects later reads the truth.
+ranks and writes their exits, so any process that inspects later reads the truth. GPUs are shared out by the
+state directory's ledger (:mod:`dispatch.local.ledger`): the launcher takes free devices when it starts, so two
+jobs running at once never get the same one; CPUs and memory are checked against the host's totals only.
 
 Errors: an id with no directory is NotFound; holding a running or ended job, requeueing a job that never ran or
 was stopped, and releasing another instance's hold are Rejected; a launcher that cannot start is Unavailable
@@ -33,7 +35,7 @@ from dispatch.local.gpus import HostGpus
 from dispatch.local.gpus import probe as probe_gpus
 from dispatch.local.layout import ExecutionFiles, JobFiles, files, job_lock, read_json, write_json
 from dispatch.local.limits import Limits
-from dispatch.local.mapping import job_evidence
+from dispatch.local.mapping import job_evidence, waiting_for
 from dispatch.local.plan import build_plan, render_plan
 from dispatch.local.process import kill_groups, signal_pid, spawn_launcher
 from dispatch.resources import format_memory
@@ -146,28 +148,39 @@ class LocalBackend:
     def accelerators(self) -> Inventory:
         return self.host_gpus().inventory
 
-    def _check_resources(self, spec: JobSpec) -> list[str]:
-        """Refuse (Unsupported) what this host can never give the job; the GPU devices its nodes share out."""
+    def never_runs(self, spec: JobSpec) -> str | None:
+        """ShapeCheck: why this host can never run ``spec`` (every node of a job is this host, so its ranks share
+        its CPUs and its nodes share its memory), or None. Exclusive nodes cannot be given at all."""
         res = spec.resources
         if res.exclusive:
-            raise Unsupported("the local adapter cannot keep other processes off this host: drop resources.exclusive")
+            return "the local adapter cannot keep other processes off this host: drop resources.exclusive"
         cpus = os.cpu_count() or 1
         if res.cpus_per_proc is not None and res.cpus_per_proc * spec.world_size > cpus:
-            raise Unsupported(
-                f"{spec.world_size} rank(s) x {res.cpus_per_proc} CPU(s) need more than this host's {cpus} CPU(s)"
-            )
+            return f"{spec.world_size} rank(s) x {res.cpus_per_proc} CPU(s) asked, this host has {cpus} CPU(s)"
         if res.mem_per_node is not None:
             total = _host_memory_mib()
             if total is not None and res.mem_per_node * spec.nodes > total:
-                raise Unsupported(
-                    f"{spec.nodes} node(s) x {format_memory(res.mem_per_node)} need more than this host's "
-                    f"{format_memory(total)} of memory"
+                return (
+                    f"{spec.nodes} node(s) x {format_memory(res.mem_per_node)} of memory asked, this host has "
+                    f"{format_memory(total)}"
                 )
+        return None
+
+    def _check_resources(self, spec: JobSpec) -> list[str]:
+        """Refuse (Unsupported) what this host can never give the job; the host's GPU devices when it asks for
+        some (the pool its launcher takes free ones from: :mod:`dispatch.local.ledger`).
+
+        CPUs and memory are checked against the host's totals only: they are neither counted across jobs nor
+        reserved (docs/adapters/local.md says why)."""
+        res = spec.resources
+        why = self.never_runs(spec)
+        if why:
+            raise Unsupported(why)
         if res.gpus_per_node == 0:
             return []
         host = self.host_gpus()
         check_request(host.inventory, res, spec.nodes, "the local adapter")
-        return list(host.devices[: res.gpus_per_node * spec.nodes])
+        return list(host.devices)
 
     def declarations(self) -> Declarations:
         return Declarations(
@@ -224,7 +237,7 @@ class LocalBackend:
             "spec": request.spec.to_json(),
         }
         if devices:
-            manifest["gpuDevices"] = devices
+            manifest["gpuPool"] = devices
         (job_dir / files.EXECUTIONS / "0").mkdir(parents=True, mode=0o700)
         write_json(
             os.path.join(files.execution_dir(str(job_dir), 0), files.PLAN),
@@ -250,11 +263,14 @@ class LocalBackend:
         with job_lock(job_dir):
             job = self._read(scheduler_id)
             cur = job.current
-            if cur is not None and cur.running:
+            # a launcher waiting for GPUs has started no rank: the job waits, and the launcher backs off at its
+            # next try when it finds a hold (dispatch.local.launcher)
+            gpu_wait = cur is not None and cur.running and bool(waiting_for(cur))
+            if cur is not None and cur.running and not gpu_wait:
                 state = "running (a hold only keeps a waiting job from launching)"
             elif job.stopped is not None:
                 state = "stopped"
-            elif cur is not None and job.queued is None:
+            elif cur is not None and job.queued is None and not gpu_wait:
                 state = "ended"
             else:
                 state = "waiting"
@@ -516,7 +532,7 @@ class LocalBackend:
             "spec": request.spec.to_json(),
         }
         if devices:
-            manifest["gpuDevices"] = devices
+            manifest["gpuPool"] = devices
         job_dir = str(self.jobs_dir / "<scheduler id>")
         return render_plan(build_plan(manifest, job_dir, 0, self.grace), str(self.state_dir))
 

@@ -5,8 +5,9 @@ The devices are the ``gpus`` setting when given (device ids as CUDA numbers them
 ``Accelerators`` answer says so. Every "node" of a local job is a process group on this one host, so a job
 needs ``nodes x gpusPerNode`` of its devices: node ``k`` gets the ``k``-th block of ``gpusPerNode`` devices,
 and its ranks divide that block evenly (when ``gpusPerNode`` is a multiple of ``procsPerNode``; otherwise each
-rank sees the whole block). Jobs running at the same time are not kept apart: each one's share starts at the
-first device.
+rank sees the whole block). Which devices an execution gets is decided when it starts, by the state directory's
+GPU ledger (:mod:`dispatch.local.ledger`): jobs running at the same time never share a device, and a job waits
+(pending, saying for which devices and jobs) while too few are free.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dispatch.accelerators import GpuPool, Inventory
+from dispatch.local.launcher import rank_devices
+
+__all__ = ["POOL", "HostGpus", "gpu_type_of", "probe", "rank_devices"]
 
 POOL = "host"
 PROBE = ("nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader")
@@ -67,12 +71,3 @@ def probe(configured: Sequence[str] | None) -> HostGpus:
             names.add(gpu_type_of(name))
     kind = names.pop() if len(names) == 1 else None
     return HostGpus(tuple(devices), kind, "nvidia-smi")
-
-
-def rank_devices(devices: Sequence[str], gpus_per_node: int, procs_per_node: int, node: int, local: int) -> list[str]:
-    """The devices rank ``local`` of node ``node`` sees (the caller checked that the host has enough)."""
-    block = list(devices[node * gpus_per_node : (node + 1) * gpus_per_node])
-    if gpus_per_node >= procs_per_node and gpus_per_node % procs_per_node == 0:
-        per = gpus_per_node // procs_per_node
-        return block[local * per : (local + 1) * per]
-    return block

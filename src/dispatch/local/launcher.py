@@ -4,12 +4,16 @@ Run as ``python <path of this file> <job directory> <restart>`` (by path, so it 
 the standard library only). It forks once so that it is detached from whoever spawned it (the parent exits as
 soon as the child has written ``launcher.json``), then:
 
-1. picks a free ``MASTER_PORT`` and starts every rank of the execution, ``procs_per_node`` ranks per "node",
+1. when the job asks for GPUs, takes that many devices of the state directory's GPU ledger
+   (:mod:`dispatch.local.ledger`), all at once, waiting (re-trying every :data:`GPU_RETRY` seconds, its reason
+   in ``launcher.json``) while too few are free; the ledger's locks are held by the launcher and inherited by
+   the ranks, so the devices stay taken until every one of them has exited, however it ends;
+2. picks a free ``MASTER_PORT`` and starts every rank of the execution, ``procs_per_node`` ranks per "node",
    each node's ranks in one process group, stdout and stderr of each rank to its own file;
-2. waits for the ranks without polling the library: it sleeps in ``sigtimedwait`` on SIGCHLD and SIGTERM,
+3. waits for the ranks without polling the library: it sleeps in ``sigtimedwait`` on SIGCHLD and SIGTERM,
    waking early only for the time limit, the kill deadline and (with a memory limit) the memory sampling;
-3. writes each rank's exit to ``rank-<r>.exit`` and the execution's outcome to ``result.json``;
-4. under the job lock, starts the next execution if a requeue planned one (and the job is not held or stopped).
+4. writes each rank's exit to ``rank-<r>.exit`` and the execution's outcome to ``result.json``;
+5. under the job lock, starts the next execution if a requeue planned one (and the job is not held or stopped).
 
 Ending an execution: SIGTERM to every node's process group, then SIGKILL after the plan's grace period (a job
 with a cessation warning gets its warning signal first: ``seconds`` before the time limit, or ``seconds`` before
@@ -55,6 +59,12 @@ PROGRESS = "progress"
 CLAIM = "claim.{nonce}.json"
 """One spawn's arbitration file, created exclusively by whichever comes first: the spawned launcher (it runs)
 or its spawner giving up on it (it never runs)."""
+
+GPUS = "gpus"
+"""The GPU ledger's directory, beside ``jobs`` in the state directory (see :func:`gpu_ledger_dir`)."""
+GPU_RETRY = 0.5
+"""Seconds between two tries of a launcher waiting for free GPUs (a device frees when its holder exits, which
+no signal tells this process; a stop or requeue still wakes it at once)."""
 
 MEMORY_SAMPLE = 0.05
 """Seconds between two samples of the ranks' resident memory, when a memory limit is set."""
@@ -118,6 +128,22 @@ def execution_dir(job_dir: str, restart: int) -> str:
     return os.path.join(job_dir, EXECUTIONS, str(restart))
 
 
+def gpu_ledger_dir(job_dir: str) -> str:
+    """The GPU ledger shared by every job of ``job_dir``'s state directory: ``<state dir>/gpus``."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(job_dir))), GPUS)
+
+
+def rank_devices(devices: list[str], gpus_per_node: int, procs_per_node: int, node: int, local: int) -> list[str]:
+    """The devices rank ``local`` of node ``node`` sees, of the execution's ``devices``: node ``k`` gets the
+    ``k``-th block of ``gpus_per_node``, and its ranks divide the block evenly when ``gpus_per_node`` is a
+    multiple of ``procs_per_node`` (otherwise each rank sees the whole block)."""
+    block = list(devices[node * gpus_per_node : (node + 1) * gpus_per_node])
+    if gpus_per_node >= procs_per_node and gpus_per_node % procs_per_node == 0:
+        per = gpus_per_node // procs_per_node
+        return block[local * per : (local + 1) * per]
+    return block
+
+
 def rank_exit_path(exec_dir: str, rank: int) -> str:
     return os.path.join(exec_dir, f"rank-{rank}.exit")
 
@@ -125,13 +151,15 @@ def rank_exit_path(exec_dir: str, rank: int) -> str:
 # ----- the plan ---------------------------------------------------------------------------------------------------
 
 
-def _load_kit(name: str) -> Any:
-    """:mod:`dispatch.adapterkit.<name>`, by path (this file imports nothing of dispatch; the kit's ``rankenv``
-    and ``rankends`` need the standard library only)."""
+def _load_kit(name: str, package: str = "adapterkit") -> Any:
+    """:mod:`dispatch.<package>.<name>`, by path (this file imports nothing of dispatch; the kit's ``rankenv``
+    and ``rankends`` and the local ``ledger`` need the standard library only)."""
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "adapterkit", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(f"_dispatch_{name}", path)
+    here = os.path.dirname(os.path.abspath(__file__))
+    folder = here if package == "local" else os.path.join(here, os.pardir, package)
+    path = os.path.join(folder, f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"_dispatch_{package}_{name}", path)
     assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.modules.setdefault(spec.name, module)  # dataclasses look their module up by name
@@ -141,6 +169,7 @@ def _load_kit(name: str) -> Any:
 
 _RANKENV = _load_kit("rankenv")
 _RANKENDS = _load_kit("rankends")
+_LEDGER = _load_kit("ledger", "local")
 
 
 def rank_env(
@@ -226,15 +255,77 @@ class Execution:
         limit = plan.get("timeLimit")
         self.deadline: float | None = self.started_at + float(limit) if limit else None
         self.port = 0
+        self.grant: Any = None  # the ledger's Grant of this execution's GPUs, once taken
+
+    def take_gpus(self) -> str:
+        """Take the execution's GPUs from the ledger, waiting while too few are free (the reason goes to
+        ``launcher.json``). ``"run"`` once they are taken (or none is asked for): the time limit counts from
+        then; ``"ended"`` if a stop or requeue came first (nothing runs); ``"held"`` if a hold was placed while it
+        waited: the execution is put back as not spawned (:meth:`unspawn`), and a release launches it anew.
+
+        A hold and the start of the ranks exclude each other by the job lock: :meth:`LocalBackend.hold` holds
+        a waiting execution only while ``launcher.json`` says ``waiting``, which this rewrites under the lock
+        once it has the devices and has found no hold."""
+        per_node = int(self.plan.get("gpusPerNode") or 0)
+        pool = [str(d) for d in self.plan.get("gpuPool") or []]
+        if per_node == 0 or not pool:
+            return "run"
+        count = per_node * int(self.plan["nodes"])
+        holder = {"jobId": self.plan.get("jobId"), "schedulerId": self.plan.get("schedulerId"), "pid": os.getpid()}
+        said = ""
+        while True:
+            if os.path.exists(os.path.join(self.dir, END_REQUEST)):
+                self.end_request()
+                return "ended"
+            got = _LEDGER.try_acquire(gpu_ledger_dir(self.job_dir), pool, count, holder)
+            with job_lock(self.job_dir):
+                if read_json(os.path.join(self.job_dir, HOLDS)):
+                    if isinstance(got, _LEDGER.Grant):
+                        got.release()
+                    self.unspawn()
+                    return "held"
+                if isinstance(got, _LEDGER.Grant):
+                    self.grant = got
+                    self.started_at = time.time()
+                    limit = self.plan.get("timeLimit")
+                    self.deadline = self.started_at + float(limit) if limit else None
+                    write_json(os.path.join(self.dir, LAUNCHER), self.launcher_info())
+                    return "run"
+                reason = got.reason()
+                if reason != said:
+                    write_json(os.path.join(self.dir, LAUNCHER), {**self.launcher_info(), "waiting": reason})
+                    said = reason
+            info = signal.sigtimedwait(_WAKE, GPU_RETRY)
+            if info is not None and info.si_signo != signal.SIGCHLD:
+                self.end_request()
+                return "ended"
+
+    def unspawn(self) -> None:
+        """Put this execution back as planned, not spawned: it never started a rank. Under the job lock."""
+        for name in (SPAWNED, LAUNCHER):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.dir, name))
+
+    def rank_gpus(self, rank: dict[str, Any]) -> dict[str, Any]:
+        """``rank`` with its share of the execution's devices (unchanged when the ledger gave none)."""
+        if self.grant is None:
+            return rank
+        per_node = int(self.plan["gpusPerNode"])
+        share = rank_devices(self.grant.devices, per_node, int(self.plan["procsPerNode"]), int(rank["nodeRank"]),
+                             int(rank["localRank"]))  # fmt: skip
+        return {**rank, "gpus": share}
 
     def launcher_info(self) -> dict[str, Any]:
-        return {
+        info = {
             "pid": os.getpid(),
             "startedAt": self.started_at,
             "masterPort": self.port,
             "pgids": list(self.pgids),
             "ranks": {str(r): pid for pid, r in self.procs.items()},
         }
+        if self.grant is not None:
+            info["gpus"] = list(self.grant.devices)
+        return info
 
     def start_ranks(self) -> None:
         plan = self.plan
@@ -242,7 +333,7 @@ class Execution:
         env_base = dict(os.environ)
         env_base.update(plan.get("env") or {})
         blocked = {signal.Signals["SIG" + str(self.warning["signal"])]} if self.warning else set()
-        for rank in plan["ranks"]:
+        for rank in map(self.rank_gpus, plan["ranks"]):
             env = dict(env_base)
             env.update(rank_env(plan, rank, self.port, self.deadline))
             env["DISPATCH_PROGRESS_DIR"] = os.path.join(self.dir, PROGRESS)
@@ -260,6 +351,7 @@ class Execution:
                     stderr=err,
                     preexec_fn=_child_setup(group, blocked),
                     close_fds=True,
+                    pass_fds=tuple(self.grant.fds) if self.grant is not None else (),  # the GPUs' locks
                 )
             except OSError as exc:
                 message = f"dispatch: cannot start {plan['argv'][0]!r} in {plan['cwd']!r}: {exc.strerror or exc}\n"
@@ -362,10 +454,23 @@ class Execution:
         else:
             self.begin_ending("signal", "the launcher was sent a termination signal")
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> dict[str, Any] | None:
+        """The execution's result; None when a hold sent it back unspawned (then nothing is to be written)."""
+        try:
+            return self._run()
+        finally:
+            if self.grant is not None:
+                self.grant.release()
+
+    def _run(self) -> dict[str, Any] | None:
+        taken = "ended"
         if os.path.exists(os.path.join(self.dir, END_REQUEST)):
             self.end_request()
         else:
+            taken = self.take_gpus()
+        if taken == "held":
+            return None
+        if taken == "run":
             self.port = free_port()
             write_json(os.path.join(self.dir, LAUNCHER), self.launcher_info())
             self.start_ranks()
@@ -500,6 +605,8 @@ def run_chain(job_dir: str, restart: int) -> None:
     while current is not None:
         execution = Execution(job_dir, current)
         result = execution.run()
+        if result is None:
+            return  # held while it waited for GPUs: back to planned; a release launches it again
         with job_lock(job_dir):
             write_json(os.path.join(execution.dir, RESULT), result)
             current = next_to_launch(job_dir)
@@ -529,7 +636,11 @@ def main(argv: list[str]) -> int:
     exec_dir = execution_dir(job_dir, restart)
     if nonce is not None and not claim(exec_dir, nonce, {"pid": os.getpid(), "at": time.time()}):
         os._exit(1)  # the spawner gave up on this start and may have started another launcher: run nothing
-    write_json(os.path.join(exec_dir, LAUNCHER), {"pid": os.getpid(), "startedAt": time.time(), "pgids": []})
+    first: dict[str, Any] = {"pid": os.getpid(), "startedAt": time.time(), "pgids": []}
+    plan = read_json(os.path.join(exec_dir, PLAN))
+    if isinstance(plan, dict) and plan.get("gpusPerNode") and plan.get("gpuPool"):
+        first["waiting"] = "taking its GPUs"  # pending, not running, until the ledger gave them
+    write_json(os.path.join(exec_dir, LAUNCHER), first)
     os.write(write_end, b"1")
     os.close(write_end)
     try:

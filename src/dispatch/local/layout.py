@@ -1,6 +1,7 @@
 """The local adapter's state directory: where each job's files live, and how they are read and written.
 
-One directory per scheduler object, ``<state dir>/jobs/<scheduler id>/``::
+The GPU ledger is ``<state dir>/gpus/`` (``device-<id>.lock`` per device, ``ledger.lock``; see
+:mod:`dispatch.local.ledger`). One directory per scheduler object, ``<state dir>/jobs/<scheduler id>/``::
 
     manifest.json            who made it (job id, submission, marker), when, its spec and working directory
     lock                     flock'ed around every change
@@ -13,7 +14,8 @@ One directory per scheduler object, ``<state dir>/jobs/<scheduler id>/``::
                              the start's nonce; removed only when that launcher provably never runs
         claim.<nonce>.json   who settled that start: the launcher (its pid: it runs) or its spawner giving up
                              ({"abandoned": true}: it never runs), whichever created the file first
-        launcher.json        the launcher's pid, start time, MASTER_PORT, the nodes' process groups
+        launcher.json        the launcher's pid, start time, MASTER_PORT, the nodes' process groups, its GPUs
+                             (or, while it waits for free ones, ``waiting``: why)
         rank-<r>.out/.err    each rank's stdout and stderr (kept after the job ends)
         rank-<r>.exit        each rank's exit code or signal
         end-request.json     why dispatch asked the launcher to end it (stop, requeue)

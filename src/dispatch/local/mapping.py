@@ -38,6 +38,8 @@ def execution_outcome(e: ExecutionFiles, evidence: Evidence) -> Outcome:
         if evidence.observed_at - spawned_at > STALE_SPAWN:
             return Outcome(State.UNKNOWN, Cause.UNKNOWN, evidence, detail="the launcher never started")
         return Outcome(State.PENDING, Cause.QUEUED, evidence, detail="starting")
+    if e.launcher_alive and waiting_for(e):
+        return Outcome(State.PENDING, Cause.QUEUED, evidence, detail=waiting_for(e))
     if e.launcher_alive:
         return Outcome(State.RUNNING, None, evidence)
     return Outcome(
@@ -46,6 +48,12 @@ def execution_outcome(e: ExecutionFiles, evidence: Evidence) -> Outcome:
         evidence,
         detail=f"the launcher (pid {e.launcher.get('pid')}) is gone without recording how the execution ended",
     )
+
+
+def waiting_for(e: ExecutionFiles) -> str:
+    """Why a live launcher has not started its ranks yet (it waits for GPUs), or "" once they run."""
+    said = (e.launcher or {}).get("waiting")
+    return str(said) if said and e.result is None else ""
 
 
 def progress_of(e: ExecutionFiles) -> tuple[RankProgress, ...]:
@@ -60,8 +68,8 @@ def job_evidence(job: JobFiles, now: float) -> JobEvidence:
     submission = int(job.manifest.get("submission", 1))
     executions: list[ExecutionEvidence] = []
     for e in job.spawned:
-        if e.launcher is None and e.result is None:
-            continue
+        if e.result is None and (e.launcher is None or (e.launcher_alive and waiting_for(e))):
+            continue  # not started: the job's outcome says why it waits
         out = execution_outcome(e, evidence)
         started = (e.launcher or {}).get("startedAt") or (e.result or {}).get("startedAt")
         ended = (e.result or {}).get("endedAt")
@@ -90,6 +98,9 @@ def job_evidence(job: JobFiles, now: float) -> JobEvidence:
 
 def _job_outcome(job: JobFiles, executions: list[ExecutionEvidence], evidence: Evidence) -> Outcome:
     current = job.current
+    if current is not None and current.result is None and job.holds and current.launcher_alive and waiting_for(current):
+        # held while it waits for GPUs: its launcher sees the hold at its next try and puts it back as planned
+        return waiting_outcome(evidence, stopped=job.stopped is not None, holds=sorted(job.holds))
     if current is not None and current.result is None:
         return execution_outcome(current, evidence)
     if job.queued is not None or current is None:

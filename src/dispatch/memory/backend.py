@@ -9,7 +9,8 @@
   NativePolicyCompiler, ExecutionOutput (rank 0's log of an execution, which lasts, as pods do, until a later
   execution of the object starts or the object is deleted); no PolledLoss; requires ``dispatch.Image``.
 
-Both are NodeInventory (every node of the memory cluster) and AcceleratorInventory (the GPUs its settings give
+Both are NodeInventory (every node of the memory cluster), ShapeCheck (a job no node could ever hold is refused
+at submission) and AcceleratorInventory (the GPUs its settings give
 the nodes), and keep a submission off its excluded nodes.
 Together they implement every optional interface but OutputReader. Every call advances the scheduler to the
 clock's time first; nothing runs in the background.
@@ -31,6 +32,8 @@ from dispatch.extensions import Extension, ExtensionPolicy, register_extension
 from dispatch.identity import AttemptId, RestartId
 from dispatch.memory.scheduler import REPORT_EVERY, MemoryScheduler, Shape, TruthExecution, TruthJob, last_report
 from dispatch.outcome import Cause, Evidence, Outcome, State
+from dispatch.shapes import NodeKind, Pool, refusal
+from dispatch.shapes import Shape as ShapeOf
 from dispatch.spec import JobSpec
 from dispatch.spi import (
     Cessation,
@@ -179,6 +182,13 @@ class _Base(ABC):
                 ),
             )
         )
+
+    def never_runs(self, spec: JobSpec) -> str | None:
+        """ShapeCheck: why no node of the memory cluster (lost ones too: they may come back) could ever run
+        ``spec`` (its settings' ``nodes``, and each node's ``cpusPerNode`` and ``memPerNode`` where counted)."""
+        s = self.scheduler
+        kinds = tuple(NodeKind(1, s.capacity[n].cpus or None, s.capacity[n].memory or None) for n in s.node_names)
+        return refusal(Pool("the memory cluster", kinds), ShapeOf.of(spec))
 
     def schedulable_nodes(self, spec: JobSpec) -> frozenset[str] | None:
         """Every node of the memory cluster (a lost node may come back)."""

@@ -1,9 +1,8 @@
 """SlurmBackend: the dispatch Backend over Slurm's commands, one script per operation.
 
-Implements Backend, Holder, Requeuer, MultiFinder, ProgressScope, BatchStarter, CessationSignal, OutputReader and
-OutputSlices (not
-Watcher: it is polled). Errors follow :mod:`dispatch.slurm.errors`; a transport failure is Unavailable when the
-script never started and, for writes, OutcomeUnknown once it may have run.
+Implements Backend, Holder, Requeuer, MultiFinder, ProgressScope, BatchStarter, CessationSignal, OutputReader,
+OutputSlices and ShapeCheck (not Watcher: it is polled). Errors follow :mod:`dispatch.slurm.errors`; a transport
+failure is Unavailable when the script never started and, for writes, OutcomeUnknown once it may have run.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from dispatch.declarations import Declarations
 from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable, Unsupported
 from dispatch.extensions import CessationWarning, ExtensionPolicy, Image, Output, SharedCheckpoint
 from dispatch.outcome import Evidence, State
+from dispatch.shapes import first_refusal
 from dispatch.slurm import arrays, outputs, preflight, progress, submit, tasklines
 from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm.arrayids import ArrayIdError, is_scheduler_id, task_id, text_ids
@@ -36,6 +36,7 @@ from dispatch.slurm.arrayids import split as split_id
 from dispatch.slurm.extensions import Placement, Resources
 from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
 from dispatch.slurm.mapping import Reading, accounting_settling, outcome_of
+from dispatch.slurm.nodeshapes import slurm_shape
 from dispatch.slurm.parse import (
     SACCT_TEXT_FIELDS,
     SQUEUE_TEXT_FIELDS,
@@ -888,6 +889,23 @@ class SlurmBackend:
             "already finished'), and dispatch submits every job so, so that Slurm never requeues one by itself; "
             "rules act on ended executions, so use resubmit (a running job can still be requeued)"
         )
+
+    # ---------------------------------------------------------------- ShapeCheck
+    def never_runs(self, spec: JobSpec) -> str | None:
+        """Why no partition the spec may go to (the Placement's list, else the configured default, else the
+        cluster's default partition) could ever run it, from the ``sinfo`` read at open
+        (:mod:`dispatch.slurm.nodeshapes`); None when one could, or when sinfo was not read."""
+        parts = self.facts.partitions
+        if parts is None:
+            return None
+        placement = spec.extension(Placement) or Placement()
+        named = placement.partition or self.settings.defaults.partition or parts.default
+        if not named:
+            return None
+        pools = [parts.pools.get(n.strip()) for n in named.split(",") if n.strip()]
+        if not pools or any(p is None for p in pools):
+            return None  # a partition sinfo does not list (hidden, or a typo sbatch will name): Slurm decides
+        return first_refusal([p for p in pools if p is not None], slurm_shape(spec))
 
     # ---------------------------------------------------------------- NodeInventory
     def schedulable_nodes(self, spec: JobSpec) -> frozenset[str] | None:

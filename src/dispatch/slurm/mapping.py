@@ -11,7 +11,8 @@
    description says Slurm requeued and held it (after a launch failure, or ``scontrol requeuehold``: "launch
    failed requeued held", "job requeued in held state"), which is ``held`` / ``admin-held``;
    ``JobHoldMaxRequeue`` is ``failed`` / ``launch-failed``; ``BeginTime`` with a begin time that encodes a hold
-   instance is ``held`` / ``held``; reasons in :data:`NO_CAPACITY_REASONS` are ``pending`` / ``no-capacity``;
+   instance is ``held`` / ``held``; reasons that will not change by themselves (:func:`unrunnable_reason`) are
+   ``pending`` / ``unrunnable``; reasons in :data:`NO_CAPACITY_REASONS` are ``pending`` / ``no-capacity``;
    anything else (Priority, Resources, Dependency, a requeue's BeginTime, None ...) is ``pending`` / ``queued``.
 3. ``RUNNING``, ``SUSPENDED`` (and 22.05's flag-only ``COMPLETING``, ``CONFIGURING``, ``SIGNALING``,
    ``RESIZING``, ``STAGE_OUT``): ``running``.
@@ -60,18 +61,31 @@ from dispatch.outcome import Cause, Evidence, Outcome, State
 from dispatch.slurm.holds import decode_hold
 from dispatch.slurm.parse import SlurmJob
 
-NO_CAPACITY_REASONS = frozenset(
+UNRUNNABLE_REASONS = frozenset(
     {
         "BadConstraints",
+        "PartitionConfig",
+        "PartitionTimeLimit",
+        "InvalidAccount",
+        "InvalidQOS",
+        "AccountNotAllowed",
+    }
+)
+"""Pending reasons that will not change by themselves (only a new request or an administrator's change of the
+configuration lets the job run): squeue's job reason codes for a request no node or partition setting can ever
+satisfy, an account or QOS the job may not use, and (:func:`unrunnable_reason`) every per-job maximum or minimum
+of an association or QOS (``AssocMax*PerJob*``, ``QOSMax*PerJob*``, ``QOSMin*``). Limits that clear when other
+jobs end (``AssocGrp*``, ``QOSGrp*``, ``AssocMaxJobsLimit``, per-user and per-account maxima) and nodes that may come
+back (``PartitionNodeLimit``, which Slurm also gives when nodes are down, ``ReqNodeNotAvail``, ``NodeDown``,
+``PartitionDown``) are not."""
+
+NO_CAPACITY_REASONS = frozenset(
+    {
         "Constraints",
         "PartitionNodeLimit",
-        "PartitionTimeLimit",
-        "PartitionConfig",
         "PartitionDown",
         "PartitionInactive",
         "ReqNodeNotAvail",
-        "InvalidAccount",
-        "InvalidQOS",
         "NodeDown",
         "AssocGrpCpuLimit",
         "AssocGrpNodeLimit",
@@ -79,15 +93,11 @@ NO_CAPACITY_REASONS = frozenset(
         "AssocGrpJobsLimit",
         "AssocGrpSubmitJobsLimit",
         "AssocMaxJobsLimit",
-        "AssocMaxNodesPerJobLimit",
-        "AssocMaxWallDurationPerJobLimit",
         "QOSGrpCpuLimit",
         "QOSGrpNodeLimit",
         "QOSGrpMemLimit",
         "QOSGrpJobsLimit",
         "QOSMaxJobsPerUserLimit",
-        "QOSMaxNodePerJobLimit",
-        "QOSMaxWallDurationPerJobLimit",
         "QOSJobLimit",
         "QOSResourceLimit",
         "QOSTimeLimit",
@@ -197,15 +207,25 @@ def _waiting(job: SlurmJob, held_flags: list[str], evidence: Evidence, detail: s
             gate_closed = True
     hold = decode_hold(job.eligible_time)
     no_capacity = reason in NO_CAPACITY_REASONS or reason.startswith(("ReqNodeNotAvail", "AssocGrp", "QOSGrp"))
+    queued = Cause.UNRUNNABLE if unrunnable_reason(reason) else Cause.NO_CAPACITY if no_capacity else Cause.QUEUED
     outcome = waiting_outcome(
         evidence,
         foreign_holds=(foreign,) if foreign else (),
         holds=(hold,) if hold else (),
         gate_closed=gate_closed,
-        queued=Cause.NO_CAPACITY if no_capacity else Cause.QUEUED,
+        queued=queued,
         detail=detail,
     )
     return Reading(outcome, gate_closed=gate_closed, hold=hold, foreign_hold=foreign)
+
+
+def unrunnable_reason(reason: str) -> bool:
+    """Whether a pending job's ``reason`` will not change by itself (:data:`UNRUNNABLE_REASONS`, and the per-job
+    maxima and minima of an association or QOS)."""
+    if reason in UNRUNNABLE_REASONS:
+        return True
+    per_job = reason.startswith(("AssocMax", "QOSMax")) and "PerJob" in reason
+    return per_job or reason.startswith("QOSMin")
 
 
 def _exit_pair(job: SlurmJob) -> tuple[int | None, int | None]:

@@ -3,7 +3,9 @@
 1. **Environment** (every open): the commands exist (``sbatch squeue scontrol scancel sacct srun timeout``),
    the cluster's clock (``date +%s.%N``, bracketed by two reads of the caller's clock: offset = cluster -
    midpoint, uncertainty = half the round trip), ``scontrol show config``, ``$HOME``, and the GPUs per
-   partition from ``sinfo``'s Gres (the ``Accelerators`` inventory: read at every open, read-only too).
+   partition from ``sinfo``'s Gres (the ``Accelerators`` inventory: read at every open, read-only too), and
+   each partition's nodes by CPUs and memory and its MaxNodes (:mod:`dispatch.slurm.nodeshapes`, for the
+   ShapeCheck that refuses a job no node could ever run).
 2. **Cache**: a probe result younger than ``preflight.freshness`` in ``preflight.cacheDir``, keyed by the
    cluster's identity (transport, host, user, ClusterName, SLURM_VERSION, AuthType), is used as is (unless it
    was probed with another ``container.apptainer`` or ``container.options``).
@@ -36,9 +38,10 @@ from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Pr
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import Unavailable, Unsupported
-from dispatch.slurm import images
+from dispatch.slurm import images, progress
 from dispatch.slurm.gres import SINFO, parse_sinfo_gres
 from dispatch.slurm.holds import encode_hold
+from dispatch.slurm.nodeshapes import SINFO_SHAPES, Partitions, parse_shapes
 from dispatch.slurm.parse import (
     auth_ttl,
     config_seconds,
@@ -74,6 +77,8 @@ class ClusterFacts:
     """ContainerImage: whether Apptainer starts a container on the login node (:mod:`dispatch.slurm.images`)."""
     accelerators: Inventory | None = None
     """The GPUs ``sinfo`` lists per partition, read at every open (None: sinfo failed)."""
+    partitions: Partitions | None = None
+    """Each partition's nodes by CPUs and memory, read at every open (None: sinfo failed)."""
 
     @property
     def auth_ttl(self) -> float | None:
@@ -91,6 +96,7 @@ def environment_script(settings: SlurmSettings) -> Script:
     s.call(["scontrol", "show", "config"])
     s.shell('printf "%s\\n%s\\n" "$HOME" "$(id -un)"')
     s.call(SINFO)
+    s.call(SINFO_SHAPES)
     return s
 
 
@@ -119,6 +125,7 @@ def read_environment(out: ScriptOutput, before: float, after: float) -> ClusterF
     mid = (before + after) / 2
     lines = [*home.stdout.splitlines(), "", ""][:2]
     sinfo = out.call(4)
+    shapes = out.call(5)
     return ClusterFacts(
         config=cfg,
         version=version,
@@ -128,6 +135,7 @@ def read_environment(out: ScriptOutput, before: float, after: float) -> ClusterF
         offset=cluster_now - mid,
         uncertainty=(after - before) / 2 + 0.01,
         accelerators=parse_sinfo_gres(sinfo.stdout) if sinfo is not None and sinfo.ok else None,
+        partitions=parse_shapes(shapes.stdout) if shapes is not None and shapes.ok else None,
     )
 
 
@@ -359,8 +367,8 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
             ),
             Capability.SHARED_STORAGE: no("the backend answers from its sharedStorage setting"),
             Capability.PROGRESS_REPORTING: yes(
-                "each rank writes <output root>/.progress/<cluster>/<job id>/rank-<r>.json on the shared "
-                "output directory; read with squeue's listing, for running jobs that have reports"
+                f"each rank writes {progress.LAYOUT}/rank-<r>.json on the shared output directory; read with "
+                "squeue's listing, for the running jobs that have reports"
             ),
         }
     )

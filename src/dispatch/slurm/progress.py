@@ -1,11 +1,12 @@
 """Progress on Slurm: where each rank's reports go, and how the observation script reads them back.
 
-A job's ranks write their reports (:func:`dispatch.job.progress`) to ``<root>/<job id>/rank-<r>.json``, where
-``<root>`` is the cluster's progress directory, ``<output root>/.progress/<cluster>`` (:func:`root`; the output
-root is ``output.dir``, default ``~/dispatch-output``, for every job, whatever its ``dispatch.Output``). The
-batch script exports the job's directory as ``DISPATCH_PROGRESS_DIR`` and makes sure ``<root>`` exists (0700);
-the job's directory itself is made by the first report, so only a job that reports has one. Every report
-names its execution (``DISPATCH_EXECUTION``), so an ended execution's reports are told from the current one's.
+A job's ranks write their reports (:func:`dispatch.job.progress`) to ``<root>/<job id>/rank-<r>.json``
+(:data:`LAYOUT`), where ``<root>`` is the cluster's progress directory, ``<output dir>/.progress/<cluster>``
+(:func:`root`; the output directory there is the output root, ``output.dir``, default ``~/dispatch-output``, for
+every job, whatever its ``dispatch.Output``). The batch script exports the job's directory as
+``DISPATCH_PROGRESS_DIR`` and makes sure ``<root>`` exists (0700); the job's directory itself is made by the
+first report, so only a job that reports has one. Every report names its execution (``DISPATCH_EXECUTION``), so
+an ended execution's reports are told from the current one's.
 
 The supervisor's observation reads them in the same call as its ``squeue`` listing (:data:`OBSERVE`), and only
 where progress can exist and is wanted: one directory read of ``<root>`` (the jobs that have reports), then,
@@ -30,6 +31,10 @@ SEPARATOR = ":dispatch-progress:"
 """The line :data:`OBSERVE` prints between squeue's listing and the reports (no squeue row starts with ``:``)."""
 ALL = "*"
 """The ``want`` of :data:`OBSERVE` that asks for the progress of every running job listed."""
+LAYOUT = "<output dir>/.progress/<cluster>/<job id>"
+"""The progress directory's name as the ``ProgressReporting`` capability and the docs say it (``<output dir>``:
+the output root; ``<cluster>``: the cluster's name, characters other than letters, digits, ``_.-`` as ``_``;
+``<job id>``: ``<array>_<task>`` for an array's task)."""
 
 CHECKS = (
     "-path . -prune -type d -uid \"$EUID\" ! -perm /022 -printf 'ROOT\\n' -o "

@@ -14,7 +14,8 @@
 * Image: with a ``dispatch.Image`` each rank's wrapper execs ``apptainer exec`` (the cluster's
   ``container.options``, binds of the working, output and checkpoint directories, ``--pwd``) and the argv
   runs inside the image (:mod:`dispatch.slurm.images`).
-* Progress: every rank's ``DISPATCH_PROGRESS_DIR`` is ``<output root>/.progress/<cluster>/<job id>``
+* Progress: every rank's ``DISPATCH_PROGRESS_DIR`` is ``<output dir>/.progress/<cluster>/<job id>``
+  (:data:`dispatch.slurm.progress.LAYOUT`; the output root's, whatever the job's ``dispatch.Output``)
   (:mod:`dispatch.slurm.progress`).
 * Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``
   (:func:`output_paths`; the submitting script records ``<dir>/<marker>`` under the job id, see

@@ -37,8 +37,8 @@ READ = (
     'exit 0'
 )  # fmt: skip
 """Print ``<job id>:<restart> <srun line>`` for the executions ``$2...`` (each ``<job id>:<restart>``); ``$1`` is
-the pointers' prefix (``<output root>/.jobs/<cluster>``, as for :data:`dispatch.slurm.progress.READ`). An
-execution without a pointer or a file prints nothing."""
+the pointers' prefix (``<output root>/.jobs/<cluster>``). An execution without a pointer or a file prints
+nothing."""
 
 _LINE = re.compile(r"(\d+(?:_\d+)?):(\d+) srun: error: [^ :]+: tasks? [0-9,-]+: (.*)")
 _EXITED = re.compile(r"Exited with exit code (\d{1,3})")

@@ -17,6 +17,7 @@ from dispatch.clock import Clock
 from dispatch.errors import Conflict, DispatchError
 from dispatch.records.base import Records
 from dispatch.records.model import Event, JobHead, JobRecord, Lease, Peers
+from dispatch.supervise.carried import newly_carried_out
 from dispatch.supervise.report import CycleReport
 
 
@@ -150,17 +151,22 @@ class Leases:
         first: tuple[JobRecord, list[Event]] | None = None,
     ) -> JobRecord:
         """Apply ``change`` and write it; after a lost compare-and-set re-read, re-check the lease and retry.
-        ``first``: ``change(job)`` already computed by the caller."""
+        ``first``: ``change(job)`` already computed by the caller. The decisions the write shows carried out
+        (:func:`~dispatch.supervise.carried.newly_carried_out`) are counted in ``report.carried_out``."""
         for attempt in range(3):
             new, events = first if first is not None and attempt == 0 else change(job)
             if new is job:
                 return job
             try:
-                return self._store(new, events, report)
+                written = self._store(new, events, report)
             except Conflict:
                 report.conflicts += 1
                 job = self.records.get(job.id)
                 self._check(job)
+                continue
+            for d in newly_carried_out(job, written):
+                report.carried_out[(d.action, d.rule)] += 1
+            return written
         raise Conflict(f"job {job.id}: kept losing the compare-and-set")
 
 

@@ -8,29 +8,37 @@ Served over HTTP on ``host:port`` (127.0.0.1 unless told otherwise):
   ``stale_after`` seconds (default 3 x poll + 10 s): a supervisor whose loop is stuck or keeps failing is
   restarted by whoever watches it (systemd's watchdog script, a Kubernetes liveness probe).
 
-Metrics (all prefixed ``dispatch_supervisor_``):
+Metrics (all prefixed ``dispatch_supervisor_``). The series about the cluster's jobs carry a ``cluster`` label
+(the supervised cluster's name, as the records name it), so that the supervisors of several clusters can share one
+Prometheus and one dashboard:
 
-=================================  =========  =====================================================
-``jobs{state,cause}``              gauge      open jobs this supervisor owns, after the last cycle (no
-                                             ``cause`` label for a state without one, e.g. running)
-``decisions_total{action,rule}``   counter    decisions recorded (resubmit, hold, escalate, ...)
-``escalations_total{cause}``       counter    escalations recorded
-``cycle_seconds``                  histogram  wall time of a cycle
-``scheduler_calls_per_cycle``      gauge      backend calls of the last cycle (observation + actions)
-``scheduler_calls_total``          counter    backend calls
-``record_writes_total``            counter    record writes
-``lease_takeovers_total``          counter    leases taken over from another (expired) supervisor
-``owned_jobs``                     gauge      jobs this supervisor held a lease on in the last cycle
-``records_seconds{op}``            histogram  latency of record-store calls, by operation
-``last_cycle_timestamp_seconds``   gauge      when the last cycle completed (Unix time)
-``archive_entries_total{status}``  counter    output archive entries written (kept, gone, failed)
-``archive_pruned_total``           counter    output archive entries deleted by retention
-``archive_prune_errors_total``     counter    retention calls that failed (the cycle went on)
-``watch_failures_total{watch,      counter    failed lists and watch requests of the backend's watches
-reason}``                                     (e.g. ``watch="pods",reason="401 Unauthorized"``)
-``watch_age_seconds``              gauge      seconds since the backend's watch cache was last known in
-                                              sync (0 while every watch is open and live)
-=================================  =========  =====================================================
+=========================================  =========  =====================================================
+``jobs{cluster,state,cause}``              gauge      open jobs this supervisor owns, after the last cycle (no
+                                                      ``cause`` label for a state without one, e.g. running);
+                                                      a (state, cause) once exported stays, reading 0 when no
+                                                      job is in it (a series never vanishes)
+``decisions_total{cluster,action,rule}``   counter    decisions carried out (resubmit, hold, escalate, ...),
+                                                      counted in the cycle that carries each out: a resubmit
+                                                      once the new submission exists on the scheduler, never
+                                                      for a start that failed or waits (see
+                                                      :mod:`dispatch.supervise.carried`)
+``escalations_total{cluster,cause}``       counter    escalations recorded
+``cycle_seconds``                          histogram  wall time of a cycle
+``scheduler_calls_per_cycle``              gauge      backend calls of the last cycle (observation + actions)
+``scheduler_calls_total``                  counter    backend calls
+``record_writes_total``                    counter    record writes
+``lease_takeovers_total``                  counter    leases taken over from another (expired) supervisor
+``owned_jobs``                             gauge      jobs this supervisor held a lease on in the last cycle
+``records_seconds{op}``                    histogram  latency of record-store calls, by operation
+``last_cycle_timestamp_seconds``           gauge      when the last cycle completed (Unix time)
+``archive_entries_total{status}``          counter    output archive entries written (kept, gone, failed)
+``archive_pruned_total``                   counter    output archive entries deleted by retention
+``archive_prune_errors_total``             counter    retention calls that failed (the cycle went on)
+``watch_failures_total{watch,reason}``     counter    failed lists and watch requests of the backend's watches
+                                                      (e.g. ``watch="pods",reason="401 Unauthorized"``)
+``watch_age_seconds``                      gauge      seconds since the backend's watch cache was last known in
+                                                      sync (0 while every watch is open and live)
+=========================================  =========  =====================================================
 
 The client library's ``*_created`` series (when each counter and histogram was created) are not served: they
 say when this process started, which ``process_start_time_seconds``-style tooling already knows, and they
@@ -96,8 +104,8 @@ class Metrics:
         r = self.registry
         self.jobs = _Jobs(pc, p + "jobs")
         r.register(self.jobs)
-        self.decisions = pc.Counter(p + "decisions", "Decisions recorded", ["action", "rule"], registry=r)
-        self.escalations = pc.Counter(p + "escalations", "Escalations recorded", ["cause"], registry=r)
+        self.decisions = pc.Counter(p + "decisions", "Decisions carried out", ["cluster", "action", "rule"], registry=r)
+        self.escalations = pc.Counter(p + "escalations", "Escalations recorded", ["cluster", "cause"], registry=r)
         self.cycle_seconds = pc.Histogram(p + "cycle_seconds", "Wall time of a supervisor cycle", registry=r)
         self.calls_per_cycle = pc.Gauge(p + "scheduler_calls_per_cycle", "Backend calls of the last cycle", registry=r)
         self.calls = pc.Counter(p + "scheduler_calls", "Backend calls", registry=r)
@@ -125,15 +133,16 @@ class Metrics:
         self.writes.inc(report.writes)
         self.takeovers.inc(report.takeovers)
         self.owned.set(report.owned)
-        for (action, rule), n in report.decisions.items():
-            self.decisions.labels(action=action, rule=rule).inc(n)
+        cluster = report.cluster
+        for (action, rule), n in report.carried_out.items():
+            self.decisions.labels(cluster=cluster, action=action, rule=rule).inc(n)
         for cause, n in report.escalations.items():
-            self.escalations.labels(cause=cause).inc(n)
+            self.escalations.labels(cluster=cluster, cause=cause).inc(n)
         for status, n in report.archive.items():
             self.archived.labels(status=status).inc(n)
         self.pruned.inc(report.archive_pruned)
         self.prune_errors.inc(report.archive_prune_errors)
-        self.jobs.states = dict(report.states)
+        self.jobs.update(cluster, report.states)
         self.last_cycle = self._monotonic()
         self.last_cycle_ts.set(time.time())
 
@@ -199,20 +208,30 @@ class Metrics:
 
 
 class _Jobs:
-    """The ``jobs`` gauge: one sample per (state, cause) of the last cycle, with no ``cause`` label where the
-    state has none (a labelled gauge would write ``cause=""``)."""
+    """The ``jobs`` gauge: one sample per (cluster, state, cause) this process has ever exported, reading the
+    count of the last cycle (0 when no job is in it now: a series that vanished would read as "no data", not
+    as none), with no ``cause`` label where the state has none (a labelled gauge would write ``cause=""``)."""
 
     def __init__(self, pc: Any, name: str) -> None:
         self._pc = pc
         self.name = name
-        self.states: dict[tuple[str, str], int] = {}
+        self.counts: dict[tuple[str, str, str], int] = {}
+
+    def update(self, cluster: str, states: Mapping[tuple[str, str], int]) -> None:
+        """The cluster's open jobs after a cycle, by (state, cause); the cluster's others now read 0."""
+        for key in self.counts:
+            if key[0] == cluster:
+                self.counts[key] = 0
+        for (state, cause), n in states.items():
+            self.counts[(cluster, state, cause)] = n
 
     def collect(self) -> Any:
         family = self._pc.metrics_core.GaugeMetricFamily(
             self.name, "Open jobs this supervisor owns, by state and cause"
         )
-        for (state, cause), n in sorted(self.states.items()):
-            family.add_sample(self.name, {"state": state, **({"cause": cause} if cause else {})}, float(n))
+        for (cluster, state, cause), n in sorted(self.counts.items()):
+            labels = {"cluster": cluster, "state": state, **({"cause": cause} if cause else {})}
+            family.add_sample(self.name, labels, float(n))
         yield family
 
 

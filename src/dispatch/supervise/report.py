@@ -12,6 +12,8 @@ class CycleReport:
     """What one cycle did. ``backend_calls`` counts observation calls plus the calls actions made."""
 
     at: float
+    cluster: str = ""
+    """The cluster whose jobs the cycle went over."""
     jobs: int = 0
     owned: int = 0
     observed: int = 0
@@ -30,6 +32,9 @@ class CycleReport:
     steps: Counter[str] = field(default_factory=Counter)
     decisions: Counter[tuple[str, str]] = field(default_factory=Counter)
     """Decisions recorded in this cycle, by (action, rule)."""
+    carried_out: Counter[tuple[str, str]] = field(default_factory=Counter)
+    """Decisions whose carrying out this cycle's writes completed, by (action, rule)
+    (:mod:`dispatch.supervise.carried`): a decision is counted in the cycle that carries it out, not before."""
     escalations: Counter[str] = field(default_factory=Counter)
     """Escalations recorded in this cycle, by cause."""
     states: Counter[tuple[str, str]] = field(default_factory=Counter)
@@ -64,6 +69,7 @@ class CycleReport:
             "supervisors": self.supervisors,
             "steps": dict(self.steps),
             "decisions": [{"action": a, "rule": r, "count": n} for (a, r), n in sorted(self.decisions.items())],
+            "carriedOut": [{"action": a, "rule": r, "count": n} for (a, r), n in sorted(self.carried_out.items())],
             "escalations": dict(self.escalations),
             "archive": dict(self.archive),
             "archivePruned": self.archive_pruned,

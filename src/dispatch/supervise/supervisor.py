@@ -32,7 +32,7 @@ from dispatch.declarations import Declarations, check_poll_interval
 from dispatch.errors import ConfigError, Conflict
 from dispatch.outcome import Cause, State
 from dispatch.records.base import Records
-from dispatch.records.model import JobHead, JobRecord, Peers
+from dispatch.records.model import Event, JobHead, JobRecord, Peers
 from dispatch.rules import RuleSet
 from dispatch.spi import Backend, Watcher
 from dispatch.supervise.acting import MAX_STEPS_PER_JOB, Acting
@@ -123,6 +123,8 @@ class Supervisor(Acting, Observing, Steady):
         else:
             self.default_rules = RuleSet.from_data(default_rules)
         self.default_rules.check_against(backend, self.facts.capabilities)
+        self._adopts = self.default_rules.to_json() != RuleSet().to_json()
+        """Whether a job without rules adopts the defaults (:meth:`_adopt`; an empty set changes nothing)."""
         self._rules_cache: dict[str, RuleSet] = {}
         self._cache: dict[str, JobRecord] = {}
         self._cursor: str | None = None
@@ -161,7 +163,7 @@ class Supervisor(Acting, Observing, Steady):
         call, and jobs are handled in the same order whichever path they take, so decisions are the same as
         with ``steady=False``."""
         now = self.clock.now()
-        report = CycleReport(at=now)
+        report = CycleReport(at=now, cluster=self.cluster)
         self.exclusions.begin_cycle(now)
         peers: Peers | None = None
         if self.only is None:
@@ -230,6 +232,25 @@ class Supervisor(Acting, Observing, Steady):
             self._prune(report)
         return report
 
+    def _adopt(self, job: JobRecord, report: CycleReport) -> JobRecord:
+        """A job without rules of its own is given this supervisor's default rules, written into its record with
+        a ``rules-adopted`` event, so that what ``dispatch show`` and the dashboard say are the rules that
+        apply, and a supervisor taking the job over later applies the same ones (whatever its own defaults)."""
+        if job.rules is not None or job.closed or not self._adopts:
+            return job
+        data = self.default_rules.to_json()
+
+        def adopt(j: JobRecord) -> tuple[JobRecord, list[Event]]:
+            if j.rules is not None:
+                return j, []
+            new = j.copy()
+            new.rules = data
+            new.updated_at = now = self.clock.now()
+            source = {"by": self.owner, "source": "the supervisor's default rules", "rules": len(data["rules"])}
+            return new, [Event(j.id, now, "rules-adopted", source)]
+
+        return self._commit(job, adopt, report)
+
     def _prune(self, report: CycleReport) -> None:
         """The archive's retention, after the jobs' work. A failure is counted, never raised: retention is
         housekeeping, and the cycle's work is done."""
@@ -251,7 +272,7 @@ class Supervisor(Acting, Observing, Steady):
             for entry in self.archiver.run(done.id):
                 report.archive[entry.status.value] += 1
         self.exclusions.note(job, done, first=job.id not in self._seen)
-        job = done
+        job = self._adopt(done, report)
         self._seen.add(job.id)
         if (stalled := self._stall(job, obs)) is not None:
             job = self._act(job, stalled, report)

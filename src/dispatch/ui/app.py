@@ -285,12 +285,14 @@ def create_app(
     def job_page(request: Request) -> HTMLResponse:
         ctx = job_context(request.path_params["job_id"])
         job = ctx["job"]
+        events = source.records.events(job.id)
         return page(
             "job.html",
             request,
             command=shlex.join(job.spec.command),
             spec=job.spec.to_json(),
-            events=source.records.events(job.id),
+            events=events,
+            rules_origin=present.rules_origin(job, events),
             **ctx,
         )
 
