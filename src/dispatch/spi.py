@@ -10,10 +10,9 @@ is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-on
 :class:`~dispatch.errors.Unavailable` when the cluster could not be reached and nothing was done.
 
 Optional interfaces (``Holder``, ``Requeuer``, ``Readmitter``, ``NativePolicyCompiler``, ``Watcher``,
-``CessationSignal``, ``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``,
+``CessationSignal``, ``IdentityWeakener``, ``MultiFinder``, ``ProgressScope``, ``BatchStarter``, ``OutputReader``,
 ``OutputSlices``, ``ExecutionOutput``, ``AcceleratorInventory``, ``NodeInventory``, ``ShapeCheck``) are
-``runtime_checkable``
-protocols: code asks ``isinstance(backend, Holder)``.
+``runtime_checkable`` protocols: code asks ``isinstance(backend, Holder)``.
 :func:`restrict` hands out a backend without some of them.
 """
 
