@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "src"))
+sys.path.insert(0, os.environ.get("DISPATCH_BENCH_SRC") or os.path.join(ROOT, "src"))  # the code measured
 
 from dispatch.slurm import harness as shipped  # noqa: E402
 

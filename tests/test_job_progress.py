@@ -47,6 +47,27 @@ def test_the_first_call_writes_the_rank_file_with_step_total_metrics_and_time(pr
     assert sorted(os.listdir(progress_dir)) == ["rank-3.json"]  # no temporary file left behind
 
 
+def test_the_report_and_its_directory_are_private_to_the_user(progress_dir: Path) -> None:
+    """On shared storage: the directory 0700, the report 0600, whatever the umask."""
+    old = os.umask(0o002)
+    try:
+        assert job.progress(1) is True
+    finally:
+        os.umask(old)
+    assert progress_dir.stat().st_mode & 0o777 == 0o700
+    assert (progress_dir / "rank-3.json").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_link_left_under_the_temporary_name_is_replaced_never_written_through(progress_dir: Path) -> None:
+    progress_dir.mkdir(mode=0o700)
+    target = progress_dir.parent / "target"
+    target.write_text("theirs")
+    (progress_dir / f"rank-3.json.{os.getpid()}.tmp").symlink_to(target)
+    assert job.progress(1) is True
+    assert target.read_text() == "theirs"
+    assert _read(progress_dir)["step"] == 1 and not (progress_dir / "rank-3.json").is_symlink()
+
+
 def test_calls_within_the_interval_do_not_write_until_the_last_step(progress_dir: Path) -> None:
     assert job.progress(1, total=5) is True
     for step in (2, 3, 4):

@@ -340,10 +340,21 @@ class _Progress:
         assert self.directory is not None
         path = progress_file(self.directory, self.rank)
         tmp = f"{path}.{os.getpid()}.tmp"
+        data = (json.dumps(report, separators=(",", ":"), allow_nan=False) + "\n").encode()
         try:
-            os.makedirs(self.directory, exist_ok=True)
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(json.dumps(report, separators=(",", ":"), allow_nan=False) + "\n")
+            # private on shared storage: the directory 0700, the report 0600, created anew (never through a link
+            # or a file someone left under the temporary name)
+            os.makedirs(self.directory, mode=0o700, exist_ok=True)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            try:
+                fd = os.open(tmp, flags, 0o600)
+            except FileExistsError:  # left by a write cut short (or planted): removed, never written through
+                os.unlink(tmp)
+                fd = os.open(tmp, flags, 0o600)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
             os.replace(tmp, path)  # atomic: a reader sees the previous report or this one, never half of one
         except OSError as exc:
             if not self.warned:

@@ -10,16 +10,15 @@ is a bug), :class:`~dispatch.errors.ReadOnly` before doing anything on a read-on
 :class:`~dispatch.errors.Unavailable` when the cluster could not be reached and nothing was done.
 
 Optional interfaces (``Holder``, ``Requeuer``, ``Readmitter``, ``NativePolicyCompiler``, ``Watcher``,
-``CessationSignal``, ``IdentityWeakener``, ``MultiFinder``, ``BatchStarter``, ``OutputReader``,
+``CessationSignal``, ``IdentityWeakener``, ``MultiFinder``, ``ProgressScope``, ``BatchStarter``, ``OutputReader``,
 ``OutputSlices``, ``ExecutionOutput``, ``AcceleratorInventory``, ``NodeInventory``, ``ShapeCheck``) are
-``runtime_checkable``
-protocols: code asks ``isinstance(backend, Holder)``.
+``runtime_checkable`` protocols: code asks ``isinstance(backend, Holder)``.
 :func:`restrict` hands out a backend without some of them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -331,6 +330,22 @@ class NodeInventory(Protocol):
 
 
 @runtime_checkable
+class ProgressScope(Protocol):
+    """A backend whose progress read is worth narrowing (on Slurm, file operations on shared storage per job
+    that reports): its :meth:`inspect_many` takes ``progress_of``, the objects whose progress the caller needs
+    (None: all, the default). The others' running executions may come without progress; everything else in
+    the answer is the same. Without it, every running execution's progress is read."""
+
+    def scopes_progress(self) -> bool:
+        """True: ``inspect_many(ids, progress_of=...)`` is accepted."""
+        ...
+
+    def inspect_many(
+        self, scheduler_ids: Sequence[str], *, progress_of: Collection[str] | None = None
+    ) -> Mapping[str, JobEvidence | Unanswered]: ...
+
+
+@runtime_checkable
 class ShapeCheck(Protocol):
     """Says, from what the adapter already knows of its cluster (read at open, not per call), when a spec's
     shape can never run there: more nodes than the pool (partition, queue, cluster) has or lets one job have, more
@@ -504,6 +519,7 @@ OPTIONAL_INTERFACES: tuple[type, ...] = (
     CessationSignal,
     IdentityWeakener,
     MultiFinder,
+    ProgressScope,
     BatchStarter,
     OutputReader,
     OutputSlices,
@@ -524,6 +540,7 @@ OPTIONAL_METHODS: dict[type, tuple[str, ...]] = {
     CessationSignal: ("cessation",),
     IdentityWeakener: ("weakened",),
     MultiFinder: ("find_many",),
+    ProgressScope: ("scopes_progress",),
     BatchStarter: ("start_many", "open_many"),
     OutputReader: ("stdout", "stderr"),
     OutputSlices: ("read_slices", "output_per_rank"),

@@ -57,3 +57,19 @@ def test_what_is_not_a_report_is_left_out(text: str) -> None:
 def test_metrics_that_are_not_numbers_are_dropped_from_a_report() -> None:
     report = parse_report('{"rank": 1, "step": 3, "at": 2.5, "metrics": {"a": 1, "b": "x", "c": true, "d": null}}')
     assert report == RankProgress(1, 3, 2.5, None, (("a", 1.0), ("d", None)))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"rank": 0, "step": 1, "at": 1.0, "metrics": {"loss": NaN}}',
+        '{"rank": 0, "step": 1, "at": Infinity}',
+        '{"rank": 0, "step": 1, "step": 900, "at": 1.0}',
+        '{"rank": 0, "step": 1, "at": 1.0, "metrics": {"a b": 1.0}}',
+        '{"rank": 0, "step": 1, "at": 1.0, "metrics": {' + ",".join(f'"m{i}": 1' for i in range(17)) + "}}",
+    ],
+)
+def test_a_report_is_parsed_strictly(text: str) -> None:
+    """What dispatch.job.progress never writes is no report: JSON's extensions (NaN, Infinity), a key given twice
+    (which value a reader takes is the reader's guess), a metric name it refuses, more metrics than it writes."""
+    assert parse_report(text) is None

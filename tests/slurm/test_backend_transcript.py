@@ -516,13 +516,13 @@ def test_output_is_found_from_the_pointer_after_the_scheduler_forgot_the_job(rel
     b, ex = backend(
         release,
         Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
-        Exchange("squeue -h -r -t all -j", wrapped(absent("4"))),
+        Exchange("squeue -h -t all -j", wrapped(absent("4"))),
         Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),  # which executions have files
         Exchange("/out/dsp-j-1.4.1.out", wrapped(ok(base64.b64encode(b"second\n").decode()))),
-        Exchange("squeue -h -r -t all -j", wrapped(absent("4"))),  # the prefix is remembered
+        Exchange("squeue -h -t all -j", wrapped(absent("4"))),  # the prefix is remembered
         Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
         Exchange("/out/dsp-j-1.4.0.err", wrapped(ok(base64.b64encode(b"oops\n").decode()))),
-        Exchange("squeue -h -r -t all -j", wrapped(absent("4"))),
+        Exchange("squeue -h -t all -j", wrapped(absent("4"))),
         Exchange(".jobs/testcluster.4", wrapped(ok(pointer))),
         read_only=True,
     )

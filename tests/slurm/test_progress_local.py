@@ -90,6 +90,7 @@ def test_the_capability_names_the_directory_slurm_creates() -> None:
         path = (
             found.group(1)
             .replace("<output dir>", output_dir.rstrip("/"))
+            .replace("<cluster>", re.sub(r"[^A-Za-z0-9_.-]", "_", b.facts.cluster_name) or "slurm")
             .replace("<marker>", request.marker)
             .replace("<job id>", sid)
             .replace("<r>", "0")

@@ -23,6 +23,20 @@ FILE = re.compile(r"rank-(\d{1,7})\.json")
 MAX_REPORT = 4096
 """The most bytes of one report an adapter reads (a report of 16 metrics is well under 1 KiB)."""
 _MAX = 2**53
+MAX_METRICS = 16
+"""The most metrics a report may carry (:func:`dispatch.job.progress` writes at most this many)."""
+_METRIC = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("a key given twice")
+    return out
 
 
 def _count(value: object) -> int | None:
@@ -34,13 +48,15 @@ def _count(value: object) -> int | None:
 def parse_report(
     text: str | bytes, rank: int | None = None, *, execution: str | None = None, offset: float = 0.0
 ) -> RankProgress | None:
-    """The report in ``text`` (a progress file's content), or None when it is not one. ``rank`` is the rank its
+    """The report in ``text`` (a progress file's content), or None when it is not one: parsed strictly (at most
+    :data:`MAX_REPORT` bytes, plain JSON without NaN or a key given twice, counts in range, at most
+    :data:`MAX_METRICS` metrics named as :func:`dispatch.job.progress` names them). ``rank`` is the rank its
     file name says (it must agree with the report's own); ``execution``, when given, is the execution identity
     the report must name; ``offset`` is subtracted from its time (the cluster's clock minus the supervisor's)."""
     if len(text) > MAX_REPORT:
         return None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique)
     except ValueError:
         return None
     if not isinstance(data, dict):
@@ -56,11 +72,13 @@ def parse_report(
         return None
     metrics: list[tuple[str, float | None]] = []
     raw = data.get("metrics") or {}
-    if not isinstance(raw, dict):
+    if not isinstance(raw, dict) or len(raw) > MAX_METRICS:
         return None
     for name, value in raw.items():
+        if not _METRIC.fullmatch(name):
+            return None
         if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
-            metrics.append((str(name), None if value is None else float(value)))
+            metrics.append((name, None if value is None else float(value)))
     first_step, first_at = None, None
     first = data.get("first")
     if isinstance(first, dict):

@@ -1,8 +1,8 @@
 """SlurmBackend: the dispatch Backend over Slurm's commands, one script per operation.
 
-Implements Backend, Holder, Requeuer, MultiFinder, BatchStarter, CessationSignal, OutputReader, OutputSlices and
-ShapeCheck (not Watcher: it is polled). Errors follow :mod:`dispatch.slurm.errors`; a transport failure is Unavailable
-when the script never started and, for writes, OutcomeUnknown once it may have run.
+Implements Backend, Holder, Requeuer, MultiFinder, ProgressScope, BatchStarter, CessationSignal, OutputReader,
+OutputSlices and ShapeCheck (not Watcher: it is polled). Errors follow :mod:`dispatch.slurm.errors`; a transport
+failure is Unavailable when the script never started and, for writes, OutcomeUnknown once it may have run.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import os
 import posixpath
 import re
 import shlex
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from dispatch.accelerators import Inventory
@@ -301,7 +301,13 @@ class SlurmBackend:
         if request.spec.extension(Image) is not None and self._caps.answer(Capability.CONTAINER_IMAGE) is Answer.NO:
             self._caps.require(Capability.CONTAINER_IMAGE, "the dispatch.Image extension")
         return submit.build(
-            request, self.settings, self.slurm_release, self.default_output_dir, self.default_workdir(), array=array
+            request,
+            self.settings,
+            self.slurm_release,
+            self.default_output_dir,
+            self.default_workdir(),
+            array=array,
+            progress_root=self._progress_root(),
         )
 
     @property
@@ -350,6 +356,11 @@ class SlurmBackend:
     def _pointer(self, jid: str) -> str:
         cluster = re.sub(r"[^A-Za-z0-9_.-]", "_", self.facts.cluster_name) or "slurm"
         return submit.pointer_path(self.settings.output.dir or self.default_output_dir, cluster, jid)
+
+    def _progress_root(self) -> str:
+        """The cluster's progress directory (:func:`dispatch.slurm.progress.root`)."""
+        cluster = re.sub(r"[^A-Za-z0-9_.-]", "_", self.facts.cluster_name) or "slurm"
+        return progress.root(self.settings.output.dir or self.default_output_dir, cluster)
 
     def _submit(self, s: Script, job: submit.SbatchJob, add: Callable[..., int]) -> int:
         """Add the ``sbatch`` of ``job`` to ``s`` with ``add`` (a call, or a concurrent one), recording where its
@@ -560,32 +571,36 @@ class SlurmBackend:
                 answers.append(None)
         return answers
 
-    def _observe(self, ids: Sequence[str], *, full: bool = False) -> dict[str, _Observed]:
+    def _observe(
+        self, ids: Sequence[str], *, full: bool = False, progress_of: Collection[str] | None = ()
+    ) -> dict[str, _Observed]:
         """squeue's and sacct's view of ``ids``. Cheap first: one text listing (:data:`SQUEUE_TEXT_FIELDS`)
         answers for every job it settles (:func:`text_settles`: running, or pending for a plain reason, in its
         first execution); JSON (and sacct) are asked only for the others, and sacct alone for the jobs the
-        listing no longer shows. ``full``: JSON for every job (output paths, flags)."""
+        listing no longer shows. ``full``: JSON for every job (output paths, flags). ``progress_of``: the jobs
+        whose progress to read with the listing, where they run and have reports (None: every job; the default
+        none)."""
         try:
             jids = [_job_id(i) for i in ids]
             if not jids:
                 return {}
             if full:
                 return self._observe_json(jids)
-            return self._observe_text_first(jids)
+            return self._observe_text_first(jids, progress_of)
         except ParseError as exc:  # unusable output: the read had no effect and tells nothing (never a crash)
             raise Unavailable(f"squeue/sacct: unusable output: {str(exc)[:300]}") from None
 
-    def _observe_text_first(self, jids: list[str]) -> dict[str, _Observed]:
+    def _observe_text_first(self, jids: list[str], progress_of: Collection[str] | None) -> dict[str, _Observed]:
         s = self._script()
-        s.shell('SLURM_TIME_FORMAT=%s squeue -h -r -t all -j "$1" -O "$2"', ",".join(jids), SQUEUE_TEXT_FIELDS)
-        s.shell(progress.READ, self._pointer("")[:-1], *jids)  # the same round trip: no call per job
+        # one call: the listing, and the reports of the running jobs that have any (progress.OBSERVE)
+        s.shell(progress.OBSERVE, ",".join(jids), SQUEUE_TEXT_FIELDS, self._progress_root(), progress.want(progress_of))
         out = self._run(s, False)
         call = out.call(0)
-        reports = out.call(1)
-        raw = progress.parse_reports(reports.stdout) if reports is not None and reports.ok else {}
+        listing, reports = progress.split(call.stdout) if call is not None else ("", "")
+        raw = progress.parse_reports(reports)
         rows: list[SlurmJob] = []
         if call is not None and call.status == 0:
-            rows = parse_squeue_text(call.stdout, self.slurm_release)
+            rows = parse_squeue_text(listing, self.slurm_release)
         elif call is None or "Invalid job id" not in call.stderr:
             stderr = call.stderr if call else ""
             raise slurm_errors.error_for("squeue", stderr, write=False, status=call.status if call else None)
@@ -600,7 +615,7 @@ class SlurmBackend:
             for jid, history in self._history(gone).items():
                 if jid in wanted and history:
                     result[jid] = _Observed(None, tuple(history))
-        return {j: replace(result[j], progress=raw.get(j, {})) for j in jids if j in result}
+        return {j: replace(result[j], progress=raw[j]) if j in raw else result[j] for j in jids if j in result}
 
     def _observe_json(self, jids: list[str]) -> dict[str, _Observed]:
         s = self._script()
@@ -735,9 +750,18 @@ class SlurmBackend:
             )
         return got[jid]
 
-    def inspect_many(self, scheduler_ids: Sequence[str]) -> Mapping[str, JobEvidence]:
+    def scopes_progress(self) -> bool:
+        """True: :meth:`inspect_many` takes ``progress_of`` (:class:`~dispatch.spi.ProgressScope`)."""
+        return True
+
+    def inspect_many(
+        self, scheduler_ids: Sequence[str], *, progress_of: Collection[str] | None = None
+    ) -> Mapping[str, JobEvidence]:
+        """The evidence of ``scheduler_ids`` in one script (more only for jobs the text listing does not settle).
+        Progress is read where it can exist and is wanted: the running executions of ``progress_of`` (None: of
+        every job) that have reports (:mod:`dispatch.slurm.progress`)."""
         memo: dict[tuple[object, ...], Reading] = {}
-        observed = self._with_first_failures(self._observe(scheduler_ids))
+        observed = self._with_first_failures(self._observe(scheduler_ids, progress_of=progress_of))
         return {j: self._evidence_of(j, o, memo) for j, o in observed.items()}
 
     def _with_first_failures(self, observed: dict[str, _Observed]) -> dict[str, _Observed]:
@@ -772,12 +796,17 @@ class SlurmBackend:
             code = self._first_codes.get(key) if key in failed else None
             return replace(rec, step_exit_code=code) if code else rec
 
+        if not failed:
+            return observed
+        touched = {jid for jid, _ in failed}
         return {
             jid: replace(
                 obs,
                 live=first(jid, obs.live) if obs.live is not None else None,
                 history=tuple(first(jid, h) for h in obs.history),
             )
+            if jid in touched
+            else obs
             for jid, obs in observed.items()
         }
 

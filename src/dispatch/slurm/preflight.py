@@ -378,8 +378,8 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
             ),
             Capability.SHARED_STORAGE: no("the backend answers from its sharedStorage setting"),
             Capability.PROGRESS_REPORTING: yes(
-                f"each rank writes {progress.LAYOUT}/rank-<r>.json on the shared output directory; read in the "
-                "same script as squeue"
+                f"each rank writes {progress.LAYOUT}/rank-<r>.json on the shared output directory; read with "
+                "squeue's listing, for the running jobs that have reports"
             ),
         }
     )

@@ -1,69 +1,135 @@
 """Progress on Slurm: where each rank's reports go, and how the observation script reads them back.
 
-A job's ranks write their reports (:func:`dispatch.job.progress`) to :data:`LAYOUT`
-(``<output dir>/<marker>.<job id>.progress/``, one directory for all the job's executions), beside the job's
-output files on the shared output directory (the batch script exports it as
-``DISPATCH_PROGRESS_DIR``; :func:`prelude`). Every report names its execution (``DISPATCH_EXECUTION``), so the
-reports of an execution that ended are told from the current one's without a directory per execution.
+A job's ranks write their reports (:func:`dispatch.job.progress`) to ``<root>/<job id>/rank-<r>.json``
+(:data:`LAYOUT`), where ``<root>`` is the cluster's progress directory, ``<output dir>/.progress/<cluster>``
+(:func:`root`; the output directory there is the output root, ``output.dir``, default ``~/dispatch-output``, for
+every job, whatever its ``dispatch.Output``). The batch script exports the job's directory as
+``DISPATCH_PROGRESS_DIR`` and makes sure ``<root>`` exists (0700); the job's directory itself is made by the
+first report, so only a job that reports has one. Every report names its execution (``DISPATCH_EXECUTION``), so
+an ended execution's reports are told from the current one's.
 
-The supervisor's observation reads them in the same script as its ``squeue`` listing (:data:`READ`): for each
-job, the files' prefix from the pointer its submission wrote (:func:`~dispatch.slurm.submit.pointer_path`),
-then one line per report. Only shell builtins run per job (``read``, a glob of one small directory), so the
-cost is no extra round trip and no process per job.
+The supervisor's observation reads them in the same call as its ``squeue`` listing (:data:`OBSERVE`), and only
+where progress can exist and is wanted: one directory read of ``<root>`` (the jobs that have reports), then,
+for each job the listing shows RUNNING (or COMPLETING) that has a directory and that the caller wants progress
+of, one read of its directory and one of each report. A pending job costs no file system operation, and a
+running job that never reported costs none either. Every file and directory is checked before it is trusted
+(:data:`CHECKS`).
 """
 
 from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from dispatch.adapterkit.progress import MAX_REPORT, VARIABLE, parse_report
 from dispatch.spi import RankProgress
 
-LAYOUT = "<output dir>/<marker>.<job id>.progress"
-"""The progress directory's name as the ``ProgressReporting`` capability and the docs say it; :func:`directory`
-makes it (``<marker>``: an array's name for its tasks, ``<job id>``: ``<array>_<task>`` for a task)."""
+PROGRESS = ".progress"
+"""The directory, inside the cluster's output root, of every cluster's progress directory."""
+SEPARATOR = ":dispatch-progress:"
+"""The line :data:`OBSERVE` prints between squeue's listing and the reports (no squeue row starts with ``:``)."""
+ALL = "*"
+"""The ``want`` of :data:`OBSERVE` that asks for the progress of every running job listed."""
+LAYOUT = "<output dir>/.progress/<cluster>/<job id>"
+"""The progress directory's name as the ``ProgressReporting`` capability and the docs say it (``<output dir>``:
+the output root; ``<cluster>``: the cluster's name, characters other than letters, digits, ``_.-`` as ``_``;
+``<job id>``: ``<array>_<task>`` for an array's task)."""
 
-READ = (
-    'root=$1; shift\n'
-    'for jid in "$@"; do\n'
-    '  base=\n'
-    '  { IFS= read -r base <"$root.$jid"; } 2>/dev/null\n'
-    '  [ -n "$base" ] || continue\n'
-    '  for f in "$base.$jid.progress"/rank-*.json; do\n'
-    '    [ -f "$f" ] || continue\n'
-    '    line=\n'
-    f'    {{ IFS= read -r -n {MAX_REPORT} line <"$f"; }} 2>/dev/null\n'
-    '    printf "%s %s %s\\n" "$jid" "${f##*/}" "$line"\n'
-    '  done\n'
-    'done\n'
-    'exit 0'
+CHECKS = (
+    "-path . -prune -type d -uid \"$EUID\" ! -perm /022 -printf 'ROOT\\n' -o "
+    '-type d \\( ! -uid "$EUID" -o -perm /022 \\) -prune -o '
+    f"-type f -name 'rank-[0-9]*.json' -uid \"$EUID\" ! -perm /022 -size -{MAX_REPORT + 1}c"
+)
+"""``find``'s tests over ``.`` (the cluster's progress directory, entered already) and the directories of the
+jobs to read (depth 0; their files at depth 1): a directory or report is trusted only when it is owned by the
+reading user (the jobs' user), is not writable by group or others and is not a symbolic link (``find -P`` never
+follows one: a link is neither ``-type d`` nor ``-type f``), and a report holds at most :data:`MAX_REPORT` bytes.
+``ROOT`` is printed when the progress directory itself passes; without it nothing read is trusted
+(:func:`parse_reports`)."""
+
+READ = 'FNR == 1 { print FILENAME " " $0; nextfile }'
+"""awk over the trusted reports: ``<path> <first line>`` each (a report is one line)."""
+
+OBSERVE = (
+    'if [ -z "$4" ]; then SLURM_TIME_FORMAT=%s exec squeue -h -t all -j "$1" -O "$2"; fi\n'
+    'out=$(SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "$2"); rc=$?\n'
+    '[ -z "$out" ] || printf "%s\\n" "$out"\n'
+    '[ "$rc" = 0 ] || exit "$rc"\n'
+    'want=$4\n'
+    'cd -- "$3" 2>/dev/null || exit 0\n'
+    'shopt -s nullglob; set -- [0-9]*; set -f\n'  # the one directory read of the cycle: the jobs that have reports
+    '[ "$#" -gt 0 ] || exit 0\n'
+    "hits=$({ printf '%s\\n' \"$@\"; echo /; printf '%s\\n' \"$out\"; } | awk -F'|' -v want=\"$want\" '\n"
+    '  BEGIN { n = split(want, w, ","); for (i = 1; i <= n; i++) W[w[i]] = 1 }\n'
+    '  !listing { if ($0 == "/") listing = 1; else D[$0] = 1; next }\n'
+    '  { id = $1; st = $2; gsub(/ /, "", id); gsub(/ /, "", st) }\n'
+    '  id ~ /^[0-9]+(_[0-9]+)?$/ && (st == "RUNNING" || st == "COMPLETING") && (id in D) && !(id in S) &&\n'
+    '    (want == "*" || id in W) { S[id] = 1; print "./" id }\')\n'
+    '[ -n "$hits" ] || exit 0\n'
+    f'echo "{SEPARATOR}"\n'
+    f"exec find -P . $hits -maxdepth 1 {CHECKS} -exec awk '{READ}' {{}} + 2>/dev/null"
 )  # fmt: skip
-"""Print ``<job id> rank-<r>.json <report>`` for every report of the jobs ``$2...``; ``$1`` is the pointers'
-prefix (``<output root>/.jobs/<cluster>``). A job without a pointer or without reports prints nothing."""
+"""The observation's one call: ``squeue -h -t all -j $1 -O $2`` (its rows, its status, its stderr; without
+``-r``, the tasks an array's record still holds are one row, ``<array>_[<tasks>]``, which the parser expands:
+a pending array of 1,000 tasks is one line to print, not 1,000), then, when ``$4`` (the jobs whose progress is
+wanted: :data:`ALL` or ids comma-separated; empty: none) asks for any, a line :data:`SEPARATOR`, ``ROOT`` when
+the progress directory ``$3`` (:func:`root`) is trusted, and ``./<job id>/rank-<r>.json <report>`` for every
+trusted report (:data:`CHECKS`) of the wanted jobs that the listing shows running and that have a directory
+there. Processes: squeue, and with reports to read an ``awk`` that picks the jobs, ``find`` and one ``awk``
+that reads every report; no process and no file operation per job that has no report."""
 
-_LINE = re.compile(r"(\d+(?:_\d+)?) rank-(\d{1,7})\.json (.*)")
+_LINE = re.compile(r"\./(\d+(?:_\d+)?)/rank-(\d{1,7})\.json (.*)")
 JOB_ID = '"$SLURM_JOB_ID"'
 """The shell expression of a job's scheduler id in its batch script (an array task's is
 :data:`dispatch.slurm.submit.ARRAY_TASK_ID`)."""
 
 
-def directory(base: str, job_id: str = JOB_ID) -> str:
-    """The progress directory of the job whose files' prefix is ``base`` (``<dir>/<marker>``), as a shell word
-    that expands ``job_id`` (the scheduler id's shell expression) when the batch script runs."""
-    return f"{shlex.quote(base)}.{job_id}.progress"
+def root(output_root: str, cluster: str) -> str:
+    """The progress directory of ``cluster`` (a name safe in a path), under the output root
+    ``output_root``: ``<output root>/.progress/<cluster>``."""
+    return f"{output_root.rstrip('/')}/{PROGRESS}/{cluster}"
 
 
-def prelude(base: str, job_id: str = JOB_ID) -> list[str]:
-    """The batch script's lines that give every rank its progress directory (srun passes it on)."""
-    return [f"export {VARIABLE}={directory(base, job_id)}", f'mkdir -p -- "${VARIABLE}" 2>/dev/null || true']
+def directory(root_dir: str, job_id: str = JOB_ID) -> str:
+    """The progress directory of a job in ``root_dir`` (:func:`root`), as a shell word that expands ``job_id``
+    (the scheduler id's shell expression) when the batch script runs."""
+    return f"{shlex.quote(root_dir)}/{job_id}"
+
+
+def prelude(root_dir: str, job_id: str = JOB_ID) -> list[str]:
+    """The batch script's lines that give every rank its progress directory (srun passes it on) and make sure
+    the cluster's progress directory exists, private to the user (the job's own directory is made 0700 by its
+    first report, :func:`dispatch.job.progress`)."""
+    q = shlex.quote(root_dir)
+    return [f"export {VARIABLE}={directory(root_dir, job_id)}", f"(umask 077 && mkdir -p -- {q}) 2>/dev/null || true"]
+
+
+def want(progress_of: Collection[str] | None) -> str:
+    """:data:`OBSERVE`'s ``$4`` for ``progress_of``: None is every job (:data:`ALL`), an empty collection none."""
+    if progress_of is None:
+        return ALL
+    return ",".join(sorted(set(progress_of)))
+
+
+def split(stdout: str) -> tuple[str, str]:
+    """:data:`OBSERVE`'s output: squeue's listing and the reports' lines."""
+    listing, sep, reports = stdout.partition(f"\n{SEPARATOR}\n")
+    if sep:
+        return listing + "\n", reports
+    if stdout.startswith(f"{SEPARATOR}\n"):
+        return "", stdout[len(SEPARATOR) + 1 :]
+    return stdout, ""
 
 
 def parse_reports(stdout: str) -> dict[str, dict[int, str]]:
-    """The raw reports :data:`READ` printed, by job id and rank (lines that are not one are skipped)."""
+    """The raw reports :data:`OBSERVE` printed (after its separator), by job id and rank (lines that are not one
+    are skipped); none unless the progress directory was trusted (its ``ROOT`` line)."""
     out: dict[str, dict[int, str]] = {}
-    for line in stdout.splitlines():
+    lines = stdout.splitlines()
+    if "ROOT" not in lines:
+        return out
+    for line in lines:
         m = _LINE.fullmatch(line)
         if m is not None:
             out.setdefault(m.group(1), {})[int(m.group(2))] = m.group(3)

@@ -16,8 +16,8 @@
   runs inside the image (:mod:`dispatch.slurm.images`).
 * Files: the batch script starts with ``umask 077``, so the files it and its ranks make (output, progress) are
   the user's alone (:mod:`dispatch.slurm.trust`); a program that wants others to read its files sets its own.
-* Progress: every rank's ``DISPATCH_PROGRESS_DIR`` is ``<output dir>/<marker>.<job id>.progress``
-  (:data:`dispatch.slurm.progress.LAYOUT`), beside the output
+* Progress: every rank's ``DISPATCH_PROGRESS_DIR`` is ``<output dir>/.progress/<cluster>/<job id>``
+  (:data:`dispatch.slurm.progress.LAYOUT`; the output root's, whatever the job's ``dispatch.Output``)
   (:mod:`dispatch.slurm.progress`).
 * Output: one stdout and one stderr file per execution, ``<dir>/<marker>.<job id>.<restart>.out|.err``
   (:func:`output_paths`; the submitting script records ``<dir>/<marker>`` under the job id, see
@@ -98,6 +98,7 @@ def build(
     default_workdir: str = "",
     *,
     array: str | None = None,
+    progress_root: str | None = None,
 ) -> SbatchJob:
     """The sbatch options and batch script of ``request``. The job starts in the spec's working directory, else
     in ``default_workdir`` (always sent as ``--chdir``, so a dry run shows it; empty: sbatch's own default).
@@ -105,7 +106,8 @@ def build(
     the job name and the files' prefix are the array's, and the task's id, files and progress directory are
     ``<array job id>_<task id>``'s. With a ``dispatch.Image``, each rank runs inside it through Apptainer
     (:mod:`dispatch.slurm.images`: the working directory, the output directory and a SharedCheckpoint's are bound
-    in). Raises SpecError for a marker or extension Slurm cannot carry."""
+    in). ``progress_root`` is the cluster's progress directory (:func:`dispatch.slurm.progress.root`; default
+    ``<output root>/.progress/slurm``). Raises SpecError for a marker or extension Slurm cannot carry."""
     spec = request.spec
     if not _MARKER.fullmatch(request.marker):
         raise SpecError("marker", f"{request.marker!r} cannot be a Slurm job name")
@@ -160,7 +162,8 @@ def build(
         argv += [f"--output={base}.{pattern}.slurm.out", f"--error={base}.{pattern}.slurm.out"]
 
     # the job's files (output, progress) are the user's alone whatever umask sbatch passed on (dispatch.slurm.trust)
-    prelude = ["umask 077", *progress.prelude(base, jid)]
+    root_dir = progress_root or progress.root(settings.output.dir or default_output_dir, "slurm")
+    prelude = ["umask 077", *progress.prelude(root_dir, jid)]
     if not per_exec:
         q = shlex.quote(base)
         suffix = f'.{jid}."${{SLURM_RESTART_COUNT:-0}}"'
@@ -171,7 +174,9 @@ def build(
         checks = launch_checks(spec.command, workdir or None)
     else:
         ckpt = spec.extension(SharedCheckpoint)
-        binds = [p for p in (workdir, out_dir, ckpt.path if ckpt else "") if p]
+        # the progress directory is in the output root, which a dispatch.Output may have left
+        progress_bind = "" if root_dir.startswith(out_dir.rstrip("/") + "/") else root_dir
+        binds = [p for p in (workdir, out_dir, progress_bind, ckpt.path if ckpt else "") if p]
         image_words = images.apptainer_words(image, settings.container, binds, workdir)
         checks = images.image_checks(image, settings.container, workdir or None)
     exports = {}

@@ -42,9 +42,9 @@ READ = TRUSTED + (
     'exit 0'
 )  # fmt: skip
 """Print ``<job id>:<restart> <srun line>`` for the executions ``$2...`` (each ``<job id>:<restart>``); ``$1`` is
-the pointers' prefix (``<output root>/.jobs/<cluster>``, as for :data:`dispatch.slurm.progress.READ`). An
-execution without a pointer or a file prints nothing, nor does one whose pointer, pointers' directory or file is
-not the user's alone (:mod:`dispatch.slurm.trust`), or whose pointer holds no absolute normalised path."""
+the pointers' prefix (``<output root>/.jobs/<cluster>``). An execution without a pointer or a file prints
+nothing, nor does one whose pointer, pointers' directory or file is not the user's alone
+(:mod:`dispatch.slurm.trust`), or whose pointer holds no absolute normalised path."""
 
 _LINE = re.compile(r"(\d+(?:_\d+)?):(\d+) srun: error: [^ :]+: tasks? [0-9,-]+: (.*)")
 _EXITED = re.compile(r"Exited with exit code (\d{1,3})")

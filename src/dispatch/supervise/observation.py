@@ -2,9 +2,11 @@
 
 :meth:`Observing._observe` reads whatever the cycle's jobs need in a constant number of backend calls whatever
 the number of jobs: one ``inspect_many`` (on a Watcher backend, only of the objects the watch says changed, plus
-those with an intent to resolve), one ``find_many`` (or a ``find`` per marker without a MultiFinder, for the few
-starts whose outcome is unknown) and at most one ``cessation`` call. A failed observation (Unavailable) is not a
-job failure: nothing is folded, and the records keep their last evidence and its age.
+those with an intent to resolve; on a :class:`~dispatch.spi.ProgressScope` backend, with progress only for the
+jobs its records show running whose rules judge stalls: a job that starts is judged from the next cycle on),
+one ``find_many`` (or a ``find`` per marker without a MultiFinder, for the few starts whose outcome is unknown)
+and at most one ``cessation`` call. A failed observation (Unavailable) is not a job failure: nothing is folded,
+and the records keep their last evidence and its age.
 :meth:`Observing._fold` folds it into one record through the one pure fold (:mod:`dispatch.supervise.fold`).
 """
 
@@ -16,10 +18,20 @@ from dataclasses import dataclass, field
 from dispatch.actions import Actor
 from dispatch.clock import Clock
 from dispatch.errors import Unavailable
-from dispatch.outcome import Cause
+from dispatch.outcome import Cause, State
 from dispatch.records.model import Event, JobRecord
 from dispatch.rules import RuleSet
-from dispatch.spi import Backend, Cessation, CessationSignal, Found, JobEvidence, MultiFinder, Unanswered, Watcher
+from dispatch.spi import (
+    Backend,
+    Cessation,
+    CessationSignal,
+    Found,
+    JobEvidence,
+    MultiFinder,
+    ProgressScope,
+    Unanswered,
+    Watcher,
+)
 from dispatch.supervise import stall
 from dispatch.supervise.archive import Archiver
 from dispatch.supervise.fold import fold, fold_found, fold_stray, start_intent
@@ -64,6 +76,7 @@ class Observing:
         are settled: a live object, no intent, no stray."""
         obs = Observation()
         ids: list[str] = []
+        judged: list[str] = []  # running as last read, with rules that judge stalls: their progress is needed
         markers: dict[str, float] = {}
         changed: set[str] | None = None
         if self.watcher:
@@ -82,6 +95,8 @@ class Observing:
                 sid = job.settled.scheduler_id  # type: ignore[union-attr]
                 if changed is None or sid in changed:
                     ids.append(sid)
+                    if job.key[0] is State.RUNNING and self.rules_for(job.job).stall_bound is not None:
+                        judged.append(sid)
                 continue
             intents = job.intents  # most jobs have none: the intent checks below are then void
             if intents:
@@ -102,6 +117,9 @@ class Observing:
                 )
             ):
                 ids.append(cur.scheduler_id)
+                running = cur.outcome is not None and cur.outcome.state is State.RUNNING
+                if running and self.rules_for(job).stall_bound is not None:
+                    judged.append(cur.scheduler_id)
             if intents:
                 for s in job.submissions:
                     for sid in s.strays:
@@ -110,7 +128,10 @@ class Observing:
         if ids:
             report.observation_calls += 1
             try:
-                obs.evidence = dict(self.backend.inspect_many(ids))
+                if isinstance(self.backend, ProgressScope) and self.backend.scopes_progress():
+                    obs.evidence = dict(self.backend.inspect_many(ids, progress_of=judged))
+                else:
+                    obs.evidence = dict(self.backend.inspect_many(ids))
                 obs.inspected = set(ids)
                 obs.inspected_at = self.clock.now()
                 self._pending.clear()
