@@ -41,7 +41,7 @@ LAUNCH_FAILED_EXIT = 125
 
 LAUNCH_FAILED_PREFIX = "dispatch: launch failed: "
 """How a failed launch check's line on stderr begins; the reason follows (``dispatch show`` and ``dispatch run``'s
-last line read it back: :func:`dispatch.cli.jobs.launch_reason`)."""
+last line read it back: :func:`dispatch.cli.launch.launch_reason`)."""
 
 
 def launch_checks(command: Sequence[str], working_dir: str | None = None) -> list[str]:

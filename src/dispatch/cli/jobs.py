@@ -15,6 +15,7 @@ import click
 from dispatch import present
 from dispatch.cli.app import App, option_duration
 from dispatch.cli.exitcodes import Exit
+from dispatch.cli.launch import launch_reason
 
 if TYPE_CHECKING:
     from dispatch.cluster import Cluster
@@ -401,34 +402,10 @@ def wrote_stderr(cluster: Cluster, job: JobRecord) -> bool:
         return False
 
 
-def launch_reason(cluster: Cluster, job: JobRecord) -> str | None:
-    """Why the job's last execution could not be launched, as its job script said on stderr
-    (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_PREFIX`): ``the program ./train does not exist``.
-
-    None unless the job ended ``launch-failed`` and the cluster can still read that stderr with such a line (a
-    scheduler's own words for the failure, e.g. Slurm's ``FAILED NonZeroExitCode``, stay the outcome's detail)."""
-    from dispatch.adapterkit.jobscript import LAUNCH_FAILED_PREFIX
-    from dispatch.errors import DispatchError
-
-    out, sub = job.outcome, job.current
-    if out is None or out.cause is None or out.cause.value != "launch-failed" or sub is None:
-        return None
-    backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
-    read = getattr(backend, "stderr", None)
-    if sub.scheduler_id is None or not callable(read):
-        return None
-    restart = sub.executions[-1].restart if sub.executions else None
-    try:
-        text = b"".join(read(sub.scheduler_id, restart, False)).decode("utf-8", "replace")
-    except (DispatchError, OSError):
-        return None
-    said = [ln[len(LAUNCH_FAILED_PREFIX) :].strip() for ln in text.splitlines() if ln.startswith(LAUNCH_FAILED_PREFIX)]
-    return said[-1] if said and said[-1] else None
-
-
 def describe_end(job: JobRecord, *, stderr: bool = False, reason: str | None = None) -> str:
     """One line on how the job ended. ``stderr``: its last execution wrote to stderr (then the line says how to
-    read it). ``reason``: why its launch failed (:func:`launch_reason`), said instead of the outcome's detail."""
+    read it). ``reason``: why its launch failed (:func:`dispatch.cli.launch.launch_reason`), said instead of the
+    outcome's detail."""
     from dispatch.cli import ui
 
     out = job.outcome

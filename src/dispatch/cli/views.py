@@ -289,7 +289,7 @@ def show(app: App, job: str, refresh: bool, as_json: bool, timeline: bool) -> No
 
 def _launch_reason(app: App, job: JobRecord) -> str | None:
     """Why the job's launch failed, as its job script said (None if not, or if its cluster cannot tell now)."""
-    from dispatch.cli.jobs import launch_reason
+    from dispatch.cli.launch import launch_reason
     from dispatch.errors import DispatchError
 
     if job.cause is None or job.cause.value != "launch-failed":
@@ -301,7 +301,7 @@ def _launch_reason(app: App, job: JobRecord) -> str | None:
 
 
 def render_show(job: JobRecord, events: list[Any], now: float, reason: str | None = None) -> str:
-    """``dispatch show``'s text. ``reason``: why the launch failed (:func:`dispatch.cli.jobs.launch_reason`)."""
+    """``dispatch show``'s text. ``reason``: why the launch failed (:func:`dispatch.cli.launch.launch_reason`)."""
     import shlex
 
     from dispatch.cli import ui
