@@ -153,6 +153,14 @@ def suspects_for(seed: int) -> SuspectPolicy:
     return SUSPECTS if (seed // 2) % 2 == 0 else SuspectPolicy(after=0)
 
 
+MISSING_PROGRAM = 0.25
+"""The share of simulated jobs whose program does not exist (a typo; resubmitted by the ``typo`` rule, as a
+user's rule on launch failures would): their endings must blame no node."""
+
+SUSPEND, RESUME = 0.12, 0.25
+"""Per step of the cluster: the chance that an admin suspends a running job, and that one suspended is
+resumed (every suspended job is resumed when the faults stop)."""
+
 STALLED_AFTER = 20.0
 """The simulated jobs' stall bound (a reporting program reports every 5 s: see dispatch.memory.scheduler)."""
 
@@ -187,6 +195,7 @@ def rules_for(shape: Shape, unmatched: str) -> dict[str, Any]:
             },
             {"name": "retry-75", "cause": "exit", "exitCodes": [75], "action": retry, "limit": 2},
             {"name": "timeout", "cause": "timeout", "action": "hold", "limit": 1},
+            {"name": "typo", "cause": "not-launchable", "action": "resubmit", "limit": 2},
             *stalls,
         ],
     }
@@ -210,6 +219,9 @@ class World:
         self.rng = random.Random(cfg.seed)
         self.progress_rng = random.Random(f"progress-{cfg.seed}")
         """Which jobs report progress or hang: a stream of its own, so the other draws stay what they were."""
+        self.edge_rng = random.Random(f"edges-{cfg.seed}")
+        """Which jobs name a program that does not exist, and when an admin suspends or resumes a running job: a
+        stream of its own, so the other draws stay what they were."""
         self.shape = Shape(cfg.shape)
         self.clock = FakeClock(1_800_000_000.0)
         self.sched = MemoryScheduler(
@@ -303,6 +315,8 @@ class World:
         elif kind in ("ok", "exit") and reporting < 0.5:
             argv = (*argv, "report")  # reports until it ends: never stalled
         ext = (Image("registry.example/train:1"),) if self.shape is Shape.KUBEFLOW else ()
+        if self.edge_rng.random() < MISSING_PROGRAM:
+            argv, limit = ("missing", *argv), None  # a typo: it ends not-launchable as it starts
         return JobSpec(command=argv, nodes=r.choice([1, 1, 2]), time_limit=limit, extensions=ext)
 
     def submit(self) -> None:
@@ -376,8 +390,28 @@ class World:
         self.conductor.crash(w)
         self.workers[k] = None
 
+    def suspensions(self) -> None:
+        """An admin suspends a running job or resumes a suspended one (``scontrol suspend``/``resume``), drawn
+        from a stream of its own."""
+        if self.shape is not Shape.SLURM:
+            return  # a TrainJob has no suspension that keeps its pods (its spec.suspend ends them)
+        c = self.sched.control
+        running = set(c.running())  # advances the scheduler to now
+        live = sorted((t for t in self.sched.jobs.values() if t.sid in running), key=_sid_key_of)
+        suspended = [t for t in live if t.current.suspended_at is not None]
+        draw = self.edge_rng.random()
+        if suspended and draw < RESUME:
+            t = self.edge_rng.choice(suspended)
+            c.resume(t.sid)
+            self.note(f"resume {t.sid}")
+        elif draw > 1 - SUSPEND and len(suspended) < len(live):
+            t = self.edge_rng.choice([t for t in live if t.current.suspended_at is None])
+            c.suspend(t.sid)
+            self.note(f"suspend {t.sid}")
+
     def env(self) -> None:
         """One thing the cluster, an admin or a user does."""
+        self.suspensions()
         r = self.rng
         c = self.sched.control
         running = sorted(c.running(), key=_sid_key)
@@ -700,7 +734,7 @@ class World:
         return out
 
     def check(self) -> bool:
-        found = check(self.snapshot(), self.sched, self.backend)
+        found = check(self.snapshot(), self.sched, self.backend, self.store)
         found += self.records.violations + self.actor_violations
         self.records.violations.clear()
         self.actor_violations.clear()
@@ -794,6 +828,9 @@ class World:
         self.sched.crash_requeue = 0
         for node in sorted(self.sched.lost_nodes):
             c.restore_node(node)
+        for t in sorted(self.sched.jobs.values(), key=_sid_key_of):
+            if t.current.live and t.current.suspended_at is not None:
+                c.resume(t.sid)
         if self.sched.ceasing:
             c.end_cessation(sorted(self.sched.ceasing))
         for k, w in enumerate(self.workers):
@@ -840,6 +877,10 @@ class World:
             if w is not None and w.state == "parked":
                 self.conductor.crash(w)
             self.workers[k] = None
+
+
+def _sid_key_of(t: Any) -> tuple[int, int]:
+    return _sid_key(t.sid)
 
 
 def _sid_key(sid: str) -> tuple[int, int]:
