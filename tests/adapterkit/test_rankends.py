@@ -68,7 +68,9 @@ def test_the_outcome_is_a_valid_one_with_the_verdicts_cause(case: tuple[int, lis
     if verdict is None:
         return
     out = ranks_outcome(verdict, EV)
-    assert (out.state.value, out.cause and out.cause.value) == (verdict.state, verdict.cause)
+    # a rank that could not start is the job's own failure (its program or directory): not-launchable
+    expected = "not-launchable" if verdict.cause == "launch-failed" else verdict.cause
+    assert (out.state.value, out.cause and out.cause.value) == (verdict.state, expected)
     assert out.state is not State.SUCCEEDED or (out.exit_code == 0 and out.signal is None)
 
 
@@ -77,7 +79,7 @@ def test_a_signal_is_told_apart_from_an_exit_and_a_launch_failure() -> None:
     assert killed == RanksEnd("failed", "exit", None, 9, 1, "rank 1 was killed by SIGKILL")
     launch = combine([RankEnd(1, 1.0, exit_code=127, launch_error="cannot start 'x'")], 2)
     assert launch is not None and (launch.cause, launch.rank) == ("launch-failed", 1)
-    assert ranks_outcome(launch, EV).cause is Cause.LAUNCH_FAILED
+    assert ranks_outcome(launch, EV).cause is Cause.NOT_LAUNCHABLE
     exited = combine([RankEnd(0, 3.0, exit_code=3), RankEnd(1, 2.0, exit_code=143, signal=15)], 2)
     assert exited is not None and exited.rank == 1 and exited.detail == "rank 1 was killed by SIGTERM"
 

@@ -141,7 +141,9 @@ def test_a_node_blamed_by_two_jobs_is_a_suspect_excluded_from_every_resubmission
 
 def test_a_cleared_node_is_no_suspect(env: Env) -> None:
     sup = env.supervisor(suspects=SuspectPolicy(after=1))
-    env.records.add_node_blames([_b("node1", "a", env.clock.now(), "memory"), _b("node1", "b", env.clock.now(), "memory")])
+    env.records.add_node_blames(
+        [_b("node1", "a", env.clock.now(), "memory"), _b("node1", "b", env.clock.now(), "memory")]
+    )
     assert [s.node for s in sup.exclusions.current_suspects(env.clock.now())] == ["node1"]
     assert env.records.clear_node_blames("memory", "node1") == 2
     assert sup.exclusions.current_suspects(env.clock.now()) == []

@@ -1,11 +1,11 @@
 """From Grid Engine's records to outcomes (pure functions).
 
-Live jobs (qstat state letters): ``r``/``t`` running; ``s``/``S``/``T`` suspended (by a user or an operator,
-by its queue, by a threshold or a subordinate queue): ``running`` / ``suspended``, still running, with its
-slots, and never judged stalled meanwhile; ``d*`` being deleted (still running until it leaves qstat); ``qw`` pending (queued, or held by
-dispatch when its earliest start time carries dispatch's hold); ``hqw`` held: a user hold that dispatch's
-gate has not opened is the gate; an operator or system hold, or a user hold after the gate was opened, is
-someone else's (admin-held); ``E`` an error state Grid Engine will not leave by itself (failed, launch-failed).
+Live jobs (qstat state letters): ``r``/``t`` running; ``s``/``S``/``T`` suspended (by a user or an operator, by its
+queue, by a threshold or a subordinate queue): ``running`` / ``suspended``, still running, with its slots, and never
+judged stalled meanwhile; ``d*`` being deleted (still running until it leaves qstat); ``qw`` pending (queued, or
+held by dispatch when its earliest start time carries dispatch's hold); ``hqw`` held: a user hold that dispatch's
+gate has not opened is the gate; an operator or system hold, or a user hold after the gate was opened, is someone
+else's (admin-held); ``E`` an error state Grid Engine will not leave by itself (failed, launch-failed).
 
 Ended jobs (qacct): ``failed 0`` and ``exit_status < 128`` is the job's own exit, except 125, the job script's
 launch checks failing (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_EXIT`: a working directory that

@@ -1,10 +1,11 @@
 """Node blames: which node an ending blamed, kept across jobs so a node blamed by several jobs becomes a suspect.
 
-The supervisor writes one blame per (cluster, node, job, execution) when it sees an execution end with a
-blaming cause (never for a cause that is the job's own, such as ``not-launchable``) (:mod:`dispatch.supervise.blame`); writing the same blame again changes nothing, so a supervisor
-that takes a job over writes its blames again safely. Which nodes are suspects is computed from the blames
-(:func:`suspects`, by the cluster's :class:`SuspectPolicy`); ``dispatch nodes clear NODE`` deletes a node's
-blames, which ends its suspicion early. The table lives beside the job records (``node_blames``).
+The supervisor writes one blame per (cluster, node, job, execution) when it sees an execution end with a blaming
+cause (never for a cause that is the job's own, such as ``not-launchable``) (:mod:`dispatch.supervise.blame`);
+writing the same blame again changes nothing, so a supervisor that takes a job over writes its blames again safely.
+Which nodes are suspects is computed from the blames (:func:`suspects`, by the cluster's :class:`SuspectPolicy`);
+``dispatch nodes clear NODE`` deletes a node's blames, which ends its suspicion early. The table lives beside the
+job records (``node_blames``).
 """
 
 from __future__ import annotations

@@ -410,9 +410,7 @@ def _own_failures(backend: Any, sched: MemoryScheduler, store: NodeBlames | None
     ]
 
 
-def _blamers(
-    jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any, before: float
-) -> dict[str, set[str]]:
+def _blamers(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any, before: float) -> dict[str, set[str]]:
     """Per node, the distinct jobs an execution of which ended on it by the node's fault (in truth: the node
     lost or ceased; or stalled, as the record says) at or before ``before``."""
     stalled = {

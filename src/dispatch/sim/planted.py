@@ -1,9 +1,10 @@
 """Planted bugs in the writers the simulator drives beside the supervisors, for proving that it catches them.
 
-Each lives here, in the simulator, as an injected function or a subclass of the product's own class; the
-exclusions' two (``own-failure-blames``, ``suspect-per-blame``) set the class attributes the product's
-:class:`~dispatch.supervise.blame.Exclusions` offers as seams, with no copy of its code. :data:`TARGETS` names the invariant each one breaks (``python -m dispatch.sim
---mutations`` runs them with the supervisor's planted bugs, :mod:`dispatch.sim.mutation`).
+Each lives here, in the simulator, as an injected function or a subclass of the product's own class; the exclusions'
+two (``own-failure-blames``, ``suspect-per-blame``) set the class attributes the product's
+:class:`~dispatch.supervise.blame.Exclusions` offers as seams, with no copy of its code. :data:`TARGETS` names the
+invariant each one breaks (``python -m dispatch.sim --mutations`` runs them with the supervisor's planted bugs,
+:mod:`dispatch.sim.mutation`).
 """
 
 from __future__ import annotations
@@ -19,11 +20,11 @@ from dispatch.cluster import Operator, Submitted
 from dispatch.errors import Conflict, DispatchError
 from dispatch.memory import MemoryScheduler, Shape, SlurmShapedBackend
 from dispatch.memory import backend as memory_backend
+from dispatch.outcome import Cause
 from dispatch.records.model import Event, JobRecord
 from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.spi import Backend, JobEvidence, Unanswered
-from dispatch.outcome import Cause
 from dispatch.supervise.blame import BLAMING_CAUSES, Exclusions
 from dispatch.supervise.fold import fold
 from dispatch.supervise.step import Step

@@ -157,7 +157,7 @@ MISSING_PROGRAM = 0.25
 """The share of simulated jobs whose program does not exist (a typo; resubmitted by the ``typo`` rule, as a
 user's rule on launch failures would): their endings must blame no node."""
 
-SUSPEND, RESUME = 0.12, 0.25
+SUSPEND, RESUME = 0.3, 0.1
 """Per step of the cluster: the chance that an admin suspends a running job, and that one suspended is
 resumed (every suspended job is resumed when the faults stop)."""
 
@@ -405,7 +405,9 @@ class World:
             c.resume(t.sid)
             self.note(f"resume {t.sid}")
         elif draw > 1 - SUSPEND and len(suspended) < len(live):
-            t = self.edge_rng.choice([t for t in live if t.current.suspended_at is None])
+            going = [t for t in live if t.current.suspended_at is None]
+            reporting = [t for t in going if self.sched.program(t).reports]  # the ones a stall rule judges
+            t = self.edge_rng.choice(reporting if reporting and self.edge_rng.random() < 0.8 else going)
             c.suspend(t.sid)
             self.note(f"suspend {t.sid}")
 

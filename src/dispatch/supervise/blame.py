@@ -9,9 +9,9 @@ A new submission (a ``resubmit`` or ``hold`` decision carried out) avoids, where
 is yes:
 
 * the nodes the job's own endings blamed, when the rule that decided says ``excludeBlamedNodes: true``;
-* the cluster's suspects: nodes blamed by :attr:`SuspectPolicy.after` distinct jobs (at least two: one job's
-  endings, however many, never make a suspect) within :attr:`SuspectPolicy.window`, for :attr:`SuspectPolicy.ttl` after the blame that made them suspect, unless a human cleared
-  them (``dispatch nodes clear``).
+* the cluster's suspects: nodes blamed by :attr:`SuspectPolicy.after` distinct jobs (at least two: one job's endings,
+  however many, never make a suspect) within :attr:`SuspectPolicy.window`, for :attr:`SuspectPolicy.ttl` after the
+  blame that made them suspect, unless a human cleared them (``dispatch nodes clear``).
 
 The excluded nodes travel in the start intent's ``exclude`` argument (written before the call, so a retried or
 resolved start keeps them) to :attr:`dispatch.spi.StartRequest.exclude`. When the exclusions leave fewer

@@ -22,10 +22,10 @@ What :func:`judge` guarantees:
   of a polled backend each cycle, so a stall is judged at most one cycle after its bound (a Watcher backend that
   answers ProgressReporting yes must report a new progress report as a change). Report times are the ranks' clocks,
   corrected by the adapter for the cluster's offset.
-* The answer is a ``stop`` of the current submission with ``stalled`` (the execution), ``ranks``,
-  ``silentFor`` and ``observedAt`` (the time of the reading judged) in its arguments, carried out like every action (intent written under the fence first). It is
-  not judged again while a stall stop of the same execution is open or has landed; one that certainly failed
-  is judged again. A job closed, stopped on request or with any open intent is not judged.
+* The answer is a ``stop`` of the current submission with ``stalled`` (the execution), ``ranks``, ``silentFor`` and
+  ``observedAt`` (the time of the reading judged) in its arguments, carried out like every action (intent written
+  under the fence first). It is not judged again while a stall stop of the same execution is open or has landed; one
+  that certainly failed is judged again. A job closed, stopped on request or with any open intent is not judged.
 
 What :func:`mark` guarantees: an execution that ended ``cancelled`` (as the stop ends it) after a stall stop of
 it (open or landed) is recorded as ``failed`` / ``stalled`` with the ranks and the silence in its detail (and the
