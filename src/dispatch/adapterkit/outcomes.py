@@ -50,7 +50,7 @@ def ranks_outcome(end: RanksEnd, evidence: Evidence) -> Outcome:
     """The outcome of ranks' combined end (:func:`dispatch.adapterkit.rankends.combine`). A rank that could not
     be started (its program or working directory missing, not executable) is ``not-launchable``: the job's own
     request."""
-    launch = end.cause == LAUNCH_FAILED
+    launch = end.cause == LAUNCH_FAILED  # the verdict's word for it is already not-launchable
     return end_outcome(evidence, end.exit_code, end.signal, launch_failed=launch, own=launch, detail=end.detail)
 
 
