@@ -25,6 +25,7 @@ between its last check and its call.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -402,14 +403,20 @@ class World:
         draw = self.edge_rng.random()
         if suspended and draw < RESUME:
             t = self.edge_rng.choice(suspended)
-            c.resume(t.sid)
-            self.note(f"resume {t.sid}")
+            try:
+                c.resume(t.sid)
+                self.note(f"resume {t.sid}")
+            except ValueError:
+                self.note(f"resume {t.sid}: it has ended")
         elif draw > 1 - SUSPEND and len(suspended) < len(live):
             going = [t for t in live if t.current.suspended_at is None]
             reporting = [t for t in going if self.sched.program(t).reports]  # the ones a stall rule judges
             t = self.edge_rng.choice(reporting if reporting and self.edge_rng.random() < 0.8 else going)
-            c.suspend(t.sid)
-            self.note(f"suspend {t.sid}")
+            try:
+                c.suspend(t.sid)
+                self.note(f"suspend {t.sid}")
+            except ValueError:  # it ended as the scheduler advanced (a program that does not exist ends at once)
+                self.note(f"suspend {t.sid}: it has ended")
 
     def env(self) -> None:
         """One thing the cluster, an admin or a user does."""
@@ -832,7 +839,8 @@ class World:
             c.restore_node(node)
         for t in sorted(self.sched.jobs.values(), key=_sid_key_of):
             if t.current.live and t.current.suspended_at is not None:
-                c.resume(t.sid)
+                with contextlib.suppress(ValueError):  # it ended as the scheduler advanced
+                    c.resume(t.sid)
         if self.sched.ceasing:
             c.end_cessation(sorted(self.sched.ceasing))
         for k, w in enumerate(self.workers):
