@@ -2,20 +2,21 @@
 
 A run has two phases:
 
-* **faults** (``steps`` steps): each step, chosen by the seed, lets one parked supervisor call proceed, moves
-  the clock, crashes or restarts a supervisor, makes the scheduler do something (preempt, lose a node, OOM,
-  time out, admin-hold or release, cease nodes, purge; in the Slurm shape an admin requeues, holds or cancels
-  one task of a job array alone), injects a fault into the next call of a backend method
-  (OutcomeUnknown that landed or not, Unavailable, a crash between a requeue's steps; a readmit in the
-  Kubeflow shape, where a preemption waits for dispatch to readmit it), or has a user stop a job
-  or release a rule's hold. Beside them, on a random stream of their own, the other writers of the records act
-  (:data:`ACTORS`): the read commands' refresh as two users (one with a narrower view of the scheduler),
-  ``submit_many`` with forced id collisions and a retrying caller (in the Slurm shape its jobs are tasks of job
-  arrays, made and opened in one call each, a fault injected into either now and then), and one outage of every
-  supervisor. The invariants are checked after every step.
-* **liveness** (at most ``quiet`` rounds): faults stop, crashed supervisors restart, admins release their
-  holds, lost nodes come back, and a human releases the holds rules asked them to. Each round every supervisor
-  completes one cycle and the clock moves one poll interval. Every job must settle (closed, nothing open,
+* **faults** (``steps`` steps): each step, chosen by the seed, lets one parked supervisor call proceed, moves the
+  clock, crashes or restarts a supervisor, makes the scheduler do something (preempt, lose a node, OOM, time out,
+  admin-hold or release, cease nodes, purge; in the Slurm shape an admin requeues, holds or cancels one task of a
+  job array alone, and, on a stream of its own, suspends or resumes a running job), some jobs name a program that
+  does not exist (ending ``not-launchable``, resubmitted by a rule), injects a fault into the next call of a backend
+  method (OutcomeUnknown that landed or not, Unavailable, a crash between a requeue's steps; a readmit in the
+  Kubeflow shape, where a preemption waits for dispatch to readmit it), or has a user stop a job or release a rule's
+  hold. Beside them, on a random stream of their own, the other writers of the records act (:data:`ACTORS`): the
+  read commands' refresh as two users (one with a narrower view of the scheduler), ``submit_many`` with forced id
+  collisions and a retrying caller (in the Slurm shape its jobs are tasks of job arrays, made and opened in one call
+  each, a fault injected into either now and then), and one outage of every supervisor. The invariants are checked
+  after every step.
+* **liveness** (at most ``quiet`` rounds): faults stop, crashed supervisors restart, admins resume suspended jobs and
+  release their holds, lost nodes come back, and a human releases the holds rules asked them to. Each round every
+  supervisor completes one cycle and the clock moves one poll interval. Every job must settle (closed, nothing open,
   nothing running) within the bound; the invariants are still checked after every step.
 
 Clock rule (the honest limit of fencing, see docs/supervisor.md): the clock never moves more than the CallBound
@@ -144,7 +145,8 @@ class Result:
 
 
 SUSPECTS = SuspectPolicy(after=1, window=600.0, ttl=900.0)
-"""Every blamed node is a suspect for 15 minutes: on four nodes, two losses can leave a resubmission nowhere to
+"""Every node blamed by two jobs (the fewest the product counts, whatever ``after`` says) is a suspect for 15
+minutes: on four nodes, a few losses can leave a resubmission nowhere to
 run, which the ``no-unrunnable-submission`` invariant is about. Used on half the seeds (``seed // 2`` even, so
 both shapes); the other half runs without suspects, so a rule's own exclusion (``excluded-nodes-avoided``) is
 not hidden by a suspect that covers the same node."""
