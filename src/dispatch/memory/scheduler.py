@@ -13,8 +13,8 @@ A job's argv is read as a tiny program, so specs are portable between this sched
 * ``("hang", "S")``: report progress (every ``REPORT_EVERY`` seconds) for S seconds, then hang: no report, no
   end, until something ends it.
 * any of the above followed by ``"report"``: the same, reporting progress every ``REPORT_EVERY`` seconds.
-* ``("missing", ...)``: a program that does not exist: the execution ends as it starts, ``not-launchable``
-  (the job's own request, as a batch script's launch checks find it), exit code 125.
+* ``("missing", ...)``: a program that does not exist: the execution ends a second after it starts (as a batch
+  script's launch checks find it), ``not-launchable`` (the job's own request), exit code 125.
 * anything else: run ``default_runtime`` seconds and exit 0.
 
 :meth:`Control.suspend` and :meth:`Control.resume` stop a running execution's processes and let them go on
@@ -160,7 +160,7 @@ class Program:
     hang_after: float | None = None
     """Seconds after its start at which the program hangs: it reports no more and runs until it is ended."""
     missing: bool = False
-    """The program does not exist: the execution ends as it starts, ``not-launchable``."""
+    """The program does not exist: the execution ends ``runtime`` (a second) after it starts, ``not-launchable``."""
 
 
 REPORT_EVERY = 5.0
@@ -192,7 +192,7 @@ def read_program(spec: JobSpec, default_runtime: float) -> Program:
     runtime, code, oom = default_runtime, 0, False
     try:
         if argv[0] == "missing":
-            return Program(0.0, 125, missing=True)
+            return Program(1.0, 125, missing=True)
         if argv[0] == "hang" and len(argv) >= 2:
             return Program(HANG_RUNTIME, reports=True, hang_after=max(0.0, float(argv[1])))
         if argv[-1] == "report":
@@ -383,7 +383,7 @@ class MemoryScheduler:
             prog = self.program(job)
             if prog.missing:
                 what = "dispatch: launch failed: the program missing does not exist"
-                end = (started, State.FAILED, Cause.NOT_LAUNCHABLE, prog.exit_code, what)
+                end = (started + prog.runtime, State.FAILED, Cause.NOT_LAUNCHABLE, prog.exit_code, what)
             elif prog.oom:
                 end = (started + prog.runtime, State.FAILED, Cause.OUT_OF_MEMORY, None, "OUT_OF_MEMORY")
             else:
