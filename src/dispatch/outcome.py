@@ -24,7 +24,8 @@ class State(StrEnum):
     else, such as an administrator (cause ``admin-held``)."""
 
     RUNNING = "running"
-    """At least one rank is running (or the scheduler says the job is running)."""
+    """At least one rank is running (or the scheduler says the job is running). Cause None, or ``suspended``
+    when the scheduler has stopped its processes for now and will let them go on (the job keeps its nodes)."""
 
     SUCCEEDED = "succeeded"
     """Ended, and the scheduler reports a zero exit for the job: cause ``exit`` with exit code 0."""
@@ -101,8 +102,19 @@ class Cause(StrEnum):
     """Stopped on request (dispatch's stop, or a user's cancel on the scheduler)."""
 
     LAUNCH_FAILED = "launch-failed"
-    """The job never started its command: the program was not found, an image could not be pulled, a
-    prologue or node setup failed. Distinct from a non-zero exit of the application."""
+    """The job never started its command, and the node may be to blame: a prologue or node setup failed, the
+    scheduler could not launch it there. Distinct from a non-zero exit of the application, and from
+    ``not-launchable`` (the job's own request was wrong)."""
+
+    NOT_LAUNCHABLE = "not-launchable"
+    """The job never started its command because of its own request, not a node: its program, working
+    directory or image does not exist (a typo, a path not made yet, an image never pushed). It blames no node
+    (:mod:`dispatch.supervise.blame`); resubmitting the same spec fails again."""
+
+    SUSPENDED = "suspended"
+    """Not an ending: a ``running`` execution whose processes the scheduler has stopped for now (an
+    administrator's suspend, gang scheduling, a preemption that suspends) and will resume. It keeps its nodes;
+    its silence is not judged a stall while it lasts (:mod:`dispatch.supervise.stall`)."""
 
     CESSATION = "cessation"
     """The nodes or site ended the job on purpose (drain, maintenance, shutdown), as a CessationSignal
@@ -122,6 +134,9 @@ class Cause(StrEnum):
     """The evidence does not say, or is gone (purged, no accounting). Exists so that missing evidence is
     never read as success or as a particular failure."""
 
+
+RUNNING_CAUSES = frozenset({Cause.SUSPENDED})
+"""The causes a ``running`` outcome may carry (besides None)."""
 
 WAITING_CAUSES = frozenset(
     {Cause.GATED, Cause.QUEUED, Cause.NO_CAPACITY, Cause.UNRUNNABLE, Cause.HELD, Cause.ADMIN_HELD}

@@ -46,7 +46,7 @@ def test_the_first_failure_in_time_decides_whatever_the_order(case: tuple[int, l
     assert verdict is not None and verdict.state == "failed"
     assert (verdict.rank, verdict.exit_code) == (first.rank, first.exit_code)
     assert verdict.signal == (first.signal or None)
-    assert verdict.cause == ("launch-failed" if first.launch_error is not None else "exit")
+    assert verdict.cause == ("not-launchable" if first.launch_error is not None else "exit")
     assert combine(list(reversed(ends)), size) == verdict  # the order the adapter saw them in does not matter
     assert first_failure(ends) == first
 
@@ -76,8 +76,8 @@ def test_a_signal_is_told_apart_from_an_exit_and_a_launch_failure() -> None:
     killed = combine([RankEnd(0, 1.0, exit_code=0), RankEnd(1, 2.0, signal=9)], 2)
     assert killed == RanksEnd("failed", "exit", None, 9, 1, "rank 1 was killed by SIGKILL")
     launch = combine([RankEnd(1, 1.0, exit_code=127, launch_error="cannot start 'x'")], 2)
-    assert launch is not None and (launch.cause, launch.rank) == ("launch-failed", 1)
-    assert ranks_outcome(launch, EV).cause is Cause.LAUNCH_FAILED
+    assert launch is not None and (launch.cause, launch.rank) == ("not-launchable", 1)
+    assert ranks_outcome(launch, EV).cause is Cause.NOT_LAUNCHABLE
     exited = combine([RankEnd(0, 3.0, exit_code=3), RankEnd(1, 2.0, exit_code=143, signal=15)], 2)
     assert exited is not None and exited.rank == 1 and exited.detail == "rank 1 was killed by SIGTERM"
 

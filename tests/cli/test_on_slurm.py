@@ -145,7 +145,7 @@ def test_a_launch_failure_is_shown_with_the_reason_run_printed(cli: Env, name: s
     reason = "the program /no/such/program does not exist"
     assert f"dispatch: launch failed: {reason}\n" in p.stderr  # the job's own stderr, as run showed it
     end = p.stderr.splitlines()[-1]
-    assert "failed (launch-failed)" in end and f": {reason};" in end and "NonZeroExitCode" not in end, end
+    assert "failed (not-launchable)" in end and f": {reason};" in end and "NonZeroExitCode" not in end, end
     job = end.split()[1]
     shown = cli.run("show", job)
     assert shown.returncode == 0, shown.stderr

@@ -110,12 +110,13 @@ def test_the_job_gets_the_rank_environment_as_rank_0_of_1(b: GridEngineBackend, 
                    "DISPATCH_WORLD_SIZE": "1", "DISPATCH_SCHEDULER_ID": sid, "DISPATCH_RESTART": "0"}  # fmt: skip
 
 
-def test_a_missing_program_is_launch_failed_not_an_exit(b: GridEngineBackend, tmp_path: Path) -> None:
-    """The kit's launch checks run in the job script: the program never ran, and the job says so."""
+def test_a_missing_program_is_not_launchable_not_an_exit(b: GridEngineBackend, tmp_path: Path) -> None:
+    """The kit's launch checks run in the job script: the program never ran, and the job says so (the job's
+    own failure, not-launchable: it blames no host)."""
     sid = start(b, (str(tmp_path / "no such program"), "--flag"))
     b.open(sid)
     ev = until(b, sid, lambda e: e.outcome.state.ended)
-    assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.LAUNCH_FAILED), ev.outcome
+    assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.NOT_LAUNCHABLE), ev.outcome
     err = next((tmp_path / "o").glob(f"*.{sid}.err")).read_text()
     assert f"dispatch: launch failed: the program {tmp_path}/no such program does not exist" in err
 

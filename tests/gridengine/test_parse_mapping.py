@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -83,7 +84,7 @@ def test_exit_codes_memory_and_launch_failures() -> None:
     assert ended_outcome(record(37, 137, "-l h_vmem=1M"), False, EV).cause is Cause.OUT_OF_MEMORY
     assert ended_outcome(record(26, 0), False, EV).cause is Cause.LAUNCH_FAILED
     # the job script's launch checks failed (exit 125, before the program ran)
-    assert ended_outcome(record(0, 125), False, EV).cause is Cause.LAUNCH_FAILED
+    assert ended_outcome(record(0, 125), False, EV).cause is Cause.NOT_LAUNCHABLE  # the job's own: no node blamed
 
 
 def test_live_holds_gate_and_foreign_holds() -> None:
@@ -98,6 +99,16 @@ def test_live_holds_gate_and_foreign_holds() -> None:
     assert held.hold == "h0000002a" and held.outcome.cause is Cause.HELD
     stale = live_reading(job, False, (), {"dispatch_hold": "h0000002a"}, 1796140216, EV)
     assert stale.hold is None  # the start time was reset by a release: no hold, whatever the context says
+
+
+@pytest.mark.parametrize(("state", "cause"), [("r", None), ("s", Cause.SUSPENDED), ("S", Cause.SUSPENDED),
+                                             ("T", Cause.SUSPENDED), ("rs", Cause.SUSPENDED)])  # fmt: skip
+def test_a_suspended_job_reads_running_suspended(state: str, cause: Cause | None) -> None:
+    """qstat's s (by a user or an operator), S (its queue) and T (a threshold): still running with its slots,
+    read running / suspended, which the stall judgement leaves alone."""
+    (job,) = [j for j in parse_qstat((OUT / "qstat.xml").read_text()) if j.job_id == "3"]
+    out = live_reading(dataclasses.replace(job, state=state), False, (), {"dispatch_gate": "open"}, None, EV).outcome
+    assert (out.state, out.cause) == (State.RUNNING, cause)
 
 
 def test_a_job_just_gone_from_qstat_and_not_yet_in_qacct_is_awaited_for_a_bounded_time() -> None:

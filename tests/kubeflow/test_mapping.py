@@ -256,16 +256,24 @@ def test_a_node_lost_once_a_program_failed_on_its_own_does_not_explain_the_failu
     assert ended(after)[:2] == (State.FAILED, Cause.NODE_LOST)
 
 
-def test_image_pull_failure_reads_launch_failed() -> None:
-    stuck = pod("p1", phase="Pending", state={"waiting": {"reason": "ImagePullBackOff"}}, index=1)
+@pytest.mark.parametrize("why", ["ImagePullBackOff", "ErrImagePull", "InvalidImageName"])
+def test_an_image_that_cannot_be_pulled_reads_not_launchable(why: str) -> None:
+    """The job's own image (it does not exist, or cannot be named): no node's fault, blames none."""
+    stuck = pod("p1", phase="Pending", state={"waiting": {"reason": why}}, index=1)
+    r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(0, "Completed")), stuck])
+    assert ended(r)[:2] == (State.FAILED, Cause.NOT_LAUNCHABLE)
+
+
+def test_a_container_that_cannot_be_created_reads_launch_failed() -> None:
+    stuck = pod("p1", phase="Pending", state={"waiting": {"reason": "RunContainerError"}}, index=1)
     r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(0, "Completed")), stuck])
     assert ended(r)[:2] == (State.FAILED, Cause.LAUNCH_FAILED)
 
 
 @pytest.mark.parametrize("code", [126, 127])
-def test_program_not_found_reads_launch_failed(code: int) -> None:
+def test_program_not_found_reads_not_launchable(code: int) -> None:
     r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(code))])
-    assert ended(r) == (State.FAILED, Cause.LAUNCH_FAILED, code)
+    assert ended(r) == (State.FAILED, Cause.NOT_LAUNCHABLE, code)
 
 
 def test_non_zero_exit_reads_exit_with_the_first_failures_code() -> None:

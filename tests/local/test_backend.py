@@ -230,10 +230,10 @@ def test_one_failing_rank_ends_the_execution_with_its_exit_code(backend: LocalBa
     assert "rank 1" in ev.outcome.detail
 
 
-def test_missing_program_is_launch_failed(backend: LocalBackend) -> None:
+def test_missing_program_is_not_launchable(backend: LocalBackend) -> None:
     sid = run(backend, JobSpec(command=("/nonexistent/program",), nodes=2))
     ev = backend.wait_ended(sid, 10)
-    assert ev.outcome.cause is Cause.LAUNCH_FAILED
+    assert ev.outcome.cause is Cause.NOT_LAUNCHABLE  # the job's own launch failure: it blames no node
     assert b"cannot start" in b"".join(backend.stderr(sid, rank=0))
 
 

@@ -342,8 +342,8 @@ def output_slices_in_one_script(name: str) -> None:
 
 def launch_checks_fail_before_srun(name: str) -> None:
     """A working directory that cannot be entered, and a program that does not exist: the batch script's launch
-    checks end the job before srun, and it reads launch-failed (not the shell's exit), with the reason in its
-    error file."""
+    checks end the job before srun, and it reads not-launchable (not the shell's exit, and not the node's
+    launch-failed: it blames no node), with the reason in its error file."""
     b = open_backend(name)
     try:
         gone = f"/tmp/dispatch-it-{os.urandom(4).hex()} gone"
@@ -354,7 +354,7 @@ def launch_checks_fail_before_srun(name: str) -> None:
         for spec, said in cases:
             sid, _ = run(b, spec)
             ev = wait(b, sid, lambda e: e.outcome.state.ended, "the job ends")
-            assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.LAUNCH_FAILED), ev.outcome
+            assert (ev.outcome.state, ev.outcome.cause) == (State.FAILED, Cause.NOT_LAUNCHABLE), ev.outcome
             err = b"".join(b.stderr(sid)).decode()
             assert f"dispatch: launch failed: {said}" in err, err
     finally:

@@ -143,7 +143,7 @@ ROWS = [
     (Job(1, state="RUNNING"), State.RUNNING, None, False, None, None, None),
     (Job(1, state="RUNNING", flags=("COMPLETING",)), State.RUNNING, None, False, None, None, None),
     (Job(1, state="RUNNING", flags=("CONFIGURING",)), State.RUNNING, None, False, None, None, None),
-    (Job(1, state="SUSPENDED"), State.RUNNING, None, False, None, None, None),
+    (Job(1, state="SUSPENDED"), State.RUNNING, Cause.SUSPENDED, False, None, None, None),
     (Job(1, state="COMPLETED", exit_code=0), State.SUCCEEDED, Cause.EXIT, False, None, None, 0),
     (Job(1, state="FAILED", reason="NonZeroExitCode", exit_code=3), State.FAILED, Cause.EXIT, False, None, None, 3),
     (
@@ -422,13 +422,14 @@ def test_a_hostlist_expands_to_its_node_names() -> None:
             expand_hostlist(bad)
 
 
-def test_the_launch_checks_exit_is_launch_failed_but_a_ranks_own_125_is_its_exit() -> None:
-    """The batch script exits 125 before srun (its launch checks failed): no srun step, launch-failed."""
+def test_the_launch_checks_exit_is_not_launchable_but_a_ranks_own_125_is_its_exit() -> None:
+    """The batch script exits 125 before srun (its launch checks failed: the program, the working directory or
+    the image does not exist): no srun step, not-launchable, the job's own failure that blames no node."""
     failed_checks = parse_sacct_text(
         sacct_text(Job(16, "m", "FAILED", exit_code=LAUNCH_FAILED_EXIT)) + "16.batch|batch|FAILED|125:0|1|1|1|2|n1|\n"
     )[0]
     out = outcome_of(failed_checks, EV).outcome
-    assert (out.state, out.cause, out.exit_code) == (State.FAILED, Cause.LAUNCH_FAILED, LAUNCH_FAILED_EXIT)
+    assert (out.state, out.cause, out.exit_code) == (State.FAILED, Cause.NOT_LAUNCHABLE, LAUNCH_FAILED_EXIT)
     rank_exit = parse_sacct_text(
         sacct_text(Job(17, "m", "FAILED", exit_code=LAUNCH_FAILED_EXIT))
         + "17.batch|batch|FAILED|125:0|1|1|1|2|n1|\n17.0|bash|FAILED|125:0|1|1|1|2|n1|\n"

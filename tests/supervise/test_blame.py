@@ -23,7 +23,7 @@ from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.spi import Backend
 from dispatch.supervise import Supervisor
-from dispatch.supervise.blame import BLAMING_CAUSES, PRUNE_EVERY, SuspectPolicy, suspects
+from dispatch.supervise.blame import BLAMING_CAUSES, PRUNE_EVERY, SuspectPolicy, blames_of, suspects
 
 EXCLUDING = {
     "rules": [
@@ -90,6 +90,7 @@ def env(request: pytest.FixtureRequest) -> Iterator[Env]:
 
 def test_the_blaming_causes_are_node_lost_launch_failed_and_stalled() -> None:
     assert {Cause.NODE_LOST, Cause.LAUNCH_FAILED, Cause.STALLED} == BLAMING_CAUSES
+    assert Cause.NOT_LAUNCHABLE not in BLAMING_CAUSES  # the job's own: a program, directory or image missing
 
 
 def test_a_resubmission_avoids_the_node_its_rule_blamed(env: Env) -> None:
@@ -141,10 +142,11 @@ def test_a_node_blamed_by_two_jobs_is_a_suspect_excluded_from_every_resubmission
 
 def test_a_cleared_node_is_no_suspect(env: Env) -> None:
     sup = env.supervisor(suspects=SuspectPolicy(after=1))
-    job = env.cluster.submit(env.spec(), PLAIN)
-    lost = env.lose(sup, job)
-    assert [s.node for s in sup.exclusions.current_suspects(env.clock.now())] == [lost]
-    assert env.records.clear_node_blames("memory", lost) == 1
+    env.records.add_node_blames(
+        [_b("node1", "a", env.clock.now(), "memory"), _b("node1", "b", env.clock.now(), "memory")]
+    )
+    assert [s.node for s in sup.exclusions.current_suspects(env.clock.now())] == ["node1"]
+    assert env.records.clear_node_blames("memory", "node1") == 2
     assert sup.exclusions.current_suspects(env.clock.now()) == []
 
 
@@ -214,8 +216,8 @@ def test_the_option_is_checked_when_rules_are_read() -> None:
         RuleSet.from_data({"rules": [{"cause": "node-lost", "action": "requeue", "excludeBlamedNodes": True}]})
 
 
-def _b(node: str, job: str, at: float) -> NodeBlame:
-    return NodeBlame("c", node, job, f"{job}.1", Cause.NODE_LOST, at)
+def _b(node: str, job: str, at: float, cluster: str = "c", execution: str = "") -> NodeBlame:
+    return NodeBlame(cluster, node, job, execution or f"{job}.1", Cause.NODE_LOST, at)
 
 
 def test_suspects_need_the_count_within_the_window_and_last_their_time_to_live() -> None:
@@ -229,9 +231,39 @@ def test_suspects_need_the_count_within_the_window_and_last_their_time_to_live()
     assert found[0].to_json()["count"] == 2
 
 
-def test_suspects_count_an_execution_once_per_node_and_the_latest_run_decides() -> None:
+def test_suspects_count_one_jobs_repeated_executions_once_and_the_latest_run_decides() -> None:
     policy = SuspectPolicy(after=3, window=10, ttl=100)
-    blames = [_b("n1", j, t) for j, t in [("a", 0), ("b", 5), ("c", 9), ("d", 200), ("e", 205), ("f", 209)]]
+    # job a's three executions on n1 within the window (a resubmit rule retrying it) are one job: no suspect
+    repeated = [_b("n1", "a", t, execution=f"{n}.100{n}.0") for n, t in [(1, 0), (2, 5), (3, 9)]]
+    assert suspects(repeated, policy, 20) == []
+    # a run of three distinct jobs makes one, counted from the latest such run
+    blames = [*repeated, *[_b("n1", j, t) for j, t in [("b", 200), ("c", 205), ("d", 209)]]]
     (s,) = suspects(blames, policy, 250)
-    assert s.until == 309 and [b.job_id for b in s.blames] == ["d", "e", "f"]
-    assert State.FAILED.value == "failed"  # the causes blamed are failures
+    assert s.until == 309 and [b.job_id for b in s.blames] == ["b", "c", "d"]
+    # the run that decides may mix one job's repeats with other jobs: only the distinct jobs count
+    mixed = [_b("n1", "a", 300, execution="1.1.0"), _b("n1", "a", 302, execution="2.2.0"), _b("n1", "b", 305)]
+    assert suspects(mixed, policy, 306) == []
+    (s,) = suspects([*mixed, _b("n1", "c", 308)], policy, 309)
+    assert s.until == 408 and len({b.job_id for b in s.blames}) == 3
+
+
+def test_one_job_alone_never_makes_a_suspect_whatever_the_policy_says() -> None:
+    one = [_b("n1", "a", t, execution=f"{t}.{t}.0") for t in (0, 1, 2, 3)]
+    assert suspects(one, SuspectPolicy(after=1), 10) == []
+    assert [s.node for s in suspects([*one, _b("n1", "b", 4)], SuspectPolicy(after=1), 10)] == ["n1"]
+    # the simulator's planted bug counts blames, as the product once did: then one job makes a suspect
+    assert [s.node for s in suspects(one, SuspectPolicy(after=3), 10, distinct_jobs=False)] == ["n1"]
+
+
+def test_a_jobs_own_launch_failure_blames_no_node() -> None:
+    from dispatch.outcome import Evidence, Outcome
+    from dispatch.records.model import ExecutionRecord, JobRecord, Submission
+
+    def ended(cause: Cause) -> JobRecord:
+        out = Outcome(State.FAILED, cause, Evidence("sacct", 10.0), exit_code=125)
+        sub = Submission(1, "dsp-j-1", 0.0, scheduler_id="101", outcome=out)
+        sub.executions.append(ExecutionRecord("1.101.0", 0, out, 1.0, 2.0, ["node1", "node2"]))
+        return JobRecord("j", "memory", JobSpec(command=("trian.py",)), 0.0, submissions=[sub])
+
+    assert blames_of(ended(Cause.NOT_LAUNCHABLE), "memory") == []
+    assert [b.node for b in blames_of(ended(Cause.LAUNCH_FAILED), "memory")] == ["node1", "node2"]

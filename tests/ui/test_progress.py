@@ -146,7 +146,7 @@ def test_suspect_nodes_on_the_cluster_page_and_the_overview(running: Running) ->
         assert f'<td class="mono node">{escape(HOSTILE_NODE)}</td>' in section and HOSTILE_NODE not in section
         row = section.split('<td class="mono node">node-a</td>')[1].split("</tr>")[0]
         assert "<td>2</td>" in row and "node-lost, stalled" in row and '<a href="/jobs/j1">j1</a>' in row
-        assert "blamed 2 times within 1h" in section and "for 2h after" in section
+        assert "blamed by 2 distinct jobs within 1h" in section and "for 2h after" in section
         overview = client.get("/").text.split('id="suspects"')[1].split("</section>")[0]
         assert overview.count('<td class="mono node">') == 2 and 'href="/clusters/local#suspects"' in overview
         assert HOSTILE_NODE not in overview

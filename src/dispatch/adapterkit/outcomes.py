@@ -30,21 +30,28 @@ def end_outcome(
     signal: int | None = None,
     *,
     launch_failed: bool = False,
+    own: bool = False,
     detail: str = "",
 ) -> Outcome:
     """The outcome of a program that ended with ``exit_code`` (None: not known) or was killed by ``signal``, or
-    (``launch_failed``) could not be started. Success needs exit code 0 and no signal; the code and signal are
-    kept as given (an adapter whose scheduler reports ``128 + signal`` keeps that)."""
+    (``launch_failed``) could not be started: ``not-launchable`` when that was the job's own request (``own``:
+    its program, working directory or image does not exist), else ``launch-failed``. Success needs exit code 0
+    and no signal; the code and signal are kept as given (an adapter whose scheduler reports ``128 + signal``
+    keeps that)."""
     if launch_failed:
-        return Outcome(State.FAILED, Cause.LAUNCH_FAILED, evidence, exit_code=exit_code, signal=signal, detail=detail)
+        cause = Cause.NOT_LAUNCHABLE if own else Cause.LAUNCH_FAILED
+        return Outcome(State.FAILED, cause, evidence, exit_code=exit_code, signal=signal, detail=detail)
     if not signal and exit_code == 0:
         return Outcome(State.SUCCEEDED, Cause.EXIT, evidence, exit_code=0, detail=detail)
     return Outcome(State.FAILED, Cause.EXIT, evidence, exit_code=exit_code, signal=signal or None, detail=detail)
 
 
 def ranks_outcome(end: RanksEnd, evidence: Evidence) -> Outcome:
-    """The outcome of ranks' combined end (:func:`dispatch.adapterkit.rankends.combine`)."""
-    return end_outcome(evidence, end.exit_code, end.signal, launch_failed=end.cause == LAUNCH_FAILED, detail=end.detail)
+    """The outcome of ranks' combined end (:func:`dispatch.adapterkit.rankends.combine`). A rank that could not
+    be started (its program or working directory missing, not executable) is ``not-launchable``: the job's own
+    request."""
+    launch = end.cause == LAUNCH_FAILED  # the verdict's word for it is already not-launchable
+    return end_outcome(evidence, end.exit_code, end.signal, launch_failed=launch, own=launch, detail=end.detail)
 
 
 def waiting_outcome(

@@ -7,7 +7,7 @@ must turn those ends into one outcome, by one rule:
   is the cause, and the ranks that the adapter then ends (SIGTERM, SIGKILL) are consequences, never the cause
   (ties in time go to the lower rank);
 * a rank **killed by a signal** fails with that signal; a rank that **could not be started** (its program
-  missing, its working directory gone) fails as ``launch-failed``, told apart from a rank that started and
+  missing, its working directory gone) fails as ``not-launchable``, told apart from a rank that started and
   exited non-zero (``exit``);
 * **success only when every rank exited 0**: with no failure and a rank missing from ``ends``, the execution
   has not ended (or its end is not known), and :func:`combine` says so with None.
@@ -28,7 +28,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 SUCCEEDED, FAILED = "succeeded", "failed"
-EXIT, LAUNCH_FAILED = "exit", "launch-failed"
+EXIT, LAUNCH_FAILED = "exit", "not-launchable"
+"""The verdicts' causes. A rank that could not be started is the job's own failure (its program or working
+directory), ``not-launchable``, which blames no node; the constant keeps its name for the adapters that use it."""
 
 
 @dataclass(frozen=True)

@@ -447,9 +447,9 @@ def nodes(app: App, action: str | None, node: str | None, as_json: bool) -> None
     suspicion now.
 
     \b
-    A node is a suspect once blamed (an execution on it ended node-lost, launch-failed or stalled) `after` times within
-    `window`, for `ttl` after the last of those blames: [clusters.<name>.suspects] in the config file
-    (defaults: 3 times, 1 day, 1 day).
+    A node is a suspect once blamed (an execution on it ended node-lost, launch-failed or stalled) by `after` distinct
+    jobs (at least 2) within `window`, for `ttl` after the last of those blames: [clusters.<name>.suspects] in the
+    config file (defaults: 3 jobs, 1 day, 1 day). A job's own launch failure (not-launchable) blames no node.
     """
     import time
 

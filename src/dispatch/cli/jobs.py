@@ -423,7 +423,7 @@ def describe_end(job: JobRecord, *, stderr: bool = False, reason: str | None = N
     if cur and cur.executions and cur.executions[-1].started_at and cur.executions[-1].ended_at:
         took = f" after {present.duration(cur.executions[-1].ended_at - cur.executions[-1].started_at)}"
     more = ""
-    if stderr and out.cause is not None and out.cause.value in ("exit", "launch-failed"):
+    if stderr and out.cause is not None and out.cause.value in ("exit", "launch-failed", "not-launchable"):
         more = f"; stderr: dispatch logs {job.id} --stderr"
     elif out.state.value != "succeeded":
         more = f"; see: dispatch show {job.id}"

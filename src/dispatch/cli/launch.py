@@ -14,13 +14,14 @@ def launch_reason(cluster: Cluster, job: JobRecord) -> str | None:
     """Why the job's last execution could not be launched, as its job script said on stderr
     (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_PREFIX`): ``the program ./train does not exist``.
 
-    None unless the job ended ``launch-failed`` and the cluster can still read that stderr with such a line (a
+    None unless the job ended ``not-launchable`` (its program, working directory or image is missing) or
+    ``launch-failed`` and the cluster can still read that stderr with such a line (a
     scheduler's own words for the failure, e.g. Slurm's ``FAILED NonZeroExitCode``, stay the outcome's detail)."""
     from dispatch.adapterkit.jobscript import LAUNCH_FAILED_PREFIX
     from dispatch.errors import DispatchError
 
     out, sub = job.outcome, job.current
-    if out is None or out.cause is None or out.cause.value != "launch-failed" or sub is None:
+    if out is None or out.cause is None or out.cause.value not in ("launch-failed", "not-launchable") or sub is None:
         return None
     backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
     read = getattr(backend, "stderr", None)

@@ -1,15 +1,17 @@
 """From Grid Engine's records to outcomes (pure functions).
 
-Live jobs (qstat state letters): ``r``/``t`` running; ``s``/``S``/``T`` suspended (still running, detail
-says so); ``d*`` being deleted (still running until it leaves qstat); ``qw`` pending (queued, or held by
-dispatch when its earliest start time carries dispatch's hold); ``hqw`` held: a user hold that dispatch's
-gate has not opened is the gate; an operator or system hold, or a user hold after the gate was opened, is
-someone else's (admin-held); ``E`` an error state Grid Engine will not leave by itself (failed, launch-failed).
+Live jobs (qstat state letters): ``r``/``t`` running; ``s``/``S``/``T`` suspended (by a user or an operator, by its
+queue, by a threshold or a subordinate queue): ``running`` / ``suspended``, still running, with its slots, and never
+judged stalled meanwhile; ``d*`` being deleted (still running until it leaves qstat); ``qw`` pending (queued, or
+held by dispatch when its earliest start time carries dispatch's hold); ``hqw`` held: a user hold that dispatch's
+gate has not opened is the gate; an operator or system hold, or a user hold after the gate was opened, is someone
+else's (admin-held); ``E`` an error state Grid Engine will not leave by itself (failed, launch-failed).
 
 Ended jobs (qacct): ``failed 0`` and ``exit_status < 128`` is the job's own exit, except 125, the job script's
 launch checks failing (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_EXIT`: a working directory that
-cannot be entered, a program that is not an executable file), which is launch-failed (a program that itself
-exits 125 reads so too: qacct keeps nothing else to tell them apart); a signal death is a stop when
+cannot be entered, a program that is not an executable file), which is not-launchable, the job's own request
+and no node's fault (a program that itself exits 125 reads so too: qacct keeps nothing else to tell them
+apart); a signal death is a stop when
 dispatch stopped the job (recorded by the backend, because Grid Engine 8.1.9 does not record who deleted a
 job), a timeout when it ran for its ``h_rt``, out-of-memory when it reached its ``h_vmem``, and otherwise a
 failure of unknown cause (a ``qdel`` by someone else cannot be told from any other kill; never ``cancelled``).
@@ -84,8 +86,9 @@ def live_reading(
     if "E" in state:
         out = end_outcome(ev, None, launch_failed=True, detail=f"qstat state {state}: Grid Engine error state")
     elif "d" in state or state[:1] in ("r", "t", "R") or any(c in state for c in "sST"):
-        detail = f"qstat state {state}" + (" (suspended)" if any(c in state for c in "sST") else "")
-        out = Outcome(State.RUNNING, None, ev, detail=detail)
+        suspended = any(c in state for c in "sST")
+        detail = f"qstat state {state}" + (" (suspended)" if suspended else "")
+        out = Outcome(State.RUNNING, Cause.SUSPENDED if suspended else None, ev, detail=detail)
     else:
         out = waiting_outcome(
             ev,
@@ -103,7 +106,7 @@ def ended_outcome(rec: AccountingRecord, stopped: bool, ev: Evidence) -> Outcome
         return end_outcome(ev, None, launch_failed=True, detail=detail)
     if rec.exit_status < 128 and rec.failed == 0:
         launch = rec.exit_status == LAUNCH_FAILED_EXIT  # the job script's launch checks failed
-        return end_outcome(ev, rec.exit_status, launch_failed=launch, detail=detail)
+        return end_outcome(ev, rec.exit_status, launch_failed=launch, own=launch, detail=detail)
     sig = rec.exit_status - 128 if rec.exit_status > 128 else None
     if stopped:
         return Outcome(State.CANCELLED, Cause.CANCELLED, ev, signal=sig, detail=detail + " (stopped by dispatch)")

@@ -30,8 +30,10 @@ pod ``DisruptionTarget`` ``EvictionByEvictionAPI``, node cordoned      failed / 
 pod ``DisruptionTarget`` ``EvictionByEvictionAPI``, node in service   failed / preempted
 container ``OOMKilled``                                               failed / out-of-memory
 pod on a node NotReady/Unknown before any own exit code, or deleted   failed / node-lost
-container waiting ``ErrImagePull``/``ImagePullBackOff``/...            failed / launch-failed
-container exit 126 or 127 (prologue or program not found)             failed / launch-failed
+container waiting ``ErrImagePull``/``ImagePullBackOff``/``InvalidImageName``/``ErrImageNeverPull``
+  (the image does not exist or cannot be named: the job's own)        failed / not-launchable
+container waiting ``CreateContainerError``/``RunContainerError``/...   failed / launch-failed
+container exit 126 or 127 (program not found or not executable)       failed / not-launchable
 container non-zero exit                                               failed / exit (code)
 TrainJob ``Failed=True`` (``FailedJobs``, ``ReachedMaxRestarts``, ...) with none of the above  failed / unknown
 ====================================================================  ===================================
@@ -68,6 +70,9 @@ LAUNCH_WAITING = frozenset(
         "ErrImageNeverPull",
     }
 )
+OWN_IMAGE_WAITING = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
+"""The waiting reasons of :data:`LAUNCH_WAITING` that are the job's own (its image), not the node's:
+``not-launchable``, blaming no node."""
 QUOTA_WORDS = ("insufficient", "maximum capacity", "unavailable")
 LOST_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
 CEASING_TAINT = "node.kubernetes.io/out-of-service"
@@ -333,7 +338,8 @@ def pod_cause(
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") in LAUNCH_WAITING:
-                return Cause.LAUNCH_FAILED, None, str(waiting.get("reason"))
+                own = waiting.get("reason") in OWN_IMAGE_WAITING
+                return Cause.NOT_LAUNCHABLE if own else Cause.LAUNCH_FAILED, None, str(waiting.get("reason"))
     failures: list[tuple[float, bool, tuple[int, int, str], int, str]] = []
     for pod in ordered:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
@@ -349,7 +355,7 @@ def pod_cause(
         failures.sort()
         _, _, _, code, reason = failures[0]
         if code in (126, 127):
-            return Cause.LAUNCH_FAILED, code, f"exit {code}: the program could not be run"
+            return Cause.NOT_LAUNCHABLE, code, f"exit {code}: the program could not be run"
         return Cause.EXIT, code, reason or f"exit {code}"
     return None
 

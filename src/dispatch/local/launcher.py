@@ -511,7 +511,7 @@ class Execution:
     def result(self) -> dict[str, Any]:
         """The execution's outcome: the launcher's own reason to end it (stop, requeue, time limit, memory), else
         the ranks' combined end (:func:`dispatch.adapterkit.rankends.combine`: the first failure in time wins,
-        a rank that could not start is launch-failed, success only when every rank exited 0). The exit code and
+        a rank that could not start is not-launchable, success only when every rank exited 0). The exit code and
         signal are the first failing rank's (a rank killed by a signal reads ``128 + signal``)."""
         now = time.time()
         base: dict[str, Any] = {"endedAt": now, "startedAt": self.started_at, "exitCode": None, "signal": None}

@@ -136,11 +136,13 @@ class _Base(ABC):
             elif ex.ended_at is not None:
                 assert ex.cause is not None
                 out = _shared_outcome(memo, ev, ex.state, ex.cause, ex.exit_code, ex.detail)
+            elif ex.suspended_at is not None:
+                out = _shared_outcome(memo, ev, State.RUNNING, Cause.SUSPENDED, None, "SUSPENDED")
             else:
                 out = _shared_outcome(memo, ev, State.RUNNING, None, None, "RUNNING")
             progress: tuple[RankProgress, ...] = ()
             if out.state is State.RUNNING and ex.started_at is not None:
-                last = last_report(self.scheduler.program(job), ex.started_at, now)
+                last = last_report(self.scheduler.program(job), ex.started_at, now, ex.pauses(now))
                 if last is not None:
                     step = round((last - ex.started_at) / REPORT_EVERY)
                     progress = tuple(RankProgress(r, step, last) for r in range(job.spec.nodes))

@@ -13,7 +13,13 @@ A job's argv is read as a tiny program, so specs are portable between this sched
 * ``("hang", "S")``: report progress (every ``REPORT_EVERY`` seconds) for S seconds, then hang: no report, no
   end, until something ends it.
 * any of the above followed by ``"report"``: the same, reporting progress every ``REPORT_EVERY`` seconds.
+* ``("missing", ...)``: a program that does not exist: the execution ends a second after it starts (as a batch
+  script's launch checks find it), ``not-launchable`` (the job's own request), exit code 125.
 * anything else: run ``default_runtime`` seconds and exit 0.
+
+:meth:`Control.suspend` and :meth:`Control.resume` stop a running execution's processes and let them go on
+(``scontrol suspend``): it keeps its nodes, reads ``running`` / ``suspended``, reports no progress, and its
+program's end and time limit move later by the time it spent suspended.
 
 The Slurm shape also makes job arrays (:meth:`MemoryScheduler.create_array`): one array job id, each task its
 own object ``<array>_<task>`` with its own marker, gate, holds, executions and purge, created with its gate
@@ -67,10 +73,25 @@ class TruthExecution:
     exit_code: int | None = None
     nodes: tuple[str, ...] = ()
     detail: str = ""
+    suspended_at: float | None = None
+    """Since when the execution is suspended (None: it is not)."""
+    suspensions: list[tuple[float, float]] = field(default_factory=list)
+    """The suspensions that ended: (suspended at, resumed at), oldest first."""
 
     @property
     def live(self) -> bool:
         return self.started_at is not None and self.ended_at is None
+
+    def pauses(self, until: float) -> list[tuple[float, float]]:
+        """Every suspension up to ``until``, the current one ending at ``until``."""
+        out = [(a, min(b, until)) for a, b in self.suspensions if a <= until]
+        if self.suspended_at is not None and self.suspended_at <= until:
+            out.append((self.suspended_at, until))
+        return out
+
+    def suspended_for(self, until: float) -> float:
+        """Seconds spent suspended up to ``until``."""
+        return sum(b - a for a, b in self.pauses(until))
 
 
 @dataclass(slots=True)
@@ -138,20 +159,31 @@ class Program:
     """Every rank reports progress every :data:`REPORT_EVERY` seconds from its start."""
     hang_after: float | None = None
     """Seconds after its start at which the program hangs: it reports no more and runs until it is ended."""
+    missing: bool = False
+    """The program does not exist: the execution ends ``runtime`` (a second) after it starts, ``not-launchable``."""
 
 
 REPORT_EVERY = 5.0
 """Seconds between two progress reports of a program that reports (``... report`` or ``hang S``)."""
 
 
-def last_report(program: Program, started: float, until: float) -> float | None:
+def last_report(
+    program: Program, started: float, until: float, pauses: Sequence[tuple[float, float]] = ()
+) -> float | None:
     """When a program started at ``started`` last reported progress by ``until`` (None: it never reports, or
-    not yet): reports come at ``started``, ``started + REPORT_EVERY``, ... and stop when it hangs."""
+    not yet): reports come every ``REPORT_EVERY`` seconds of its running time (wall time less the ``pauses``,
+    its suspensions: (from, to), oldest first), from its start, and stop when it hangs."""
     if not program.reports or until < started:
         return None
+    ran = (until - started) - sum(b - a for a, b in pauses if a < until)
     if program.hang_after is not None:
-        until = min(until, started + program.hang_after)
-    return started + math.floor((until - started) / REPORT_EVERY) * REPORT_EVERY
+        ran = min(ran, program.hang_after)
+    ran = math.floor(ran / REPORT_EVERY) * REPORT_EVERY
+    at = started + ran  # back to wall time: every pause that began before the report delays it
+    for a, b in pauses:
+        if a <= at:
+            at += b - a
+    return at
 
 
 def read_program(spec: JobSpec, default_runtime: float) -> Program:
@@ -159,6 +191,8 @@ def read_program(spec: JobSpec, default_runtime: float) -> Program:
     argv = list(spec.command)
     runtime, code, oom = default_runtime, 0, False
     try:
+        if argv[0] == "missing":
+            return Program(1.0, 125, missing=True)
         if argv[0] == "hang" and len(argv) >= 2:
             return Program(HANG_RUNTIME, reports=True, hang_after=max(0.0, float(argv[1])))
         if argv[-1] == "report":
@@ -311,6 +345,9 @@ class MemoryScheduler:
         ex = job.current
         if ex.started_at is None and state is not State.CANCELLED and cause is not Cause.HELD:
             ex.started_at = at
+        if ex.suspended_at is not None:  # ended while suspended (a stop, a lost node)
+            ex.suspensions.append((ex.suspended_at, max(at, ex.suspended_at)))
+            ex.suspended_at = None
         ex.ended_at = at
         ex.state, ex.cause, ex.exit_code, ex.detail = state, cause, code, detail
         job.ended_at = at
@@ -329,6 +366,10 @@ class MemoryScheduler:
             if started is None:
                 continue
             end = self._program_end(job, ex, started)
+            if ex.suspended_at is not None:
+                end = (math.inf, *end[1:])  # a suspended program does not end by itself
+            elif ex.suspensions:
+                end = (end[0] + ex.suspended_for(now), *end[1:])
             if job.stop_requested_at is not None or job.spec.time_limit is not None or lost_nodes:
                 end = self._earliest_end(job, ex, started, end)
             if end[0] <= now:
@@ -340,7 +381,10 @@ class MemoryScheduler:
         end = self._program_ends.get(key)
         if end is None:
             prog = self.program(job)
-            if prog.oom:
+            if prog.missing:
+                what = "dispatch: launch failed: the program missing does not exist"
+                end = (started + prog.runtime, State.FAILED, Cause.NOT_LAUNCHABLE, prog.exit_code, what)
+            elif prog.oom:
                 end = (started + prog.runtime, State.FAILED, Cause.OUT_OF_MEMORY, None, "OUT_OF_MEMORY")
             else:
                 state = State.SUCCEEDED if prog.exit_code == 0 else State.FAILED
@@ -359,8 +403,9 @@ class MemoryScheduler:
         if job.stop_requested_at is not None:
             ends.append((job.stop_requested_at, State.CANCELLED, Cause.CANCELLED, None, "CANCELLED"))
         ends.append(program)
-        if job.spec.time_limit is not None:
-            ends.append((started + job.spec.time_limit, State.FAILED, Cause.TIMEOUT, None, "TIMEOUT"))
+        if job.spec.time_limit is not None and ex.suspended_at is None:
+            limit = started + job.spec.time_limit + ex.suspended_for(self.clock.now())
+            ends.append((limit, State.FAILED, Cause.TIMEOUT, None, "TIMEOUT"))
         for node in ex.nodes:
             lost = self.lost_nodes.get(node)
             if lost is not None:
@@ -681,6 +726,25 @@ class Control:
         with self._s._lock:
             now = self._s.advance()
             self._s._end(self._running(sid), now, State.FAILED, Cause.OUT_OF_MEMORY, detail="OUT_OF_MEMORY")
+
+    def suspend(self, sid: str) -> None:
+        """Suspend the running execution (``scontrol suspend``): it keeps its nodes and stops until resumed."""
+        with self._s._lock:
+            now = self._s.advance()
+            ex = self._running(sid).current
+            if ex.suspended_at is None:
+                ex.suspended_at = now
+                self._s._changed(sid)
+
+    def resume(self, sid: str) -> None:
+        """Resume a suspended execution (``scontrol resume``)."""
+        with self._s._lock:
+            now = self._s.advance()
+            ex = self._running(sid).current
+            if ex.suspended_at is not None:
+                ex.suspensions.append((ex.suspended_at, now))
+                ex.suspended_at = None
+                self._s._changed(sid)
 
     def time_out(self, sid: str) -> None:
         with self._s._lock:

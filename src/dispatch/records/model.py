@@ -71,9 +71,13 @@ class ExecutionRecord:
     started_at: float | None = None
     ended_at: float | None = None
     nodes: list[str] = field(default_factory=list)
+    resumed_at: float | None = None
+    """When the supervisor first saw the execution running again after a reading showed it suspended (the
+    time of that reading); None when it was never seen suspended. The stall bound runs from here at the
+    earliest (:mod:`dispatch.supervise.stall`)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "identity": self.identity,
             "restart": self.restart,
             "outcome": self.outcome.to_json(),
@@ -81,6 +85,9 @@ class ExecutionRecord:
             "endedAt": self.ended_at,
             "nodes": list(self.nodes),
         }
+        if self.resumed_at is not None:
+            out["resumedAt"] = self.resumed_at
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ExecutionRecord:
@@ -91,6 +98,7 @@ class ExecutionRecord:
             started_at=d.get("startedAt"),
             ended_at=d.get("endedAt"),
             nodes=list(d.get("nodes", [])),
+            resumed_at=d.get("resumedAt"),
         )
 
 

@@ -1,10 +1,11 @@
-"""Node blames: which node an ending blamed, kept across jobs so a node blamed again and again becomes a suspect.
+"""Node blames: which node an ending blamed, kept across jobs so a node blamed by several jobs becomes a suspect.
 
-The supervisor writes one blame per (cluster, node, job, execution) when it sees an execution end with a
-blaming cause (:mod:`dispatch.supervise.blame`); writing the same blame again changes nothing, so a supervisor
-that takes a job over writes its blames again safely. Which nodes are suspects is computed from the blames
-(:func:`suspects`, by the cluster's :class:`SuspectPolicy`); ``dispatch nodes clear NODE`` deletes a node's
-blames, which ends its suspicion early. The table lives beside the job records (``node_blames``).
+The supervisor writes one blame per (cluster, node, job, execution) when it sees an execution end with a blaming
+cause (never for a cause that is the job's own, such as ``not-launchable``) (:mod:`dispatch.supervise.blame`);
+writing the same blame again changes nothing, so a supervisor that takes a job over writes its blames again safely.
+Which nodes are suspects is computed from the blames (:func:`suspects`, by the cluster's :class:`SuspectPolicy`);
+``dispatch nodes clear NODE`` deletes a node's blames, which ends its suspicion early. The table lives beside the
+job records (``node_blames``).
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ class NodeBlames(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class SuspectPolicy:
-    """When a node becomes a suspect of a cluster: blamed ``after`` times within ``window`` seconds; it stays
-    one for ``ttl`` seconds after the blame that made it one. ``after = 0`` turns suspects off."""
+    """When a node becomes a suspect of a cluster: blamed by ``after`` distinct jobs (at least :data:`MIN_JOBS`)
+    within ``window`` seconds; it stays one for ``ttl`` seconds after the blame that made it one. ``after = 0``
+    turns suspects off."""
 
     after: int = 3
     window: float = 86400.0
@@ -95,11 +97,22 @@ class Suspect:
         }
 
 
-def suspects(blames: Sequence[NodeBlame], policy: SuspectPolicy, now: float) -> list[Suspect]:
-    """The suspects at ``now`` among ``blames`` (pure): a node whose blames include ``policy.after`` within
-    ``policy.window`` of each other, the latest such run ending less than ``policy.ttl`` before ``now``."""
+MIN_JOBS = 2
+"""The fewest distinct jobs whose blames make a node a suspect, whatever the policy's count: one job's
+executions, however many, never make a suspect (a job that fails the same way again and again says more about
+the job than about the node)."""
+
+
+def suspects(
+    blames: Sequence[NodeBlame], policy: SuspectPolicy, now: float, *, distinct_jobs: bool = True
+) -> list[Suspect]:
+    """The suspects at ``now`` among ``blames`` (pure): a node blamed by ``max(policy.after, MIN_JOBS)``
+    distinct jobs within ``policy.window`` (the window ending at one of its blames), the latest such window
+    ending less than ``policy.ttl`` before ``now``. ``distinct_jobs=False`` counts blames instead of jobs
+    (the simulator's planted bug; never the product's)."""
     if policy.after <= 0:
         return []
+    need = max(policy.after, MIN_JOBS) if distinct_jobs else policy.after
     by_node: dict[str, list[NodeBlame]] = {}
     for b in blames:
         if b.at <= now:
@@ -107,12 +120,14 @@ def suspects(blames: Sequence[NodeBlame], policy: SuspectPolicy, now: float) -> 
     out: list[Suspect] = []
     for node, items in sorted(by_node.items()):
         items.sort(key=lambda b: (b.at, b.job_id, b.execution))
-        for last in range(len(items) - 1, policy.after - 2, -1):
-            first = last - policy.after + 1
-            if items[last].at - items[first].at <= policy.window:
-                until = items[last].at + policy.ttl
+        for last in range(len(items) - 1, -1, -1):
+            end = items[last].at
+            inside = [b for b in items[: last + 1] if b.at >= end - policy.window]
+            count = len({b.job_id for b in inside}) if distinct_jobs else len(inside)
+            if count >= need:
+                until = end + policy.ttl
                 if now < until:
-                    counted = tuple(b for b in items if b.at >= items[last].at - policy.window)
+                    counted = tuple(b for b in items if b.at >= end - policy.window)
                     out.append(Suspect(node, until, counted))
                 break
     return out

@@ -13,6 +13,7 @@ from typing import Any
 from dispatch.memory.scheduler import MemoryScheduler, Shape, TruthExecution, TruthJob
 from dispatch.outcome import Cause, State
 from dispatch.records.model import Action, IntentStatus, JobRecord, Submission
+from dispatch.records.nodes import NodeBlames
 
 INVARIANTS = (
     "one-live-execution",
@@ -30,11 +31,17 @@ INVARIANTS = (
     "no-unrunnable-submission",
     "stall-not-before-bound",
     "array-task-alone",
+    "stall-only-while-running",
+    "own-failure-blames-no-node",
+    "suspects-need-two-jobs",
 )
 
 
-def check(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any) -> list[str]:
-    """Every invariant but ``fenced-writes``, on the records ``jobs`` (by id) and the scheduler's truth."""
+def check(
+    jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any, blames: NodeBlames | None = None
+) -> list[str]:
+    """Every invariant but ``fenced-writes``, on the records ``jobs`` (by id), the node blames the records keep
+    (``blames``; ``own-failure-blames-no-node`` is checked only with them) and the scheduler's truth."""
     out: list[str] = []
     truth = list(sched.jobs.values())
     by_job: dict[str, list[TruthJob]] = {}
@@ -69,6 +76,8 @@ def check(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any) -
     out += _exclusions(jobs, sched, by_job)
     out += _actions_once(jobs, sched, by_job)
     out += _holds(jobs, sched)
+    out += _own_failures(backend, sched, blames)
+    out += _suspects(jobs, sched, by_job, backend)
     for job in jobs.values():
         out += _outcomes(job, by_job.get(job.id, []), backend)
         out += _premature(job, by_job.get(job.id, []))
@@ -347,7 +356,8 @@ def _outcomes(job: JobRecord, objs: Sequence[TruthJob], backend: Any) -> list[st
 def _stalls(job: JobRecord, objs: Sequence[TruthJob], sched: MemoryScheduler, backend: Any) -> list[str]:
     """stall-not-before-bound: every stall the supervisor judged (a ``stop`` intent naming a stalled execution)
     was judged after the execution's last report, in truth, by more than the job's rules' bound; and never for
-    an execution that never reported."""
+    an execution that never reported. stall-only-while-running: the reading judged (the intent's
+    ``observedAt``) saw the execution running in truth, not suspended, not yet started or already ended."""
     from dispatch.memory.scheduler import last_report
     from dispatch.rules import RuleSet
 
@@ -364,7 +374,13 @@ def _stalls(job: JobRecord, objs: Sequence[TruthJob], sched: MemoryScheduler, ba
             continue
         t, ex = found[0]
         assert ex.started_at is not None
-        last = last_report(sched.program(t), ex.started_at, it.written_at)
+        seen = it.args.get("observedAt")
+        if isinstance(seen, int | float):
+            if not (ex.started_at <= seen and (ex.ended_at is None or seen <= ex.ended_at)):
+                out.append(f"stall-only-while-running: job {job.id} judged {identity} stalled at {seen}: not running")
+            elif any(a <= seen < b for a, b in ex.pauses(it.written_at)):
+                out.append(f"stall-only-while-running: job {job.id} judged {identity} stalled while it was suspended")
+        last = last_report(sched.program(t), ex.started_at, it.written_at, ex.pauses(it.written_at))
         if last is None:
             out.append(f"stall-not-before-bound: job {job.id} judged {identity} stalled; it never reported")
         elif it.written_at - last <= bound:
@@ -373,6 +389,109 @@ def _stalls(job: JobRecord, objs: Sequence[TruthJob], sched: MemoryScheduler, ba
                 f"its last report (bound {bound:g}s)"
             )
     return out
+
+
+def _own_failures(backend: Any, sched: MemoryScheduler, store: NodeBlames | None) -> list[str]:
+    """own-failure-blames-no-node: no node blame the records keep is of an execution that, in truth, ended by
+    the job's own launch failure (its program does not exist: ``not-launchable``)."""
+    if store is None:
+        return []
+    own = {
+        backend._identity(t, ex)
+        for t in sched.jobs.values()
+        for ex in t.executions
+        if ex.cause is Cause.NOT_LAUNCHABLE and ex.started_at is not None
+    }
+    return [
+        f"own-failure-blames-no-node: node {b.node} blamed by job {b.job_id}'s execution {b.execution}, which ended "
+        "by its own launch failure"
+        for b in store.node_blames("memory", 0.0)
+        if b.execution in own
+    ]
+
+
+def _blamers(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any, before: float) -> dict[str, set[str]]:
+    """Per node, the distinct jobs an execution of which ended on it by the node's fault (in truth: the node
+    lost or ceased; or stalled, as the record says) at or before ``before``."""
+    stalled = {
+        ex.identity
+        for job in jobs.values()
+        for sub in job.submissions
+        for ex in sub.executions
+        if ex.outcome.cause is Cause.STALLED
+    }
+    out: dict[str, set[str]] = {}
+    for t in sched.jobs.values():
+        for ex in t.executions:
+            if ex.ended_at is None or ex.ended_at > before or ex.started_at is None:
+                continue
+            if ex.cause is Cause.NODE_LOST or backend._identity(t, ex) in stalled:
+                for n in ex.nodes:
+                    out.setdefault(n, set()).add(t.job_id)
+    return out
+
+
+def _suspects(
+    jobs: Mapping[str, JobRecord], sched: MemoryScheduler, by_job: Mapping[str, list[TruthJob]], backend: Any
+) -> list[str]:
+    """suspects-need-two-jobs: a node that a new submission excludes, other than the ones its own rule asks to
+    avoid, was blamed (in truth) by at least two distinct jobs before the start was written; and no job was
+    escalated as unrunnable ("could never start") while the nodes blamed by two jobs or more, with its own,
+    left it enough to run."""
+    from dispatch.rules import RuleSet
+
+    out: list[str] = []
+    cache: dict[float, dict[str, set[str]]] = {}
+
+    def blamers(at: float) -> dict[str, set[str]]:
+        if at not in cache:
+            cache[at] = _blamers(jobs, sched, backend, at)
+        return cache[at]
+
+    for job in jobs.values():
+        rules = {r.name: r for r in RuleSet.from_data(job.rules).rules} if job.rules is not None else {}
+
+        def own(at: float, upto: int, job: JobRecord = job) -> set[str]:
+            return {n for n, who in blamers(at).items() if job.id in who and _ran_on(by_job, job.id, n, upto)}
+
+        for it in job.intents:
+            if it.action is not Action.START or not it.args.get("exclude") or it.submission is None:
+                continue
+            first = next(  # a start made again carries its submission's exclusion; its decision is the first's
+                (i for i in job.intents if i.action is Action.START and i.submission == it.submission and i.decision),
+                it,
+            )
+            decision = next((d for d in job.decisions if first.decision is not None and d.seq == first.decision), None)
+            rule = rules.get(decision.rule) if decision is not None else None
+            mine = own(it.written_at, it.submission) if rule is not None and rule.exclude_blamed_nodes else set()
+            for n in sorted(set(it.args["exclude"]) - mine):
+                who = blamers(it.written_at).get(n, set())
+                if len(who) < 2:
+                    out.append(
+                        f"suspects-need-two-jobs: job {job.id} submission {it.submission} excludes {n}, blamed by "
+                        f"{sorted(who) or 'no job'} only"
+                    )
+        for e in job.escalations:
+            if "could never start" not in e.reason:
+                continue
+            decision = next((d for d in reversed(job.decisions) if d.at <= e.at), None)
+            rule = rules.get(decision.rule) if decision is not None else None
+            upto = (e.submission or 0) + 1
+            mine = own(e.at, upto) if rule is not None and rule.exclude_blamed_nodes else set()
+            legit = mine | {n for n, who in blamers(e.at).items() if len(who) >= 2}
+            if len(sched.node_set - legit) >= job.spec.nodes:
+                out.append(
+                    f"suspects-need-two-jobs: job {job.id} escalated as unrunnable, though only {sorted(legit)} were "
+                    f"blamed by two jobs or its own: {len(sched.node_set - legit)} node(s) were left for its "
+                    f"{job.spec.nodes}"
+                )
+    return out
+
+
+def _ran_on(by_job: Mapping[str, list[TruthJob]], job_id: str, node: str, before_submission: int) -> bool:
+    return any(
+        node in ex.nodes for t in by_job.get(job_id, []) if t.submission < before_submission for ex in t.executions
+    )
 
 
 def settled(jobs: Mapping[str, JobRecord], sched: MemoryScheduler) -> list[str]:

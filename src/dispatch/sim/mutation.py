@@ -72,6 +72,10 @@ class Mutation(StrEnum):
     """An execution is judged stalled after half its ``stalledAfter`` bound of silence (the simulated jobs' is
     20 s): a run that only paused (a checkpoint, an evaluation) is ended as hung."""
 
+    STALL_WHILE_SUSPENDED = "stall-while-suspended"
+    """The stall judgement ignores suspensions (``stall.judge(..., suspensions=False)``): a job an admin
+    suspended reads running and silent, and is ended as hung."""
+
     RETRY_AS_NEW_SUBMISSION = "retry-as-new-submission"
     """A start that failed (refused, or found not to have landed) is made again as a new submission with a new
     marker instead of the same one: the job gains a submission no decision asked for."""
@@ -90,6 +94,7 @@ TARGETS: dict[Mutation, str] = {
     Mutation.NOT_RUNNING_IS_EVICTED: "one-live-execution",
     Mutation.RETRY_AS_NEW_SUBMISSION: "no-action-twice",
     Mutation.STALL_BEFORE_BOUND: "stall-not-before-bound",
+    Mutation.STALL_WHILE_SUSPENDED: "stall-only-while-running",
 }
 """The invariant each planted bug breaks (the one the mutation check expects to catch it)."""
 
@@ -134,6 +139,12 @@ class PlantedSupervisor(Supervisor):
             self.facts = dataclasses.replace(self.facts, unknown_grace=0.0)  # planted: no wait on an unknown
 
     def _stall(self, job: JobRecord, obs: Observation) -> Step | None:
+        if Mutation.STALL_WHILE_SUSPENDED in self.mutations:
+            sid = job.current.scheduler_id if job.current is not None else None
+            if sid is None or sid not in obs.inspected:
+                return None
+            # planted: the judge's own seam, turned off (a suspended job's silence counts)
+            return stall.judge(job, obs.evidence.get(sid), self.rules_for, suspensions=False)
         if Mutation.STALL_BEFORE_BOUND not in self.mutations:
             return super()._stall(job, obs)
         sid = job.current.scheduler_id if job.current is not None else None

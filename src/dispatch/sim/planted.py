@@ -1,8 +1,10 @@
 """Planted bugs in the writers the simulator drives beside the supervisors, for proving that it catches them.
 
-Each lives here, in the simulator, as an injected function or a subclass of the product's own class: the product
-code has no hook for them. :data:`TARGETS` names the invariant each one breaks (``python -m dispatch.sim
---mutations`` runs them with the supervisor's planted bugs, :mod:`dispatch.sim.mutation`).
+Each lives here, in the simulator, as an injected function or a subclass of the product's own class; the exclusions'
+two (``own-failure-blames``, ``suspect-per-blame``) set the class attributes the product's
+:class:`~dispatch.supervise.blame.Exclusions` offers as seams, with no copy of its code. :data:`TARGETS` names the
+invariant each one breaks (``python -m dispatch.sim --mutations`` runs them with the supervisor's planted bugs,
+:mod:`dispatch.sim.mutation`).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from dispatch.cluster import Operator, Submitted
 from dispatch.errors import Conflict, DispatchError
 from dispatch.memory import MemoryScheduler, Shape, SlurmShapedBackend
 from dispatch.memory import backend as memory_backend
+from dispatch.outcome import Cause
 from dispatch.records.model import Event, JobRecord
 from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.spi import Backend, JobEvidence, Unanswered
-from dispatch.supervise.blame import Exclusions
+from dispatch.supervise.blame import BLAMING_CAUSES, Exclusions
 from dispatch.supervise.fold import fold
 from dispatch.supervise.step import Step
 from dispatch.supervise.supervisor import Supervisor
@@ -50,6 +53,14 @@ class Planted(StrEnum):
     """The supervisor's exclusions never ask which nodes could run the job: a resubmission whose exclusions
     leave too few nodes is submitted, to wait forever, instead of escalated."""
 
+    OWN_FAILURE_BLAMES = "own-failure-blames"
+    """The supervisor's exclusions blame nodes for the job's own launch failures too (``not-launchable``: a
+    program that does not exist), as every launch failure once did: one typo shuns nodes for everyone."""
+
+    SUSPECT_PER_BLAME = "suspect-per-blame"
+    """Suspects count blames, not distinct jobs: one job whose executions failed on a node again and again makes
+    it a suspect for every job of the cluster (and may leave another job too few nodes, escalated)."""
+
     ARRAY_OP_HITS_SIBLINGS = "array-op-hits-siblings"
     """The memory scheduler's stop, hold and requeue of one task of a job array act on the whole array (as
     ``scancel <array>`` would): a sibling job is cancelled, held or run again with no decision of its own."""
@@ -65,6 +76,8 @@ TARGETS: dict[Planted, str] = {
     Planted.SUBMIT_MANY_HALF_BATCH: "batch-once",
     Planted.FORGETS_BLAMED_NODES: "excluded-nodes-avoided",
     Planted.SUBMITS_UNRUNNABLE: "no-unrunnable-submission",
+    Planted.OWN_FAILURE_BLAMES: "own-failure-blames-no-node",
+    Planted.SUSPECT_PER_BLAME: "suspects-need-two-jobs",
     Planted.ARRAY_OP_HITS_SIBLINGS: "array-task-alone",
     Planted.ARRAY_RELEASE_WHOLE: "gate-opened-only-when-recorded",
 }
@@ -127,6 +140,18 @@ class BlindExclusions(Exclusions):
         return None
 
 
+class OwnFailureBlamingExclusions(Exclusions):
+    """Planted bug (OWN_FAILURE_BLAMES): the product's seam, widened to the job's own launch failures."""
+
+    blaming = BLAMING_CAUSES | {Cause.NOT_LAUNCHABLE}
+
+
+class PerBlameExclusions(Exclusions):
+    """Planted bug (SUSPECT_PER_BLAME): the product's seam, counting blames instead of distinct jobs."""
+
+    distinct_jobs = False
+
+
 def planted_exclusions(sup: Supervisor, planted: frozenset[Planted]) -> Exclusions:
     """The supervisor's exclusions, made by :class:`ForgetfulExclusions` or :class:`BlindExclusions` when
     ``planted`` names its bug (the simulator sets it on each supervisor it starts)."""
@@ -134,6 +159,10 @@ def planted_exclusions(sup: Supervisor, planted: frozenset[Planted]) -> Exclusio
         cls: type[Exclusions] = ForgetfulExclusions
     elif Planted.SUBMITS_UNRUNNABLE in planted:
         cls = BlindExclusions
+    elif Planted.OWN_FAILURE_BLAMES in planted:
+        cls = OwnFailureBlamingExclusions
+    elif Planted.SUSPECT_PER_BLAME in planted:
+        cls = PerBlameExclusions
     else:
         return sup.exclusions
     return cls(sup.backend, sup.records, sup.cluster, sup.facts.capabilities, sup.exclusions.policy)

@@ -2,20 +2,21 @@
 
 A run has two phases:
 
-* **faults** (``steps`` steps): each step, chosen by the seed, lets one parked supervisor call proceed, moves
-  the clock, crashes or restarts a supervisor, makes the scheduler do something (preempt, lose a node, OOM,
-  time out, admin-hold or release, cease nodes, purge; in the Slurm shape an admin requeues, holds or cancels
-  one task of a job array alone), injects a fault into the next call of a backend method
-  (OutcomeUnknown that landed or not, Unavailable, a crash between a requeue's steps; a readmit in the
-  Kubeflow shape, where a preemption waits for dispatch to readmit it), or has a user stop a job
-  or release a rule's hold. Beside them, on a random stream of their own, the other writers of the records act
-  (:data:`ACTORS`): the read commands' refresh as two users (one with a narrower view of the scheduler),
-  ``submit_many`` with forced id collisions and a retrying caller (in the Slurm shape its jobs are tasks of job
-  arrays, made and opened in one call each, a fault injected into either now and then), and one outage of every
-  supervisor. The invariants are checked after every step.
-* **liveness** (at most ``quiet`` rounds): faults stop, crashed supervisors restart, admins release their
-  holds, lost nodes come back, and a human releases the holds rules asked them to. Each round every supervisor
-  completes one cycle and the clock moves one poll interval. Every job must settle (closed, nothing open,
+* **faults** (``steps`` steps): each step, chosen by the seed, lets one parked supervisor call proceed, moves the
+  clock, crashes or restarts a supervisor, makes the scheduler do something (preempt, lose a node, OOM, time out,
+  admin-hold or release, cease nodes, purge; in the Slurm shape an admin requeues, holds or cancels one task of a
+  job array alone, and, on a stream of its own, suspends or resumes a running job), some jobs name a program that
+  does not exist (ending ``not-launchable``, resubmitted by a rule), injects a fault into the next call of a backend
+  method (OutcomeUnknown that landed or not, Unavailable, a crash between a requeue's steps; a readmit in the
+  Kubeflow shape, where a preemption waits for dispatch to readmit it), or has a user stop a job or release a rule's
+  hold. Beside them, on a random stream of their own, the other writers of the records act (:data:`ACTORS`): the
+  read commands' refresh as two users (one with a narrower view of the scheduler), ``submit_many`` with forced id
+  collisions and a retrying caller (in the Slurm shape its jobs are tasks of job arrays, made and opened in one call
+  each, a fault injected into either now and then), and one outage of every supervisor. The invariants are checked
+  after every step.
+* **liveness** (at most ``quiet`` rounds): faults stop, crashed supervisors restart, admins resume suspended jobs and
+  release their holds, lost nodes come back, and a human releases the holds rules asked them to. Each round every
+  supervisor completes one cycle and the clock moves one poll interval. Every job must settle (closed, nothing open,
   nothing running) within the bound; the invariants are still checked after every step.
 
 Clock rule (the honest limit of fencing, see docs/supervisor.md): the clock never moves more than the CallBound
@@ -25,6 +26,7 @@ between its last check and its call.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -143,7 +145,8 @@ class Result:
 
 
 SUSPECTS = SuspectPolicy(after=1, window=600.0, ttl=900.0)
-"""Every blamed node is a suspect for 15 minutes: on four nodes, two losses can leave a resubmission nowhere to
+"""Every node blamed by two jobs (the fewest the product counts, whatever ``after`` says) is a suspect for 15
+minutes: on four nodes, a few losses can leave a resubmission nowhere to
 run, which the ``no-unrunnable-submission`` invariant is about. Used on half the seeds (``seed // 2`` even, so
 both shapes); the other half runs without suspects, so a rule's own exclusion (``excluded-nodes-avoided``) is
 not hidden by a suspect that covers the same node."""
@@ -152,6 +155,14 @@ not hidden by a suspect that covers the same node."""
 def suspects_for(seed: int) -> SuspectPolicy:
     return SUSPECTS if (seed // 2) % 2 == 0 else SuspectPolicy(after=0)
 
+
+MISSING_PROGRAM = 0.25
+"""The share of simulated jobs whose program does not exist (a typo; resubmitted by the ``typo`` rule, as a
+user's rule on launch failures would): their endings must blame no node."""
+
+SUSPEND, RESUME = 0.3, 0.1
+"""Per step of the cluster: the chance that an admin suspends a running job, and that one suspended is
+resumed (every suspended job is resumed when the faults stop)."""
 
 STALLED_AFTER = 20.0
 """The simulated jobs' stall bound (a reporting program reports every 5 s: see dispatch.memory.scheduler)."""
@@ -187,6 +198,7 @@ def rules_for(shape: Shape, unmatched: str) -> dict[str, Any]:
             },
             {"name": "retry-75", "cause": "exit", "exitCodes": [75], "action": retry, "limit": 2},
             {"name": "timeout", "cause": "timeout", "action": "hold", "limit": 1},
+            {"name": "typo", "cause": "not-launchable", "action": "resubmit", "limit": 2},
             *stalls,
         ],
     }
@@ -210,6 +222,9 @@ class World:
         self.rng = random.Random(cfg.seed)
         self.progress_rng = random.Random(f"progress-{cfg.seed}")
         """Which jobs report progress or hang: a stream of its own, so the other draws stay what they were."""
+        self.edge_rng = random.Random(f"edges-{cfg.seed}")
+        """Which jobs name a program that does not exist, and when an admin suspends or resumes a running job: a
+        stream of its own, so the other draws stay what they were."""
         self.shape = Shape(cfg.shape)
         self.clock = FakeClock(1_800_000_000.0)
         self.sched = MemoryScheduler(
@@ -303,6 +318,8 @@ class World:
         elif kind in ("ok", "exit") and reporting < 0.5:
             argv = (*argv, "report")  # reports until it ends: never stalled
         ext = (Image("registry.example/train:1"),) if self.shape is Shape.KUBEFLOW else ()
+        if self.edge_rng.random() < MISSING_PROGRAM:
+            argv, limit = ("missing", *argv), None  # a typo: it ends not-launchable as it starts
         return JobSpec(command=argv, nodes=r.choice([1, 1, 2]), time_limit=limit, extensions=ext)
 
     def submit(self) -> None:
@@ -376,8 +393,36 @@ class World:
         self.conductor.crash(w)
         self.workers[k] = None
 
+    def suspensions(self) -> None:
+        """An admin suspends a running job or resumes a suspended one (``scontrol suspend``/``resume``), drawn
+        from a stream of its own."""
+        if self.shape is not Shape.SLURM:
+            return  # a TrainJob has no suspension that keeps its pods (its spec.suspend ends them)
+        c = self.sched.control
+        running = set(c.running())  # advances the scheduler to now
+        live = sorted((t for t in self.sched.jobs.values() if t.sid in running), key=_sid_key_of)
+        suspended = [t for t in live if t.current.suspended_at is not None]
+        draw = self.edge_rng.random()
+        if suspended and draw < RESUME:
+            t = self.edge_rng.choice(suspended)
+            try:
+                c.resume(t.sid)
+                self.note(f"resume {t.sid}")
+            except ValueError:
+                self.note(f"resume {t.sid}: it has ended")
+        elif draw > 1 - SUSPEND and len(suspended) < len(live):
+            going = [t for t in live if t.current.suspended_at is None]
+            reporting = [t for t in going if self.sched.program(t).reports]  # the ones a stall rule judges
+            t = self.edge_rng.choice(reporting if reporting and self.edge_rng.random() < 0.8 else going)
+            try:
+                c.suspend(t.sid)
+                self.note(f"suspend {t.sid}")
+            except ValueError:  # it ended as the scheduler advanced (a program that does not exist ends at once)
+                self.note(f"suspend {t.sid}: it has ended")
+
     def env(self) -> None:
         """One thing the cluster, an admin or a user does."""
+        self.suspensions()
         r = self.rng
         c = self.sched.control
         running = sorted(c.running(), key=_sid_key)
@@ -700,7 +745,7 @@ class World:
         return out
 
     def check(self) -> bool:
-        found = check(self.snapshot(), self.sched, self.backend)
+        found = check(self.snapshot(), self.sched, self.backend, self.store)
         found += self.records.violations + self.actor_violations
         self.records.violations.clear()
         self.actor_violations.clear()
@@ -794,6 +839,10 @@ class World:
         self.sched.crash_requeue = 0
         for node in sorted(self.sched.lost_nodes):
             c.restore_node(node)
+        for t in sorted(self.sched.jobs.values(), key=_sid_key_of):
+            if t.current.live and t.current.suspended_at is not None:
+                with contextlib.suppress(ValueError):  # it ended as the scheduler advanced
+                    c.resume(t.sid)
         if self.sched.ceasing:
             c.end_cessation(sorted(self.sched.ceasing))
         for k, w in enumerate(self.workers):
@@ -840,6 +889,10 @@ class World:
             if w is not None and w.state == "parked":
                 self.conductor.crash(w)
             self.workers[k] = None
+
+
+def _sid_key_of(t: Any) -> tuple[int, int]:
+    return _sid_key(t.sid)
 
 
 def _sid_key(sid: str) -> tuple[int, int]:

@@ -14,13 +14,15 @@
    instance is ``held`` / ``held``; reasons that will not change by themselves (:func:`unrunnable_reason`) are
    ``pending`` / ``unrunnable``; reasons in :data:`NO_CAPACITY_REASONS` are ``pending`` / ``no-capacity``;
    anything else (Priority, Resources, Dependency, a requeue's BeginTime, None ...) is ``pending`` / ``queued``.
-3. ``RUNNING``, ``SUSPENDED`` (and 22.05's flag-only ``COMPLETING``, ``CONFIGURING``, ``SIGNALING``,
-   ``RESIZING``, ``STAGE_OUT``): ``running``.
+3. ``RUNNING`` (and 22.05's flag-only ``COMPLETING``, ``CONFIGURING``, ``SIGNALING``, ``RESIZING``,
+   ``STAGE_OUT``): ``running``; ``SUSPENDED`` (``scontrol suspend``, gang scheduling, ``PreemptMode=SUSPEND``):
+   ``running`` / ``suspended`` (it keeps its nodes and goes on when resumed; no stall is judged meanwhile).
 4. Ended: ``COMPLETED`` ``succeeded`` / ``exit`` 0 (a non-zero exit code read elsewhere makes it ``failed``
    / ``exit``); ``FAILED`` ``failed`` / ``exit`` (code or signal), or ``launch-failed`` for the
    ``LAUNCH_FAILED`` flag and the reasons JobLaunchFailure, SystemFailure, BadConstraints without a signal
-   (22.05 gives a batch script killed by a signal the reason JobLaunchFailure), and exit code 125 with no
-   rank's code: the batch script's launch checks failed before ``srun``
+   (22.05 gives a batch script killed by a signal the reason JobLaunchFailure); exit code 125 with no
+   rank's code is ``not-launchable``: the batch script's launch checks (the program, the working directory,
+   the image exist) failed before ``srun``, the job's own request and no node's fault
    (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_EXIT`; a rank exiting 125 carries its step's code);
    ``CANCELLED`` / ``REVOKED`` ``cancelled``; a ``FAILED`` job one of whose steps (sacct) ended
    ``OUT_OF_MEMORY`` is ``out-of-memory`` (the ranks run in an srun step, where the OOM kill lands);
@@ -166,7 +168,9 @@ def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
         return Reading(out(State.FAILED, Cause.LAUNCH_FAILED))
     if state == "PENDING" or held_flags:
         return _waiting(job, held_flags, evidence, detail)
-    if state in ("RUNNING", "SUSPENDED") or (not state and flags & RUNNING_FLAGS):
+    if state == "SUSPENDED":
+        return Reading(out(State.RUNNING, Cause.SUSPENDED))
+    if state == "RUNNING" or (not state and flags & RUNNING_FLAGS):
         return Reading(out(State.RUNNING, None))
     if state == "COMPLETED":
         code, sig = _exit_pair(job)
@@ -176,7 +180,7 @@ def outcome_of(job: SlurmJob, evidence: Evidence) -> Reading:
         if "LAUNCH_FAILED" in flags or (reason in LAUNCH_FAILED_REASONS and not job.signal):
             return Reading(end_outcome(evidence, *_exit_pair(job), launch_failed=True, detail=detail))
         if job.exit_code == LAUNCH_FAILED_EXIT and not job.signal and not job.step_exit_code:
-            return Reading(end_outcome(evidence, job.exit_code, launch_failed=True, detail=detail))
+            return Reading(end_outcome(evidence, job.exit_code, launch_failed=True, own=True, detail=detail))
         if "OUT_OF_MEMORY" in job.step_states:
             return Reading(out(State.FAILED, Cause.OUT_OF_MEMORY))
         if job.step_exit_code:  # a rank's own code, where the job's is srun's or the signal it died of

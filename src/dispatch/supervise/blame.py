@@ -9,9 +9,9 @@ A new submission (a ``resubmit`` or ``hold`` decision carried out) avoids, where
 is yes:
 
 * the nodes the job's own endings blamed, when the rule that decided says ``excludeBlamedNodes: true``;
-* the cluster's suspects: nodes blamed :attr:`SuspectPolicy.after` times within :attr:`SuspectPolicy.window`
-  (by any jobs), for :attr:`SuspectPolicy.ttl` after the blame that made them suspect, unless a human cleared
-  them (``dispatch nodes clear``).
+* the cluster's suspects: nodes blamed by :attr:`SuspectPolicy.after` distinct jobs (at least two: one job's endings,
+  however many, never make a suspect) within :attr:`SuspectPolicy.window`, for :attr:`SuspectPolicy.ttl` after the
+  blame that made them suspect, unless a human cleared them (``dispatch nodes clear``).
 
 The excluded nodes travel in the start intent's ``exclude`` argument (written before the call, so a retried or
 resolved start keeps them) to :attr:`dispatch.spi.StartRequest.exclude`. When the exclusions leave fewer
@@ -51,11 +51,21 @@ PRUNE_EVERY = 3600.0
 """Seconds between two prunes of a cluster's old node blames (:meth:`Exclusions.prune`)."""
 
 BLAMING_CAUSES: frozenset[Cause] = frozenset({Cause.NODE_LOST, Cause.LAUNCH_FAILED, Cause.STALLED})
-"""The causes whose ending blames the execution's nodes."""
+"""The causes whose ending blames the execution's nodes. Not ``not-launchable`` (the job's own program,
+working directory or image does not exist: no node could have run it), nor an exit, a timeout or memory (the
+job's own doing)."""
 
 
-def blames_of(job: JobRecord, cluster: str, *, only: Iterable[str] | None = None) -> list[NodeBlame]:
-    """The blames ``job``'s ended executions make (of the executions named in ``only``, when given)."""
+def blames_of(
+    job: JobRecord,
+    cluster: str,
+    *,
+    only: Iterable[str] | None = None,
+    causes: frozenset[Cause] = BLAMING_CAUSES,
+) -> list[NodeBlame]:
+    """The blames ``job``'s ended executions make (of the executions named in ``only``, when given).
+    ``causes``: the blaming causes (the product always uses :data:`BLAMING_CAUSES`; the simulator plants a
+    wider set to prove it notices)."""
     wanted = None if only is None else set(only)
     out: list[NodeBlame] = []
     for sub in job.submissions:
@@ -63,7 +73,7 @@ def blames_of(job: JobRecord, cluster: str, *, only: Iterable[str] | None = None
             if wanted is not None and ex.identity not in wanted:
                 continue
             cause = ex.outcome.cause
-            if cause in BLAMING_CAUSES and ex.outcome.ended and ex.nodes:
+            if cause in causes and ex.outcome.ended and ex.nodes:
                 at = ex.ended_at if ex.ended_at is not None else ex.outcome.evidence.observed_at
                 assert cause is not None
                 out += [NodeBlame(cluster, node, job.id, ex.identity, cause, at) for node in ex.nodes]
@@ -86,6 +96,7 @@ def exclusion_for(
     suspect_nodes: Callable[[], frozenset[str]],
     schedulable: Callable[[JobSpec], frozenset[str] | None],
     cluster: str,
+    causes: frozenset[Cause] = BLAMING_CAUSES,
 ) -> Step:
     """``step`` with the nodes its start must avoid (``args["exclude"]``), or an escalation when they leave the
     job nowhere to run. Only ``act start`` steps change:
@@ -105,7 +116,7 @@ def exclusion_for(
     rule = next((r for r in rules.rules if decision is not None and r.name == decision.rule), None)
     exclude = set(suspect_nodes())
     if rule is not None and rule.exclude_blamed_nodes:
-        exclude |= {b.node for b in blames_of(job, cluster)}
+        exclude |= {b.node for b in blames_of(job, cluster, causes=causes)}
     if not exclude:
         return step
     nodes = schedulable(job.spec)
@@ -129,7 +140,13 @@ class Exclusions:
 
     Suspects are read from the records at most once a cycle, and only in a cycle that makes a new submission;
     the cluster's nodes are asked of the backend at most once a cycle per distinct spec. Nothing is excluded,
-    read or asked where NodeExclusion is not yes."""
+    read or asked where NodeExclusion is not yes.
+
+    :attr:`blaming` and :attr:`distinct_jobs` are the product's rules (:data:`BLAMING_CAUSES`; suspects count
+    distinct jobs), class attributes so that the simulator can plant a subclass that breaks them."""
+
+    blaming: frozenset[Cause] = BLAMING_CAUSES
+    distinct_jobs: bool = True
 
     def __init__(
         self,
@@ -181,7 +198,9 @@ class Exclusions:
         if not self.enabled or self.policy.after <= 0 or not isinstance(self.records, NodeBlames):
             return []
         since = now - self.policy.window - self.policy.ttl
-        return suspects(self.records.node_blames(self.cluster, since), self.policy, now)
+        return suspects(
+            self.records.node_blames(self.cluster, since), self.policy, now, distinct_jobs=self.distinct_jobs
+        )
 
     def schedulable(self, spec: JobSpec) -> frozenset[str] | None:
         if self.inventory is None:
@@ -199,7 +218,13 @@ class Exclusions:
         if not self.enabled:
             return step
         return exclusion_for(
-            job, step, rules, suspect_nodes=self.suspect_nodes, schedulable=self.schedulable, cluster=self.cluster
+            job,
+            step,
+            rules,
+            suspect_nodes=self.suspect_nodes,
+            schedulable=self.schedulable,
+            cluster=self.cluster,
+            causes=self.blaming,
         )
 
     def note(self, before: JobRecord, after: JobRecord, *, first: bool) -> None:
@@ -209,11 +234,11 @@ class Exclusions:
         if not self.enabled or not isinstance(self.records, NodeBlames):
             return
         if first:
-            blames = blames_of(after, self.cluster)
+            blames = blames_of(after, self.cluster, causes=self.blaming)
         elif after is before:
             return
         else:
             ended = newly_ended(before, after)
-            blames = blames_of(after, self.cluster, only=ended) if ended else []
+            blames = blames_of(after, self.cluster, only=ended, causes=self.blaming) if ended else []
         if blames:
             self.records.add_node_blames(blames)

@@ -40,6 +40,16 @@ def _merge_execution(rec: ExecutionRecord | None, ee_outcome: Outcome) -> Outcom
     return ee_outcome
 
 
+def _resumed(rec: ExecutionRecord | None, out: Outcome) -> float | None:
+    """The execution's resume time: this reading's, when the record showed it suspended and ``out`` shows it
+    running again; else what the record kept."""
+    if rec is None:
+        return None
+    if rec.outcome.cause is Cause.SUSPENDED and out.state is State.RUNNING and out.cause is not Cause.SUSPENDED:
+        return out.evidence.observed_at
+    return rec.resumed_at
+
+
 def fold_evidence(
     job: JobRecord, sub: Submission, evidence: JobEvidence, now: float, cessation: Cessation | None
 ) -> list[Event]:
@@ -67,7 +77,11 @@ def fold_evidence(
             and (ee.ended_at is None or ee.ended_at >= cessation.since)
         ):
             out = replace(out, cause=Cause.CESSATION, detail=f"cessation: {cessation.reason}")
-        merged.append(ExecutionRecord(ee.identity, ee.restart, out, ee.started_at, ee.ended_at, list(ee.nodes)))
+        merged.append(
+            ExecutionRecord(
+                ee.identity, ee.restart, out, ee.started_at, ee.ended_at, list(ee.nodes), _resumed(rec, ee.outcome)
+            )
+        )
         seen.add(ee.identity)
     for rec in sub.executions:
         if rec.identity in seen:

@@ -8,17 +8,24 @@ What :func:`judge` guarantees:
   shortest ``stalledAfter``) is judged, and only while its current submission's object shows a running
   execution that at least one rank reported progress for (:attr:`ExecutionEvidence.progress
   <dispatch.spi.ExecutionEvidence.progress>`): a job that never reports is never stalled.
+* Never while the execution is suspended (``running`` / ``suspended``: the scheduler stopped its processes,
+  so its silence is not its own), and the silence of a suspension does not count: after a resume the bound
+  runs from the later of the rank's last report and the resume, as the supervisor saw it (the first reading
+  that shows it running again, :attr:`ExecutionRecord.resumed_at
+  <dispatch.records.model.ExecutionRecord.resumed_at>`; a reading that finds the record still suspended counts
+  from itself). A resume is thus seen at most one poll late, which only lengthens the bound; a suspension
+  that began and ended between two readings is not seen at all, and its silence counts.
 * The execution is stalled when a rank that reported has a last report older than the bound at the time the
-  evidence was read: ``observed_at - report.at > bound``, never at or before the bound. Every rank that
+  evidence was read: ``observed_at - max(report.at, resumed) > bound``, never at or before the bound. Every rank that
   reported is judged (one silent rank of eight is a hang in a collective, the other seven wait in it); a rank
   that never reported is not (a script may report from rank 0 only). The supervisor reads every running job
   of a polled backend each cycle, so a stall is judged at most one cycle after its bound (a Watcher backend that
   answers ProgressReporting yes must report a new progress report as a change). Report times are the ranks' clocks,
   corrected by the adapter for the cluster's offset.
-* The answer is a ``stop`` of the current submission with ``stalled`` (the execution), ``ranks`` and
-  ``silentFor`` in its arguments, carried out like every action (intent written under the fence first). It is
-  not judged again while a stall stop of the same execution is open or has landed; one that certainly failed
-  is judged again. A job closed, stopped on request or with any open intent is not judged.
+* The answer is a ``stop`` of the current submission with ``stalled`` (the execution), ``ranks``, ``silentFor`` and
+  ``observedAt`` (the time of the reading judged) in its arguments, carried out like every action (intent written
+  under the fence first). It is not judged again while a stall stop of the same execution is open or has landed; one
+  that certainly failed is judged again. A job closed, stopped on request or with any open intent is not judged.
 
 What :func:`mark` guarantees: an execution that ended ``cancelled`` (as the stop ends it) after a stall stop of
 it (open or landed) is recorded as ``failed`` / ``stalled`` with the ranks and the silence in its detail (and the
@@ -46,13 +53,18 @@ def judge(
     job: JobRecord,
     evidence: JobEvidence | Unanswered | None,
     rules: RuleSet | Callable[[JobRecord], RuleSet],
+    *,
+    suspensions: bool = True,
 ) -> Step | None:
     """The stop that ends ``job``'s stalled execution, or None (see the module docstring). ``rules`` may be a
-    callable, asked only for a job whose evidence carries progress."""
+    callable, asked only for a job whose evidence carries progress. ``suspensions=False`` ignores suspensions
+    (the simulator's planted bug; never the product's)."""
     if not isinstance(evidence, JobEvidence) or evidence.outcome.state is not State.RUNNING:
         return None
     cur = evidence.current
     if cur is None or not cur.progress or cur.outcome.state is not State.RUNNING:
+        return None
+    if suspensions and Cause.SUSPENDED in (evidence.outcome.cause, cur.outcome.cause):
         return None
     sub = job.current
     if sub is None or sub.scheduler_id != evidence.scheduler_id or job.closed or job.stop_requested:
@@ -63,7 +75,9 @@ def judge(
     if bound is None:
         return None
     seen = evidence.outcome.evidence.observed_at
-    silent = {p.rank: seen - p.at for p in cur.progress if seen - p.at > bound}
+    resumed = _resumed(job, cur.identity, seen) if suspensions else None
+    since = {p.rank: p.at if resumed is None else max(p.at, resumed) for p in cur.progress}
+    silent = {r: seen - at for r, at in since.items() if seen - at > bound}
     if not silent:
         return None
     longest = max(silent.values())
@@ -77,8 +91,26 @@ def judge(
         reason,
         action=Action.STOP,
         submission=sub.n,
-        args={STALLED: cur.identity, "ranks": ranks, "silentFor": round(longest, 3), "bound": bound},
+        args={
+            STALLED: cur.identity,
+            "ranks": ranks,
+            "silentFor": round(longest, 3),
+            "bound": bound,
+            "observedAt": seen,
+        },
     )
+
+
+def _resumed(job: JobRecord, identity: str, seen: float) -> float | None:
+    """When execution ``identity`` last resumed from a suspension, as the record knows it: ``seen`` (this
+    reading's time) when the record still shows it suspended."""
+    sub = job.current
+    rec = next((e for e in sub.executions if e.identity == identity), None) if sub is not None else None
+    if rec is None:
+        return None
+    if rec.outcome.cause is Cause.SUSPENDED:
+        return seen
+    return rec.resumed_at
 
 
 def _stopped(job: JobRecord, identity: str) -> bool:
