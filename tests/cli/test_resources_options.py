@@ -23,7 +23,8 @@ def test_the_options_reach_the_record_and_the_ranks(cli: Env) -> None:
     assert p.returncode == 0, p.stderr
     job = json.loads(p.stdout)["job"]
     wait_until(lambda: cli.json("status", job)[0]["state"] == "succeeded")
-    assert cli.run("logs", job).stdout.strip() == "gpus=0,1"
+    logs = cli.run("logs", job)
+    assert logs.stdout.strip() == "gpus=0,1", (logs.returncode, logs.stderr)
     shown = cli.run("show", job)
     assert "resources  2 GPU(s) per node, 64M memory per node" in shown.stdout, shown.stdout
 
