@@ -10,6 +10,16 @@ if TYPE_CHECKING:
     from dispatch.records.model import JobRecord
 
 
+LAUNCH_CAUSES = ("launch-failed", "not-launchable")
+"""The causes of a launch that failed: the node's or the scheduler's (``launch-failed``), the job's own
+(``not-launchable``: its program, working directory or image is missing)."""
+
+
+def launch_failed(job: JobRecord) -> bool:
+    """Whether ``job`` ended with one of :data:`LAUNCH_CAUSES`."""
+    return job.cause is not None and job.cause.value in LAUNCH_CAUSES
+
+
 def launch_reason(cluster: Cluster, job: JobRecord) -> str | None:
     """Why the job's last execution could not be launched, as its job script said on stderr
     (:data:`~dispatch.adapterkit.jobscript.LAUNCH_FAILED_PREFIX`): ``the program ./train does not exist``.
@@ -21,7 +31,7 @@ def launch_reason(cluster: Cluster, job: JobRecord) -> str | None:
     from dispatch.errors import DispatchError
 
     out, sub = job.outcome, job.current
-    if out is None or out.cause is None or out.cause.value not in ("launch-failed", "not-launchable") or sub is None:
+    if out is None or out.cause is None or out.cause.value not in LAUNCH_CAUSES or sub is None:
         return None
     backend: Any = getattr(cluster.backend, "unrestricted", cluster.backend)
     read = getattr(backend, "stderr", None)

@@ -289,10 +289,10 @@ def show(app: App, job: str, refresh: bool, as_json: bool, timeline: bool) -> No
 
 def _launch_reason(app: App, job: JobRecord) -> str | None:
     """Why the job's launch failed, as its job script said (None if not, or if its cluster cannot tell now)."""
-    from dispatch.cli.launch import launch_reason
+    from dispatch.cli.launch import launch_failed, launch_reason
     from dispatch.errors import DispatchError
 
-    if job.cause is None or job.cause.value != "launch-failed":
+    if not launch_failed(job):
         return None
     try:
         return launch_reason(app.cluster_of(job, read_only=True), job)
