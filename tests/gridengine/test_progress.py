@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -135,7 +136,8 @@ def test_status_and_show_carry_the_ranks_progress_on_the_cell(tmp_path: Path) ->
         shown = _dispatch(tmp_path, "show", job).stdout
         assert "progress (as read now):" in shown and "rank 0: step " in shown and "loss=0.5" in shown
         table = _dispatch(tmp_path, "status", job).stdout
-        assert "PROGRESS" in table.splitlines()[0] and "/100000 (0%)" in table
+        # any step and percentage: the rank goes on stepping between the reads (1% after about 50 s at ~19/s)
+        assert "PROGRESS" in table.splitlines()[0] and re.search(r" \d+/100000 \(\d+%\)", table), table
     finally:
         assert _dispatch(tmp_path, "stop", job).returncode == 0
 
