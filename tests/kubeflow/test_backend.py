@@ -417,9 +417,12 @@ def test_start_is_idempotent_for_the_same_marker_and_find_honours_the_horizon(pl
         assert start(b) == sid
         with pytest.raises(Rejected):
             b.start(StartRequest("j1", 1, "dsp-other", job_spec("sleep")))
-        now = plain.clock.now()
-        assert [f.scheduler_id for f in b.find("dsp-j1-1", now - 10)] == [sid]
-        assert b.find("dsp-j1-1", now + 10) == []
+        # the horizon is judged against the object's own creationTimestamp (the real server stamps it from the wall
+        # clock, which runs on while the injected clock stands still): just before it, found; just after, not
+        (found,) = b.find("dsp-j1-1", plain.clock.now() - 10)
+        assert found.scheduler_id == sid and found.created_at is not None
+        assert [f.scheduler_id for f in b.find("dsp-j1-1", found.created_at - 1)] == [sid]
+        assert b.find("dsp-j1-1", found.created_at + 1) == []
         yaml_text = b.render(StartRequest("j2", 1, "dsp-j2-1", job_spec("sleep")))
         assert "kind: TrainJob" in yaml_text and "kind: TrainingRuntime" in yaml_text
     finally:
