@@ -145,3 +145,16 @@ def test_a_failed_batch_must_name_the_jobs_it_recorded() -> None:
     named.submitted = [Submitted("j1"), Submitted("j2")]  # type: ignore[attr-defined]
     assert check_batch_call(named, ["j1", "j2"]) == []
     assert check_batch_call(Conflict("taken before anything was recorded"), []) == []
+
+
+def test_the_simulators_store_offers_every_store_interface_the_records_do() -> None:
+    """A store interface the wrapper lacks is a feature the simulated supervisors silently go without (the
+    supervisor checks each with isinstance): node blames were so once, when pruning joined their interface."""
+    from dispatch.records import MemoryRecords
+    from dispatch.records.nodes import NodeBlames
+    from dispatch.sim.conductor import Conductor, ParkedRecords
+
+    inner = MemoryRecords()
+    assert isinstance(inner, NodeBlames)
+    parked = ParkedRecords(inner, Conductor(lambda: 0.0), lambda: 0.0)
+    assert isinstance(parked, NodeBlames)

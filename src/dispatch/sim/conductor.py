@@ -211,6 +211,10 @@ class ParkedRecords:
     def clear_node_blames(self, cluster: str, node: str) -> int:
         return self.inner.clear_node_blames(cluster, node)  # type: ignore[no-any-return]
 
+    def prune_node_blames(self, cluster: str, before: float) -> int:
+        # housekeeping, not parked: it adds no decision, and the seeds' schedules stay as they were
+        return self.inner.prune_node_blames(cluster, before)  # type: ignore[no-any-return]
+
     def events(self, job_id: str, after: int = 0) -> Any:
         return self.inner.events(job_id, after)
 
