@@ -150,3 +150,6 @@ def test_a_launch_failure_is_shown_with_the_reason_run_printed(cli: Env, name: s
     shown = cli.run("show", job)
     assert shown.returncode == 0, shown.stderr
     assert f"\n  reason     launch failed: {reason}\n" in shown.stdout, shown.stdout
+    quiet = cli.run("show", "--no-refresh", job)  # asks nothing of the cluster: the record's words only
+    assert quiet.returncode == 0 and "not-launchable" in quiet.stdout, quiet.stderr
+    assert "reason     launch failed" not in quiet.stdout, quiet.stdout

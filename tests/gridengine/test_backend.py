@@ -160,3 +160,23 @@ def test_the_output_directory_is_the_users_alone_whatever_the_umask(tmp_path: Pa
             start(b, ("true",))
     finally:
         b.close()
+
+
+def test_the_jobs_output_is_private_and_the_program_runs_under_the_callers_umask(
+    b: GridEngineBackend, tmp_path: Path
+) -> None:
+    """Under the caller's umask 022 the program's own file is 0644, as under a bare ``qsub``; the output dispatch
+    asked for stays 0600."""
+    made = tmp_path / "made"
+    made.mkdir()
+    old = os.umask(0o022)
+    try:
+        sid = start(b, ("touch", str(made / "checkpoint")))
+    finally:
+        os.umask(old)
+    b.open(sid)
+    ev = until(b, sid, lambda e: e.outcome.state.ended)
+    assert ev.outcome.state is State.SUCCEEDED, ev.outcome
+    assert stat.S_IMODE((made / "checkpoint").stat().st_mode) == 0o644
+    (output,) = [p for p in (tmp_path / "o").iterdir() if p.name.endswith(f".{sid}.out")]
+    assert stat.S_IMODE(output.stat().st_mode) == 0o600

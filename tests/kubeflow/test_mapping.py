@@ -353,12 +353,22 @@ def test_dispatch_hold_reads_held() -> None:
             "2 more needed",
             Cause.NO_CAPACITY,
         ),
-        (
+        (  # Kueue 0.19's words, without the granular reasons: more than the queue and its cohort ever hold
             "Pending",
-            "couldn't assign flavors to pod set node: insufficient quota for cpu in flavor default, "
-            "request > maximum capacity (64 > 8)",
+            "couldn't assign flavors to pod set node: insufficient quota for cpu in flavor default, previously "
+            "considered podsets requests (0) + current podset request (64) > maximum capacity (8)",
+            Cause.UNRUNNABLE,
+        ),
+        (  # one flavor can never hold it, another can once others end: it waits
+            "Pending",
+            "couldn't assign flavors to pod set node: insufficient quota for cpu in flavor small, previously "
+            "considered podsets requests (0) + current podset request (64) > maximum capacity (8), insufficient "
+            "unused quota for cpu in flavor big, 2 more needed",
             Cause.NO_CAPACITY,
         ),
+        ("ExceedsMaxQuota", "couldn't assign flavors to pod set node: ...", Cause.UNRUNNABLE),
+        ("NoMatchingFlavor", "couldn't assign flavors to pod set node: ...", Cause.UNRUNNABLE),
+        ("WaitingForQuota", "couldn't assign flavors to pod set node: ...", Cause.NO_CAPACITY),
         ("Inadmissible", "ClusterQueue cq is inactive", Cause.NO_CAPACITY),
         ("Pending", "waiting", Cause.QUEUED),
     ],

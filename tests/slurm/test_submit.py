@@ -162,6 +162,29 @@ def _rank_words(tmp_path: Path) -> list[str]:
     return words[words.index("--") + 1 :]
 
 
+def test_the_program_runs_under_the_callers_umask_and_the_batch_script_under_077(tmp_path: Path) -> None:
+    """dispatch's own files (output, progress) are made under ``umask 077``; the user's program gets the umask of
+    the process that submitted it, as under a bare ``sbatch``: the rank words, run here from a shell under 077
+    (as srun starts them from the batch shell), start the program under the caller's 027."""
+    probe = JobSpec((sys.executable, "-c", "import os; print(oct(os.umask(0)))"))
+    old = os.umask(0o027)
+    try:
+        batch = build(req(probe), S, "22.05.8", "/o").batch
+    finally:
+        os.umask(old)
+    assert batch.splitlines()[1] == "umask 077"
+    words = shlex.split(batch[batch.index("exec srun ") :])
+    ran = subprocess.run(
+        words[words.index("--") + 1 :],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+        preexec_fn=lambda: os.umask(0o077),
+    )
+    assert ran.stdout.strip() == "0o27"
+
+
 def test_the_rank_wrapper_blocks_the_warning_and_passes_argv_byte_for_byte(tmp_path: Path) -> None:
     """Run here: the program starts with the warning signal blocked (pending, not lost, until dispatch.job
     unblocks it) and receives its argv unchanged."""

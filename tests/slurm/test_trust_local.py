@@ -82,6 +82,29 @@ def test_pointers_maps_output_and_directories_are_the_users_alone_whatever_the_u
     assert len(progress) == 2 and {mode(p) for p in progress} == {0o700}
 
 
+def test_the_program_makes_its_files_under_the_callers_umask_and_dispatchs_stay_private(tmp_path: Path) -> None:
+    """A real job submitted under umask 022: the file the user's program makes is 0644, as under a bare
+    ``sbatch``; the job's output and progress directory, dispatch's own, are 0600/0700."""
+    root = tmp_path / "runs"
+    made = tmp_path / "made"
+    made.mkdir()
+    old = os.umask(0o022)
+    try:
+        b = backend_at(root)
+        try:
+            sid, m = it.run(b, JobSpec(("touch", str(made / "checkpoint")), time_limit=120))
+            ev = it.wait(b, sid, lambda e: e.outcome.state.ended, "the job ends")
+            assert ev.outcome.exit_code == 0, ev.outcome
+        finally:
+            b.close()
+    finally:
+        os.umask(old)
+    assert mode(made / "checkpoint") == 0o644
+    outputs = [p for p in root.iterdir() if p.is_file() and p.name.startswith(f"{m}.{sid}.")]
+    assert outputs and {mode(p) for p in outputs} == {0o600}, outputs
+    assert {mode(p) for p in (root / ".progress").iterdir()} == {0o700}
+
+
 def test_a_pointers_directory_another_user_made_is_refused_before_sbatch(shared: Path, peer: pwd.struct_passwd) -> None:
     """The other user makes ``.jobs`` first, in a directory both may write to, and plants a pointer there: dispatch
     submits nothing (a clear error naming the directory), so no pointer of its is ever written or read there."""

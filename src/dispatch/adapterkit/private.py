@@ -3,12 +3,17 @@
 An adapter that writes from this machine (the Grid Engine adapter's output directory, say) makes its directories
 0700, whatever the umask, and refuses one that already exists but is not the user's alone: a symbolic link,
 another user's directory, or one others may write to (they could plant or replace files in it).
+
+A job's own files (its output, its progress) are made under ``umask 077`` on the node; the user's program then
+runs under the umask of the process that submitted it (:func:`caller_umask`), as a bare ``sbatch`` or ``qsub``
+would run it, so a checkpoint the team shares is not made private behind the user's back.
 """
 
 from __future__ import annotations
 
 import os
 import stat
+import threading
 
 from dispatch.errors import ConfigError
 
@@ -53,3 +58,28 @@ def not_private(path: str, *, directory: bool = True) -> str:
     if st.st_mode & 0o022:
         return "may be written by others (group or world)"
     return ""
+
+
+_umask_lock = threading.Lock()
+
+
+def caller_umask() -> int:
+    """This process's umask, read without changing it (``/proc/self/status`` on Linux; elsewhere set and restored
+    under a lock, which another thread's file creation at that instant could still see)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    with _umask_lock:
+        mask = os.umask(0o077)
+        os.umask(mask)
+    return mask
+
+
+def umask_line(mask: int | None = None) -> str:
+    """The shell line that gives the user's program the caller's umask (:func:`caller_umask` when ``mask`` is
+    None): the last line before it starts, after every file of dispatch's own is made."""
+    return f"umask {caller_umask() if mask is None else mask:04o}"

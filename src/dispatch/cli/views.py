@@ -242,7 +242,12 @@ def _summary(job: JobRecord) -> JobSummary:
 
 @click.command(context_settings=CTX)
 @click.argument("job", shell_complete=complete_job_ids)
-@click.option("--refresh/--no-refresh", default=True, show_default=True, help="Observe the job first.")
+@click.option(
+    "--refresh/--no-refresh",
+    default=True,
+    show_default=True,
+    help="Observe the job first, and read a failed launch's reason from the cluster.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the record and its events as JSON.")
 @click.option(
     "--timeline", is_flag=True, help="Draw the job's submissions, executions, holds and decisions along time."
@@ -278,7 +283,8 @@ def show(app: App, job: str, refresh: bool, as_json: bool, timeline: bool) -> No
         columns = shutil.get_terminal_size((100, 24)).columns
         click.echo(render_text(model.build(record, time.time()), width=max(24, min(columns, 160) - 20)))
         return
-    click.echo(render_show(record, events, time.time(), reason=_launch_reason(app, record)))
+    # --no-refresh asks nothing of the cluster: the launch failure's own words are read from it only on a refresh
+    click.echo(render_show(record, events, time.time(), reason=_launch_reason(app, record) if refresh else None))
     if reported.get(record.id):
         from dispatch import progress as progress_view
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from dispatch.adapterkit import render_job_script
 from dispatch.adapterkit.jobscript import launch_checks
+from dispatch.adapterkit.private import umask_line
 from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude
 from dispatch.errors import SpecError, Unsupported
 from dispatch.gridengine import progress
@@ -103,7 +104,8 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         master_port=port_expression("JOB_ID"),
         node='"${HOSTNAME:-$(hostname)}"',
     )
-    prelude = ["umask 077", *prelude, *progress.prelude(output_dir, request.marker)]
+    # dispatch's files private, then the user's program under the caller's umask (dispatch.adapterkit.private)
+    prelude = ["umask 077", *prelude, *progress.prelude(output_dir, request.marker), umask_line()]
     script = render_job_script(
         request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude, checks=launch_checks(spec.command, workdir)
     )

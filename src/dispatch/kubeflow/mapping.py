@@ -41,9 +41,10 @@ TrainJob ``Failed=True`` (``FailedJobs``, ``ReachedMaxRestarts``, ...) with none
 Waiting objects: stopped -> cancelled/cancelled; a foreign hold (another ``admission-gated-by`` entry, a
 Workload deactivated by someone else, plain ``dispatch.io/admin-hold`` or a suspend dispatch did not make)
 -> held/admin-held; a dispatch hold -> held/held; our gate closed -> pending/gated; Workload
-``QuotaReserved=False`` for quota (``insufficient``, ``maximum capacity``, ``unavailable``) or
-``Inadmissible`` -> pending/no-capacity; a pod ``Unschedulable`` -> pending/no-capacity; otherwise
-pending/queued.
+``QuotaReserved=False`` that can never fit (:func:`quota_never_fits`: the request exceeds the ClusterQueue's and
+its cohort's maximum capacity in every flavor, or no flavor matches) -> pending/unrunnable, until an administrator
+changes the queue; for quota otherwise (``insufficient``, ``unavailable``) or ``Inadmissible`` ->
+pending/no-capacity; a pod ``Unschedulable`` -> pending/no-capacity; otherwise pending/queued.
 """
 
 from __future__ import annotations
@@ -74,6 +75,12 @@ OWN_IMAGE_WAITING = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImage
 """The waiting reasons of :data:`LAUNCH_WAITING` that are the job's own (its image), not the node's:
 ``not-launchable``, blaming no node."""
 QUOTA_WORDS = ("insufficient", "maximum capacity", "unavailable")
+NEVER_FITS_REASONS = frozenset({"ExceedsMaxQuota", "NoMatchingFlavor"})
+"""Kueue's ``QuotaReserved=False`` reasons (feature gate ``UnadmittedWorkloadsObservability``) for a request no
+flavor can ever hold: Kueue takes the least severe reason among a resource group's alternative flavors, so
+these say every alternative fails for good."""
+MAX_CAPACITY = "> maximum capacity"
+WAITING_FOR_QUOTA = "insufficient unused quota"
 LOST_TAINTS = frozenset({"node.kubernetes.io/unreachable", "node.kubernetes.io/not-ready"})
 CEASING_TAINT = "node.kubernetes.io/out-of-service"
 
@@ -467,6 +474,16 @@ def of_key(pods: Iterable[JSON], key: ExecKey) -> list[JSON]:
     return out
 
 
+def quota_never_fits(reason: str, message: str) -> bool:
+    """Whether Kueue's ``QuotaReserved=False`` says the workload can never be admitted as the queue stands: the
+    granular reason (:data:`NEVER_FITS_REASONS`), or, without that feature gate (reason ``Pending``), a message
+    whose every flavor's verdict is "request > maximum capacity" (the nominal quota plus what the cohort could
+    lend) and none is "insufficient unused quota", which frees up as other workloads end."""
+    if reason in NEVER_FITS_REASONS:
+        return True
+    return MAX_CAPACITY in message and WAITING_FOR_QUOTA not in message
+
+
 def kueue_deactivation(workload: JSON | None) -> tuple[str, str] | None:
     """Kueue's own deactivation (``DeactivatedDueTo...``: a rejected check, a time or requeue limit), or None."""
     ev = condition(workload, "Evicted")
@@ -653,7 +670,9 @@ def _waiting(o: Objects, ev: Evidence) -> Outcome:
         qr = condition(wl, "QuotaReserved")
         if qr is not None and qr.get("status") != "True":
             msg, reason = str(qr.get("message", "")), str(qr.get("reason", ""))
-            if reason == "Inadmissible" or any(w in msg for w in QUOTA_WORDS):
+            if quota_never_fits(reason, msg):
+                return Outcome(State.PENDING, Cause.UNRUNNABLE, ev, detail=f"{reason}: {msg}")
+            if reason in ("Inadmissible", "WaitingForQuota") or any(w in msg for w in QUOTA_WORDS):
                 return Outcome(State.PENDING, Cause.NO_CAPACITY, ev, detail=f"{reason}: {msg}")
             return Outcome(State.PENDING, Cause.QUEUED, ev, detail=f"{reason}: {msg}")
         if qr is not None and not admitted(wl):

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 from dispatch.adapterkit import render_job_script
 from dispatch.adapterkit.jobscript import launch_checks
+from dispatch.adapterkit.private import umask_line
 from dispatch.adapterkit.rankenv import RankLayout, port_expression, rank_prelude, rank_wrapper
 from dispatch.errors import SpecError
 from dispatch.extensions import CessationWarning, Image, Output, SharedCheckpoint
@@ -194,7 +195,8 @@ def build(
             "--kill-on-bad-exit=1",
             "--",
             *_blocking(warning),  # first: the signal is blocked from the rank's first instruction
-            *rank_wrapper(_rank_prelude(spec)),
+            # the user's program under the caller's umask, as a bare sbatch runs it (dispatch.adapterkit.private)
+            *rank_wrapper([*_rank_prelude(spec), umask_line()]),
             *image_words,
             # Apptainer's starter clears the signal mask and dispositions: inside the image, again
             *(_blocking(warning) if image_words else ()),
