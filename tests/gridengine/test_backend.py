@@ -180,3 +180,38 @@ def test_the_jobs_output_is_private_and_the_program_runs_under_the_callers_umask
     assert stat.S_IMODE((made / "checkpoint").stat().st_mode) == 0o644
     assert any(p.name.endswith(f".{sid}.out") for p in (tmp_path / "o").iterdir())
     assert stat.S_IMODE((tmp_path / "o").stat().st_mode) == 0o700
+
+
+def test_a_job_an_operator_suspends_reads_suspended_and_running_again_once_resumed(
+    b: GridEngineBackend, tmp_path: Path
+) -> None:
+    """``qmod -sj`` (an operator's suspension, the cell's state letter ``s``; the execution daemon stops the job's
+    processes a moment later) on a running job that counts to 20 a second at a time: it reads running with the
+    cause ``suspended`` and its count stands still; ``qmod -usj`` brings it back to plain running, and it ends
+    succeeded with its whole count (stopped, never killed)."""
+    count = tmp_path / "count"
+    counter = 'for i in $(seq 1 20); do echo "$i" >>"$1"; sleep 1; done'
+    sid = start(b, ("bash", "-c", counter, "count", str(count)))
+    b.open(sid)
+    ev = until(b, sid, lambda e: e.outcome.state is State.RUNNING)
+    assert ev.outcome.state is State.RUNNING and ev.outcome.cause is None, ev.outcome
+    # its processes started (a suspension the shepherd gets while it is still starting the job stops nothing)
+    deadline = time.monotonic() + 30
+    while not (count.exists() and count.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    done = subprocess.run(["qmod", "-sj", sid], env=_cell_env(), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    ev = until(b, sid, lambda e: e.outcome.cause is Cause.SUSPENDED)
+    assert (ev.outcome.state, ev.outcome.cause) == (State.RUNNING, Cause.SUSPENDED), ev.outcome
+    time.sleep(3)  # the stop reaches the processes
+    before = len(count.read_text().splitlines())
+    time.sleep(4)
+    assert len(count.read_text().splitlines()) == before < 20, "a suspended job does not count on"
+    assert b.inspect(sid).outcome.cause is Cause.SUSPENDED
+    done = subprocess.run(["qmod", "-usj", sid], env=_cell_env(), capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr
+    ev = until(b, sid, lambda e: e.outcome.cause is not Cause.SUSPENDED)
+    assert ev.outcome.state in (State.RUNNING, State.SUCCEEDED), ev.outcome
+    ev = until(b, sid, lambda e: e.outcome.state.ended)
+    assert ev.outcome.state is State.SUCCEEDED, ev.outcome
+    assert count.read_text().split() == [str(i) for i in range(1, 21)]
