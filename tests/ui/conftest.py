@@ -38,6 +38,7 @@ class Made:
     succeeded: list[str]
     failed: str
     hostile: list[str]
+    suspended: str
 
     def source(self) -> Source:
         def open_cluster(name: str) -> dispatch.Cluster:
@@ -71,6 +72,7 @@ def make(root: Path) -> Made:
     held = scenarios.held_after_timeout(m)
     escalated = scenarios.escalated_after_limit(m)
     story = scenarios.preempted_then_resubmitted(m, name="train-llm-7b", preemptions=2)
+    suspended = scenarios.suspended_by_an_operator(m)
     local = dispatch.open(
         "local", dispatch.Config(adapter={"stateDir": str(local_state)}, records=records, name="local")
     )
@@ -80,7 +82,7 @@ def make(root: Path) -> Made:
     wait_ended(records, local, [*ok, failed, *hostile])
     local.close()
     records.close()
-    return Made(path, local_state, resubmitted, held, escalated, story, ok, failed, hostile)
+    return Made(path, local_state, resubmitted, held, escalated, story, ok, failed, hostile, suspended)
 
 
 @pytest.fixture(autouse=True)

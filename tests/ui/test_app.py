@@ -41,6 +41,18 @@ def test_jobs_table_lists_every_job_with_state_and_cause(client: TestClient, mad
     assert "s-succeeded" in row[: row.index("</tr>")]
 
 
+def test_a_suspended_job_reads_running_with_its_cause_in_the_table_the_filter_and_its_page(
+    client: TestClient, made: Made
+) -> None:
+    r = client.get("/jobs")
+    row = r.text[r.text.index(f'data-job="{made.suspended}"') :]
+    row = row[: row.index("</tr>")]
+    assert "s-running" in row and ">suspended<" in row, row
+    assert set(ids_in(client.get("/jobs?cause=suspended").text)) == {made.suspended}
+    page = client.get(f"/jobs/{made.suspended}").text
+    assert "suspended" in page
+
+
 def test_filters_by_state_cause_cluster_and_name(client: TestClient, made: Made) -> None:
     assert set(ids_in(client.get("/jobs?state=held").text)) == {made.held}
     assert set(ids_in(client.get("/jobs?cause=preempted").text)) == {made.escalated}
@@ -49,6 +61,7 @@ def test_filters_by_state_cause_cluster_and_name(client: TestClient, made: Made)
         made.held,
         made.escalated,
         made.story,
+        made.suspended,
     }
     assert set(ids_in(client.get("/jobs?name=ok-").text)) == set(made.succeeded)
     assert ids_in(client.get("/jobs?name=" + made.failed[:6] + "&state=failed").text)[0] == made.failed

@@ -105,6 +105,15 @@ def escalated_after_limit(m: Memory, *, name: str = "flaky-node-job") -> str:
     return job_id
 
 
+def suspended_by_an_operator(m: Memory, *, name: str = "paused-finetune") -> str:
+    """A running job an administrator suspended (``scontrol suspend``): it reads running, cause suspended."""
+    job_id = m.cluster.submit(JobSpec(command=LONG, name=name))
+    m.until_running(job_id)
+    m.sched.control.suspend(m.sid(job_id))
+    m.cycles(2, 10)
+    return job_id
+
+
 def many(records: Records, templates: list[str], n: int, *, span: float = 86400.0, seed: int = 7) -> list[str]:
     """``n`` more jobs for scale tests: copies of the recorded jobs ``templates`` (each made by a real run) under
     fresh ids, created over the last ``span`` seconds, with their submissions and events shifted along.
