@@ -52,7 +52,9 @@ def cluster() -> Iterator[Cluster]:
     (base / "state" / "calls").mkdir()
     (base / "state" / "calls").chmod(0o777)
     try:
-        with dispatch.open("local", adapter={"stateDir": str(base / "state"), "grace": 1}, records=MemoryRecords()) as c:
+        with dispatch.open(
+            "local", adapter={"stateDir": str(base / "state"), "grace": 1}, records=MemoryRecords()
+        ) as c:
             yield c
     finally:
         shutil.rmtree(base, ignore_errors=True)

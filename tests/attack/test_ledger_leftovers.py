@@ -53,8 +53,7 @@ def _alive(pid: int) -> bool:
 def test_a_ranks_leftover_child_does_not_outlive_the_job_on_its_device(one_gpu: LocalBackend, tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     code = (
-        "import subprocess, sys; p = subprocess.Popen(['sleep', '60']);"
-        f" open({str(pidfile)!r}, 'w').write(str(p.pid))"
+        f"import subprocess, sys; p = subprocess.Popen(['sleep', '60']); open({str(pidfile)!r}, 'w').write(str(p.pid))"
     )
     a = _open(one_gpu, JobSpec((sys.executable, "-c", code), resources=Resources(gpus_per_node=1)), "job-a")
     assert one_gpu.wait_ended(a, 60).outcome.state is State.SUCCEEDED
