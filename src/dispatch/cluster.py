@@ -401,7 +401,7 @@ class Operator:
         for i, spec in enumerate(specs):
             found = known.get(self.batch_id(key, i, 0))
             if found is not None and _member(found, key, i):
-                self._same_input(found, key, spec, rules_json)
+                self._same_input(records, found, key, spec, rules_json)
         # phase 1: records and start intents (a job of an earlier call with this key is taken as it stands)
         results: list[Submitted] = []
         jobs: list[JobRecord] = []
@@ -496,16 +496,23 @@ class Operator:
                 except Conflict:
                     found = records.get(job_id)  # made meanwhile: by a concurrent call with this key, or not
             if _member(found, key, index):
-                self._same_input(found, key, spec, rules_json)
+                self._same_input(records, found, key, spec, rules_json)
                 return found, True
         raise Conflict(f"batch {key}: no free id for job {index} after {MINT_TRIES} tries (is the id minter broken?)")
 
-    def _same_input(self, job: JobRecord, key: str, spec: JobSpec, rules_json: dict[str, Any] | None) -> None:
-        """Conflict unless ``job`` (of batch ``key``) was made from this spec and these rules on this cluster."""
+    def _same_input(
+        self, records: Records, job: JobRecord, key: str, spec: JobSpec, rules_json: dict[str, Any] | None
+    ) -> None:
+        """Conflict unless ``job`` (of batch ``key``) was made from this spec and these rules on this cluster. A
+        job made without rules whose record now holds a supervisor's defaults (its ``rules-adopted`` event) was
+        made without rules."""
+        same_rules = _as_stored(job.rules) == _as_stored(rules_json) or (
+            rules_json is None and any(e.kind == "rules-adopted" for e in records.events(job.id))
+        )
         if (
             job.cluster != self._c.name
             or _as_stored(job.spec.to_json()) != _as_stored(spec.to_json())
-            or (_as_stored(job.rules) != _as_stored(rules_json))
+            or not same_rules
         ):
             index = job.batch.index if job.batch is not None else "?"
             raise Conflict(
