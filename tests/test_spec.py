@@ -22,8 +22,10 @@ def test_valid_spec_round_trips() -> None:
         time_limit=3600,
         name="exp-1",
         extensions=(Image("reg/img:1"), Output("/out"), SharedCheckpoint("/ckpt")),
+        umask=0o027,
     )
     assert JobSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
+    assert spec.to_json()["umask"] == 0o027
     assert spec.world_size == 8
     assert spec.extension(Output) == Output("/out")
 
@@ -47,6 +49,10 @@ def test_valid_spec_round_trips() -> None:
         ({"command": ("a",), "name": "two\nlines"}, "name"),
         ({"command": ("a",), "extensions": (Image("a"), Image("b"))}, "extensions[1]"),
         ({"command": ("a",), "extensions": ("notext",)}, "extensions[0]"),
+        ({"command": ("a",), "umask": 0o1000}, "umask"),
+        ({"command": ("a",), "umask": -1}, "umask"),
+        ({"command": ("a",), "umask": "022"}, "umask"),
+        ({"command": ("a",), "umask": True}, "umask"),
     ],
 )
 def test_bad_fields_are_named(kwargs: dict[str, Any], field: str) -> None:

@@ -32,6 +32,7 @@ _SPEC_KEYS = {
     "name",
     "resources",
     "extensions",
+    "umask",
 }
 
 
@@ -53,6 +54,10 @@ class JobSpec:
         name: a human name (not unique; the job id is), or None.
         resources: what each node needs (GPUs, CPUs per process, memory, exclusivity), portably.
         extensions: typed extras, at most one of each kind.
+        umask: the file-mode creation mask the ranks run under (0 to 0o777), or None for the one of the process
+            that submits; a :class:`~dispatch.Cluster` records the submitter's at submission, so every execution
+            (a resubmission by a supervisor too) runs under the same one. Files of dispatch's own on shared
+            storage stay private whatever it is.
     """
 
     command: tuple[str, ...]
@@ -64,6 +69,7 @@ class JobSpec:
     name: str | None = None
     extensions: tuple[Extension, ...] = ()
     resources: Resources = field(default_factory=Resources)
+    umask: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.command, str) or not isinstance(self.command, Sequence):
@@ -112,6 +118,10 @@ class JobSpec:
                 raise _fail("name", "must be 1 to 128 characters")
             if not self.name.isprintable():
                 raise _fail("name", "must be printable (no newlines or control characters)")
+        if self.umask is not None and (
+            isinstance(self.umask, bool) or not isinstance(self.umask, int) or not 0 <= self.umask <= 0o777
+        ):
+            raise _fail("umask", f"must be a file-mode mask from 0 to 0o777 (511), got {self.umask!r}")
         if not isinstance(self.resources, Resources):
             raise _fail("resources", f"must be a dispatch.resources.Resources, got {type(self.resources).__name__}")
         if not isinstance(self.extensions, Sequence):
@@ -150,6 +160,8 @@ class JobSpec:
             out["resources"] = self.resources.to_json()
         if self.extensions:
             out["extensions"] = [e.to_json() for e in self.extensions]
+        if self.umask is not None:
+            out["umask"] = self.umask
         return out
 
     @classmethod
@@ -182,4 +194,5 @@ class JobSpec:
             name=data.get("name"),
             extensions=exts,
             resources=Resources.from_json(data.get("resources", {})),
+            umask=data.get("umask"),
         )

@@ -264,6 +264,24 @@ def test_an_image_that_cannot_be_pulled_reads_not_launchable(why: str) -> None:
     assert ended(r)[:2] == (State.FAILED, Cause.NOT_LAUNCHABLE)
 
 
+@pytest.mark.parametrize(
+    ("message", "cause"),
+    [
+        ('secret "wandb-key" not found', Cause.NOT_LAUNCHABLE),
+        ('configmap "train-config" not found', Cause.NOT_LAUNCHABLE),
+        ("couldn't find key token in Secret ns/wandb-key", Cause.NOT_LAUNCHABLE),
+        ("failed to sync configmap cache: timed out waiting for the condition", Cause.LAUNCH_FAILED),
+    ],
+)
+def test_a_missing_secret_or_configmap_is_the_jobs_own_failure(message: str, cause: Cause) -> None:
+    """``CreateContainerConfigError`` naming what the pods ask that does not exist is the same on every node: the
+    job's own (blames none); a node that could not read what exists is the node's."""
+    waiting = {"waiting": {"reason": "CreateContainerConfigError", "message": message}}
+    stuck = pod("p1", phase="Pending", state=waiting, index=1)
+    r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(0, "Completed")), stuck])
+    assert ended(r)[:2] == (State.FAILED, cause)
+
+
 def test_a_container_that_cannot_be_created_reads_launch_failed() -> None:
     stuck = pod("p1", phase="Pending", state={"waiting": {"reason": "RunContainerError"}}, index=1)
     r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(0, "Completed")), stuck])

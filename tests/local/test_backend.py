@@ -284,3 +284,19 @@ def test_render_shows_the_plan_shell_quoted(backend: LocalBackend) -> None:
     assert "'print('\"'\"'$(x)'\"'\"')'" in text
     assert "nothing was started" in text
     assert not any(backend.jobs_dir.iterdir())
+
+
+def test_a_specs_umask_is_the_ranks_whatever_the_submitters(backend: LocalBackend) -> None:
+    """The umask recorded with the job (``JobSpec.umask``) is the ranks' even when a process under another one
+    (a supervisor resubmitting) launches it; without one, the ranks have the submitter's."""
+    probe = (sys.executable, "-c", "import os; print(oct(os.umask(0)))")
+    old = os.umask(0o022)
+    try:
+        pinned = run(backend, JobSpec(command=probe, umask=0o077), job="pinned")
+        plain = run(backend, JobSpec(command=probe), job="plain")
+    finally:
+        os.umask(old)
+    for sid, want in ((pinned, "0o77"), (plain, "0o22")):
+        assert backend.wait_ended(sid, 15).outcome.state is State.SUCCEEDED
+        ((_, out),) = list(backend.lines(sid, "stdout", ranks=[0]))
+        assert out.strip() == want.encode(), sid

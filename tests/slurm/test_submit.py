@@ -183,6 +183,9 @@ def test_the_program_runs_under_the_callers_umask_and_the_batch_script_under_077
         preexec_fn=lambda: os.umask(0o077),
     )
     assert ran.stdout.strip() == "0o27"
+    # a spec's own umask (recorded at submission) is the one a later submission uses, whoever submits it
+    pinned = build(req(JobSpec(probe.command, umask=0o077)), S, "22.05.8", "/o").batch
+    assert 'umask 0077\nexec "$@"' in pinned
 
 
 def test_the_rank_wrapper_blocks_the_warning_and_passes_argv_byte_for_byte(tmp_path: Path) -> None:

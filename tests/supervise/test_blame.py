@@ -267,3 +267,19 @@ def test_a_jobs_own_launch_failure_blames_no_node() -> None:
 
     assert blames_of(ended(Cause.NOT_LAUNCHABLE), "memory") == []
     assert [b.node for b in blames_of(ended(Cause.LAUNCH_FAILED), "memory")] == ["node1", "node2"]
+
+
+def test_stalls_by_a_jobs_own_bound_make_no_suspect_while_lost_nodes_do() -> None:
+    """Three jobs of one sweep that go quiet past their own ``stalledAfter`` on one node blame it (each job's own
+    resubmission avoids it) but make no suspect every job avoids; the scheduler's evidence (the node lost under
+    three jobs) does."""
+    from dispatch.cluster import batch_job_id
+
+    ids = [batch_job_id("sweep-1", i, 0) for i in range(3)]
+
+    def blames(cause: Cause) -> list[NodeBlame]:
+        return [NodeBlame("c", "node-7", job, f"{job}/1/0", cause, 100.0 + i) for i, job in enumerate(ids)]
+
+    assert suspects(blames(Cause.STALLED), SuspectPolicy(), now=200.0) == []
+    (lost,) = suspects(blames(Cause.NODE_LOST), SuspectPolicy(), now=200.0)
+    assert lost.node == "node-7" and len(lost.blames) == 3

@@ -105,7 +105,7 @@ def build(request: StartRequest, settings: GridEngineSettings, output_dir: str) 
         node='"${HOSTNAME:-$(hostname)}"',
     )
     # dispatch's files private, then the user's program under the caller's umask (dispatch.adapterkit.private)
-    prelude = ["umask 077", *prelude, *progress.prelude(output_dir, request.marker), umask_line()]
+    prelude = ["umask 077", *prelude, *progress.prelude(output_dir, request.marker), umask_line(spec.umask)]
     script = render_job_script(
         request, scheduler_id='"$JOB_ID"', restart="0", prelude=prelude, checks=launch_checks(spec.command, workdir)
     )

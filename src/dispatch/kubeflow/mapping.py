@@ -74,6 +74,18 @@ LAUNCH_WAITING = frozenset(
 OWN_IMAGE_WAITING = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 """The waiting reasons of :data:`LAUNCH_WAITING` that are the job's own (its image), not the node's:
 ``not-launchable``, blaming no node."""
+
+
+def own_launch_failure(waiting: Mapping[str, Any]) -> bool:
+    """Whether a container's ``waiting`` state is the job's own launch failure (``not-launchable``, blaming no
+    node): its image (:data:`OWN_IMAGE_WAITING`), or a Secret, ConfigMap or key its pods name that does not
+    exist (``CreateContainerConfigError`` "... not found", "couldn't find key"): the same on every node."""
+    reason, message = str(waiting.get("reason", "")), str(waiting.get("message", ""))
+    if reason in OWN_IMAGE_WAITING:
+        return True
+    return reason == "CreateContainerConfigError" and ("not found" in message or "couldn't find key" in message)
+
+
 QUOTA_WORDS = ("insufficient", "maximum capacity", "unavailable")
 NEVER_FITS_REASONS = frozenset({"ExceedsMaxQuota", "NoMatchingFlavor"})
 """Kueue's ``QuotaReserved=False`` reasons (feature gate ``UnadmittedWorkloadsObservability``) for a request no
@@ -345,7 +357,7 @@ def pod_cause(
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") in LAUNCH_WAITING:
-                own = waiting.get("reason") in OWN_IMAGE_WAITING
+                own = own_launch_failure(waiting)
                 return Cause.NOT_LAUNCHABLE if own else Cause.LAUNCH_FAILED, None, str(waiting.get("reason"))
     failures: list[tuple[float, bool, tuple[int, int, str], int, str]] = []
     for pod in ordered:

@@ -12,7 +12,10 @@ soon as the child has written ``launcher.json``), then:
    each node's ranks in one process group, stdout and stderr of each rank to its own file;
 3. waits for the ranks without polling the library: it sleeps in ``sigtimedwait`` on SIGCHLD and SIGTERM,
    waking early only for the time limit, the kill deadline and (with a memory limit) the memory sampling;
-4. writes each rank's exit to ``rank-<r>.exit`` and the execution's outcome to ``result.json``;
+4. writes each rank's exit to ``rank-<r>.exit`` and the execution's outcome to ``result.json``, once what the
+   ranks left running is ended: the launcher is their child subreaper (Linux), so every descendant a rank
+   leaves behind (``subprocess.Popen`` without a wait, a daemon) becomes its child and is killed with SIGKILL
+   before the GPUs go back to the ledger, as Slurm's step end kills the step's cgroup;
 5. under the job lock, starts the next execution if a requeue planned one (and the job is not held or stopped).
 
 Ending an execution: SIGTERM to every node's process group, then SIGKILL after the plan's grace period (a job
@@ -349,7 +352,7 @@ class Execution:
                     stdin=subprocess.DEVNULL,
                     stdout=out,
                     stderr=err,
-                    preexec_fn=_child_setup(group, blocked),
+                    preexec_fn=_child_setup(group, blocked, plan.get("umask")),
                     close_fds=True,
                     pass_fds=tuple(self.grant.fds) if self.grant is not None else (),  # the GPUs' locks
                 )
@@ -455,10 +458,12 @@ class Execution:
             self.begin_ending("signal", "the launcher was sent a termination signal")
 
     def run(self) -> dict[str, Any] | None:
-        """The execution's result; None when a hold sent it back unspawned (then nothing is to be written)."""
+        """The execution's result; None when a hold sent it back unspawned (then nothing is to be written). What
+        the ranks left running is ended before their devices are freed (:func:`end_leftovers`)."""
         try:
             return self._run()
         finally:
+            end_leftovers()
             if self.grant is not None:
                 self.grant.release()
 
@@ -552,13 +557,73 @@ def _rank_end(rank: int, ex: dict[str, Any]) -> Any:
     )
 
 
-def _child_setup(group: int, blocked: set[signal.Signals]) -> Any:
+PR_SET_CHILD_SUBREAPER = 36  # prctl(2)
+LEFTOVER_WAIT = 5.0
+"""Seconds :func:`end_leftovers` spends killing and reaping what the ranks left before it gives up (a process in
+uninterruptible sleep cannot be reaped at once)."""
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of its descendants (Linux ``prctl``): a rank's orphaned children
+    become its children, never init's, so :func:`end_leftovers` finds them. False where it is not offered."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children(parent: int) -> list[int]:
+    """The live processes whose parent is ``parent`` (from ``/proc``)."""
+    kids = []
+    for name in _listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if len(fields) > 1 and fields[1] == str(parent) and fields[0] != "Z":
+            kids.append(int(name))
+    return kids
+
+
+def end_leftovers(wait: float = LEFTOVER_WAIT) -> list[int]:
+    """SIGKILL and reap every child this launcher still has once its ranks are reaped: what they left running,
+    reparented here (:func:`become_subreaper`). Returns the pids killed. Only children are signalled (never a
+    process group by number, which could have been reused by then)."""
+    me, killed = os.getpid(), []
+    deadline = time.monotonic() + wait
+    while True:
+        while True:  # reap what has ended (a zombie is no leftover)
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+        kids = _children(me)
+        if not kids or time.monotonic() > deadline:
+            return killed
+        for pid in kids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+        time.sleep(0.02)
+
+
+def _child_setup(group: int, blocked: set[signal.Signals], umask: int | None = None) -> Any:
     """The rank's start, between fork and exec: its own mask (``blocked`` only: the cessation warning, pending
     until :mod:`dispatch.job` installs its handler and unblocks it, so an early warning is neither fatal nor
-    lost) and its node's process group."""
+    lost), the spec's umask when it has one, and its node's process group."""
 
     def setup() -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if umask is not None:
+            os.umask(umask)
         try:
             os.setpgid(0, group)
         except OSError:
@@ -633,6 +698,7 @@ def main(argv: list[str]) -> int:
     os.close(read_end)
     with contextlib.suppress(OSError):
         os.setsid()
+    become_subreaper()
     exec_dir = execution_dir(job_dir, restart)
     if nonce is not None and not claim(exec_dir, nonce, {"pid": os.getpid(), "at": time.time()}):
         os._exit(1)  # the spawner gave up on this start and may have started another launcher: run nothing

@@ -57,6 +57,7 @@ def build_plan(manifest: dict[str, Any], job_dir: str, restart: int, grace: floa
         "gpusPerNode": gpus,
         "gpuPool": pool if gpus else [],
         "ranks": ranks,
+        "umask": spec.umask,  # None: the launcher's own, which the submitting process passed on
     }
 
 

@@ -97,6 +97,12 @@ class Suspect:
         }
 
 
+SUSPECT_CAUSES: frozenset[Cause] = frozenset({Cause.NODE_LOST, Cause.LAUNCH_FAILED})
+"""The blames that count towards a suspect: the scheduler's own evidence against a node (it lost the node, or the
+node could not launch what other nodes launch). A ``stalled`` blame is judged by one job's own bound (its rules'
+``stalledAfter``): it makes the job's own resubmissions avoid the node (``excludeBlamedNodes``) but never a
+suspect every job avoids, for the jobs of one sweep that go quiet alike (a long evaluation, their own deadlock)
+are one program's behaviour, not the node's."""
 MIN_JOBS = 2
 """The fewest distinct jobs whose blames make a node a suspect, whatever the policy's count: one job's
 executions, however many, never make a suspect (a job that fails the same way again and again says more about
@@ -104,18 +110,24 @@ the job than about the node)."""
 
 
 def suspects(
-    blames: Sequence[NodeBlame], policy: SuspectPolicy, now: float, *, distinct_jobs: bool = True
+    blames: Sequence[NodeBlame],
+    policy: SuspectPolicy,
+    now: float,
+    *,
+    distinct_jobs: bool = True,
+    causes: frozenset[Cause] = SUSPECT_CAUSES,
 ) -> list[Suspect]:
     """The suspects at ``now`` among ``blames`` (pure): a node blamed by ``max(policy.after, MIN_JOBS)``
     distinct jobs within ``policy.window`` (the window ending at one of its blames), the latest such window
-    ending less than ``policy.ttl`` before ``now``. ``distinct_jobs=False`` counts blames instead of jobs
-    (the simulator's planted bug; never the product's)."""
+    ending less than ``policy.ttl`` before ``now``; only blames with one of ``causes`` count
+    (:data:`SUSPECT_CAUSES`). ``distinct_jobs=False`` counts blames instead of jobs, and wider ``causes``
+    count more (the simulator's planted bugs; never the product's)."""
     if policy.after <= 0:
         return []
     need = max(policy.after, MIN_JOBS) if distinct_jobs else policy.after
     by_node: dict[str, list[NodeBlame]] = {}
     for b in blames:
-        if b.at <= now:
+        if b.at <= now and b.cause in causes:
             by_node.setdefault(b.node, []).append(b)
     out: list[Suspect] = []
     for node, items in sorted(by_node.items()):

@@ -411,21 +411,15 @@ def _own_failures(backend: Any, sched: MemoryScheduler, store: NodeBlames | None
 
 
 def _blamers(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any, before: float) -> dict[str, set[str]]:
-    """Per node, the distinct jobs an execution of which ended on it by the node's fault (in truth: the node
-    lost or ceased; or stalled, as the record says) at or before ``before``."""
-    stalled = {
-        ex.identity
-        for job in jobs.values()
-        for sub in job.submissions
-        for ex in sub.executions
-        if ex.outcome.cause is Cause.STALLED
-    }
+    """Per node, the distinct jobs an execution of which ended on it by the node's fault as the scheduler shows
+    it (in truth: the node lost or ceased) at or before ``before``. A stall, judged by one job's own bound, is
+    no evidence against a node for other jobs (:data:`dispatch.records.nodes.SUSPECT_CAUSES`)."""
     out: dict[str, set[str]] = {}
     for t in sched.jobs.values():
         for ex in t.executions:
             if ex.ended_at is None or ex.ended_at > before or ex.started_at is None:
                 continue
-            if ex.cause is Cause.NODE_LOST or backend._identity(t, ex) in stalled:
+            if ex.cause is Cause.NODE_LOST:
                 for n in ex.nodes:
                     out.setdefault(n, set()).add(t.job_id)
     return out
@@ -435,7 +429,8 @@ def _suspects(
     jobs: Mapping[str, JobRecord], sched: MemoryScheduler, by_job: Mapping[str, list[TruthJob]], backend: Any
 ) -> list[str]:
     """suspects-need-two-jobs: a node that a new submission excludes, other than the ones its own rule asks to
-    avoid, was blamed (in truth) by at least two distinct jobs before the start was written; and no job was
+    avoid, was blamed (in truth, by the scheduler's evidence: the node lost, never a stall) by at least two
+    distinct jobs before the start was written; and no job was
     escalated as unrunnable ("could never start") while the nodes blamed by two jobs or more, with its own,
     left it enough to run."""
     from dispatch.rules import RuleSet

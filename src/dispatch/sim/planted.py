@@ -22,6 +22,7 @@ from dispatch.memory import MemoryScheduler, Shape, SlurmShapedBackend
 from dispatch.memory import backend as memory_backend
 from dispatch.outcome import Cause
 from dispatch.records.model import Event, JobRecord
+from dispatch.records.nodes import SUSPECT_CAUSES
 from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.spi import Backend, JobEvidence, Unanswered
@@ -61,6 +62,10 @@ class Planted(StrEnum):
     """Suspects count blames, not distinct jobs: one job whose executions failed on a node again and again makes
     it a suspect for every job of the cluster (and may leave another job too few nodes, escalated)."""
 
+    STALLS_MAKE_SUSPECTS = "stalls-make-suspects"
+    """Suspects count stalled blames too: jobs that go quiet past their own bound on a node make it a suspect
+    for every job of the cluster, as if the node had failed them."""
+
     ARRAY_OP_HITS_SIBLINGS = "array-op-hits-siblings"
     """The memory scheduler's stop, hold and requeue of one task of a job array act on the whole array (as
     ``scancel <array>`` would): a sibling job is cancelled, held or run again with no decision of its own."""
@@ -78,6 +83,7 @@ TARGETS: dict[Planted, str] = {
     Planted.SUBMITS_UNRUNNABLE: "no-unrunnable-submission",
     Planted.OWN_FAILURE_BLAMES: "own-failure-blames-no-node",
     Planted.SUSPECT_PER_BLAME: "suspects-need-two-jobs",
+    Planted.STALLS_MAKE_SUSPECTS: "suspects-need-two-jobs",
     Planted.ARRAY_OP_HITS_SIBLINGS: "array-task-alone",
     Planted.ARRAY_RELEASE_WHOLE: "gate-opened-only-when-recorded",
 }
@@ -152,6 +158,12 @@ class PerBlameExclusions(Exclusions):
     distinct_jobs = False
 
 
+class StallSuspectExclusions(Exclusions):
+    """Planted bug (STALLS_MAKE_SUSPECTS): the product's seam, counting stalls towards suspects."""
+
+    suspect_causes = SUSPECT_CAUSES | {Cause.STALLED}
+
+
 def planted_exclusions(sup: Supervisor, planted: frozenset[Planted]) -> Exclusions:
     """The supervisor's exclusions, made by :class:`ForgetfulExclusions` or :class:`BlindExclusions` when
     ``planted`` names its bug (the simulator sets it on each supervisor it starts)."""
@@ -163,6 +175,8 @@ def planted_exclusions(sup: Supervisor, planted: frozenset[Planted]) -> Exclusio
         cls = OwnFailureBlamingExclusions
     elif Planted.SUSPECT_PER_BLAME in planted:
         cls = PerBlameExclusions
+    elif Planted.STALLS_MAKE_SUSPECTS in planted:
+        cls = StallSuspectExclusions
     else:
         return sup.exclusions
     return cls(sup.backend, sup.records, sup.cluster, sup.facts.capabilities, sup.exclusions.policy)

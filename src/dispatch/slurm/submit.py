@@ -196,7 +196,7 @@ def build(
             "--",
             *_blocking(warning),  # first: the signal is blocked from the rank's first instruction
             # the user's program under the caller's umask, as a bare sbatch runs it (dispatch.adapterkit.private)
-            *rank_wrapper([*_rank_prelude(spec), umask_line()]),
+            *rank_wrapper([*_rank_prelude(spec), umask_line(spec.umask)]),
             *image_words,
             # Apptainer's starter clears the signal mask and dispositions: inside the image, again
             *(_blocking(warning) if image_words else ()),

@@ -30,7 +30,7 @@ from dispatch.capabilities import Capabilities, Capability
 from dispatch.errors import DispatchError
 from dispatch.outcome import Cause
 from dispatch.records.model import Action, JobRecord
-from dispatch.records.nodes import NodeBlame, NodeBlames, Suspect, SuspectPolicy, suspects
+from dispatch.records.nodes import SUSPECT_CAUSES, NodeBlame, NodeBlames, Suspect, SuspectPolicy, suspects
 from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.supervise.step import Step, StepKind
@@ -142,11 +142,14 @@ class Exclusions:
     the cluster's nodes are asked of the backend at most once a cycle per distinct spec. Nothing is excluded,
     read or asked where NodeExclusion is not yes.
 
-    :attr:`blaming` and :attr:`distinct_jobs` are the product's rules (:data:`BLAMING_CAUSES`; suspects count
-    distinct jobs), class attributes so that the simulator can plant a subclass that breaks them."""
+    :attr:`blaming`, :attr:`distinct_jobs` and :attr:`suspect_causes` are the product's rules
+    (:data:`BLAMING_CAUSES`; suspects count distinct jobs, and only the scheduler's evidence:
+    :data:`~dispatch.records.nodes.SUSPECT_CAUSES`), class attributes so that the simulator can plant a subclass
+    that breaks them."""
 
     blaming: frozenset[Cause] = BLAMING_CAUSES
     distinct_jobs: bool = True
+    suspect_causes: frozenset[Cause] = SUSPECT_CAUSES
 
     def __init__(
         self,
@@ -199,7 +202,11 @@ class Exclusions:
             return []
         since = now - self.policy.window - self.policy.ttl
         return suspects(
-            self.records.node_blames(self.cluster, since), self.policy, now, distinct_jobs=self.distinct_jobs
+            self.records.node_blames(self.cluster, since),
+            self.policy,
+            now,
+            distinct_jobs=self.distinct_jobs,
+            causes=self.suspect_causes,
         )
 
     def schedulable(self, spec: JobSpec) -> frozenset[str] | None:

@@ -1,10 +1,8 @@
-"""ATTACK finding (documentation vs behaviour): with ``Executor(group=G)`` any member of G, not only the job's
-user, reads the call's key (0640) and may replace files in the call directory (2770, not sticky), so it can
-make the job's user, and the caller through a result, run code of its choosing. docs/security.md's table says
-the key is read by "the caller and the job only (0600; 0640 with a group)"; docs/executor.md says only this
-user and the job can read it. This test shows a member of G (the second account, its own primary group)
-planting a sealed ``call.pkl`` that the runner unpickles as the caller's uid. It passes: it pins what the
-documentation must say (or what a per-user grant, instead of a group, would stop)."""
+"""What ``Executor(group=G)`` trusts, shown: any member of G, not only the job's user, reads the call's key (0640)
+and may replace files in the call directory (2770), so it can make the job's user, and the caller through a
+result, run code of its choosing. docs/executor.md and docs/security.md say so (use a group only with members
+you trust with your account). Here a member of G (the second account, its own primary group) plants a sealed
+``call.pkl`` that the runner unpickles as the caller's uid."""
 
 from __future__ import annotations
 
@@ -23,8 +21,8 @@ from dispatch.cluster import Cluster
 from dispatch.executor import CallFailed, Executor
 from dispatch.records.memory import MemoryRecords
 
-from ..executor import scenarios
 from ..peer import as_peer
+from . import scenarios
 
 FORGE = r"""
 import hashlib, hmac, json, os, pickle, sys

@@ -1,11 +1,9 @@
-"""ATTACK finding: the local adapter leaves a rank's children running after the job ended, and the GPU ledger then
-gives their device to the next job.
+"""What a rank leaves running is ended with its execution, before its GPUs go to the next job
+(dispatch.local.launcher: the launcher is the ranks' child subreaper).
 
-A rank that starts a process with Python's ``subprocess`` (descriptors closed by default: it holds no lock) and
-exits 0 makes the execution ``succeeded``; the launcher releases the device, and nothing kills what is left in
-the node's process group (Slurm's step end kills the step's cgroup). The next job is given the device while the
-first job's process still runs on it. Marked xfail(strict): it fails today; it passes once the launcher ends
-what is left of each node's process group when the execution ends."""
+A rank that starts a process with Python's ``subprocess`` (descriptors closed by default: it holds no lock of
+the GPU ledger) and exits 0 makes the execution ``succeeded``; that process is killed before the device is
+released, as Slurm's step end kills the step's cgroup, so the next job never shares the device with it."""
 
 from __future__ import annotations
 
@@ -49,7 +47,6 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@pytest.mark.xfail(strict=True, reason="ATTACK: a rank's leftover child outlives the job and its device is reused")
 def test_a_ranks_leftover_child_does_not_outlive_the_job_on_its_device(one_gpu: LocalBackend, tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     code = (
@@ -63,8 +60,8 @@ def test_a_ranks_leftover_child_does_not_outlive_the_job_on_its_device(one_gpu: 
         deadline = time.monotonic() + 30
         while one_gpu.inspect(b).outcome.state is not State.RUNNING and time.monotonic() < deadline:
             time.sleep(0.1)
-        running_b = one_gpu.inspect(b).outcome.state is State.RUNNING
-        assert not (running_b and _alive(child)), "job b holds device 0 while job a's process still runs on it"
+        assert one_gpu.inspect(b).outcome.state is State.RUNNING, "job b got the device"
+        assert not _alive(child), "job b holds device 0 while job a's process still runs on it"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child, 9)

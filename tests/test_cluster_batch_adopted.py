@@ -1,9 +1,9 @@
-"""ATTACK finding: a batch called again with its key after a supervisor adopted its default rules.
+"""A batch called again with its key after a supervisor adopted its default rules carries on.
 
 ``submit_many``'s contract: calling again with the same key, specs and rules carries the batch on (the
 documented way out of ``BatchIncomplete``). A supervisor with default rules writes them into a job without
 rules of its own (``rules-adopted``), so the record's rules no longer equal the ``None`` the caller gives
-again, and the retry is refused as "the key was used for other jobs"."""
+again; the call still matches (it was refused as "the key was used for other jobs")."""
 
 from __future__ import annotations
 
