@@ -22,6 +22,7 @@ from dispatch.accelerators import Inventory
 from dispatch.adapterkit.fanout import spread
 from dispatch.adapterkit.holds import InstanceBook, encode_instance
 from dispatch.adapterkit.identity import execution_identity, submission_of
+from dispatch.adapterkit.programs import program
 from dispatch.adapterkit.storage import storage_answer, storage_paths
 from dispatch.capabilities import Answer, Capabilities, Capability, CapabilityAnswer, no
 from dispatch.clock import Clock, SystemClock
@@ -82,102 +83,39 @@ PATHS_KEPT = 1024
 """Output paths :meth:`SlurmBackend.read_slices` keeps (per job, execution and stream; the oldest go first)."""
 FIRST_CODES_KEPT = 1024
 """Executions whose first failing rank :meth:`SlurmBackend.inspect_many` keeps (all forgotten when full)."""
-OPEN_GATES = (
-    'out=$(squeue -h -r -t all -j "$1" -o "%i %r" 2>&1) || case "$out" in\n'
-    '  *"Invalid job id"*) out="";;\n'
-    '  *) printf "%s\\n" "$out" >&2; exit 1;;\n'
-    "esac\n"
-    'rel=""\n'
-    "while read -r id reason; do\n"
-    '  [ -n "$id" ] || continue\n'
-    '  case "$reason" in\n'
-    '    JobHeldAdmin) echo "$id admin";;\n'
-    '    JobHeldUser) rel="$rel $id"; echo "$id release";;\n'
-    '    *) echo "$id open";;\n'
-    "  esac\n"
-    'done <<<"$out"\n'
-    '[ -n "$rel" ] || exit 0\n'
-    "rc=0; set -f\n"
-    "for expr in $(printf '%s\\n' $rel | sort -t_ -k1,1n -k2,2n | awk -F_ \"$2\"); do\n"
-    '  msg=$(scontrol release "$expr" 2>&1) || { rc=2; printf "%s\\n" "$msg" | sed "s|^|$expr |" >&2; }\n'
-    "done\n"
-    'exit "$rc"'
-)
-"""Opens dispatch's gate on the jobs ``$1`` (comma-separated) with one ``squeue`` and one ``scontrol release`` per
-job array (``<array>_[<tasks>]``, :data:`RANGES` ``$2``) and one for the plain jobs: prints ``<id>
-release|open|admin`` per job squeue knows (admin: an administrator's hold, never lifted); exit 2 when a release
-failed (each line of its message on stderr after the ids it named). Slurm releases the tasks an array still
-holds in its own record as that one record when one expression names them all; named one by one, each task
-would first be split off into a job record of its own (the controller's cost of a submission, per task)."""
-RANGES = (
-    'function add() { r = r (r == "" ? "" : ",") (lo == hi ? lo : lo "-" hi) }\n'
-    'function flush() { if (a != "") { add(); print a "_[" r "]" }; a = "" }\n'
-    'NF == 1 { p = p (p == "" ? "" : ",") $1; next }\n'
-    '$1 != a { flush(); a = $1; lo = $2; hi = $2; r = ""; next }\n'
-    "$2 == hi + 1 { hi = $2; next }\n"
-    "{ add(); lo = $2; hi = $2 }\n"
-    'END { flush(); if (p != "") print p }'
-)
-"""awk over job ids sorted by array and task (``-F_``): one ``<array>_[<ranges>]`` per array, then the plain ids
-comma-separated."""
+OPEN_GATES = program("dispatch.slurm", "open-gates.sh")
+"""``programs/open-gates.sh``: opens dispatch's gate on the jobs ``$1`` (comma-separated) with one ``squeue`` and one
+``scontrol release`` per job array (``<array>_[<tasks>]``, :data:`RANGES` ``$2``) and one for the plain jobs: prints
+``<id> release|open|admin`` per job squeue knows (admin: an administrator's hold, never lifted); exit 2 when a
+release failed (each line of its message on stderr after the ids it named). Slurm releases the tasks an array still
+holds in its own record as that one record when one expression names them all; named one by one, each task would
+first be split off into a job record of its own (the controller's cost of a submission, per task)."""
+RANGES = program("dispatch.slurm", "ranges.awk")
+"""``programs/ranges.awk``: awk over job ids sorted by array and task (``-F_``): one ``<array>_[<ranges>]`` per
+array, then the plain ids comma-separated."""
 _FOR_JOB = re.compile(r"for job (\d+(?:_\d+)?)")
 _EXPRESSION = re.compile(r"[0-9_,\[\]-]+")
-_READ_HOLD = (
-    'line=$(SLURM_TIME_FORMAT=%s squeue -h -r -t all -j "$1" -O "State:|,EligibleTime:|" 2>&1) '
-    '|| { printf "%s\\n" "$line" >&2; exit 1; }\n'
-    'IFS="|" read -r st elig _ <<<"$line"\n'
-    'case "$elig" in *[!0-9]*|"") elig=0;; esac\n'
-    'theirs=0; if [ "$elig" -ge "$3" ] && [ "$elig" -lt "$4" ] && [ "$elig" != "$2" ]; then theirs=1; fi\n'
-)
-HOLD_SCRIPT = _READ_HOLD + (
-    'case "$st" in PENDING|REQUEUED|REQUEUE_FED|REQUEUE_HOLD|SPECIAL_EXIT) ;; *) echo "$st"; exit 4;; esac\n'
-    'if [ "$theirs" = 1 ]; then echo "$elig"; exit 5; fi\n'
-    'scontrol update JobId="$1" StartTime="uts$2"'
-)
+_READ_HOLD = program("dispatch.slurm", "read-hold.sh") + "\n"
+HOLD_SCRIPT = _READ_HOLD + program("dispatch.slurm", "hold.sh")
 """Hold job ``$1`` with begin time ``$2`` (hold codes lie in [``$3``, ``$4``)): exit 4 not waiting (prints the
 state), exit 5 another hold (prints its begin time)."""
-RELEASE_SCRIPT = _READ_HOLD + (
-    'if [ "$theirs" = 1 ]; then echo "$elig"; exit 5; fi\n'
-    'if [ "$elig" = "$2" ]; then scontrol update JobId="$1" StartTime=now; fi'
-)
+RELEASE_SCRIPT = _READ_HOLD + program("dispatch.slurm", "release-hold.sh")
 """Lift hold ``$2`` from job ``$1`` if it carries it; exit 5 when it carries another."""
-SUBMIT = trust.TRUSTED + (
-    'if [ -e "${1%/*}" ] && ! _dsp_trusted "${1%/*}"; then\n'
-    '  printf "%s is not yours alone (owner, mode or a link): fix it or remove it\\n" "${1%/*}" >&2; exit 3\n'
-    "fi\n"
-    'out=$(sbatch "${@:3}"); rc=$?\n'
-    'printf "%s\\n" "$out"\n'
-    '[ "$rc" = 0 ] || exit "$rc"\n'
-    "jid=${out##*$'\\n'}; jid=${jid%%;*}\n"
-    'case "$jid" in ""|*[!0-9]*) exit 0;; esac\n'
-    'printf "%s\\n" "$2" >"$1.$jid" 2>/dev/null || true'
-)
+SUBMIT = trust.TRUSTED + program("dispatch.slurm", "submit.sh")
 """``sbatch "${@:3}"`` (the batch script on stdin), then the pointer: ``$2`` (the files' prefix) written to
 ``$1.<job id>`` (:func:`~dispatch.slurm.submit.pointer_path`). sbatch's stdout and status are the call's; a
 pointer that could not be written leaves the files to be found through squeue/sacct as before. Exit 3, sbatch
 not run, when the pointers' directory exists and is not the user's alone (:mod:`dispatch.slurm.trust`)."""
-POINTED = trust.TRUSTED + (
-    'p=$1\n'
-    '[ -e "$p" ] || [ -L "$p" ] || { echo NONE; exit 0; }\n'
-    '_dsp_trusted "${p%/*}" || { echo "UNTRUSTED its directory is not yours alone (owner, mode, link)"; exit 0; }\n'
-    '[ -f "$p" ] && _dsp_trusted "$p" || { echo "UNTRUSTED it is not a file of yours alone"; exit 0; }\n'
-    f'[ "$(stat -c %s -- "$p")" -le {trust.POINTER_MAX} ] || {{ echo "UNTRUSTED it is too large"; exit 0; }}\n'
-    'base=; IFS= read -r base <"$p"\n'
-    'printf "%s\\n" "$base"\n'
-    'case "$base" in /*) ;; *) exit 0;; esac\n'
-    'for f in "$base.$2".*.out; do [ -f "$f" ] && [ ! -L "$f" ] && printf "%s\\n" "${f#"$base.$2."}"; done; exit 0'
-)  # fmt: skip
+POINTED = trust.TRUSTED + program("dispatch.slurm", "pointed.sh", pointer_max=trust.POINTER_MAX)
 """The pointer ``$1`` of job ``$2``: ``NONE``; ``UNTRUSTED <why>`` when it or its directory is not the user's
 alone (:mod:`dispatch.slurm.trust`) or it is too large; else its first line (the files' prefix) and then one
 line ``<restart>.out`` per execution that has a stdout file (a regular file, not a link)."""
-STOP = (
-    'r=$(squeue -h -t all -j "$1" -o %T 2>&1) || { printf "%s\\n" "$r" >&2; exit 1; }\n'
-    'case "$1" in *_*) scontrol update JobId="$1" Requeue=0 >/dev/null 2>&1;; esac\n'
-    'scancel "$1"'
-)
+STOP = program("dispatch.slurm", "stop.sh")
 """Cancel job ``$1`` (exit 1 with squeue's message when squeue does not know it). An array task still inside its
 array's record is first updated alone (a no-op update), which gives it its own record: Slurm cancels such a
 task without a trace otherwise (neither squeue nor sacct would show it ended)."""
+SACCT_NAMES = program("dispatch.slurm", "sacct-names.sh")
+"""``programs/sacct-names.sh``: the jobs named ``$2`` that sacct has since ``$1`` (``<id>|<name>|<submit>``)."""
 ACCEPTED = frozenset(
     {Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind, CessationWarning.kind, Image.kind}
 )
@@ -831,8 +769,7 @@ class SlurmBackend:
         acct = self._caps[Capability.ACCOUNTING_HISTORY].yes
         if acct:
             s.shell(
-                "SLURM_TIME_FORMAT=%s sacct -X -D -P -n -o JobIDRaw,JobName,Submit "
-                '-S "$(date -d @"$1" +%Y-%m-%dT%H:%M:%S)" -E now --name="$2"',
+                SACCT_NAMES,
                 str(max(0, int(since + self._offset) - 1)),  # sacct refuses a start before the epoch (find(m, 0))
                 ",".join(wanted),
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 
+from dispatch.adapterkit.programs import program
 from dispatch.errors import Unavailable
 from dispatch.slurm.trust import TRUSTED
 from dispatch.spi import OutputPiece
@@ -18,25 +19,14 @@ from dispatch.spi import OutputPiece
 UNTRUSTED = "UNTRUSTED"
 """What :data:`SLICE` and :data:`WHOLE` print for a file that is not the user's alone (never read)."""
 UNTRUSTED_WHY = "it is not a file of yours alone (a symbolic link, another user's file, or writable by others)"
-_CHECK = '[ -f "$f" ] && _dsp_trusted "$f" || { echo UNTRUSTED; exit 0; }\n'
 
-SLICE = (
-    "f=$1 off=$2 lim=$3\n"
-    '[ -e "$f" ] || [ -L "$f" ] || { echo MISSING; exit 0; }\n'
-    '[ -f "$f" ] && [ ! -L "$f" ] || { echo UNTRUSTED; exit 0; }\n'
-    'read -r size mode uid <<<"$(stat -c "%s %a %u" -- "$f")"; [ -n "$size" ] || exit 1\n'
-    'case "$uid:$mode" in "$EUID":*[2367]?|"$EUID":*[2367]) echo UNTRUSTED; exit 0;; "$EUID":*) ;;\n'
-    '  *) echo UNTRUSTED; exit 0;; esac\n'
-    'if [ "$off" -lt 0 ]; then off=$((size + off)); [ "$off" -ge 0 ] || off=0; fi\n'
-    'echo "$off $size"\n'
-    'tail -c +"$((off + 1))" -- "$f" | head -c "$lim" | base64 -w0\n'
-)  # fmt: skip
-"""``bash -c SLICE _ PATH OFFSET LIMIT``: a negative OFFSET counts from the end; ``UNTRUSTED`` for a file that is
-not the user's alone (:mod:`dispatch.slurm.trust`: one ``stat`` gives the size, mode and owner)."""
-WHOLE = TRUSTED + (
-    'f=$1\n[ -e "$f" ] || [ -L "$f" ] || { echo MISSING; exit 0; }\n' + _CHECK + 'tail -c +"$2" -- "$f" | base64 -w0\n'
-)
-"""``bash -c WHOLE _ PATH START``: the file from byte START (1-based) in base64, ``MISSING`` or ``UNTRUSTED``."""
+SLICE = program("dispatch.slurm", "slice.sh")
+"""``programs/slice.sh``, ``bash -c SLICE _ PATH OFFSET LIMIT``: a negative OFFSET counts from the end; ``UNTRUSTED``
+for a file that is not the user's alone (:mod:`dispatch.slurm.trust`: one ``stat`` gives the size, mode and
+owner)."""
+WHOLE = TRUSTED + program("dispatch.slurm", "whole.sh")
+"""``programs/whole.sh``, ``bash -c WHOLE _ PATH START``: the file from byte START (1-based) in base64, ``MISSING``
+or ``UNTRUSTED``."""
 
 
 def parse_slice(stdout: str, offset: int) -> OutputPiece:
