@@ -583,7 +583,7 @@ class SlurmBackend:
         asked = ",".join([*jids, *arrays_asked])
         s = self._script()
         if self.dialect == "v0.0.38":
-            s.shell('SLURM_TIME_FORMAT=%s sacct -D -P -n -o "$2" -j "$1"', asked, SACCT_TEXT_FIELDS)
+            s.shell(program("dispatch.slurm", "sacct-text.sh"), asked, SACCT_TEXT_FIELDS)
         else:
             s.call(["sacct", "--json", "-D", "-j", asked])
         out = self._run(s, False)
