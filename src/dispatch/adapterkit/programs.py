@@ -46,7 +46,8 @@ def program(package: str, name: str, **constants: str | int) -> str:
     text = body(_text(package, name))
     for key, value in constants.items():
         line = re.compile(rf"^{re.escape(key)}=.*$", re.MULTILINE)
-        text, n = line.subn(lambda _, k=key, v=value: f"{k}={shlex.quote(str(v))}", text)
+        setting = f"{key}={shlex.quote(str(value))}".replace("\\", "\\\\")  # a replacement string: \\ is \\
+        text, n = line.subn(setting, text)
         if n != 1:
             raise ValueError(f"{package}/{DIRECTORY}/{name}: {n} lines set {key}, not one")
     return text
