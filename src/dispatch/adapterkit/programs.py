@@ -46,7 +46,7 @@ def program(package: str, name: str, **constants: str | int) -> str:
     text = body(_text(package, name))
     for key, value in constants.items():
         line = re.compile(rf"^{re.escape(key)}=.*$", re.MULTILINE)
-        setting = f"{key}={shlex.quote(str(value))}".replace("\\", "\\\\")  # a replacement string: \\ is \\
+        setting = f"{key}={shlex.quote(str(value))}".replace("\\", "\\\\")  # subn reads escapes in it
         text, n = line.subn(setting, text)
         if n != 1:
             raise ValueError(f"{package}/{DIRECTORY}/{name}: {n} lines set {key}, not one")
