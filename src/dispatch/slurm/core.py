@@ -1,14 +1,13 @@
 """The Slurm backend's plumbing: its state, preflight at open, and running one script with its errors mapped.
 
-:class:`SlurmCore` is what every part of :class:`~dispatch.slurm.backend.SlurmBackend` stands on (submission,
+:class:`SlurmCore` is what every part of :class:`~dispatch.slurm.backend.SlurmBackend` is given (submission,
 gates and holds, observation, finding, output): the settings, the cluster's facts read at open, the clock offset,
-and :meth:`SlurmCore._run` (a transport failure is Unavailable when the script never started and, for writes,
+and :meth:`SlurmCore.run` (a transport failure is Unavailable when the script never started and, for writes,
 OutcomeUnknown once it may have run).
 """
 
 from __future__ import annotations
 
-import math
 import posixpath
 import re
 
@@ -35,48 +34,42 @@ NAME = "slurm"
 
 
 class SlurmCore:
-    """One Slurm cluster's plumbing (the base of :class:`~dispatch.slurm.backend.SlurmBackend`)."""
+    """One Slurm cluster's plumbing, shared by the parts of :class:`~dispatch.slurm.backend.SlurmBackend`."""
 
     def __init__(
         self, settings: SlurmSettings, executor: Executor, clock: Clock | None = None, *, read_only: bool = False
     ) -> None:
         self.settings = settings
-        self._executor = executor
-        self._clock = clock or SystemClock()
-        self._read_only = read_only
-        self._offset = 0.0
-        self._uncertainty = 0.0
+        self.executor = executor
+        self.clock = clock or SystemClock()
+        self.read_only = read_only
+        self.offset = 0.0
+        self.uncertainty = 0.0
         self.scripts_run = 0
-        self._paths: dict[tuple[str, int | None, str], str] = {}
-        self._book = InstanceBook()  # the names of holds this backend placed (for non-canonical instances)
-        self._bases: dict[str, str] = {}  # job id -> its output files' prefix, from its pointer (never changes)
-        self._made_dirs: set[str] = set()  # output directories this backend already created
-        self._first_codes: dict[tuple[str, int], int | None] = {}  # (job id, restart) -> srun's first task code
-        self._next_prune = -math.inf  # when a submitting script next prunes old pointers and maps
-        self._prune_call: int | None = None
-        self.facts = preflight.run_preflight(settings, self._run, self._clock, read_only=read_only)
-        self._offset = self.facts.offset
-        self._uncertainty = self.facts.uncertainty
-        self._caps = preflight.capabilities_of(self.facts).with_answer(
+        self.book = InstanceBook()  # the names of holds this backend placed (for non-canonical instances)
+        self.facts = preflight.run_preflight(settings, self.run, self.clock, read_only=read_only)
+        self.offset = self.facts.offset
+        self.uncertainty = self.facts.uncertainty
+        self.caps = preflight.capabilities_of(self.facts).with_answer(
             Capability.SHARED_STORAGE, storage_answer(settings.shared_storage)
         )
-        self._decl = preflight.declarations_of(settings, self.facts)
+        self.decl = preflight.declarations_of(settings, self.facts)
         self.slurm_release = self.facts.version
         self.dialect = dialect_of(self.facts.version)
         self.default_output_dir = posixpath.join(self.facts.home or "/tmp", "dispatch-output")
 
-    def _script(self) -> Script:
+    def script(self) -> Script:
         s = Script(call_timeout=self.settings.timeouts.call, env=self.settings.env)
-        s.deadline = self._clock.now() + self._offset + self.settings.timeouts.script
+        s.deadline = self.clock.now() + self.offset + self.settings.timeouts.script
         return s
 
-    def _run(self, script: Script, write: bool, *, partial: bool = False) -> ScriptOutput:
+    def run(self, script: Script, write: bool, *, partial: bool = False) -> ScriptOutput:
         """Run one script. Transport failures: Unavailable if it never started (or it only read), else
         OutcomeUnknown; with ``partial``, a write script cut after it started returns what it reported (each
         call then answers for itself: those with no status are unknown)."""
         self.scripts_run += 1
         try:
-            result = self._executor.run(script.render(), self.settings.timeouts.script + 10)
+            result = self.executor.run(script.render(), self.settings.timeouts.script + 10)
         except TransportFailure as exc:
             out = parse_output(script.nonce, exc.result.stdout)
             if write and out.started and partial:
@@ -89,7 +82,7 @@ class SlurmCore:
             raise Unavailable(f"the script did not start (exit {result.returncode}): {result.stderr.strip()[:300]}")
         return out
 
-    def _need(self, out: ScriptOutput, index: int, what: str, *, write: bool) -> CallOutput:
+    def need(self, out: ScriptOutput, index: int, what: str, *, write: bool) -> CallOutput:
         """The call's output when it succeeded; otherwise the error its answer maps to."""
         call = out.call(index)
         if call is None or call.status is None:
@@ -102,24 +95,24 @@ class SlurmCore:
             raise slurm_errors.error_for(what, call.stderr or call.stdout, write=write, status=call.status)
         return call
 
-    def _writable(self) -> None:
-        if self._read_only:
+    def writable(self) -> None:
+        if self.read_only:
             raise ReadOnly("this Slurm backend was opened read-only")
 
-    def _evidence(self, source: str) -> Evidence:
-        return Evidence(source, self._clock.now())
+    def evidence(self, source: str) -> Evidence:
+        return Evidence(source, self.clock.now())
 
-    def _pointer(self, jid: str) -> str:
+    def pointer(self, jid: str) -> str:
         cluster = re.sub(r"[^A-Za-z0-9_.-]", "_", self.facts.cluster_name) or "slurm"
         return submit.pointer_path(self.settings.output.dir or self.default_output_dir, cluster, jid)
 
-    def _progress_root(self) -> str:
+    def progress_root(self) -> str:
         """The cluster's progress directory (:func:`dispatch.slurm.progress.root`)."""
         cluster = re.sub(r"[^A-Za-z0-9_.-]", "_", self.facts.cluster_name) or "slurm"
         return progress.root(self.settings.output.dir or self.default_output_dir, cluster)
 
-    def _hold_name(self, canonical: str) -> str:
-        return self._book.name(encode_instance(canonical)) or canonical
+    def hold_name(self, canonical: str) -> str:
+        return self.book.name(encode_instance(canonical)) or canonical
 
 
 def _job_id(scheduler_id: str) -> str:

@@ -29,8 +29,11 @@ SACCT_NAMES = program("dispatch.slurm", "sacct-names.sh")
 """``programs/sacct-names.sh``: the jobs named ``$2`` that sacct has since ``$1`` (``<id>|<name>|<submit>``)."""
 
 
-class Finding(SlurmCore):
+class Finding:
     """Backend.find and MultiFinder."""
+
+    def __init__(self, core: SlurmCore) -> None:
+        self.core = core
 
     def find(self, marker: str, since: float) -> list[Found]:
         return self.find_many([marker], since).get(marker, [])
@@ -45,42 +48,42 @@ class Finding(SlurmCore):
         wanted = list(dict.fromkeys(markers))
         if not wanted:
             return {}
-        s = self._script()
-        if self.dialect == "v0.0.38":
+        s = self.core.script()
+        if self.core.dialect == "v0.0.38":
             s.call(["squeue", "--json"])
         else:
             s.call(["squeue", "--json", "-t", "all", "--name=" + ",".join(wanted)])
-        acct = self._caps[Capability.ACCOUNTING_HISTORY].yes
+        acct = self.core.caps[Capability.ACCOUNTING_HISTORY].yes
         if acct:
             s.shell(
                 SACCT_NAMES,
-                str(max(0, int(since + self._offset) - 1)),  # sacct refuses a start before the epoch (find(m, 0))
+                str(max(0, int(since + self.core.offset) - 1)),  # sacct refuses a start before the epoch (find(m, 0))
                 ",".join(wanted),
             )
-        maps = posixpath.dirname(arrays.map_path(self._pointer(""), "_"))
-        s.shell(arrays.FIND, "1" if acct else "0", maps, str(max(0, int(since + self._offset) - 1)), *wanted)
-        out = self._run(s, False)
+        maps = posixpath.dirname(arrays.map_path(self.core.pointer(""), "_"))
+        s.shell(arrays.FIND, "1" if acct else "0", maps, str(max(0, int(since + self.core.offset) - 1)), *wanted)
+        out = self.core.run(s, False)
         found: dict[str, dict[str, Found]] = {m: {} for m in wanted}
-        tasks = self._need(out, 2 if acct else 1, "find array tasks", write=False)
+        tasks = self.core.need(out, 2 if acct else 1, "find array tasks", write=False)
         array_tasks = arrays.parse_find(tasks.stdout)
         for line in tasks.stdout.splitlines():
             if line.startswith("U "):
                 log.warning("array marker maps ignored: %s", line[2:])
-        sq = self._need(out, 0, "squeue", write=False)
+        sq = self.core.need(out, 0, "squeue", write=False)
         _, jobs = parse_squeue(sq.stdout)
         for j in filter_jobs(jobs, names=wanted):
-            created = (j.submit_time - self._offset) if j.submit_time else None
-            if created is None or created >= since - self._uncertainty - 1:
+            created = (j.submit_time - self.core.offset) if j.submit_time else None
+            if created is None or created >= since - self.core.uncertainty - 1:
                 found[j.name].setdefault(j.job_id, Found(j.job_id, j.name, created))
         if acct:
-            sa = self._need(out, 1, "sacct", write=False)
+            sa = self.core.need(out, 1, "sacct", write=False)
             for line in sa.stdout.splitlines():
                 parts = line.split("|")
                 if len(parts) >= 3 and parts[1] in found:
-                    created = float(parts[2]) - self._offset if parts[2].isdigit() else None
+                    created = float(parts[2]) - self.core.offset if parts[2].isdigit() else None
                     found[parts[1]].setdefault(parts[0], Found(parts[0], parts[1], created))
         for task in array_tasks:
-            created = task.created - self._offset if task.created is not None else None
-            if task.marker in found and (created is None or created >= since - self._uncertainty - 1):
+            created = task.created - self.core.offset if task.created is not None else None
+            if task.marker in found and (created is None or created >= since - self.core.uncertainty - 1):
                 found[task.marker].setdefault(task.scheduler_id, Found(task.scheduler_id, task.marker, created))
         return {m: sorted(v.values(), key=lambda f: _id_order(f.scheduler_id)) for m, v in found.items()}

@@ -54,8 +54,11 @@ RELEASE_SCRIPT = _READ_HOLD + program("dispatch.slurm", "release-hold.sh")
 """Lift hold ``$2`` from job ``$1`` if it carries it; exit 5 when it carries another."""
 
 
-class Gates(SlurmCore):
+class Gates:
     """Gate, Holder and Requeuer."""
+
+    def __init__(self, core: SlurmCore) -> None:
+        self.core = core
 
     def open(self, scheduler_id: str) -> None:
         error = self.open_many([scheduler_id])[0]
@@ -68,7 +71,7 @@ class Gates(SlurmCore):
         so the tasks its record still holds are released as that one record): release a job held by its user
         (dispatch's gate), refuse one held by an administrator (Rejected), leave any other alone (already open);
         a job squeue no longer knows is NotFound."""
-        self._writable()
+        self.core.writable()
         answers: list[DispatchError | None] = [None] * len(scheduler_ids)
         for chunk in _open_chunks(scheduler_ids, OPEN_BATCH):
             for k, answer in zip(chunk, self._open_chunk([scheduler_ids[k] for k in chunk]), strict=True):
@@ -85,10 +88,10 @@ class Gates(SlurmCore):
         valid = [j for j in jids if isinstance(j, str)]
         if not valid:
             return [j if isinstance(j, NotFound) else None for j in jids]
-        s = self._script()
+        s = self.core.script()
         s.shell(OPEN_GATES, ",".join(valid), RANGES)
         try:
-            out = self._run(s, True, partial=True)
+            out = self.core.run(s, True, partial=True)
         except (Unavailable, OutcomeUnknown) as exc:
             return [j if isinstance(j, NotFound) else e for j, e in zip(jids, spread(exc, len(jids)), strict=True)]
         call = out.call(0)
@@ -124,48 +127,48 @@ class Gates(SlurmCore):
         """One script reads the job (``squeue``) and, if it is waiting and carries no other hold, sets the
         hold's start time: the read and the update are one round trip apart no more (Slurm has no
         compare-and-set; what is left is the gap between two commands on the login node)."""
-        self._writable()
+        self.core.writable()
         jid = _job_id(scheduler_id)
-        s = self._script()
+        s = self.core.script()
         s.shell(HOLD_SCRIPT, jid, str(encode_hold(instance)), str(HOLD_BASE), str(HOLD_BASE + HOLD_SPAN))
         self._hold_answer(s, jid, instance, "hold")
-        self._book.remember(instance)
+        self.core.book.remember(instance)
 
     def release(self, scheduler_id: str, instance: str) -> None:
         """One script: lift the hold if it is ``instance``'s (``StartTime=now``); no hold is a no-op, another
         instance's hold is Rejected."""
-        self._writable()
+        self.core.writable()
         jid = _job_id(scheduler_id)
-        s = self._script()
+        s = self.core.script()
         s.shell(RELEASE_SCRIPT, jid, str(encode_hold(instance)), str(HOLD_BASE), str(HOLD_BASE + HOLD_SPAN))
         self._hold_answer(s, jid, instance, "release")
 
     def _hold_answer(self, s: Script, jid: str, instance: str, what: str) -> None:
-        out = self._run(s, True)
+        out = self.core.run(s, True)
         call = out.call(0)
         if call is not None and call.status == 4:
             state = call.stdout.strip().lower() or "not pending"
             raise Rejected(f"job {jid} is {state}: the job is no longer pending")
         if call is not None and call.status == 5:
             other = decode_hold(float(call.stdout.strip())) if call.stdout.strip().isdigit() else None
-            shown = self._hold_name(other) if other else "another hold"
+            shown = self.core.hold_name(other) if other else "another hold"
             verb = "already carries" if what == "hold" else "carries"
             raise Rejected(f"job {jid} {verb} hold {shown}" + ("" if what == "hold" else f", not {instance}"))
-        self._need(out, 0, f"{what} {jid}", write=True)
+        self.core.need(out, 0, f"{what} {jid}", write=True)
 
     def requeue(self, scheduler_id: str) -> None:
         """Two steps in one script: enable requeue (``Requeue=1``), then ``scontrol requeue``; then disable it
         again for the next execution. A cut between the steps raises OutcomeUnknown: the restart count either
         moved or it did not, and a later requeue repeats both steps safely."""
-        self._writable()
+        self.core.writable()
         jid = _job_id(scheduler_id)
-        s = self._script()
+        s = self.core.script()
         s.call(["scontrol", "update", f"JobId={jid}", "Requeue=1"])
         s.call(["scontrol", "requeue", jid])
         s.call(["scontrol", "update", f"JobId={jid}", "Requeue=0"])
-        out = self._run(s, True)
-        self._need(out, 0, f"enable requeue of {jid}", write=True)
-        self._need(out, 1, f"requeue {jid}", write=True)
+        out = self.core.run(s, True)
+        self.core.need(out, 0, f"enable requeue of {jid}", write=True)
+        self.core.need(out, 1, f"requeue {jid}", write=True)
 
     def requeue_after_end(self) -> CapabilityAnswer:
         """No: an ended job cannot be requeued, so a requeue rule is refused at load (see :class:`Requeuer`)."""

@@ -57,10 +57,14 @@ class _Observed:
     """The raw progress reports by rank, read in the same script as squeue (None: not read)."""
 
 
-class Observation(SlurmCore):
+class Observation:
     """Backend.inspect and inspect_many (ProgressScope), from squeue and sacct."""
 
-    def _observe(
+    def __init__(self, core: SlurmCore) -> None:
+        self.core = core
+        self._first_codes: dict[tuple[str, int], int | None] = {}  # (job id, restart) -> srun's first task code
+
+    def observe(
         self, ids: Sequence[str], *, full: bool = False, progress_of: Collection[str] | None = ()
     ) -> dict[str, _Observed]:
         """squeue's and sacct's view of ``ids``. Cheap first: one text listing (:data:`SQUEUE_TEXT_FIELDS`)
@@ -80,16 +84,18 @@ class Observation(SlurmCore):
             raise Unavailable(f"squeue/sacct: unusable output: {str(exc)[:300]}") from None
 
     def _observe_text_first(self, jids: list[str], progress_of: Collection[str] | None) -> dict[str, _Observed]:
-        s = self._script()
+        s = self.core.script()
         # one call: the listing, and the reports of the running jobs that have any (progress.OBSERVE)
-        s.shell(progress.OBSERVE, ",".join(jids), SQUEUE_TEXT_FIELDS, self._progress_root(), progress.want(progress_of))
-        out = self._run(s, False)
+        s.shell(
+            progress.OBSERVE, ",".join(jids), SQUEUE_TEXT_FIELDS, self.core.progress_root(), progress.want(progress_of)
+        )
+        out = self.core.run(s, False)
         call = out.call(0)
         listing, reports = progress.split(call.stdout) if call is not None else ("", "")
         raw = progress.parse_reports(reports)
         rows: list[SlurmJob] = []
         if call is not None and call.status == 0:
-            rows = parse_squeue_text(listing, self.slurm_release)
+            rows = parse_squeue_text(listing, self.core.slurm_release)
         elif call is None or "Invalid job id" not in call.stderr:
             stderr = call.stderr if call else ""
             raise slurm_errors.error_for("squeue", stderr, write=False, status=call.status if call else None)
@@ -100,19 +106,19 @@ class Observation(SlurmCore):
         gone = [j for j in jids if j not in listed]
         if unsettled:
             result.update(self._observe_json(unsettled))
-        if gone and self._caps[Capability.ACCOUNTING_HISTORY].yes:
-            for jid, history in self._history(gone).items():
+        if gone and self.core.caps[Capability.ACCOUNTING_HISTORY].yes:
+            for jid, history in self.history(gone).items():
                 if jid in wanted and history:
                     result[jid] = _Observed(None, tuple(history))
         return {j: replace(result[j], progress=raw[j]) if j in raw else result[j] for j in jids if j in result}
 
     def _observe_json(self, jids: list[str]) -> dict[str, _Observed]:
-        s = self._script()
-        if self.dialect == "v0.0.38":
+        s = self.core.script()
+        if self.core.dialect == "v0.0.38":
             s.call(["squeue", "--json"])  # ignores filters: filtered here
         else:
             s.call(["squeue", "--json", "-t", "all", "-j", ",".join(jids)])
-        out = self._run(s, False)
+        out = self.core.run(s, False)
         call = out.call(0)
         live: dict[str, SlurmJob] = {}
         if call is not None and call.status == 0:
@@ -123,24 +129,26 @@ class Observation(SlurmCore):
             stderr = call.stderr if call else ""
             raise slurm_errors.error_for("squeue", stderr, write=False, status=call.status if call else None)
         need_history = [j for j in jids if j not in live or (live[j].restart_cnt or 0) > 0 or live[j].state == "FAILED"]
-        history = self._history(need_history) if need_history and self._caps[Capability.ACCOUNTING_HISTORY].yes else {}
+        history = (
+            self.history(need_history) if need_history and self.core.caps[Capability.ACCOUNTING_HISTORY].yes else {}
+        )
         return {j: _Observed(live.get(j), tuple(history.get(j, ()))) for j in jids if j in live or history.get(j)}
 
-    def _history(self, jids: Sequence[str]) -> dict[str, list[SlurmJob]]:
+    def history(self, jids: Sequence[str]) -> dict[str, list[SlurmJob]]:
         """sacct's executions of ``jids``. An array task is asked with its array (sacct names a task still held
         in the array's record only so), and one the array's accounting no longer holds at all, neither in the
         array's record nor in one of its own, reads as cancelled (:func:`_dropped_task`)."""
         arrays_asked = sorted({a for a, t in map(split_id, jids) if t is not None})
         asked = ",".join([*jids, *arrays_asked])
-        s = self._script()
-        if self.dialect == "v0.0.38":
+        s = self.core.script()
+        if self.core.dialect == "v0.0.38":
             s.shell(program("dispatch.slurm", "sacct-text.sh"), asked, SACCT_TEXT_FIELDS)
         else:
             s.call(["sacct", "--json", "-D", "-j", asked])
-        out = self._run(s, False)
-        call = self._need(out, 0, "sacct", write=False)
-        if self.dialect == "v0.0.38":
-            jobs = parse_sacct_text(call.stdout, self.slurm_release)
+        out = self.core.run(s, False)
+        call = self.core.need(out, 0, "sacct", write=False)
+        if self.core.dialect == "v0.0.38":
+            jobs = parse_sacct_text(call.stdout, self.core.slurm_release)
         else:
             _, jobs = parse_sacct(call.stdout)
         by: dict[str, list[SlurmJob]] = {}
@@ -160,7 +168,7 @@ class Observation(SlurmCore):
     ) -> JobEvidence:
         """The evidence of one job. ``memo`` shares readings between jobs whose records map alike within one
         observation (thousands of gated jobs are one reading)."""
-        now = self._clock.now()
+        now = self.core.clock.now()
         marker_job = obs.live or obs.history[-1]
         submission = submission_of(marker_job.name)  # an array task's name is its array's: submission 1
         executions: list[ExecutionEvidence] = []
@@ -178,7 +186,7 @@ class Observation(SlurmCore):
             current = replace(current, step_states=same[-1].step_states, step_exit_code=same[-1].step_exit_code)
         if (
             obs.live is not None
-            and self._caps[Capability.ACCOUNTING_HISTORY].yes
+            and self.core.caps[Capability.ACCOUNTING_HISTORY].yes
             and accounting_settling(obs.live, same[-1] if same else None, now)
         ):
             current = replace(current, state="", flags=current.flags | {"COMPLETING"})  # read as running
@@ -189,13 +197,13 @@ class Observation(SlurmCore):
         executions.sort(key=lambda e: e.restart)
         if obs.progress and executions and executions[-1].outcome.state is State.RUNNING:
             cur = executions[-1]
-            executions[-1] = replace(cur, progress=progress.reports_of(obs.progress, cur.identity, self._offset))
+            executions[-1] = replace(cur, progress=progress.reports_of(obs.progress, cur.identity, self.core.offset))
         return JobEvidence(
             scheduler_id=jid,
             marker=None if marker_job.name.startswith(ARRAY_PREFIX) else (marker_job.name or None),
             outcome=reading.outcome,
             gate=Gate.CLOSED if reading.gate_closed else Gate.OPEN,
-            holds=(self._hold_name(reading.hold),) if reading.hold else (),
+            holds=(self.core.hold_name(reading.hold),) if reading.hold else (),
             foreign_holds=(reading.foreign_hold,) if reading.foreign_hold else (),
             executions=tuple(executions),
         )
@@ -212,7 +220,7 @@ class Observation(SlurmCore):
         return reading
 
     def _execution(self, jid: str, n: int, rec: SlurmJob, restart: int, reading: Reading) -> ExecutionEvidence:
-        off = self._offset
+        off = self.core.offset
         outcome = reading.outcome
         # Slurm fills start_time with an estimate while pending, and with the cancel time for a job cancelled
         # before it ran: only an execution that left the waiting states with nodes allocated has started. A
@@ -235,7 +243,7 @@ class Observation(SlurmCore):
         if jid not in got:
             raise NotFound(
                 f"Slurm job {jid} is not in squeue"
-                + ("" if self._caps[Capability.ACCOUNTING_HISTORY].yes else " and there is no accounting to ask")
+                + ("" if self.core.caps[Capability.ACCOUNTING_HISTORY].yes else " and there is no accounting to ask")
             )
         return got[jid]
 
@@ -250,7 +258,7 @@ class Observation(SlurmCore):
         Progress is read where it can exist and is wanted: the running executions of ``progress_of`` (None: of
         every job) that have reports (:mod:`dispatch.slurm.progress`)."""
         memo: dict[tuple[object, ...], Reading] = {}
-        observed = self._with_first_failures(self._observe(scheduler_ids, progress_of=progress_of))
+        observed = self._with_first_failures(self.observe(scheduler_ids, progress_of=progress_of))
         return {j: self._evidence_of(j, o, memo) for j, o in observed.items()}
 
     def _with_first_failures(self, observed: dict[str, _Observed]) -> dict[str, _Observed]:
@@ -268,10 +276,10 @@ class Observation(SlurmCore):
             )
         unread = sorted(failed - self._first_codes.keys())
         if unread:
-            s = self._script()
-            s.shell(tasklines.READ, self._pointer("")[:-1], *(f"{jid}:{r}" for jid, r in unread))
+            s = self.core.script()
+            s.shell(tasklines.READ, self.core.pointer("")[:-1], *(f"{jid}:{r}" for jid, r in unread))
             try:
-                call = self._need(self._run(s, False), 0, "read srun's task lines", write=False)
+                call = self.core.need(self.core.run(s, False), 0, "read srun's task lines", write=False)
             except DispatchError as exc:
                 log.info("srun's task lines not read (accounting's step codes stand): %s", exc)
             else:

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dispatch.adapterkit.programs import program
 from dispatch.errors import DispatchError, NotFound, Unavailable, Unsupported
 from dispatch.slurm import submit, trust
-from dispatch.slurm.core import _job_id
+from dispatch.slurm.core import SlurmCore, _job_id
 from dispatch.slurm.mapping import outcome_of
 from dispatch.slurm.observation import Observation
 from dispatch.slurm.trust import TRUSTED
@@ -72,8 +72,14 @@ alone (:mod:`dispatch.slurm.trust`) or it is too large; else its first line (the
 line ``<restart>.out`` per execution that has a stdout file (a regular file, not a link)."""
 
 
-class OutputReading(Observation):
+class OutputReading:
     """OutputReader and OutputSlices: the files a job's pointer names."""
+
+    def __init__(self, core: SlurmCore, observation: Observation) -> None:
+        self.core = core
+        self.observation = observation
+        self._paths: dict[tuple[str, int | None, str], str] = {}
+        self._bases: dict[str, str] = {}  # job id -> its output files' prefix, from its pointer (never changes)
 
     def _output_path(self, scheduler_id: str, execution: int | None, stream: str) -> tuple[str, bool]:
         """The path of one execution's ``stream`` file and whether that execution has ended. The files' prefix
@@ -88,11 +94,11 @@ class OutputReading(Observation):
             if pointed is None:
                 return self._listed_path(scheduler_id, execution, stream)
             base = self._bases[jid] = pointed[0]
-        obs = self._observe([jid]).get(jid)
+        obs = self.observation.observe([jid]).get(jid)
         if obs is not None:
             rec = obs.live or obs.history[-1]
             current = rec.restart_cnt or 0
-            over = outcome_of(rec, self._evidence(rec.source)).outcome.state.ended
+            over = outcome_of(rec, self.core.evidence(rec.source)).outcome.state.ended
         else:
             restarts = (self._pointed(jid) or ("", []))[1]
             if not restarts:
@@ -107,10 +113,10 @@ class OutputReading(Observation):
     def _pointed(self, jid: str) -> tuple[str, list[int]] | None:
         """The files' prefix the submission of ``jid`` recorded and the restarts that have a stdout file; None
         when there is no pointer."""
-        s = self._script()
-        path = self._pointer(jid)
+        s = self.core.script()
+        path = self.core.pointer(jid)
         s.shell(POINTED, path, jid)
-        call = self._need(self._run(s, False), 0, f"read the output pointer of job {jid}", write=False)
+        call = self.core.need(self.core.run(s, False), 0, f"read the output pointer of job {jid}", write=False)
         lines = call.stdout.strip("\n").splitlines()
         if not lines or lines[0] == "NONE":
             return None
@@ -123,7 +129,7 @@ class OutputReading(Observation):
 
     def _listed_path(self, scheduler_id: str, execution: int | None, stream: str) -> tuple[str, bool]:
         """The path as squeue/sacct show it (jobs submitted before submissions wrote pointers)."""
-        ev_obs = self._observe([scheduler_id], full=True).get(_job_id(scheduler_id))
+        ev_obs = self.observation.observe([scheduler_id], full=True).get(_job_id(scheduler_id))
         if ev_obs is None:
             raise NotFound(f"Slurm job {scheduler_id} is gone")
         rec = ev_obs.live or ev_obs.history[-1]
@@ -135,10 +141,10 @@ class OutputReading(Observation):
         out_dir = (
             posixpath.dirname(pattern)
             if pattern.startswith("/")
-            else (self.settings.output.dir or self.default_output_dir)
+            else (self.core.settings.output.dir or self.core.default_output_dir)
         )
         out_path, err_path = submit.output_paths(out_dir, rec.name, rec.job_id, r)
-        ended = outcome_of(rec, self._evidence("squeue")).outcome.state.ended or r < current
+        ended = outcome_of(rec, self.core.evidence("squeue")).outcome.state.ended or r < current
         return (out_path if stream == "stdout" else err_path), ended
 
     def _read(
@@ -146,9 +152,9 @@ class OutputReading(Observation):
     ) -> Iterator[bytes]:
         path, ended = self._output_path(scheduler_id, execution, stream)
         while True:
-            s = self._script()
+            s = self.core.script()
             s.shell(WHOLE, path, str(offset + 1))
-            call = self._need(self._run(s, False), 0, f"read {path}", write=False)
+            call = self.core.need(self.core.run(s, False), 0, f"read {path}", write=False)
             text = call.stdout.strip()
             if text == UNTRUSTED:
                 raise Unavailable(f"{path} is not read: {UNTRUSTED_WHY}")
@@ -158,7 +164,7 @@ class OutputReading(Observation):
                 yield data
             if not follow or ended:
                 return
-            self._clock.sleep(1.0)
+            self.core.clock.sleep(1.0)
             path, ended = self._output_path(scheduler_id, execution, stream)
 
     def stdout(
@@ -180,7 +186,7 @@ class OutputReading(Observation):
         of them). A file's path is looked up once per job, execution and stream and then kept, except for the
         current execution (None), whose path changes when the job is requeued."""
         answers: list[OutputPiece | DispatchError | None] = [None] * len(slices)
-        s = self._script()
+        s = self.core.script()
         calls: list[tuple[int, int, str]] = []
         for i, sl in enumerate(slices):
             try:
@@ -194,10 +200,10 @@ class OutputReading(Observation):
                 continue
             calls.append((i, s.shell(SLICE, path, str(sl.offset), str(max(0, sl.limit))), path))
         if calls:
-            out = self._run(s, False)
+            out = self.core.run(s, False)
             for i, index, path in calls:
                 try:
-                    call = self._need(out, index, f"read {path}", write=False)
+                    call = self.core.need(out, index, f"read {path}", write=False)
                     answers[i] = parse_slice(call.stdout, slices[i].offset)
                 except DispatchError as exc:
                     answers[i] = exc

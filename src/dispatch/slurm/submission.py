@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import posixpath
 import shlex
@@ -48,8 +49,14 @@ ACCEPTED = frozenset(
 )
 
 
-class Submission(SlurmCore):
+class Submission:
     """Building and submitting jobs (Backend.start, BatchStarter)."""
+
+    def __init__(self, core: SlurmCore) -> None:
+        self.core = core
+        self._made_dirs: set[str] = set()  # output directories this backend already created
+        self._next_prune = -math.inf  # when a submitting script next prunes old pointers and maps
+        self._prune_call: int | None = None
 
     def extension_policy(self) -> ExtensionPolicy:
         return ExtensionPolicy(accepted=ACCEPTED)
@@ -58,32 +65,32 @@ class Submission(SlurmCore):
         """What sbatch gets for ``request`` (with ``array``: as a task of the job array of that name). A
         ``dispatch.Image`` on a cluster answering ContainerImage no is Unsupported, naming the answer's reason."""
         self.extension_policy().check(request.spec.extensions, NAME)
-        if request.spec.extension(Image) is not None and self._caps.answer(Capability.CONTAINER_IMAGE) is Answer.NO:
-            self._caps.require(Capability.CONTAINER_IMAGE, "the dispatch.Image extension")
+        if request.spec.extension(Image) is not None and self.core.caps.answer(Capability.CONTAINER_IMAGE) is Answer.NO:
+            self.core.caps.require(Capability.CONTAINER_IMAGE, "the dispatch.Image extension")
         return submit.build(
             request,
-            self.settings,
-            self.slurm_release,
-            self.default_output_dir,
+            self.core.settings,
+            self.core.slurm_release,
+            self.core.default_output_dir,
             self.default_workdir(),
             array=array,
-            progress_root=self._progress_root(),
+            progress_root=self.core.progress_root(),
         )
 
     @property
     def max_array_size(self) -> int:
         """The cluster's ``MaxArraySize`` (an array's task ids are below it; 0 or 1: no arrays), Slurm's default
         1001 when ``scontrol show config`` did not say."""
-        value = self.facts.config.get("MaxArraySize", "1001").strip()
+        value = self.core.facts.config.get("MaxArraySize", "1001").strip()
         return int(value) if value.isdigit() else 1001
 
     def default_workdir(self) -> str:
         """Where a job without a working directory starts: with the local transport the current directory (this
         machine is the login node, its directories are the cluster's); over SSH (or any other transport) the
         login user's home directory there, since this machine's current directory need not exist on the cluster."""
-        if self.settings.transport == "local":
+        if self.core.settings.transport == "local":
             return os.getcwd()
-        return self.facts.home
+        return self.core.facts.home
 
     def render(self, request: StartRequest) -> str:
         """The exact sbatch command and batch script :meth:`start` would submit (a dry run; nothing runs)."""
@@ -94,19 +101,19 @@ class Submission(SlurmCore):
     dry_run = render
 
     def start(self, request: StartRequest) -> str:
-        self._writable()
+        self.core.writable()
         job = self.build(request)
-        s = self._script()
+        s = self.core.script()
         index = 0
         if job.output_dir not in self._made_dirs:
-            s.shell(trust.PREPARE, posixpath.dirname(self._pointer("")), job.output_dir)
+            s.shell(trust.PREPARE, posixpath.dirname(self.core.pointer("")), job.output_dir)
             index = 1
         self._submit(s, job, s.call)
         self._prune(s)
-        out = self._run(s, True)
+        out = self.core.run(s, True)
         self._pruned(out)
         _refused_before_sbatch(out.call(index))
-        call = self._need(out, index, "sbatch", write=True)
+        call = self.core.need(out, index, "sbatch", write=True)
         self._made_dirs.add(job.output_dir)
         try:
             return parse_sbatch_id(call.stdout)
@@ -116,24 +123,24 @@ class Submission(SlurmCore):
     def _submit(self, s: Script, job: submit.SbatchJob, add: Callable[..., int]) -> int:
         """Add the ``sbatch`` of ``job`` to ``s`` with ``add`` (a call, or a concurrent one), recording where its
         output files go (:data:`SUBMIT`)."""
-        pointer = self._pointer("")
+        pointer = self.core.pointer("")
         return int(add(["bash", "-c", SUBMIT, "_", pointer[:-1], job.base, *job.argv], stdin=job.batch))
 
     def _prune(self, s: Script) -> None:
         """Add :data:`~dispatch.slurm.pruning.PRUNE` to a submitting script, at most every
         :data:`~dispatch.slurm.pruning.PRUNE_EVERY` seconds (the pointers and maps past their retention)."""
         self._prune_call = None  # this script's call, if any (never an earlier script's)
-        now = self._clock.now()
+        now = self.core.clock.now()
         if now < self._next_prune:
             return
         self._next_prune = now + pruning.PRUNE_EVERY
-        jobs = posixpath.dirname(self._pointer(""))
-        keep = self.settings.output
+        jobs = posixpath.dirname(self.core.pointer(""))
+        keep = self.core.settings.output
         self._prune_call = s.shell(
             pruning.PRUNE,
             jobs,
-            posixpath.basename(self._pointer(""))[:-1],
-            posixpath.dirname(arrays.map_path(self._pointer(""), "_")),
+            posixpath.basename(self.core.pointer(""))[:-1],
+            posixpath.dirname(arrays.map_path(self.core.pointer(""), "_")),
             pruning.minutes(keep.keep_pointers),
             pruning.minutes(keep.keep_maps),
         )
@@ -153,7 +160,7 @@ class Submission(SlurmCore):
         ``sbatch``, in one script per :data:`BATCH` requests (and one ``mkdir`` for new output directories), four
         at a time (:meth:`Script.call_concurrently`). Each answer is its own job's (see :meth:`start`); a failed
         ``sbatch --array`` is every task's answer."""
-        self._writable()
+        self.core.writable()
         answers: list[str | DispatchError | None] = [None] * len(requests)
         singles = list(range(len(requests)))
         if self.max_array_size > 1 and len(requests) > 1:
@@ -184,24 +191,24 @@ class Submission(SlurmCore):
         """One ``sbatch --array`` (:data:`dispatch.slurm.arrays.SUBMIT`): the tasks' ids, or the call's answer for
         every task (OutcomeUnknown when the array may exist: its tasks are found by their markers)."""
         n = len(array.tasks)
-        s = self._script()
+        s = self.core.script()
         index = 0
         if array.output_dir not in self._made_dirs:
-            s.shell(trust.PREPARE, posixpath.dirname(self._pointer("")), array.output_dir)
+            s.shell(trust.PREPARE, posixpath.dirname(self.core.pointer("")), array.output_dir)
             index = 1
-        pointer = self._pointer("")
+        pointer = self.core.pointer("")
         markers = "\n".join(t.marker for t in array.tasks)
         where = arrays.map_path(pointer, array.name)
         argv = ["bash", "-c", arrays.SUBMIT, "_", pointer[:-1], array.base, where, markers, str(n), *array.argv()]
         s.call(argv, stdin=array.script())
         self._prune(s)
         try:
-            out = self._run(s, True)
+            out = self.core.run(s, True)
             self._pruned(out)
             call = out.call(index)
             if call is not None and call.status == 3:
                 raise Unavailable(f"sbatch --array not run: {(call.stderr or call.stdout).strip()[:300]}")
-            call = self._need(out, index, "sbatch --array", write=True)
+            call = self.core.need(out, index, "sbatch --array", write=True)
             jid = parse_sbatch_id(call.stdout)
         except ParseError as exc:
             return list(spread(OutcomeUnknown(str(exc)), n))
@@ -215,10 +222,10 @@ class Submission(SlurmCore):
     def _drop_map(self, path: str) -> None:
         """Remove the marker map of an array ``sbatch`` refused (best effort: a map left names no task, and
         ``find`` then finds nothing by it, as it should)."""
-        s = self._script()
+        s = self.core.script()
         s.call(["rm", "-f", "--", path])
         with contextlib.suppress(DispatchError):
-            self._run(s, True)
+            self.core.run(s, True)
 
     def _start_chunk(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
         answers: list[str | DispatchError | None] = [None] * len(requests)
@@ -229,16 +236,16 @@ class Submission(SlurmCore):
             except DispatchError as exc:
                 answers[i] = exc
         if built:
-            s = self._script()
+            s = self.core.script()
             dirs = sorted({job.output_dir for _, job in built} - self._made_dirs)
             if dirs:
-                s.shell(trust.PREPARE, posixpath.dirname(self._pointer("")), *dirs)
+                s.shell(trust.PREPARE, posixpath.dirname(self.core.pointer("")), *dirs)
             first = 1 if dirs else 0
             for _, job in built:  # a few at a time: the controller answers several clients at once
                 self._submit(s, job, s.call_concurrently)
             self._prune(s)
             try:
-                out = self._run(s, True, partial=True)
+                out = self.core.run(s, True, partial=True)
                 self._pruned(out)
             except (Unavailable, OutcomeUnknown) as exc:
                 for (i, _), each in zip(built, spread(exc, len(built)), strict=True):
@@ -250,7 +257,7 @@ class Submission(SlurmCore):
             for k, (i, _) in enumerate(built):
                 try:
                     _refused_before_sbatch(out.call(first + k))
-                    call = self._need(out, first + k, "sbatch", write=True)
+                    call = self.core.need(out, first + k, "sbatch", write=True)
                     answers[i] = parse_sbatch_id(call.stdout)
                 except ParseError as exc:
                     answers[i] = OutcomeUnknown(str(exc))
