@@ -40,15 +40,7 @@ from dispatch.slurm.settings import SlurmSettings
 from dispatch.slurm.submission import ACCEPTED, BATCH, SUBMIT, Submission
 from dispatch.slurm.transport.base import Executor
 from dispatch.spec import JobSpec
-from dispatch.spi import (
-    Cessation,
-    Found,
-    JobEvidence,
-    OutputPiece,
-    OutputSlice,
-    StartRequest,
-    StoragePaths,
-)
+from dispatch.spi import Cessation, Found, JobEvidence, OutputPiece, OutputSlice, StartRequest, StoragePaths
 
 # The names callers and tests import from here, wherever they now live.
 __all__ = [

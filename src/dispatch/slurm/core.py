@@ -21,11 +21,7 @@ from dispatch.slurm import errors as slurm_errors
 from dispatch.slurm import preflight, progress, submit
 from dispatch.slurm.arrayids import is_scheduler_id
 from dispatch.slurm.arrayids import split as split_id
-from dispatch.slurm.parse import (
-    ParseError,
-    dialect_of,
-    expand_hostlist,
-)
+from dispatch.slurm.parse import ParseError, dialect_of, expand_hostlist
 from dispatch.slurm.scripts import CallOutput, Script, ScriptOutput, parse_output
 from dispatch.slurm.settings import SlurmSettings
 from dispatch.slurm.transport.base import Executor, TransportFailure

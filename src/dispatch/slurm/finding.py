@@ -13,18 +13,10 @@ from dispatch.capabilities import Capability
 from dispatch.errors import Unavailable
 from dispatch.slurm import arrays
 from dispatch.slurm.core import SlurmCore, _id_order
-from dispatch.slurm.parse import (
-    ParseError,
-    filter_jobs,
-    parse_squeue,
-)
-from dispatch.spi import (
-    Found,
-)
+from dispatch.slurm.parse import ParseError, filter_jobs, parse_squeue
+from dispatch.spi import Found
 
 log = logging.getLogger("dispatch.slurm.backend")
-
-
 SACCT_NAMES = program("dispatch.slurm", "sacct-names.sh")
 """``programs/sacct-names.sh``: the jobs named ``$2`` that sacct has since ``$1`` (``<id>|<name>|<submit>``)."""
 

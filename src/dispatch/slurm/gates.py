@@ -19,9 +19,7 @@ from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
 from dispatch.slurm.scripts import Script
 
 OPEN_BATCH = 1000
-"""Gates per script in :meth:`SlurmBackend.open_many` (an array's tasks kept together where they fit)."""
-
-
+"""Gates per script in :meth:`Gates.open_many` (an array's tasks kept together where they fit)."""
 OPEN_GATES = program("dispatch.slurm", "open-gates.sh")
 """``programs/open-gates.sh``: opens dispatch's gate on the jobs ``$1`` (comma-separated) with one ``squeue`` and one
 ``scontrol release`` per job array (``<array>_[<tasks>]``, :data:`RANGES` ``$2``) and one for the plain jobs: prints
@@ -29,27 +27,15 @@ OPEN_GATES = program("dispatch.slurm", "open-gates.sh")
 release failed (each line of its message on stderr after the ids it named). Slurm releases the tasks an array still
 holds in its own record as that one record when one expression names them all; named one by one, each task would
 first be split off into a job record of its own (the controller's cost of a submission, per task)."""
-
-
 RANGES = program("dispatch.slurm", "ranges.awk")
 """``programs/ranges.awk``: awk over job ids sorted by array and task (``-F_``): one ``<array>_[<ranges>]`` per
 array, then the plain ids comma-separated."""
-
-
 _FOR_JOB = re.compile(r"for job (\d+(?:_\d+)?)")
-
-
 _EXPRESSION = re.compile(r"[0-9_,\[\]-]+")
-
-
 _READ_HOLD = program("dispatch.slurm", "read-hold.sh") + "\n"
-
-
 HOLD_SCRIPT = _READ_HOLD + program("dispatch.slurm", "hold.sh")
 """Hold job ``$1`` with begin time ``$2`` (hold codes lie in [``$3``, ``$4``)): exit 4 not waiting (prints the
 state), exit 5 another hold (prints its begin time)."""
-
-
 RELEASE_SCRIPT = _READ_HOLD + program("dispatch.slurm", "release-hold.sh")
 """Lift hold ``$2`` from job ``$1`` if it carries it; exit 5 when it carries another."""
 

@@ -30,21 +30,15 @@ from dispatch.slurm.parse import (
     parse_squeue_text,
     text_settles,
 )
-from dispatch.spi import (
-    ExecutionEvidence,
-    Gate,
-    JobEvidence,
-)
+from dispatch.spi import ExecutionEvidence, Gate, JobEvidence
 
 log = logging.getLogger("dispatch.slurm.backend")
-
-
 ARRAY_PREFIX = "dspa-"
 """The start of a job array's name (:func:`dispatch.slurm.arrays.new_name`): its tasks' markers are in its map."""
-
-
 FIRST_CODES_KEPT = 1024
-"""Executions whose first failing rank :meth:`SlurmBackend.inspect_many` keeps (all forgotten when full)."""
+"""Executions whose first failing rank :meth:`Observation.inspect_many` keeps (all forgotten when full)."""
+SACCT_TEXT = program("dispatch.slurm", "sacct-text.sh")
+"""``programs/sacct-text.sh``: 22.05's text ``sacct`` of the jobs ``$1``, the fields ``$2``."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +136,7 @@ class Observation:
         asked = ",".join([*jids, *arrays_asked])
         s = self.core.script()
         if self.core.dialect == "v0.0.38":
-            s.shell(program("dispatch.slurm", "sacct-text.sh"), asked, SACCT_TEXT_FIELDS)
+            s.shell(SACCT_TEXT, asked, SACCT_TEXT_FIELDS)
         else:
             s.call(["sacct", "--json", "-D", "-j", asked])
         out = self.core.run(s, False)

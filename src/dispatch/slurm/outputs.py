@@ -24,10 +24,7 @@ from dispatch.slurm.core import SlurmCore, _job_id
 from dispatch.slurm.mapping import outcome_of
 from dispatch.slurm.observation import Observation
 from dispatch.slurm.trust import TRUSTED
-from dispatch.spi import (
-    OutputPiece,
-    OutputSlice,
-)
+from dispatch.spi import OutputPiece, OutputSlice
 
 UNTRUSTED = "UNTRUSTED"
 """What :data:`SLICE` and :data:`WHOLE` print for a file that is not the user's alone (never read)."""
@@ -60,12 +57,8 @@ def parse_slice(stdout: str, offset: int) -> OutputPiece:
 
 
 log = logging.getLogger("dispatch.slurm.backend")
-
-
 PATHS_KEPT = 1024
-"""Output paths :meth:`SlurmBackend.read_slices` keeps (per job, execution and stream; the oldest go first)."""
-
-
+"""Output paths :meth:`OutputReading.read_slices` keeps (per job, execution and stream; the oldest go first)."""
 POINTED = trust.TRUSTED + program("dispatch.slurm", "pointed.sh", pointer_max=trust.POINTER_MAX)
 """The pointer ``$1`` of job ``$2``: ``NONE``; ``UNTRUSTED <why>`` when it or its directory is not the user's
 alone (:mod:`dispatch.slurm.trust`) or it is too large; else its first line (the files' prefix) and then one
@@ -83,10 +76,11 @@ class OutputReading:
 
     def _output_path(self, scheduler_id: str, execution: int | None, stream: str) -> tuple[str, bool]:
         """The path of one execution's ``stream`` file and whether that execution has ended. The files' prefix
-        comes from the pointer written at submission (:data:`SUBMIT`), so nothing depends on the scheduler
-        still knowing the job; the scheduler is asked only which execution is current and whether it ended.
-        Once neither squeue nor sacct has the job, it has ended, and its latest execution is the highest one
-        with a file. A job submitted without a pointer is looked up in squeue/sacct (:meth:`_listed_path`)."""
+        comes from the pointer written at submission (:data:`~dispatch.slurm.submission.SUBMIT`), so nothing
+        depends on the scheduler still knowing the job; the scheduler is asked only which execution is current and
+        whether it ended. Once neither squeue nor sacct has the job, it has ended, and its latest execution is the
+        highest one with a file. A job submitted without a pointer is looked up in squeue/sacct
+        (:meth:`_listed_path`)."""
         jid = _job_id(scheduler_id)
         base = self._bases.get(jid)
         if base is None:

@@ -21,29 +21,18 @@ from dispatch.slurm import arrays, pruning, submit, trust
 from dispatch.slurm.arrayids import task_id
 from dispatch.slurm.core import NAME, SlurmCore
 from dispatch.slurm.extensions import Placement, Resources
-from dispatch.slurm.parse import (
-    ParseError,
-    parse_sbatch_id,
-)
+from dispatch.slurm.parse import ParseError, parse_sbatch_id
 from dispatch.slurm.scripts import CallOutput, Script, ScriptOutput
-from dispatch.spi import (
-    StartRequest,
-)
+from dispatch.spi import StartRequest
 
 log = logging.getLogger("dispatch.slurm.backend")
-
-
 BATCH = 100
-"""Submissions per script in :meth:`SlurmBackend.start_many`."""
-
-
+"""Submissions per script in :meth:`Submission.start_many`."""
 SUBMIT = trust.TRUSTED + program("dispatch.slurm", "submit.sh")
 """``sbatch "${@:3}"`` (the batch script on stdin), then the pointer: ``$2`` (the files' prefix) written to
 ``$1.<job id>`` (:func:`~dispatch.slurm.submit.pointer_path`). sbatch's stdout and status are the call's; a
 pointer that could not be written leaves the files to be found through squeue/sacct as before. Exit 3, sbatch
 not run, when the pointers' directory exists and is not the user's alone (:mod:`dispatch.slurm.trust`)."""
-
-
 ACCEPTED = frozenset(
     {Placement.kind, Resources.kind, Output.kind, SharedCheckpoint.kind, CessationWarning.kind, Image.kind}
 )
