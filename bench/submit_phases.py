@@ -51,14 +51,16 @@ def main() -> None:
     from dispatch.records import SQLiteRecords
     from dispatch.records import sqlite as store_module
     from dispatch.slurm import backend as backend_module
+    from dispatch.slurm.core import SlurmCore
+    from dispatch.slurm.submission import Submission
     from dispatch.spec import JobSpec
 
     timed(store_module.SQLiteRecords, "create_many", "create_many_s")
     timed(store_module.SQLiteRecords, "update_many", "update_many_s")
-    timed(backend_module.SlurmBackend, "build", "build_s")
+    timed(Submission, "build", "build_s")
     timed(backend_module.SlurmBackend, "start_many", "start_many_s")
     timed(backend_module.SlurmBackend, "open_many", "open_many_s")
-    timed(backend_module.SlurmBackend, "_run", "scripts_s")
+    timed(SlurmCore, "run", "scripts_s")
     results = []
     for name, desc in clusters(a.clusters.split(",")).items():
         best: dict[str, Any] | None = None

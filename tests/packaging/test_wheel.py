@@ -57,6 +57,12 @@ def test_the_wheel_in_a_fresh_venv_runs_lists_and_shows_a_job(tmp_path: Path) ->
     names = zipfile.ZipFile(wheel).namelist()
     assert "dispatch/cli/main.py" in names and "dispatch/ui/templates/job.html" in names
     assert not [n for n in names if "kubetest" in n]
+    for package in ("slurm", "gridengine"):  # the programs the adapters run on a login node (package data)
+        shipped = {n for n in names if n.startswith(f"dispatch/{package}/programs/")}
+        on_disk = {
+            f"dispatch/{package}/programs/{p.name}" for p in (ROOT / "src/dispatch" / package / "programs").iterdir()
+        }
+        assert shipped == on_disk and on_disk, (package, on_disk ^ shipped)
 
     venv, pip = _venv(tmp_path)
     home = tmp_path / "home"

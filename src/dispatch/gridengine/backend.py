@@ -23,6 +23,7 @@ from dispatch.adapterkit import CommandResult, CommandRunner, InstanceBook, chec
 from dispatch.adapterkit.holds import decode_instance, encode_instance, matches
 from dispatch.adapterkit.identity import execution_identity, submission_of
 from dispatch.adapterkit.private import private_dir
+from dispatch.adapterkit.programs import program
 from dispatch.adapterkit.storage import storage_answer, storage_paths
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, yes
 from dispatch.capabilities import unknown as unknown_answer
@@ -58,7 +59,10 @@ from dispatch.spi import ExecutionEvidence, Found, Gate, JobEvidence, StartReque
 NAME = "gridengine"
 HOLD_DATE = "203712312359"
 """The earliest start time a dispatch hold sets (2037-12-31 23:59, within Grid Engine's 32-bit times)."""
-_QACCT_LOOP = 'for j; do printf "@@job %s\\n" "$j"; qacct -j "$j" 2>&1; done'
+_QACCT_LOOP = program("dispatch.gridengine", "qacct-jobs.sh")
+"""``programs/qacct-jobs.sh``: ``@@job <id>`` and then ``qacct -j <id>``'s output, for each job id ``$1...``."""
+_QACCT_MARKERS = program("dispatch.gridengine", "qacct-markers.sh")
+"""``programs/qacct-markers.sh``: ``qacct -j <name>``'s stdout for each job name ``$1...``."""
 
 
 class GridEngineBackend:
@@ -467,7 +471,7 @@ class GridEngineBackend:
             if j.name in found and (j.submitted is None or j.submitted >= since - 1):
                 found[j.name][j.job_id] = Found(j.job_id, j.name, j.submitted)
         if wanted:
-            r = self.runner.read(["bash", "-c", 'for m; do qacct -j "$m" 2>/dev/null; done', "_", *wanted])
+            r = self.runner.read(["bash", "-c", _QACCT_MARKERS, "_", *wanted])
             try:
                 for rec in parse_qacct(r.stdout):
                     if rec.name in found and (rec.submitted is None or rec.submitted >= since - 1):

@@ -27,6 +27,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from dispatch.adapterkit.programs import program
 from dispatch.slurm import arrayids, trust
 from dispatch.slurm.pruning import MAP_SLACK
 from dispatch.slurm.submit import SbatchJob
@@ -44,55 +45,21 @@ MAX_SCRIPT = 3 * 1024 * 1024
 MAPS = "arrays"
 """The directory, inside the pointers' directory, of the arrays' marker maps."""
 
-SUBMIT = trust.TRUSTED + (
-    'for d in "${1%/*}" "${3%/*}"; do\n'
-    '  if [ -e "$d" ] && ! _dsp_trusted "$d"; then\n'
-    '    printf "%s is not yours alone (owner, mode or a link): fix it or remove it\\n" "$d" >&2; exit 3\n'
-    "  fi\n"
-    "done\n"
-    'mkdir -p -m 700 -- "${3%/*}" && [ ! -L "$3" ] && printf "%s\\n" "$4" >"$3" '
-    '|| { echo "cannot write the marker map $3" >&2; exit 3; }\n'
-    'out=$(sbatch "${@:6}"); rc=$?\n'
-    'printf "%s\\n" "$out"\n'
-    '[ "$rc" = 0 ] || exit "$rc"\n'
-    "jid=${out##*$'\\n'}; jid=${jid%%;*}\n"
-    'case "$jid" in ""|*[!0-9]*) exit 0;; esac\n'
-    "t=0\n"
-    'while [ "$t" -lt "$5" ]; do printf "%s\\n" "$2" >"$1.${jid}_$t" 2>/dev/null || break; t=$((t+1)); done\n'
-    "exit 0"
-)
-"""Write the marker map ``$3`` (the markers ``$4``, one per line; exit 3 and no sbatch when it cannot be
-written, or when the pointers' or the maps' directory is not the user's alone: :mod:`dispatch.slurm.trust`),
-then ``sbatch "${@:6}"`` (the array's script on stdin), then each of the ``$5`` tasks' pointer
-``$1.<array>_<task>`` holding the files' prefix ``$2``. sbatch's stdout and status are the call's."""
+SUBMIT = trust.TRUSTED + program("dispatch.slurm", "array-submit.sh")
+"""``programs/array-submit.sh``: write the marker map ``$3`` (the markers ``$4``, one per line; exit 3 and no sbatch
+when it cannot be written, or when the pointers' or the maps' directory is not the user's alone:
+:mod:`dispatch.slurm.trust`), then ``sbatch "${@:6}"`` (the array's script on stdin), then each of the ``$5`` tasks'
+pointer ``$1.<array>_<task>`` holding the files' prefix ``$2``. sbatch's stdout and status are the call's."""
 
-FIND = trust.TRUSTED + (
-    'acct=$1; dir=$2; since=$3; shift 3\n'
-    '[ -e "$dir" ] || [ -L "$dir" ] || exit 0\n'
-    '_dsp_trusted "$dir" || { echo "U $dir is not yours alone (owner, mode or a link): not read"; exit 0; }\n'
-    'pats=$(mktemp) || exit 1; trap \'rm -f "$pats"\' EXIT; printf "%s\\n" "$@" >"$pats"\n'
-    f'newer=$((since > {MAP_SLACK} ? since - {MAP_SLACK} : 0))\n'
-    f'hits=$(find "$dir" -mindepth 1 -maxdepth 1 -name "{PREFIX}*" -type f -user "$EUID" ! -perm /022 '
-    '-newermt "@$newer" '
-    f'-size -{trust.MAP_MAX + 1}c -exec grep -H -n -x -F -f "$pats" -- {{}} + 2>/dev/null)\n'
-    '[ -n "$hits" ] || exit 0\n'
-    'printf "%s\\n" "$hits" | sed "s/^/M /"\n'
-    'names=$(printf "%s\\n" "$hits" | sed "s/:.*//; s|.*/||" | sort -u | paste -sd, -)\n'
-    'q=$(SLURM_TIME_FORMAT=%s squeue -h -r -t all --name="$names" -O "JobArrayID:|,Name:|,SubmitTime:" 2>&1) '
-    '|| { printf "%s\\n" "$q" >&2; exit 1; }\n'
-    '[ -z "$q" ] || printf "%s\\n" "$q" | sed "s/^/Q /"\n'
-    '[ "$acct" = 1 ] || exit 0\n'
-    'a=$(SLURM_TIME_FORMAT=%s sacct -X -D -P -n -o JobID,JobName,Submit -S "$(date -d @"$since" +%Y-%m-%dT%H:%M:%S)" '
-    '-E now --name="$names" 2>&1) || { printf "%s\\n" "$a" >&2; exit 1; }\n'
-    '[ -z "$a" ] || printf "%s\\n" "$a" | sed "s/^/S /"\n'
-    "exit 0"
-)  # fmt: skip
-"""The array tasks carrying the markers ``$4...``: ``M <map>:<line>:<marker>`` per marker found in a map under
-``$2`` (only a map that is a regular file of the user's alone, at most :data:`~dispatch.slurm.trust.MAP_MAX`
-bytes, in a directory of the user's alone, written after ``$3`` less
-:data:`~dispatch.slurm.pruning.MAP_SLACK`; ``U <why>`` when the directory is not), then the arrays those maps
-name as squeue lists them (``Q <id>|<name>|<submit>``, one per task) and, with ``$1`` = 1 (accounting), as
-sacct does since ``$3`` (``S <id>|<name>|<submit>``)."""
+FIND = trust.TRUSTED + program(
+    "dispatch.slurm", "array-find.sh", map_slack=MAP_SLACK, prefix=PREFIX, map_max=trust.MAP_MAX
+)
+"""``programs/array-find.sh``: the array tasks carrying the markers ``$4...``: ``M <map>:<line>:<marker>`` per marker
+found in a map under ``$2`` (only a map that is a regular file of the user's alone, at most
+:data:`~dispatch.slurm.trust.MAP_MAX` bytes, in a directory of the user's alone, written after ``$3`` less
+:data:`~dispatch.slurm.pruning.MAP_SLACK`; ``U <why>`` when the directory is not), then the arrays those maps name as
+squeue lists them (``Q <id>|<name>|<submit>``, one per task) and, with ``$1`` = 1 (accounting), as sacct does since
+``$3`` (``S <id>|<name>|<submit>``)."""
 
 
 @dataclass(frozen=True)

@@ -33,28 +33,17 @@ import shlex
 from collections.abc import Sequence
 
 from dispatch.adapterkit.jobscript import LAUNCH_FAILED_EXIT, launch_checks
+from dispatch.adapterkit.programs import program
 from dispatch.capabilities import CapabilityAnswer, Provenance, no, unknown, yes
 from dispatch.errors import SpecError
 from dispatch.extensions import Image
 from dispatch.slurm.scripts import CallOutput, Script
 from dispatch.slurm.settings import ContainerSettings
 
-PROBE = r"""
-a=$1; shift
-p=$(command -v -- "$a") || { printf 'missing\n'; exit 0; }
-printf 'found %s\n' "$p"
-"$a" --version 2>/dev/null | head -n 1
-if srun --help 2>/dev/null | grep -q -e '--container-image'; then printf 'pyxis\n'; fi
-d=$(mktemp -d "${TMPDIR:-/tmp}/dispatch-probe.XXXXXX") || exit 70
-trap 'rm -rf "$d"' EXIT
-b=(--bind /usr)
-for x in bin lib lib64 sbin; do
-  if [ -L "/$x" ]; then ln -s "$(readlink "/$x")" "$d/$x"; elif [ -d "/$x" ]; then b+=(--bind "/$x"); fi
-done
-"$a" exec "$@" "${b[@]}" "$d" true >/dev/null
-"""
-"""The probe (``bash -c PROBE _ <apptainer> <options>...``): stdout ``missing``, or ``found <path>``, the version
-line, ``pyxis`` when srun has ``--container-image``; the status is the container start's; stderr its errors."""
+PROBE = program("dispatch.slurm", "apptainer-probe.sh")
+"""The probe (``programs/apptainer-probe.sh``, ``bash -c PROBE _ <apptainer> <options>...``): stdout ``missing``, or
+``found <path>``, the version line, ``pyxis`` when srun has ``--container-image``; the status is the container
+start's; stderr its errors."""
 
 PYXIS = "pyxis's --container-image is in srun --help, but dispatch starts images through Apptainer only"
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from dispatch.accelerators import Inventory
 from dispatch.adapterkit.private import not_private
+from dispatch.adapterkit.programs import program
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
 from dispatch.clock import Clock
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
@@ -96,10 +97,10 @@ class ClusterFacts:
 
 def environment_script(settings: SlurmSettings) -> Script:
     s = Script(call_timeout=settings.timeouts.call, env=settings.env)
-    s.shell("for c in " + " ".join(COMMANDS) + '; do command -v "$c" >/dev/null || echo "$c"; done')
+    s.shell(program("dispatch.slurm", "missing-commands.sh"), *COMMANDS)
     s.call(["date", "+%s.%N"])
     s.call(["scontrol", "show", "config"])
-    s.shell('printf "%s\\n%s\\n" "$HOME" "$(id -un)"')
+    s.shell(program("dispatch.slurm", "home-user.sh"))
     s.call(SINFO)
     s.call(SINFO_SHAPES)
     return s
@@ -241,12 +242,7 @@ def probe_check_script(settings: SlurmSettings, job_id: str) -> Script:
     s = Script(call_timeout=settings.timeouts.call, env=settings.env)
     s.call(["scontrol", "update", f"JobId={job_id}", f"StartTime=uts{encode_hold(PROBE_INSTANCE)}"])
     s.call(["squeue", "--json", "-t", "all", "-j", job_id])
-    # slurmdbd learns of a new job a moment after slurmctld: look for up to 5 s
-    s.shell(
-        'for i in 1 2 3 4 5 6 7 8 9 10; do o=$(sacct -X -n -P -o JobIDRaw -j "$1" 2>&1); '
-        'if [ -n "$o" ]; then printf "%s\\n" "$o"; exit 0; fi; sleep 0.5; done; echo "not found" >&2; exit 1',
-        job_id,
-    )
+    s.shell(program("dispatch.slurm", "probe-accounting.sh"), job_id)  # sacct learns of a job a moment late
     s.call(["scancel", job_id])
     images.add_probe(s, settings.container)
     return s

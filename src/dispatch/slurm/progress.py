@@ -13,7 +13,7 @@ where progress can exist and is wanted: one directory read of ``<root>`` (the jo
 for each job the listing shows RUNNING (or COMPLETING) that has a directory and that the caller wants progress
 of, one read of its directory and one of each report. A pending job costs no file system operation, and a
 running job that never reported costs none either. Every file and directory is checked before it is trusted
-(:data:`CHECKS`).
+(``programs/observe.sh``).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import re
 import shlex
 from collections.abc import Collection, Mapping
 
+from dispatch.adapterkit.programs import program
 from dispatch.adapterkit.progress import MAX_REPORT, VARIABLE, parse_report
 from dispatch.spi import RankProgress
 
@@ -36,48 +37,16 @@ LAYOUT = "<output dir>/.progress/<cluster>/<job id>"
 the output root; ``<cluster>``: the cluster's name, characters other than letters, digits, ``_.-`` as ``_``;
 ``<job id>``: ``<array>_<task>`` for an array's task)."""
 
-CHECKS = (
-    "-path . -prune -type d -uid \"$EUID\" ! -perm /022 -printf 'ROOT\\n' -o "
-    '-type d \\( ! -uid "$EUID" -o -perm /022 \\) -prune -o '
-    f"-type f -name 'rank-[0-9]*.json' -uid \"$EUID\" ! -perm /022 -size -{MAX_REPORT + 1}c"
-)
-"""``find``'s tests over ``.`` (the cluster's progress directory, entered already) and the directories of the
-jobs to read (depth 0; their files at depth 1): a directory or report is trusted only when it is owned by the
-reading user (the jobs' user), is not writable by group or others and is not a symbolic link (``find -P`` never
-follows one: a link is neither ``-type d`` nor ``-type f``), and a report holds at most :data:`MAX_REPORT` bytes.
-``ROOT`` is printed when the progress directory itself passes; without it nothing read is trusted
-(:func:`parse_reports`)."""
-
-READ = 'FNR == 1 { print FILENAME " " $0; nextfile }'
-"""awk over the trusted reports: ``<path> <first line>`` each (a report is one line)."""
-
-OBSERVE = (
-    'if [ -z "$4" ]; then SLURM_TIME_FORMAT=%s exec squeue -h -t all -j "$1" -O "$2"; fi\n'
-    'out=$(SLURM_TIME_FORMAT=%s squeue -h -t all -j "$1" -O "$2"); rc=$?\n'
-    '[ -z "$out" ] || printf "%s\\n" "$out"\n'
-    '[ "$rc" = 0 ] || exit "$rc"\n'
-    'want=$4\n'
-    'cd -- "$3" 2>/dev/null || exit 0\n'
-    'shopt -s nullglob; set -- [0-9]*; set -f\n'  # the one directory read of the cycle: the jobs that have reports
-    '[ "$#" -gt 0 ] || exit 0\n'
-    "hits=$({ printf '%s\\n' \"$@\"; echo /; printf '%s\\n' \"$out\"; } | awk -F'|' -v want=\"$want\" '\n"
-    '  BEGIN { n = split(want, w, ","); for (i = 1; i <= n; i++) W[w[i]] = 1 }\n'
-    '  !listing { if ($0 == "/") listing = 1; else D[$0] = 1; next }\n'
-    '  { id = $1; st = $2; gsub(/ /, "", id); gsub(/ /, "", st) }\n'
-    '  id ~ /^[0-9]+(_[0-9]+)?$/ && (st == "RUNNING" || st == "COMPLETING") && (id in D) && !(id in S) &&\n'
-    '    (want == "*" || id in W) { S[id] = 1; print "./" id }\')\n'
-    '[ -n "$hits" ] || exit 0\n'
-    f'echo "{SEPARATOR}"\n'
-    f"exec find -P . $hits -maxdepth 1 {CHECKS} -exec awk '{READ}' {{}} + 2>/dev/null"
-)  # fmt: skip
-"""The observation's one call: ``squeue -h -t all -j $1 -O $2`` (its rows, its status, its stderr; without
-``-r``, the tasks an array's record still holds are one row, ``<array>_[<tasks>]``, which the parser expands:
-a pending array of 1,000 tasks is one line to print, not 1,000), then, when ``$4`` (the jobs whose progress is
-wanted: :data:`ALL` or ids comma-separated; empty: none) asks for any, a line :data:`SEPARATOR`, ``ROOT`` when
-the progress directory ``$3`` (:func:`root`) is trusted, and ``./<job id>/rank-<r>.json <report>`` for every
-trusted report (:data:`CHECKS`) of the wanted jobs that the listing shows running and that have a directory
-there. Processes: squeue, and with reports to read an ``awk`` that picks the jobs, ``find`` and one ``awk``
-that reads every report; no process and no file operation per job that has no report."""
+OBSERVE = program("dispatch.slurm", "observe.sh", separator=SEPARATOR, max_report=MAX_REPORT)
+"""The observation's one call (``programs/observe.sh``): ``squeue -h -t all -j $1 -O $2`` (its rows, its status, its
+stderr; without ``-r``, the tasks an array's record still holds are one row, ``<array>_[<tasks>]``, which the parser
+expands: a pending array of 1,000 tasks is one line to print, not 1,000), then, when ``$4`` (the jobs whose progress
+is wanted: :data:`ALL` or ids comma-separated; empty: none) asks for any, a line :data:`SEPARATOR`, ``ROOT`` when the
+progress directory ``$3`` (:func:`root`) is trusted, and ``./<job id>/rank-<r>.json <report>`` for every trusted
+report (a directory or report is trusted when it is the reading user's, writable by neither group nor others, no
+symbolic link, and a report holds at most :data:`MAX_REPORT` bytes) of the wanted jobs that the listing shows running
+and that have a directory there. Processes: squeue, and with reports to read an ``awk`` that picks the jobs, ``find``
+and one ``awk`` that reads every report; no process and no file operation per job that has no report."""
 
 _LINE = re.compile(r"\./(\d+(?:_\d+)?)/rank-(\d{1,7})\.json (.*)")
 JOB_ID = '"$SLURM_JOB_ID"'

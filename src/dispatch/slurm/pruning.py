@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from dispatch.adapterkit.programs import program
 from dispatch.slurm.trust import TRUSTED
 
 PRUNE_EVERY = 3600.0
@@ -25,20 +26,10 @@ PRUNE_EVERY = 3600.0
 MAP_SLACK = 3600
 """Seconds before a find's horizon from which maps are read (a map is written just before its ``sbatch``)."""
 
-PRUNE = TRUSTED + (
-    'jobs=$1 prefix=$2 maps=$3 pmin=$4 mmin=$5\n'
-    '_dsp_trusted "$jobs" || exit 0\n'
-    'if [ "$pmin" -gt 0 ]; then\n'
-    '  find "$jobs" -mindepth 1 -maxdepth 1 -type f -name "$prefix.*" -user "$EUID" -mmin +"$pmin" -print -delete\n'
-    'fi\n'
-    'if [ "$mmin" -gt 0 ] && [ -d "$maps" ] && _dsp_trusted "$maps"; then\n'
-    '  find "$maps" -mindepth 1 -maxdepth 1 -type f -name "dspa-*" -user "$EUID" -mmin +"$mmin" -print -delete\n'
-    'fi\n'
-    'exit 0'
-)  # fmt: skip
-"""``bash -c PRUNE _ <pointers' dir> <cluster> <maps' dir> <pointer minutes> <map minutes>``: delete the pointers
-``<cluster>.*`` and the maps ``dspa-*`` last written more than that many minutes ago (0: none); prints each path
-deleted."""
+PRUNE = TRUSTED + program("dispatch.slurm", "prune.sh")
+"""``programs/prune.sh``, ``bash -c PRUNE _ <pointers' dir> <cluster> <maps' dir> <pointer minutes> <map minutes>``:
+delete the pointers ``<cluster>.*`` and the maps ``dspa-*`` last written more than that many minutes ago (0: none);
+prints each path deleted."""
 
 
 def minutes(seconds: float) -> str:

@@ -20,30 +20,16 @@ from __future__ import annotations
 
 import re
 
+from dispatch.adapterkit.programs import program
 from dispatch.slurm.trust import TRUSTED
 
 LINES_KEPT = 64
 """srun lines read per execution: the first failure is among the first ones."""
 
-READ = TRUSTED + (
-    'root=$1; shift\n'
-    '_dsp_trusted "${root%/*}" || exit 0\n'
-    'for one in "$@"; do\n'
-    '  jid=${one%:*} restart=${one##*:} base=\n'
-    '  [ -f "$root.$jid" ] && _dsp_trusted "$root.$jid" || continue\n'
-    '  { IFS= read -r base <"$root.$jid"; } 2>/dev/null\n'
-    '  case "$base" in /*/../*|/*/./*|*/..|*/.) continue;; /*) ;; *) continue;; esac\n'
-    '  f="$base.$jid.$restart.err"\n'
-    '  [ -f "$f" ] && _dsp_trusted "$f" || continue\n'
-    f'  grep -a -m {LINES_KEPT} -E "^srun: error: [^ :]+: tasks? [0-9,-]+: " -- "$f" | while IFS= read -r line; do\n'
-    '    printf "%s %s\\n" "$one" "$line"\n'
-    '  done\n'
-    'done\n'
-    'exit 0'
-)  # fmt: skip
-"""Print ``<job id>:<restart> <srun line>`` for the executions ``$2...`` (each ``<job id>:<restart>``); ``$1`` is
-the pointers' prefix (``<output root>/.jobs/<cluster>``). An execution without a pointer or a file prints
-nothing, nor does one whose pointer, pointers' directory or file is not the user's alone
+READ = TRUSTED + program("dispatch.slurm", "task-lines.sh", lines_kept=LINES_KEPT)
+"""``programs/task-lines.sh``: print ``<job id>:<restart> <srun line>`` for the executions ``$2...`` (each ``<job
+id>:<restart>``); ``$1`` is the pointers' prefix (``<output root>/.jobs/<cluster>``). An execution without a pointer
+or a file prints nothing, nor does one whose pointer, pointers' directory or file is not the user's alone
 (:mod:`dispatch.slurm.trust`), or whose pointer holds no absolute normalised path."""
 
 _LINE = re.compile(r"(\d+(?:_\d+)?):(\d+) srun: error: [^ :]+: tasks? [0-9,-]+: (.*)")

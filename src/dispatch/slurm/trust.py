@@ -17,28 +17,21 @@ from __future__ import annotations
 import posixpath
 import re
 
+from dispatch.adapterkit.programs import program
+
 POINTER_MAX = 4096
 """The most bytes of a pointer file: one line, a path."""
 MAP_MAX = 1 << 20
 """The most bytes of an array's marker map (:data:`dispatch.slurm.arrays.MAX_SCRIPT` tasks' markers fit)."""
 
-TRUSTED = (
-    "_dsp_trusted() {\n"
-    '  [ -e "$1" ] && [ ! -L "$1" ] && [ -O "$1" ] || return 1\n'
-    '  case "$(stat -c %a -- "$1" 2>/dev/null)" in ""|*[2367]?|*[2367]) return 1;; esac\n'
-    "}\n"
-)
-"""A shell function: ``_dsp_trusted PATH`` is true when PATH exists, is no symbolic link, is owned by the script's
-user and is writable by neither group nor others (``stat -c %a``: the group digit, then the others')."""
+TRUSTED = program("dispatch.slurm", "trusted.sh") + "\n"
+"""A shell function (``programs/trusted.sh``): ``_dsp_trusted PATH`` is true when PATH exists, is no symbolic link,
+is owned by the script's user and is writable by neither group nor others (``stat -c %a``: the group digit, then the
+others')."""
 
-PREPARE = (
-    TRUSTED + 'mkdir -p -m 700 -- "$@" || exit 1\n'
-    '_dsp_trusted "$1" || { printf "%s is not yours alone (owner, mode or a link): fix it or remove it\\n" "$1" >&2; '
-    "exit 1; }\n"
-    'chmod 700 -- "$1"'
-)
-"""``bash -c PREPARE _ <pointers' dir> <output dir>...``: make the directories (0700), check the pointers' one and
-set it to 0700 (exit 1, naming it, when it is not the user's alone)."""
+PREPARE = TRUSTED + program("dispatch.slurm", "prepare.sh")
+"""``programs/prepare.sh``, ``bash -c PREPARE _ <pointers' dir> <output dir>...``: make the directories (0700), check
+the pointers' one and set it to 0700 (exit 1, naming it, when it is not the user's alone)."""
 
 _MARKER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 

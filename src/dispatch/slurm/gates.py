@@ -1,0 +1,209 @@
+"""Gates and holds on Slurm: opening dispatch's start gate (``scontrol release``, a batch per script), a
+supervisor's hold as a begin time (:mod:`dispatch.slurm.holds`), and requeue.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from dispatch.adapterkit.fanout import spread
+from dispatch.adapterkit.programs import program
+from dispatch.capabilities import CapabilityAnswer, no
+from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, Rejected, Unavailable
+from dispatch.slurm import errors as slurm_errors
+from dispatch.slurm.arrayids import ArrayIdError, text_ids
+from dispatch.slurm.arrayids import split as split_id
+from dispatch.slurm.core import SlurmCore, _job_id
+from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
+from dispatch.slurm.scripts import Script
+
+OPEN_BATCH = 1000
+"""Gates per script in :meth:`Gates.open_many` (an array's tasks kept together where they fit)."""
+OPEN_GATES = program("dispatch.slurm", "open-gates.sh")
+"""``programs/open-gates.sh``: opens dispatch's gate on the jobs ``$1`` (comma-separated) with one ``squeue`` and one
+``scontrol release`` per job array (``<array>_[<tasks>]``, :data:`RANGES` ``$2``) and one for the plain jobs: prints
+``<id> release|open|admin`` per job squeue knows (admin: an administrator's hold, never lifted); exit 2 when a
+release failed (each line of its message on stderr after the ids it named). Slurm releases the tasks an array still
+holds in its own record as that one record when one expression names them all; named one by one, each task would
+first be split off into a job record of its own (the controller's cost of a submission, per task)."""
+RANGES = program("dispatch.slurm", "ranges.awk")
+"""``programs/ranges.awk``: awk over job ids sorted by array and task (``-F_``): one ``<array>_[<ranges>]`` per
+array, then the plain ids comma-separated."""
+_FOR_JOB = re.compile(r"for job (\d+(?:_\d+)?)")
+_EXPRESSION = re.compile(r"[0-9_,\[\]-]+")
+_READ_HOLD = program("dispatch.slurm", "read-hold.sh") + "\n"
+HOLD_SCRIPT = _READ_HOLD + program("dispatch.slurm", "hold.sh")
+"""Hold job ``$1`` with begin time ``$2`` (hold codes lie in [``$3``, ``$4``)): exit 4 not waiting (prints the
+state), exit 5 another hold (prints its begin time)."""
+RELEASE_SCRIPT = _READ_HOLD + program("dispatch.slurm", "release-hold.sh")
+"""Lift hold ``$2`` from job ``$1`` if it carries it; exit 5 when it carries another."""
+
+
+class Gates:
+    """Gate, Holder and Requeuer."""
+
+    def __init__(self, core: SlurmCore) -> None:
+        self.core = core
+
+    def open(self, scheduler_id: str) -> None:
+        error = self.open_many([scheduler_id])[0]
+        if error is not None:
+            raise error
+
+    def open_many(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
+        """Open every gate with one ``squeue`` and one ``scontrol release`` per job array and one for the plain
+        jobs, per :data:`OPEN_BATCH` ids (:data:`OPEN_GATES`; an array's tasks go in one script where they fit,
+        so the tasks its record still holds are released as that one record): release a job held by its user
+        (dispatch's gate), refuse one held by an administrator (Rejected), leave any other alone (already open);
+        a job squeue no longer knows is NotFound."""
+        self.core.writable()
+        answers: list[DispatchError | None] = [None] * len(scheduler_ids)
+        for chunk in _open_chunks(scheduler_ids, OPEN_BATCH):
+            for k, answer in zip(chunk, self._open_chunk([scheduler_ids[k] for k in chunk]), strict=True):
+                answers[k] = answer
+        return answers
+
+    def _open_chunk(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
+        jids: list[str | NotFound] = []
+        for sid in scheduler_ids:
+            try:
+                jids.append(_job_id(sid))
+            except NotFound as exc:
+                jids.append(exc)
+        valid = [j for j in jids if isinstance(j, str)]
+        if not valid:
+            return [j if isinstance(j, NotFound) else None for j in jids]
+        s = self.core.script()
+        s.shell(OPEN_GATES, ",".join(valid), RANGES)
+        try:
+            out = self.core.run(s, True, partial=True)
+        except (Unavailable, OutcomeUnknown) as exc:
+            return [j if isinstance(j, NotFound) else e for j, e in zip(jids, spread(exc, len(jids)), strict=True)]
+        call = out.call(0)
+        if call is not None and call.status not in (0, 2, None):
+            err = slurm_errors.error_for("open", call.stderr or call.stdout, write=True, status=call.status)
+            return [j if isinstance(j, NotFound) else e for j, e in zip(jids, spread(err, len(jids)), strict=True)]
+        seen: dict[str, str] = {}
+        for line in (call.stdout if call is not None else "").splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                seen[parts[0]] = parts[1]
+        failed = _release_failures(call.stderr if call is not None else "")
+        answers: list[DispatchError | None] = []
+        for jid in jids:
+            if isinstance(jid, NotFound):
+                answers.append(jid)
+            elif call is None or call.status is None:  # cut: only what was printed is known
+                what = seen.get(jid)
+                answers.append(None if what == "open" else OutcomeUnknown(f"open {jid}: the script was cut"))
+            elif jid not in seen:
+                answers.append(NotFound(f"Slurm job {jid} is not in squeue"))
+            elif seen[jid] == "admin":
+                answers.append(
+                    Rejected(f"job {jid} is held by an administrator (JobHeldAdmin); dispatch never releases it")
+                )
+            elif seen[jid] == "release" and jid in failed:
+                answers.append(slurm_errors.error_for(f"open {jid}", failed[jid], write=True, status=1))
+            else:
+                answers.append(None)
+        return answers
+
+    def hold(self, scheduler_id: str, instance: str) -> None:
+        """One script reads the job (``squeue``) and, if it is waiting and carries no other hold, sets the
+        hold's start time: the read and the update are one round trip apart no more (Slurm has no
+        compare-and-set; what is left is the gap between two commands on the login node)."""
+        self.core.writable()
+        jid = _job_id(scheduler_id)
+        s = self.core.script()
+        s.shell(HOLD_SCRIPT, jid, str(encode_hold(instance)), str(HOLD_BASE), str(HOLD_BASE + HOLD_SPAN))
+        self._hold_answer(s, jid, instance, "hold")
+        self.core.book.remember(instance)
+
+    def release(self, scheduler_id: str, instance: str) -> None:
+        """One script: lift the hold if it is ``instance``'s (``StartTime=now``); no hold is a no-op, another
+        instance's hold is Rejected."""
+        self.core.writable()
+        jid = _job_id(scheduler_id)
+        s = self.core.script()
+        s.shell(RELEASE_SCRIPT, jid, str(encode_hold(instance)), str(HOLD_BASE), str(HOLD_BASE + HOLD_SPAN))
+        self._hold_answer(s, jid, instance, "release")
+
+    def _hold_answer(self, s: Script, jid: str, instance: str, what: str) -> None:
+        out = self.core.run(s, True)
+        call = out.call(0)
+        if call is not None and call.status == 4:
+            state = call.stdout.strip().lower() or "not pending"
+            raise Rejected(f"job {jid} is {state}: the job is no longer pending")
+        if call is not None and call.status == 5:
+            other = decode_hold(float(call.stdout.strip())) if call.stdout.strip().isdigit() else None
+            shown = self.core.hold_name(other) if other else "another hold"
+            verb = "already carries" if what == "hold" else "carries"
+            raise Rejected(f"job {jid} {verb} hold {shown}" + ("" if what == "hold" else f", not {instance}"))
+        self.core.need(out, 0, f"{what} {jid}", write=True)
+
+    def requeue(self, scheduler_id: str) -> None:
+        """Two steps in one script: enable requeue (``Requeue=1``), then ``scontrol requeue``; then disable it
+        again for the next execution. A cut between the steps raises OutcomeUnknown: the restart count either
+        moved or it did not, and a later requeue repeats both steps safely."""
+        self.core.writable()
+        jid = _job_id(scheduler_id)
+        s = self.core.script()
+        s.call(["scontrol", "update", f"JobId={jid}", "Requeue=1"])
+        s.call(["scontrol", "requeue", jid])
+        s.call(["scontrol", "update", f"JobId={jid}", "Requeue=0"])
+        out = self.core.run(s, True)
+        self.core.need(out, 0, f"enable requeue of {jid}", write=True)
+        self.core.need(out, 1, f"requeue {jid}", write=True)
+
+    def requeue_after_end(self) -> CapabilityAnswer:
+        """No: an ended job cannot be requeued, so a requeue rule is refused at load (see :class:`Requeuer`)."""
+        return no(
+            "Slurm refuses to requeue a job that has ended when it was submitted with --no-requeue ('Job has "
+            "already finished'), and dispatch submits every job so, so that Slurm never requeues one by itself; "
+            "rules act on ended executions, so use resubmit (a running job can still be requeued)"
+        )
+
+
+def _open_chunks(scheduler_ids: Sequence[str], size: int) -> list[list[int]]:
+    """The positions of ``scheduler_ids`` in scripts of at most ``size`` ids, each array's tasks together (in the
+    order of their first), an array larger than ``size`` cut into runs of ``size``."""
+    groups: dict[str, list[int]] = {}
+    for k, sid in enumerate(scheduler_ids):
+        array, task = split_id(str(sid).strip())
+        groups.setdefault(array if task is not None else "", []).append(k)
+    plain = groups.pop("", [])
+    chunks: list[list[int]] = []
+    current: list[int] = []
+    for members in [*groups.values(), *[[k] for k in plain]]:
+        for first in range(0, len(members), size):
+            run = members[first : first + size]
+            if current and len(current) + len(run) > size:
+                chunks.append(current)
+                current = []
+            current.extend(run)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _release_failures(stderr: str) -> dict[str, str]:
+    """The jobs whose release failed, from :data:`OPEN_GATES`'s stderr (``<expression> <message>`` per line):
+    the job a message names (``... for job <id>``), else every job of its expression."""
+    failed: dict[str, str] = {}
+    for line in stderr.splitlines():
+        expr, _, message = line.partition(" ")
+        if not _EXPRESSION.fullmatch(expr):
+            expr, message = "", line
+        named = _FOR_JOB.search(message)
+        if named is not None:
+            failed[named.group(1)] = message
+            continue
+        for part in re.findall(r"\d+_\[[^\]]*\]|[^,]+", expr):
+            try:
+                ids = text_ids(part)
+            except ArrayIdError:
+                continue
+            for jid in ids:
+                failed.setdefault(jid, message)
+    return failed
