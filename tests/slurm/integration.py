@@ -377,7 +377,15 @@ def first_failing_rank_outranks_a_higher_code(name: str) -> None:
     try:
         sid, _ = run(b, JobSpec(("bash", "-c", FIRST_FAILS_THEN_143), nodes=2))
         ev = wait(b, sid, lambda e: e.outcome.state.ended, "the job ends")
-        err = b"".join(b.stderr(sid)).decode()
+        # srun's last line (task 0, ended by srun after task 1 failed) can reach the file after Slurm records the
+        # end (slurmstepd's output thread; seen under load); the outcome reads the first line, written seconds
+        # before it
+        deadline = time.monotonic() + 15
+        while True:
+            err = b"".join(b.stderr(sid)).decode()
+            if ": task 0: Exited with exit code 143" in err or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert ": task 0: Exited with exit code 143" in err, err  # so the step's code is 143
         assert (ev.outcome.state, ev.outcome.cause, ev.outcome.exit_code) == (State.FAILED, Cause.EXIT, 3), (
             ev.outcome,
