@@ -410,16 +410,26 @@ def _own_failures(backend: Any, sched: MemoryScheduler, store: NodeBlames | None
     ]
 
 
-def _blamers(jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any, before: float) -> dict[str, set[str]]:
+def _blamers(
+    jobs: Mapping[str, JobRecord], sched: MemoryScheduler, backend: Any, before: float, *, stalls: bool
+) -> dict[str, set[str]]:
     """Per node, the distinct jobs an execution of which ended on it by the node's fault as the scheduler shows
-    it (in truth: the node lost or ceased) at or before ``before``. A stall, judged by one job's own bound, is
-    no evidence against a node for other jobs (:data:`dispatch.records.nodes.SUSPECT_CAUSES`)."""
+    it (in truth: the node lost or ceased) at or before ``before``; with ``stalls``, also by a stall, as the record
+    says: what a job's own ``excludeBlamedNodes`` avoids, but no evidence against a node for other jobs
+    (:data:`dispatch.records.nodes.SUSPECT_CAUSES`)."""
+    stalled = {
+        ex.identity
+        for job in jobs.values()
+        for sub in job.submissions
+        for ex in sub.executions
+        if stalls and ex.outcome.cause is Cause.STALLED
+    }
     out: dict[str, set[str]] = {}
     for t in sched.jobs.values():
         for ex in t.executions:
             if ex.ended_at is None or ex.ended_at > before or ex.started_at is None:
                 continue
-            if ex.cause is Cause.NODE_LOST:
+            if ex.cause is Cause.NODE_LOST or backend._identity(t, ex) in stalled:
                 for n in ex.nodes:
                     out.setdefault(n, set()).add(t.job_id)
     return out
@@ -436,18 +446,18 @@ def _suspects(
     from dispatch.rules import RuleSet
 
     out: list[str] = []
-    cache: dict[float, dict[str, set[str]]] = {}
+    cache: dict[tuple[float, bool], dict[str, set[str]]] = {}
 
-    def blamers(at: float) -> dict[str, set[str]]:
-        if at not in cache:
-            cache[at] = _blamers(jobs, sched, backend, at)
-        return cache[at]
+    def blamers(at: float, stalls: bool = False) -> dict[str, set[str]]:
+        if (at, stalls) not in cache:
+            cache[(at, stalls)] = _blamers(jobs, sched, backend, at, stalls=stalls)
+        return cache[(at, stalls)]
 
     for job in jobs.values():
         rules = {r.name: r for r in RuleSet.from_data(job.rules).rules} if job.rules is not None else {}
 
         def own(at: float, upto: int, job: JobRecord = job) -> set[str]:
-            return {n for n, who in blamers(at).items() if job.id in who and _ran_on(by_job, job.id, n, upto)}
+            return {n for n, who in blamers(at, True).items() if job.id in who and _ran_on(by_job, job.id, n, upto)}
 
         for it in job.intents:
             if it.action is not Action.START or not it.args.get("exclude") or it.submission is None:
