@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dispatch.adapterkit.private import caller_umask, private_dir, umask_line
+from dispatch.adapterkit.private import private_dir
 from dispatch.errors import ConfigError
 
 NOBODY = 65534
@@ -35,14 +35,3 @@ def test_a_private_directory_is_made_0700_and_a_loose_one_refused(tmp_path: Path
     os.chown(theirs, NOBODY, NOBODY)
     with pytest.raises(ConfigError, match="another user"):
         private_dir(str(theirs), "outputDir")
-
-
-@pytest.mark.parametrize("mask", [0o022, 0o027, 0o077, 0o002, 0])
-def test_the_callers_umask_is_read_and_left_as_it_was(mask: int) -> None:
-    old = os.umask(mask)
-    try:
-        assert caller_umask() == mask
-        assert umask_line() == f"umask {mask:04o}"
-        assert os.umask(mask) == mask, "reading it changed it"
-    finally:
-        os.umask(old)

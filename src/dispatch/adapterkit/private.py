@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 
 from dispatch.errors import ConfigError
+from dispatch.umask import caller_umask
 
 
 def private_dir(path: str, setting: str) -> None:
@@ -58,25 +58,6 @@ def not_private(path: str, *, directory: bool = True) -> str:
     if st.st_mode & 0o022:
         return "may be written by others (group or world)"
     return ""
-
-
-_umask_lock = threading.Lock()
-
-
-def caller_umask() -> int:
-    """This process's umask, read without changing it (``/proc/self/status`` on Linux; elsewhere set and restored
-    under a lock, which another thread's file creation at that instant could still see)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    with _umask_lock:
-        mask = os.umask(0o077)
-        os.umask(mask)
-    return mask
 
 
 def umask_line(mask: int | None = None) -> str:
