@@ -39,6 +39,10 @@ def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return out
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique)
+"""The strict decoder of a report, made once (``json.loads`` with options builds one per call)."""
+
+
 def _count(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX:
         return None
@@ -56,7 +60,10 @@ def parse_report(
     if len(text) > MAX_REPORT:
         return None
     try:
-        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique)
+        if isinstance(text, str):
+            data = _DECODER.decode(text)
+        else:  # json.loads finds the encoding of bytes
+            data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique)
     except ValueError:
         return None
     if not isinstance(data, dict):
