@@ -472,14 +472,10 @@ def parse_squeue_text(text: str, release: str = "") -> list[SlurmJob]:
         eligible_time = _text_time(eligible)
         start_time = _text_time(start) if running else None
         nodes = nodes.strip() if running else ""
-        # positional: twice as fast as keywords, for thousands of tasks (the order of SlurmJob's fields)
-        jobs.extend(
-            [
-                SlurmJob(each, name, base, flags, reason, "", restart_cnt, None, None, eligible_time, start_time,
-                         None, None, None, nodes, "", "", "", "", None, "squeue", release)  # fmt: skip
-                for each in ids
-            ]
-        )
+        # every field but the id, in SlurmJob's order: positional arguments build a job twice as fast as keywords
+        fields = (name, base, flags, reason, "", restart_cnt, None, None, eligible_time, start_time, None, None,
+                  None, nodes, "", "", "", "", None, "squeue", release)  # fmt: skip
+        jobs.extend([SlurmJob(each, *fields) for each in ids])
     return jobs
 
 
