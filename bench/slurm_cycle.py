@@ -2,6 +2,7 @@
 
     python bench/slurm_cycle.py --jobs 1000,10000 --clusters local,trixie,sid --running 0.25 --json
     python bench/slurm_cycle.py --jobs 1000 --src main=/work/main/src,this=src --json
+    python bench/slurm_cycle.py --replay --jobs 1000,10000 --json
 
 Brings the project's clusters up if they are down, creates N gated jobs on each cluster (``start_many``), makes
 a share of them (``--running``, default a quarter) look running and reporting, then times one batched
