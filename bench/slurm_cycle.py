@@ -2,6 +2,7 @@
 
     python bench/slurm_cycle.py --jobs 1000,10000 --clusters local,trixie,sid --running 0.25 --json
     python bench/slurm_cycle.py --jobs 1000 --src main=/work/main/src,this=src --json
+    python bench/slurm_cycle.py --replay --jobs 1000,10000 --json
 
 Brings the project's clusters up if they are down, creates N gated jobs on each cluster (``start_many``), makes
 a share of them (``--running``, default a quarter) look running and reporting, then times one batched
@@ -29,6 +30,15 @@ when no rule judges stalls; this code only). ``--src NAME=DIR,...`` runs the who
 cluster, release, jobs, running, reporting, progress_read, slurm_commands_per_cycle, ssh_round_trips_per_cycle,
 scripts_per_cycle, fs_ops_per_cycle, fs_ops_by_call, cycle_ms, bare_ms, floor_ms, ratio, bare_ratio}, ...]}.
 (bench/cycle.py --adapter slurm delegates here.)
+
+``--replay`` needs no cluster: it times the Python side of one observation alone (``inspect_many`` against an
+executor that answers the observation's script with a replayed output: framing, parsing the listing and the
+reports, mapping, evidence), for each ``--jobs`` count, best of ``--rounds``. The replayed output is what the
+observation prints for the bench's own set-up (one gated array of N tasks, every ``1/share``-th task shown
+RUNNING by the wrapper and reporting rank 0), built from the bytes the captured transcripts show
+(``tests/slurm/transcripts``): the array's record row, one row per running task, ``ROOT`` and one report line
+each. ``--profile N`` prints the N costliest functions (cProfile, cumulative) to stderr. Rows: {src, mode:
+"replay", release, jobs, reporting, cycle_ms, per_job_us, listing_bytes, reports_bytes}.
 """
 
 from __future__ import annotations
@@ -264,6 +274,97 @@ def rows(
     return out
 
 
+REPLAY_NOW = 1_800_000_000.0
+
+
+def replay_output(jobs: int, share: int, array_id: int = 4242) -> tuple[str, int]:
+    """The observation's stdout for the bench's set-up of ``jobs`` tasks (:func:`rows`), and how many report."""
+    from dispatch.slurm import progress
+
+    name = "dspa-0123456789abcdef"
+    now = int(REPLAY_NOW) - 60
+    listing = [f"{array_id}_[0-{jobs - 1}]|PENDING|JobHeldUser|0|N/A|N/A||{name}"]
+    running = [f"{array_id}_{t}" for t in range(jobs) if t % share == 0]
+    listing += [f"{jid}|RUNNING|None|0|N/A|{now}|n1|{name}" for jid in running]
+    reports = ["ROOT"]
+    for jid in running:
+        r = f'{{"rank":0,"step":7,"total":100,"at":{now},"execution":"1.{jid}.0","first":{{"step":1,"at":{now}}}}}'
+        reports.append(f"./{jid}/rank-0.json {r}")
+    text = "\n".join(listing) + "\n" + progress.SEPARATOR + "\n" + "\n".join(reports) + "\n"
+    return text, len(running)
+
+
+class ReplayExecutor:
+    """Answers a read-only open's preflight (``first``), then every script with one replayed stdout, framed as
+    the script's single call."""
+
+    def __init__(self, stdout: str, first: Any) -> None:
+        from dispatch.slurmtest import ok, wrapped
+
+        self.first = first
+        self.result = wrapped(ok(stdout))
+
+    def run(self, script: str, timeout: float) -> Any:
+        from dataclasses import replace
+
+        from dispatch.slurm.scripts import NONCE_RE
+        from dispatch.slurmtest import NONCE
+
+        if self.first.remaining:
+            return self.first.run(script, timeout)
+        m = NONCE_RE.search(script)
+        return replace(self.result, stdout=self.result.stdout.replace(NONCE, m.group(0) if m else NONCE))
+
+    def close(self) -> None:
+        pass
+
+
+def replay_rows(job_counts: list[int], share: int, rounds: int, profile: int = 0) -> list[dict[str, Any]]:
+    """Rows of ``--replay``: the Python side of one observation of each count, best of ``rounds``."""
+    import tempfile
+
+    import dispatch
+    import dispatch.slurm as slurm
+    from dispatch.clock import FakeClock
+    from dispatch.slurmtest import RELEASE_2605, TranscriptExecutor, ready_preflight
+
+    src = os.path.dirname(os.path.dirname(dispatch.__file__))
+    out = []
+    with tempfile.TemporaryDirectory() as cache:
+        pre = TranscriptExecutor(ready_preflight(RELEASE_2605, now=REPLAY_NOW))
+        settings = {"preflight": {"cacheDir": cache}}
+        slurm.new(settings, executor=pre, clock=FakeClock(REPLAY_NOW)).close()
+        for n in job_counts:
+            text, reporting = replay_output(n, share)
+            first = TranscriptExecutor(ready_preflight(RELEASE_2605, now=REPLAY_NOW + 1, read_only=True))
+            ex = ReplayExecutor(text, first)
+            b = slurm.new(settings, executor=ex, clock=FakeClock(REPLAY_NOW + 1), read_only=True)
+            ids = [f"4242_{t}" for t in range(n)]
+            best = float("inf")
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                got = b.inspect_many(ids)
+                best = min(best, time.perf_counter() - t0)
+            shown = sum(1 for ev in got.values() if ev.current is not None and ev.current.progress)
+            assert len(got) == n and shown == reporting, f"{len(got)} jobs, {shown} with progress"
+            if profile:
+                import cProfile
+                import pstats
+
+                prof = cProfile.Profile()
+                prof.runcall(b.inspect_many, ids)
+                print(f"--- {n} jobs", file=sys.stderr)
+                pstats.Stats(prof, stream=sys.stderr).sort_stats("cumulative").print_stats(profile)
+            listing, _, reports = text.partition("\n:dispatch-progress:\n")
+            row = {"src": src, "mode": "replay", "release": b.slurm_release, "jobs": n, "reporting": reporting,
+                   "cycle_ms": round(best * 1000, 2), "per_job_us": round(best * 1e6 / n, 1),
+                   "listing_bytes": len(listing), "reports_bytes": len(reports)}  # fmt: skip
+            out.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            b.close()
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Slurm commands, SSH round trips and file operations per supervisor cycle")
     p.add_argument("--jobs", default="1000,10000")
@@ -271,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--running", type=float, default=0.25, help="the share of jobs running and reporting (1/k)")
     p.add_argument("--src", default="", help="NAME=DIR,...: run once per source tree, one after the other")
     p.add_argument("--no-progress", action="store_true", help="ask for no progress (a supervisor without stall rules)")
+    p.add_argument("--replay", action="store_true", help="no cluster: time the Python side on a replayed output")
+    p.add_argument("--rounds", type=int, default=7, help="--replay: rounds per count (the best is kept)")
+    p.add_argument("--profile", type=int, default=0, help="--replay: print the N costliest functions (cProfile)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     share = max(1, round(1 / a.running)) if a.running > 0 else 10**9
@@ -281,9 +385,12 @@ def main(argv: list[str] | None = None) -> int:
             env = dict(os.environ, DISPATCH_BENCH_SRC=os.path.abspath(path))
             cmd = [sys.executable, __file__, "--jobs", a.jobs, "--clusters", a.clusters, "--running", str(a.running)]
             cmd += ["--no-progress"] if a.no_progress else []
+            cmd += ["--replay", "--rounds", str(a.rounds), "--profile", str(a.profile)] if a.replay else []
             done = subprocess.run([*cmd, "--json"], env=env, stdout=subprocess.PIPE, text=True, check=True)
             for row in json.loads(done.stdout)["results"]:
                 res.append({**row, "src": label})
+    elif a.replay:
+        res = replay_rows([int(x) for x in a.jobs.split(",")], share, a.rounds, a.profile)
     else:
         res = rows([int(x) for x in a.jobs.split(",")], a.clusters.split(","), share, progress=not a.no_progress)
     print(json.dumps({"results": res}, indent=None if a.json else 2))

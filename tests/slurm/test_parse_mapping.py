@@ -436,3 +436,22 @@ def test_the_launch_checks_exit_is_not_launchable_but_a_ranks_own_125_is_its_exi
     )[0]
     out = outcome_of(rank_exit, EV).outcome
     assert (out.state, out.cause, out.exit_code) == (State.FAILED, Cause.EXIT, LAUNCH_FAILED_EXIT)
+
+
+def test_the_text_listing_fills_each_field_of_every_task_a_row_stands_for() -> None:
+    from dispatch.slurm.parse import SlurmJob, parse_squeue_text
+
+    text = (
+        "7_[0-2%2]|PENDING|JobHeldUser|0|1700|N/A||dspa-x\n"
+        "8|RUNNING| None |2|1700|1800| n[1-2] |a|b\n"
+        "9|COMPLETING|x|N/A|0|1|n1|c\n"
+    )
+    got = parse_squeue_text(text, "26.05.5")
+    assert got == [
+        *(SlurmJob(job_id=f"7_{t}", name="dspa-x", state="PENDING", flags=frozenset(), reason="JobHeldUser",
+                   restart_cnt=0, eligible_time=1700.0, source="squeue", release="26.05.5") for t in range(3)),
+        SlurmJob(job_id="8", name="a|b", state="RUNNING", flags=frozenset(), reason="None", restart_cnt=2,
+                 eligible_time=1700.0, start_time=1800.0, nodes="n[1-2]", source="squeue", release="26.05.5"),
+        SlurmJob(job_id="9", name="c", state="", flags=frozenset({"COMPLETING"}), reason="x", source="squeue",
+                 release="26.05.5"),
+    ]  # fmt: skip

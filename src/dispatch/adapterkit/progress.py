@@ -39,6 +39,14 @@ def _unique(pairs: list[tuple[str, object]]) -> dict[str, object]:
     return out
 
 
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, object_pairs_hook=_unique)
+"""The strict decoder of a report, made once (``json.loads`` with options builds one per call)."""
+
+
+_NUMBER = (int, float)
+"""``isinstance``'s types of a JSON number (a tuple: ``int | float`` would build a union at every call)."""
+
+
 def _count(value: object) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < _MAX:
         return None
@@ -56,7 +64,10 @@ def parse_report(
     if len(text) > MAX_REPORT:
         return None
     try:
-        data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique)
+        if isinstance(text, str):
+            data = _DECODER.decode(text)
+        else:  # json.loads finds the encoding of bytes
+            data = json.loads(text, parse_constant=_no_constant, object_pairs_hook=_unique)
     except ValueError:
         return None
     if not isinstance(data, dict):
@@ -68,7 +79,7 @@ def parse_report(
         return None
     if total is not None and _count(total) is None:
         return None
-    if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+    if isinstance(at, bool) or not isinstance(at, _NUMBER) or not math.isfinite(at):
         return None
     metrics: list[tuple[str, float | None]] = []
     raw = data.get("metrics") or {}
@@ -77,13 +88,13 @@ def parse_report(
     for name, value in raw.items():
         if not _METRIC.fullmatch(name):
             return None
-        if value is None or (isinstance(value, int | float) and not isinstance(value, bool)):
+        if value is None or (isinstance(value, _NUMBER) and not isinstance(value, bool)):
             metrics.append((name, None if value is None else float(value)))
     first_step, first_at = None, None
     first = data.get("first")
     if isinstance(first, dict):
         fs, fa = _count(first.get("step")), first.get("at")
-        if fs is not None and isinstance(fa, int | float) and not isinstance(fa, bool) and math.isfinite(fa):
+        if fs is not None and isinstance(fa, _NUMBER) and not isinstance(fa, bool) and math.isfinite(fa):
             first_step, first_at = fs, float(fa) - offset
     return RankProgress(
         r, step, float(at) - offset, total if isinstance(total, int) else None, tuple(metrics), first_step, first_at

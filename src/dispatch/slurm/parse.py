@@ -20,6 +20,7 @@ Also: ``scontrol show config`` (``Key = value`` lines, durations ``N sec``), and
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -455,29 +456,30 @@ def parse_squeue_text(text: str, release: str = "") -> list[SlurmJob]:
         if len(parts) < 8:
             raise ParseError(f"squeue line has {len(parts)} fields, expected 8: {line[:200]!r}")
         jid, state, reason, restarts, eligible, start, nodes, name = parts
-        state = state.strip().upper()
-        ids = _text_ids(jid.strip())
-        if not all(is_scheduler_id(i) for i in ids):
+        jid = jid.strip()
+        ids = _text_ids(jid)
+        # the tasks of an array's record are well-formed ids by construction: only a row's own id is checked
+        if ids == [jid] and not is_scheduler_id(jid):
             raise ParseError(f"squeue printed no job id: {line[:200]!r}")
+        state = state.strip().upper()
         base = state if state in BASE_STATES else ""
         running = base in ("RUNNING", "SUSPENDED")
-        jobs.extend(
-            SlurmJob(
-                job_id=each,
-                name=name,
-                state=base,
-                flags=frozenset() if base else frozenset({state}),
-                reason=reason.strip(),
-                restart_cnt=int(restarts) if restarts.strip().isdigit() else None,
-                eligible_time=_text_time(eligible),
-                start_time=_text_time(start) if running else None,
-                nodes=nodes.strip() if running else "",
-                source="squeue",
-                release=release,
-            )
-            for each in ids
-        )
+        # one reading of the row's fields, shared by every task it stands for
+        flags = _NO_FLAGS if base else frozenset({state})
+        reason = reason.strip()
+        restarts = restarts.strip()
+        restart_cnt = int(restarts) if restarts.isdigit() else None
+        eligible_time = _text_time(eligible)
+        start_time = _text_time(start) if running else None
+        nodes = nodes.strip() if running else ""
+        # every field but the id, in SlurmJob's order: positional arguments build a job twice as fast as keywords
+        fields = (name, base, flags, reason, "", restart_cnt, None, None, eligible_time, start_time, None, None,
+                  None, nodes, "", "", "", "", None, "squeue", release)  # fmt: skip
+        jobs.extend([SlurmJob(each, *fields) for each in ids])
     return jobs
+
+
+_NO_FLAGS: frozenset[str] = frozenset()
 
 
 def _text_ids(job_id: str) -> list[str]:
@@ -591,9 +593,11 @@ _BRACKET = re.compile(r"\[([^\[\]]*)\]")
 _NODE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
+@functools.lru_cache(maxsize=1024)
 def expand_hostlist(text: str) -> tuple[str, ...]:
     """The node names of a Slurm hostlist (``n[1-3,07],gpu1`` -> ``n1 n2 n3 n07 gpu1``; zero padding kept), in
-    order, each once. ParseError for text that is not a hostlist of plain node names."""
+    order, each once. ParseError for text that is not a hostlist of plain node names. Kept for the most recent
+    distinct hostlists (an observation reads the same few for thousands of running jobs)."""
     names: list[str] = []
     for part in _split_top(text.strip()):
         names += _expand_one(part, text)
