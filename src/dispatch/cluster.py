@@ -426,9 +426,10 @@ class Operator:
         records = writes.records
         fresh = [i for i in range(len(batch.specs)) if self.batch_id(batch.key, i, 0) not in known]
         chunks = iter(writes.chunks(fresh))
+        first_ids_free = set(fresh)
         created: dict[int, JobRecord | DispatchError] = {}
         for i, spec in enumerate(batch.specs):
-            if i in fresh and i not in created:
+            if i in first_ids_free and i not in created:
                 created |= self._create_fresh(writes, actor, batch, next(chunks))
             made = created.get(i)
             if isinstance(made, JobRecord):  # created with its start intent
