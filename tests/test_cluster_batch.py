@@ -271,3 +271,32 @@ def test_two_calls_with_one_key_at_once_start_each_job_once(kind: str, tmp_path:
         for c in clusters:
             c.close()
         store.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_one_write_per_job_and_one_per_phase_record_the_same(kind: str, tmp_path: Path) -> None:
+    """The store's write granularity is all that differs between a batch over a store with batch writes and one
+    over a store without (here: the same store behind a forwarding wrapper): the records and events are alike."""
+    seen: list[list[tuple[Any, ...]]] = []
+    for n, wrap in enumerate((False, True)):
+        inner = make_store(kind, tmp_path / str(n))
+        store: Any = FaultyRecords(inner) if wrap else inner
+        name = f"t-granularity-{n}"
+        c = dispatch.open("memory", adapter={"cluster": name}, records=store, clock=FakeClock())
+        try:
+            got = c.operator.submit_many(specs(3), key="same")
+            check_each_started_once(c, got, 3)
+            seen.append(
+                [
+                    (
+                        [(i.seq, i.action, i.status) for i in job.intents],
+                        job.current.gate if job.current else None,
+                        [e.kind for e in c.observer.events(job.id)],
+                    )
+                    for job in (c.get(g.job_id) for g in got)
+                ]
+            )
+        finally:
+            forget(name)
+            inner.close()
+    assert seen[0] == seen[1]

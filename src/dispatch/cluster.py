@@ -22,7 +22,7 @@ import json
 import secrets
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import KW_ONLY, InitVar, dataclass
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any, TypeVar
 
 from dispatch.accelerators import check_request
@@ -390,6 +390,10 @@ class Operator:
         as Unavailable, an opening). The same key with other specs or rules raises Conflict before anything is
         recorded. A store error while recording raises :class:`BatchIncomplete`, after the jobs recorded before
         it went through every phase: it carries their results and the key to call again with.
+
+        The phases write the same records in the same order whatever the store; only how many jobs share a
+        write differs (:class:`_Writes`: a phase's jobs in one transaction where the store offers
+        :class:`BatchWrites`, one write per job otherwise).
         """
         records, actor = self._writable()
         ruleset = self._checked(specs, rules)
@@ -402,78 +406,78 @@ class Operator:
             found = known.get(self.batch_id(key, i, 0))
             if found is not None and _member(found, key, i):
                 self._same_input(records, found, key, spec, rules_json)
-        # phase 1: records and start intents (a job of an earlier call with this key is taken as it stands)
-        results: list[Submitted] = []
-        jobs: list[JobRecord] = []
-        start_intents: dict[int, Intent] = {}
-        to_open: list[int] = []
-        stopped: DispatchError | None = None
-        writer = batch_writes(records)
+        writes = _Writes(records, batch_writes(records))
+        batch = _Batch(key, specs, ruleset, rules_json)
+        stopped = self._record_phase(writes, actor, batch, known)
+        self._start_phase(writes, actor, batch)
+        self._open_phase(writes, actor, batch)
+        if stopped is not None:
+            raise BatchIncomplete(key, batch.results, len(specs), stopped)
+        return batch.results
+
+    def _record_phase(
+        self, writes: _Writes, actor: Actor, batch: _Batch, known: dict[str, JobRecord]
+    ) -> DispatchError | None:
+        """Phase 1, in index order: every job recorded with its start intent. A job whose first id is free is
+        created there with the intent in the same write, together with the others ``writes`` puts beside it; a
+        job of an earlier call with this key is taken as it stands (its start intent written when its start is
+        still to do, its gate queued for phase 3 when only the opening is); an id taken by another batch's job
+        is probed on. Stops at the first error of the store (the jobs after it are not recorded) and returns it."""
+        records = writes.records
+        fresh = [i for i in range(len(batch.specs)) if self.batch_id(batch.key, i, 0) not in known]
+        chunks = iter(writes.chunks(fresh))
+        first_ids_free = set(fresh)
         created: dict[int, JobRecord | DispatchError] = {}
-        if writer is not None:
-            created, stopped, start_intents = self._create_batch(writer, actor, key, specs, ruleset, known)
-        for i, spec in enumerate(specs):
+        for i, spec in enumerate(batch.specs):
+            if i in first_ids_free and i not in created:
+                created |= self._create_fresh(writes, actor, batch, next(chunks))
             made = created.get(i)
-            if isinstance(made, JobRecord):  # created with its start intent, in the batch's one write
-                results.append(Submitted(made.id))
-                jobs.append(made)
+            if isinstance(made, JobRecord):  # created with its start intent
+                batch.results.append(Submitted(made.id))
+                batch.jobs.append(made)
                 continue
-            if stopped is not None and made is not None:
-                break  # the batch's write failed: this job and the ones after it are not recorded
+            if made is not None and not isinstance(made, Conflict):
+                return made  # the store failed: this job and the ones after it are not recorded
+            if made is not None:  # its first id was taken meanwhile: probed on from what holds it
+                taken = _get_or_none(records, self.batch_id(batch.key, i, 0))
+                if taken is not None:
+                    known[taken.id] = taken
             try:
-                job, existed = self._find_or_create(records, key, i, spec, ruleset, rules_json, known)
+                job, existed = self._find_or_create(records, batch.key, i, spec, batch.ruleset, batch.rules_json, known)
             except DispatchError as exc:
-                stopped = exc
-                break
-            results.append(Submitted(job.id, existed=existed))
-            jobs.append(job)
+                return exc
+            batch.results.append(Submitted(job.id, existed=existed))
+            batch.jobs.append(job)
             step = _resume_step(job) if existed else Action.START
             if step is None:
-                results[i] = Submitted(job.id, _standing_error(job), existed=True)
+                batch.results[i] = Submitted(job.id, _standing_error(job), existed=True)
                 continue
             if step is Action.OPEN:
-                to_open.append(i)
+                batch.to_open.append(i)
                 continue
             try:
-                jobs[i], intent = actor.write_intent(job, Action.START, 1)
+                batch.jobs[i], batch.start_intents[i] = actor.write_intent(job, Action.START, 1)
             except DispatchError as exc:  # a supervisor took the job meanwhile, or the store failed
-                results[i] = Submitted(job.id, _handed(job.id, exc), existed=existed)
-                continue
-            start_intents[i] = intent
-        open_intents: dict[int, Intent] = {}
-        self._start_phase(actor, jobs, results, start_intents, to_open, open_intents, batched=writer is not None)
-        self._open_phase(actor, jobs, results, to_open, open_intents, batched=writer is not None)
-        if stopped is not None:
-            raise BatchIncomplete(key, results, len(specs), stopped)
-        return results
+                batch.results[i] = Submitted(job.id, _handed(job.id, exc), existed=existed)
+        return None
 
-    def _create_batch(
-        self,
-        writer: BatchWrites,
-        actor: Actor,
-        key: str,
-        specs: Sequence[JobSpec],
-        ruleset: RuleSet | None,
-        known: Mapping[str, JobRecord],
-    ) -> tuple[dict[int, JobRecord | DispatchError], DispatchError | None, dict[int, Intent]]:
-        """Phase 1 in one write where the store offers :class:`BatchWrites`: every job of the batch not recorded
-        yet is created at its first id with its start intent already written (one transaction, synced to disk
-        before any start). Returns each such job's answer by index (the record, or the Conflict of an id taken
-        meanwhile, which the one-by-one path then resolves), the store's error when the write failed (then every
-        answer is that error: nothing was written), and the start intents."""
-        fresh = [i for i in range(len(specs)) if self.batch_id(key, i, 0) not in known]
+    def _create_fresh(
+        self, writes: _Writes, actor: Actor, batch: _Batch, indexes: Sequence[int]
+    ) -> dict[int, JobRecord | DispatchError]:
+        """Create jobs ``indexes`` at their first ids, each with its start intent, in one call of ``writes``.
+        Returns each one's answer: the record (its intent joins ``batch.start_intents``), the Conflict of an id
+        taken meanwhile, or the store's error (then nothing of the call was written)."""
         items: list[tuple[JobRecord, list[Event]]] = []
         intents: dict[int, Intent] = {}
-        for i in fresh:
-            job, events = self._new_record(self.batch_id(key, i, 0), specs[i], ruleset, BatchMember(key, i))
+        for i in indexes:
+            job, events = self._new_record(
+                self.batch_id(batch.key, i, 0), batch.specs[i], batch.ruleset, BatchMember(batch.key, i)
+            )
             intents[i], more = actor.add_intent(job, Action.START, 1)
             items.append((job, [*events, *more]))
-        try:
-            answers = writer.create_many(items) if items else []
-        except DispatchError as exc:
-            return dict.fromkeys(fresh, exc), exc, {}
-        made: dict[int, JobRecord | DispatchError] = dict(zip(fresh, answers, strict=True))
-        return made, None, {i: intents[i] for i in fresh if isinstance(made[i], JobRecord)}
+        made = dict(zip(indexes, writes.create(items), strict=True))
+        batch.start_intents.update({i: intents[i] for i in indexes if isinstance(made[i], JobRecord)})
+        return made
 
     def _find_or_create(
         self,
@@ -520,52 +524,14 @@ class Operator:
                 " cluster, spec or rules; use a new key for a new batch"
             )
 
-    def _start_phase(
-        self,
-        actor: Actor,
-        jobs: list[JobRecord],
-        results: list[Submitted],
-        intents: Mapping[int, Intent],
-        to_open: list[int],
-        open_intents: dict[int, Intent],
-        *,
-        batched: bool = False,
-    ) -> None:
-        """Phase 2: create the object of every job with a start intent, gated, and record each answer; the jobs
-        started join ``to_open``. ``batched``: every answer in one write (:meth:`Actor.write_many`), each started
-        job's open intent written with it (its entry in ``open_intents``)."""
+    def _start_phase(self, writes: _Writes, actor: Actor, batch: _Batch) -> None:
+        """Phase 2: create the object of every job with a start intent, gated, and record each answer; a started
+        job's open intent is written with its answer (its entry in ``batch.open_intents``) and it joins
+        ``batch.to_open``."""
+        jobs, intents = batch.jobs, batch.start_intents
         to_start = sorted(intents)
         requests = [StartRequest(jobs[i].id, 1, jobs[i].submissions[0].marker, jobs[i].spec) for i in to_start]
         answers = _start_all(self._c.backend, requests)
-        if batched:
-            self._record_starts(actor, jobs, results, intents, to_start, answers, to_open, open_intents)
-            return
-        started: list[int] = []
-        for i, answer in zip(to_start, answers, strict=True):
-            error = answer if isinstance(answer, DispatchError) else None
-            try:
-                jobs[i] = actor.record(jobs[i], intents[i], _status(error), None if error else answer, error).job
-            except DispatchError as exc:  # a supervisor took the job meanwhile: it carries the submission on
-                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc), existed=results[i].existed)
-                continue
-            if error is not None:
-                results[i] = Submitted(jobs[i].id, _with_job(error, jobs[i].id), existed=results[i].existed)
-            else:
-                started.append(i)
-        to_open[:] = sorted([*to_open, *started])
-
-    def _record_starts(
-        self,
-        actor: Actor,
-        jobs: list[JobRecord],
-        results: list[Submitted],
-        intents: Mapping[int, Intent],
-        to_start: Sequence[int],
-        answers: Sequence[str | DispatchError],
-        to_open: list[int],
-        open_intents: dict[int, Intent],
-    ) -> None:
-        """Phase 2's records in one write: each start's answer, and a started job's open intent beside it."""
         now = self._c.clock.now()
         items: list[tuple[JobRecord, list[Event]]] = []
         opening: dict[int, Intent] = {}
@@ -581,87 +547,52 @@ class Operator:
                 events += more
             items.append((new, events))
         started: list[int] = []
-        for i, answer, written in zip(to_start, answers, self._write_all(actor, items), strict=True):
+        for i, answer, written in zip(to_start, answers, writes.update(items), strict=True):
             if isinstance(written, DispatchError):  # a supervisor took the job meanwhile: it carries it on
-                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, written), existed=results[i].existed)
+                batch.handed(i, written)
                 continue
             jobs[i] = written
             if isinstance(answer, DispatchError):
-                results[i] = Submitted(jobs[i].id, _with_job(answer, jobs[i].id), existed=results[i].existed)
+                batch.failed(i, answer)
             else:
                 started.append(i)
-                open_intents[i] = opening[i]
-        to_open[:] = sorted([*to_open, *started])
+                batch.open_intents[i] = opening[i]
+        batch.to_open[:] = sorted([*batch.to_open, *started])
 
-    def _write_all(
-        self, actor: Actor, items: Sequence[tuple[JobRecord, Sequence[Event]]]
-    ) -> list[JobRecord | DispatchError]:
-        """:meth:`Actor.write_many`, a failure of the store taken as every job's answer (each then goes on as a
-        job whose write was refused: a supervisor resolves it from what its intents say)."""
-        try:
-            return actor.write_many(items)
-        except DispatchError as exc:
-            return [copy.copy(exc) for _ in items]
-
-    def _open_phase(
-        self,
-        actor: Actor,
-        jobs: list[JobRecord],
-        results: list[Submitted],
-        to_open: list[int],
-        open_intents: dict[int, Intent],
-        *,
-        batched: bool = False,
-    ) -> None:
-        """Phase 3: open every gate of ``to_open``, each behind its intent (written here unless ``open_intents``
-        holds it already), and record each answer (``batched``: the intents in one write, the answers in one)."""
-        opened: list[int] = []
-        need = [i for i in to_open if i not in open_intents]
-        if batched and need:
-            items: list[tuple[JobRecord, list[Event]]] = []
-            for i in need:
-                new = jobs[i].copy()
-                open_intents[i], events = actor.add_intent(new, Action.OPEN, 1)
-                items.append((new, events))
-            for i, written in zip(need, self._write_all(actor, items), strict=True):
-                if isinstance(written, DispatchError):
-                    del open_intents[i]
-                    results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, written), existed=results[i].existed)
-                else:
-                    jobs[i] = written
-        elif need:
-            for i in need:
-                try:
-                    jobs[i], open_intents[i] = actor.write_intent(jobs[i], Action.OPEN, 1)
-                except DispatchError as exc:
-                    results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, exc), existed=results[i].existed)
-        opened = [i for i in to_open if i in open_intents]
+    def _open_phase(self, writes: _Writes, actor: Actor, batch: _Batch) -> None:
+        """Phase 3: open every gate of ``batch.to_open``, each behind its intent (written here unless
+        ``batch.open_intents`` holds it already), and record each answer."""
+        jobs, open_intents = batch.jobs, batch.open_intents
+        need = [i for i in batch.to_open if i not in open_intents]
+        items: list[tuple[JobRecord, list[Event]]] = []
+        for i in need:
+            new = jobs[i].copy()
+            open_intents[i], events = actor.add_intent(new, Action.OPEN, 1)
+            items.append((new, events))
+        for i, written in zip(need, writes.update(items), strict=True):
+            if isinstance(written, DispatchError):
+                del open_intents[i]
+                batch.handed(i, written)
+            else:
+                jobs[i] = written
+        opened = [i for i in batch.to_open if i in open_intents]
         sids = [str(jobs[i].submissions[0].scheduler_id) for i in opened]
         errors = _open_all(self._c.backend, sids)
-        if batched:
-            now = self._c.clock.now()
-            items = []
-            for i, error in zip(opened, errors, strict=True):
-                new, _, events = record_answer(
-                    jobs[i], open_intents[i].seq, _status(error), None, error, now, in_place=True
-                )
-                new.updated_at = now
-                items.append((new, events))
-            recorded: list[JobRecord | DispatchError] = self._write_all(actor, items)
-        else:
-            recorded = []
-            for i, error in zip(opened, errors, strict=True):
-                try:
-                    recorded.append(actor.record(jobs[i], open_intents[i], _status(error), None, error).job)
-                except DispatchError as exc:
-                    recorded.append(exc)
-        for i, error, written in zip(opened, errors, recorded, strict=True):
+        now = self._c.clock.now()
+        items = []
+        for i, error in zip(opened, errors, strict=True):
+            new, _, events = record_answer(
+                jobs[i], open_intents[i].seq, _status(error), None, error, now, in_place=True
+            )
+            new.updated_at = now
+            items.append((new, events))
+        for i, error, written in zip(opened, errors, writes.update(items), strict=True):
             if isinstance(written, DispatchError):
-                results[i] = Submitted(jobs[i].id, _handed(jobs[i].id, written), existed=results[i].existed)
+                batch.handed(i, written)
                 continue
             jobs[i] = written
             if error is not None:
-                results[i] = Submitted(jobs[i].id, _with_job(error, jobs[i].id), existed=results[i].existed)
+                batch.failed(i, error)
 
     def stop(self, job_id: str, reason: str | None = None) -> None:
         """Stop the job: no more recovery, and its current scheduler object is ended (if it has one). ``reason``,
@@ -835,6 +766,66 @@ class BatchIncomplete(OutcomeUnknown):
         self.submitted = list(submitted)
         self.total = total
         self.error = error
+
+
+@dataclass
+class _Batch:
+    """One :meth:`Operator.submit_many` call as its phases carry it: the input, and per job (by index) its
+    result, its record as last written, and the intents still to carry out."""
+
+    key: str
+    specs: Sequence[JobSpec]
+    ruleset: RuleSet | None
+    rules_json: dict[str, Any] | None
+    results: list[Submitted] = field(default_factory=list)
+    jobs: list[JobRecord] = field(default_factory=list)
+    start_intents: dict[int, Intent] = field(default_factory=dict)
+    to_open: list[int] = field(default_factory=list)
+    open_intents: dict[int, Intent] = field(default_factory=dict)
+
+    def handed(self, i: int, exc: Exception) -> None:
+        """Job ``i``'s write was refused (a supervisor took it meanwhile, or the store failed): a supervisor
+        carries it on from what its intents say."""
+        job_id = self.jobs[i].id
+        self.results[i] = Submitted(job_id, _handed(job_id, exc), existed=self.results[i].existed)
+
+    def failed(self, i: int, error: DispatchError) -> None:
+        """Job ``i``'s call failed and its answer is recorded."""
+        job_id = self.jobs[i].id
+        self.results[i] = Submitted(job_id, _with_job(error, job_id), existed=self.results[i].existed)
+
+
+@dataclass(frozen=True)
+class _Writes:
+    """The write granularity of :meth:`Operator.submit_many`, the one thing its phases do differently per store:
+    with ``batch`` (the store offers :class:`BatchWrites`) a phase writes all its jobs in one transaction, one
+    sync to disk; without, one write per job. Either way each item gets its own answer, the job as written or
+    the error its write met (an error of the store in a batch is every item's answer: nothing was written)."""
+
+    records: Records
+    batch: BatchWrites | None
+
+    def chunks(self, indexes: Sequence[int]) -> list[list[int]]:
+        """``indexes`` grouped as they are created: all in one write, or each in its own."""
+        if self.batch is None:
+            return [[i] for i in indexes]
+        return [list(indexes)] if indexes else []
+
+    def create(self, items: Sequence[tuple[JobRecord, Sequence[Event]]]) -> list[JobRecord | DispatchError]:
+        if self.batch is None:
+            return _each(items, lambda item: self.records.create(*item))
+        try:
+            return list(self.batch.create_many(items)) if items else []
+        except DispatchError as exc:
+            return [copy.copy(exc) for _ in items]
+
+    def update(self, items: Sequence[tuple[JobRecord, Sequence[Event]]]) -> list[JobRecord | DispatchError]:
+        if self.batch is None:
+            return _each(items, lambda item: self.records.update(*item))
+        try:
+            return list(self.batch.update_many(items)) if items else []
+        except DispatchError as exc:
+            return [copy.copy(exc) for _ in items]
 
 
 def _each(items: Sequence[_T], call: Callable[[_T], _R]) -> list[_R | DispatchError]:

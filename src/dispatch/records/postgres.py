@@ -15,7 +15,6 @@ Credentials belong in the DSN or the standard ``PG*`` environment; :func:`redact
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -26,10 +25,8 @@ from dispatch.errors import ConfigError, Conflict, NotFound, ReadOnly, Unavailab
 from dispatch.records import archive, nodes
 from dispatch.records.archive import ArchivedOutput
 from dispatch.records.base import Written, check_token, handed_over, planned_updates
-from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
+from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts
 from dispatch.records.model import (
-    ROW_COLUMNS,
-    SUMMARY_COLUMNS,
     Event,
     JobHead,
     JobRecord,
@@ -39,6 +36,7 @@ from dispatch.records.model import (
     row_values,
 )
 from dispatch.records.nodes import NodeBlame
+from dispatch.records.statements import PostgresDialect, Statements, event_rows
 
 try:
     import psycopg
@@ -163,13 +161,13 @@ MIGRATIONS: dict[int, Callable[[Any, Any], None]] = {
     5: _migration_5,
     6: _migration_6,
 }
-_MARKS = ",".join(["%s"] * (len(ROW_COLUMNS.split(",")) + 1))
-_SETS = ", ".join(f"{c.strip()}=%s" for c in ROW_COLUMNS.split(","))
 PRUNE = (
     "DELETE FROM {{s}}.outputs WHERE ctid = ANY(ARRAY(SELECT o.ctid FROM {{s}}.outputs AS o WHERE {prunable}"
     " ORDER BY o.archived_at LIMIT %s FOR UPDATE OF o SKIP LOCKED))"
 )
-"""The delete of :meth:`PostgresRecords.prune_outputs` (``{prunable}``: :data:`dispatch.records.archive.PRUNABLE`)."""
+"""The delete of :meth:`PostgresRecords.prune_outputs` (``{prunable}``:
+:attr:`~dispatch.records.statements.Statements.prunable`, then ``{s}``: the schema), PostgreSQL's alone (SQLite
+deletes by ``rowid``, without ``SKIP LOCKED``)."""
 
 
 class PostgresRecords:
@@ -199,6 +197,8 @@ class PostgresRecords:
             raise Unavailable(
                 f"cannot connect to PostgreSQL at {redact(dsn)}: {exc}".replace(dsn, redact(dsn))
             ) from None
+        self._dialect = PostgresDialect(self._s.as_string(self._db))
+        self._st = Statements(self._dialect)
         if read_only:
             try:
                 self._check_readable()
@@ -274,21 +274,13 @@ class PostgresRecords:
 
     def _append(self, cur: Any, events: Sequence[Event]) -> None:
         if events:
-            cur.executemany(
-                self._q("INSERT INTO {s}.events (job_id, at, kind, data) VALUES (%s, %s, %s, %s)"),
-                [(e.job_id, e.at, e.kind, json.dumps(e.data)) for e in events],
-            )
+            cur.executemany(self._st.insert_event, event_rows(events))
 
     def create(self, job: JobRecord, events: Sequence[Event] = ()) -> JobRecord:
         new = job.copy()
         new.version = 1
         with self._tx() as cur:
-            cur.execute(
-                self._q(
-                    "INSERT INTO {s}.jobs (id, " + ROW_COLUMNS + ") VALUES (" + _MARKS + ") ON CONFLICT (id) DO NOTHING"
-                ),
-                (new.id, *row_values(new)),
-            )
+            cur.execute(self._st.insert_job, (new.id, *row_values(new)))
             if cur.rowcount != 1:
                 raise Conflict(f"job {job.id} already exists")
             self._append(cur, events)
@@ -298,20 +290,14 @@ class PostgresRecords:
         new = job.copy()
         new.version = job.version + 1
         with self._tx() as cur:
-            cur.execute(
-                self._q(
-                    "SELECT version, (doc->'lease'->>'token')::bigint, lease_owner"
-                    " FROM {s}.jobs WHERE id = %s FOR UPDATE"
-                ),
-                (job.id,),
-            )
+            cur.execute(self._st.head, (job.id,))
             row = cur.fetchone()
             if row is None:
                 raise NotFound(f"no job {job.id!r} in the records")
             if row[0] != job.version:
                 raise Conflict(f"job {job.id}: written at version {job.version}, the record is at {row[0]}")
             check_token(job.id, row[1], row[2], fence)
-            cur.execute(self._q("UPDATE {s}.jobs SET " + _SETS + " WHERE id=%s"), (*row_values(new), job.id))
+            cur.execute(self._st.update_job, (*row_values(new), job.id))
             self._append(cur, events)
         return new
 
@@ -324,10 +310,7 @@ class PostgresRecords:
         taken: list[bool] = []
         with self._tx() as cur:
             cur.executemany(
-                self._q(
-                    "INSERT INTO {s}.jobs (id, " + ROW_COLUMNS + ") VALUES (" + _MARKS + ")"
-                    " ON CONFLICT (id) DO NOTHING RETURNING id"
-                ),
+                self._st.insert_job_returning,
                 [(job.id, *row_values(job, version=1)) for job, _ in items],
                 returning=True,
             )
@@ -350,175 +333,95 @@ class PostgresRecords:
             return []
         ids = sorted({job.id for job, _ in items})
         with self._tx() as cur:
-            cur.execute(
-                self._q(
-                    "SELECT id, version, (doc->'lease'->>'token')::bigint, lease_owner"
-                    " FROM {s}.jobs WHERE id = ANY(%s) ORDER BY id FOR UPDATE"
-                ),
-                (ids,),
-            )
-            heads: dict[str, tuple[int, Any, Any]] = {r[0]: (r[1], r[2], r[3]) for r in cur.fetchall()}
+            heads: dict[str, tuple[int, Any, Any]] = {}
+            for n, args in self._dialect.id_lists(ids):
+                cur.execute(self._st.heads(n), args)
+                heads.update((r[0], (r[1], r[2], r[3])) for r in cur.fetchall())
             answers, versions, rows, events = planned_updates(items, heads, fence)
             if rows:
-                cur.executemany(self._q("UPDATE {s}.jobs SET " + _SETS + " WHERE id=%s"), rows)
+                cur.executemany(self._st.update_job, rows)
             self._append(cur, events)
         return handed_over(answers, versions)
 
     # ----- reads -----------------------------------------------------------------------------------------------
 
-    def get(self, job_id: str) -> JobRecord:
+    def _rows(self, text: str, args: Sequence[Any] = ()) -> list[Any]:
+        """One read's rows."""
         with self._lock, self._db.cursor() as cur:
-            cur.execute(self._q("SELECT doc FROM {s}.jobs WHERE id = %s"), (job_id,))
-            row = cur.fetchone()
-        if row is None:
+            cur.execute(text, args)
+            return cur.fetchall()
+
+    def get(self, job_id: str) -> JobRecord:
+        rows = self._rows(self._st.get, (job_id,))
+        if not rows:
             raise NotFound(f"no job {job_id!r} in the records")
-        return JobRecord.from_json(row[0])
+        return JobRecord.from_json(rows[0][0])
 
     def jobs(self, *, active_only: bool = True, cluster: str | None = None) -> list[JobRecord]:
-        text = "SELECT doc FROM {s}.jobs WHERE TRUE"
-        args: list[Any] = []
-        if active_only:
-            text += " AND NOT closed"
-        if cluster is not None:
-            text += " AND cluster = %s"
-            args.append(cluster)
-        text += " ORDER BY created_at, id"
-        with self._lock, self._db.cursor() as cur:
-            cur.execute(self._q(text), args)
-            rows = cur.fetchall()
-        return [JobRecord.from_json(r[0]) for r in rows]
+        text, args = self._st.jobs(active_only=active_only, cluster=cluster)
+        return [JobRecord.from_json(r[0]) for r in self._rows(text, args)]
 
     def to_supervise(self, *, cluster: str, owner: str, now: float) -> list[JobHead]:
-        with self._lock, self._db.cursor() as cur:
-            cur.execute(
-                self._q(
-                    "SELECT id, version, lease_owner, lease_expires FROM {s}.jobs"
-                    " WHERE cluster = %s AND supervised"
-                    " AND (lease_owner IS NULL OR lease_owner = %s OR lease_expires <= %s)"
-                    " ORDER BY created_at, id"
-                ),
-                (cluster, owner, now),
-            )
-            rows = cur.fetchall()
-        return [JobHead(*r) for r in rows]
+        return [JobHead(*r) for r in self._rows(self._st.to_supervise, (cluster, owner, now))]
 
     def get_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
-        with self._lock, self._db.cursor() as cur:
-            cur.execute(self._q("SELECT doc FROM {s}.jobs WHERE id = ANY(%s)"), (list(job_ids),))
-            rows = cur.fetchall()
+        rows: list[Any] = []
+        for n, args in self._dialect.id_lists(job_ids):
+            rows += self._rows(self._st.docs(n), args)
         return [JobRecord.from_json(r[0]) for r in rows]
 
     def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
         with self._tx() as cur:
-            cur.execute(
-                self._q(
-                    "UPDATE {s}.jobs SET version = version + 1, lease_expires = %s,"
-                    " doc = jsonb_set(jsonb_set(doc, '{{version}}', to_jsonb(version + 1)),"
-                    " '{{lease,expiresAt}}', to_jsonb(%s::double precision))"
-                    " WHERE cluster = %s AND supervised AND lease_owner = %s AND lease_expires > %s"
-                    " RETURNING id, version"
-                ),
-                (expires_at, expires_at, cluster, owner, now),
-            )
+            cur.execute(self._st.renew, (expires_at, expires_at, cluster, owner, now))
             rows = cur.fetchall()
         return {r[0]: r[1] for r in rows}
 
     def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Peers:
         with self._tx() as cur:
-            cur.execute(
-                self._q(
-                    "INSERT INTO {s}.supervisors (cluster, owner, until) VALUES (%s, %s, %s)"
-                    " ON CONFLICT (cluster, owner) DO UPDATE SET until = EXCLUDED.until"
-                ),
-                (cluster, owner, expires_at),
-            )
-            cur.execute(
-                self._q("DELETE FROM {s}.supervisors WHERE cluster = %s AND until < %s"), (cluster, now - 86400.0)
-            )
-            cur.execute(
-                self._q("SELECT owner FROM {s}.supervisors WHERE cluster = %s AND until > %s ORDER BY owner"),
-                (cluster, now),
-            )
+            cur.execute(self._st.peer_alive, (cluster, owner, expires_at))
+            cur.execute(self._st.peers_forgotten, (cluster, now - 86400.0))
+            cur.execute(self._st.peers, (cluster, now))
             owners = [r[0] for r in cur.fetchall()]
-            cur.execute(self._q("SELECT count(*) FROM {s}.jobs WHERE cluster = %s AND supervised"), (cluster,))
+            cur.execute(self._st.supervised_count, (cluster,))
             row = cur.fetchone()
         return Peers(tuple(owners), int(row[0]) if row else 0)
 
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None
     ) -> list[JobSummary]:
-        text = "SELECT " + SUMMARY_COLUMNS + " FROM {s}.jobs WHERE TRUE"
-        args: list[Any] = []
-        if active_only:
-            text += " AND NOT closed"
-        if cluster is not None:
-            text += " AND cluster = %s"
-            args.append(cluster)
-        text += " ORDER BY created_at DESC, id DESC"
-        if limit is not None:
-            text += " LIMIT %s"
-            args.append(limit)
-        with self._lock, self._db.cursor() as cur:
-            cur.execute(self._q(text), args)
-            rows = cur.fetchall()
-        return [JobSummary.from_row(r) for r in rows]
+        text, args = self._st.summaries(active_only=active_only, cluster=cluster, limit=limit)
+        return [JobSummary.from_row(r) for r in self._rows(text, args)]
 
     def events(self, job_id: str, after: int = 0) -> list[Event]:
-        with self._lock, self._db.cursor() as cur:
-            cur.execute(
-                self._q(
-                    "SELECT seq, job_id, at, kind, data FROM {s}.events WHERE job_id = %s AND seq > %s ORDER BY seq"
-                ),
-                (job_id, after),
-            )
-            rows = cur.fetchall()
+        rows = self._rows(self._st.events, (job_id, after))
         return [Event(job_id=r[1], at=r[2], kind=r[3], data=r[4], seq=r[0]) for r in rows]
 
     # ----- the output archive (see dispatch.records.archive) ----------------------------------------------------
 
     def put_output(self, entry: ArchivedOutput) -> ArchivedOutput:
-        upsert = archive.UPSERT.format(table="{s}.outputs", marks=",".join(["%s"] * 13))
         with self._tx() as cur:
-            cur.execute(self._q(upsert), archive.values(entry))
-            cur.execute(
-                self._q("SELECT " + archive.COLUMNS + " FROM {s}.outputs WHERE job_id = %s AND execution = %s"),
-                (entry.job_id, entry.execution),
-            )
+            cur.execute(self._st.put_output, archive.values(entry))
+            cur.execute(self._st.output, (entry.job_id, entry.execution))
             row = cur.fetchone()
         return archive.from_row(row)
 
     def get_output(self, job_id: str, execution: str) -> ArchivedOutput | None:
-        with self._lock, self._db.cursor() as cur:
-            cur.execute(
-                self._q("SELECT " + archive.COLUMNS + ", data FROM {s}.outputs WHERE job_id = %s AND execution = %s"),
-                (job_id, execution),
-            )
-            row = cur.fetchone()
-        return None if row is None else archive.from_row(row, row[-1])
+        rows = self._rows(self._st.output_with_data, (job_id, execution))
+        return archive.from_row(rows[0], rows[0][-1]) if rows else None
 
     def outputs(self, job_ids: Sequence[str]) -> list[ArchivedOutput]:
-        with self._lock, self._db.cursor() as cur:
-            cur.execute(
-                self._q(
-                    "SELECT " + archive.COLUMNS + " FROM {s}.outputs WHERE job_id = ANY(%s)"
-                    " ORDER BY job_id, submission, archived_at"
-                ),
-                (list(job_ids),),
-            )
-            rows = cur.fetchall()
+        rows: list[Any] = []
+        for n, args in self._dialect.id_lists(job_ids):
+            rows += self._rows(self._st.outputs(n), args)
         return [archive.from_row(r) for r in rows]
 
     def prune_outputs(self, before: float, *, limit: int | None = None, dry_run: bool = False) -> int:
         archive.check_limit(limit)
-        prunable = archive.PRUNABLE.format(jobs="{s}.jobs", mark="%s")
+        outputs, prunable = self._dialect.table("outputs"), self._st.prunable
         if dry_run:
-            with self._lock, self._db.cursor() as cur:
-                cur.execute(
-                    self._q("SELECT count(*) FROM (SELECT FROM {s}.outputs AS o WHERE " + prunable + " LIMIT %s) AS d"),
-                    (before, limit),  # LIMIT NULL: no limit
-                )
-                row = cur.fetchone()
-            return int(row[0]) if row else 0
+            count = f"SELECT count(*) FROM (SELECT FROM {outputs} AS o WHERE {prunable} LIMIT %s) AS d"
+            rows = self._rows(count, (before, limit))  # LIMIT NULL: no limit
+            return int(rows[0][0]) if rows else 0
         # SKIP LOCKED: concurrent callers each lock rows no other holds, and none waits for another. The rows
         # are deleted by their ctid (stable: locked, in this transaction), so the delete reads just those rows.
         with self._tx() as cur:
@@ -531,86 +434,42 @@ class PostgresRecords:
         new = 0
         with self._tx() as cur:
             for b in blames:
-                cur.execute(
-                    self._q(
-                        "INSERT INTO {s}.node_blames (" + nodes.COLUMNS + ") VALUES (%s, %s, %s, %s, %s, %s)"
-                        " ON CONFLICT DO NOTHING"
-                    ),
-                    nodes.values(b),
-                )
+                cur.execute(self._st.add_blame, nodes.values(b))
                 new += max(cur.rowcount, 0)
         return new
 
     def node_blames(self, cluster: str, since: float) -> list[NodeBlame]:
-        with self._lock, self._db.cursor() as cur:
-            cur.execute(
-                self._q(
-                    "SELECT " + nodes.COLUMNS + " FROM {s}.node_blames WHERE cluster = %s AND at >= %s"
-                    " ORDER BY at, node, job_id, execution"
-                ),
-                (cluster, since),
-            )
-            rows = cur.fetchall()
-        return [nodes.from_row(r) for r in rows]
+        return [nodes.from_row(r) for r in self._rows(self._st.node_blames, (cluster, since))]
 
     def clear_node_blames(self, cluster: str, node: str) -> int:
         with self._tx() as cur:
-            cur.execute(self._q("DELETE FROM {s}.node_blames WHERE cluster = %s AND node = %s"), (cluster, node))
+            cur.execute(self._st.clear_blames, (cluster, node))
             return int(cur.rowcount)
 
     def prune_node_blames(self, cluster: str, before: float) -> int:
         with self._tx() as cur:
-            cur.execute(self._q("DELETE FROM {s}.node_blames WHERE cluster = %s AND at < %s"), (cluster, before))
+            cur.execute(self._st.prune_blames, (cluster, before))
             return int(cur.rowcount)
 
     # ----- browsing (see dispatch.records.browse) --------------------------------------------------------------
 
     def find(self, query: JobQuery) -> Page:
-        cond, args = where(query, "%s", "strpos")
+        count, page, args = self._st.find(query)
         with self._lock, self._db.cursor() as cur:
-            cur.execute(self._q("SELECT count(*) FROM {s}.jobs WHERE " + cond), args)
+            cur.execute(count, args)
             (total,) = cur.fetchone() or (0,)
-            cur.execute(
-                self._q(
-                    "SELECT "
-                    + SUMMARY_COLUMNS
-                    + " FROM {s}.jobs WHERE "
-                    + cond
-                    + " ORDER BY created_at DESC, id DESC LIMIT %s OFFSET %s"
-                ),
-                [*args, query.limit, query.offset],
-            )
+            cur.execute(page, [*args, query.limit, query.offset])
             rows = cur.fetchall()
         return Page([JobSummary.from_row(r) for r in rows], int(total))
 
     def tally(self, since: float) -> list[Count]:
-        with self._lock, self._db.cursor() as cur:
-            cur.execute(
-                self._q(
-                    "SELECT floor((created_at - %s) / 3600)::int AS h, state, cause, count(*) FROM {s}.jobs"
-                    " WHERE created_at >= %s GROUP BY h, state, cause ORDER BY h"
-                ),
-                (since, since),
-            )
-            rows = cur.fetchall()
-        return counts(rows)
+        return counts(self._rows(self._st.tally, (since, since)))
 
     def leases(self) -> list[LeaseRow]:
-        with self._lock, self._db.cursor() as cur:
-            cur.execute(
-                self._q(
-                    "SELECT id, cluster, doc->'lease'->>'owner', (doc->'lease'->>'token')::bigint,"
-                    " (doc->'lease'->>'expiresAt')::float8 FROM {s}.jobs"
-                    " WHERE NOT closed AND jsonb_typeof(doc->'lease') = 'object' ORDER BY 3, id"
-                )
-            )
-            rows = cur.fetchall()
-        return [LeaseRow(r[0], r[1], r[2], int(r[3]), float(r[4])) for r in rows]
+        return [LeaseRow(r[0], r[1], r[2], int(r[3]), float(r[4])) for r in self._rows(self._st.leases)]
 
     def clusters(self) -> list[str]:
-        with self._lock, self._db.cursor() as cur:
-            cur.execute(self._q("SELECT DISTINCT cluster FROM {s}.jobs ORDER BY cluster"))
-            return [r[0] for r in cur.fetchall()]
+        return [r[0] for r in self._rows(self._st.clusters)]
 
     def drop(self) -> None:
         """Drop this store's schema and everything in it (tests and benchmarks)."""

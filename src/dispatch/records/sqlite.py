@@ -28,10 +28,8 @@ from dispatch.errors import Conflict, NotFound, ReadOnly
 from dispatch.records import archive, nodes
 from dispatch.records.archive import ArchivedOutput
 from dispatch.records.base import Written, check_token, handed_over, planned_updates
-from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts, where
+from dispatch.records.browse import Count, JobQuery, LeaseRow, Page, counts
 from dispatch.records.model import (
-    ROW_COLUMNS,
-    SUMMARY_COLUMNS,
     Event,
     JobHead,
     JobRecord,
@@ -41,6 +39,7 @@ from dispatch.records.model import (
     row_values,
 )
 from dispatch.records.nodes import NodeBlame
+from dispatch.records.statements import SQLITE, Statements, event_rows
 
 SCHEMA_VERSION = 7
 
@@ -162,10 +161,6 @@ def _carries_intent(items: Sequence[Written]) -> bool:
     return any(e.kind == "intent" for _, events in items for e in events)
 
 
-_MARKS = ",".join("?" * (len(ROW_COLUMNS.split(",")) + 1))
-_SETS = ", ".join(f"{c.strip()}=?" for c in ROW_COLUMNS.split(","))
-
-
 class SQLiteRecords:
     """Records in one SQLite file at ``path`` (created, with its parent directory, if missing).
 
@@ -177,6 +172,7 @@ class SQLiteRecords:
         self.path = Path(path)
         self.read_only = read_only
         self._lock = threading.RLock()
+        self._st = Statements(SQLITE)
         if read_only:
             if not self.path.exists():
                 raise NotFound(f"no record store at {self.path}")
@@ -260,21 +256,15 @@ class SQLiteRecords:
 
     # ----- writes ----------------------------------------------------------------------------------------
 
-    @staticmethod
-    def _append(db: sqlite3.Connection, events: Sequence[Event]) -> None:
-        db.executemany(
-            "INSERT INTO events (job_id, at, kind, data) VALUES (?, ?, ?, ?)",
-            [(e.job_id, e.at, e.kind, json.dumps(e.data, separators=(",", ":"))) for e in events],
-        )
+    def _append(self, db: sqlite3.Connection, events: Sequence[Event]) -> None:
+        db.executemany(self._st.insert_event, event_rows(events))
 
     def create(self, job: JobRecord, events: Sequence[Event] = ()) -> JobRecord:
         new = job.copy()
         new.version = 1
         with self._tx() as db:
-            try:
-                db.execute(f"INSERT INTO jobs (id, {ROW_COLUMNS}) VALUES ({_MARKS})", (new.id, *row_values(new)))
-            except sqlite3.IntegrityError:
-                raise Conflict(f"job {job.id} already exists") from None
+            if db.execute(self._st.insert_job, (new.id, *row_values(new))).rowcount != 1:
+                raise Conflict(f"job {job.id} already exists")
             self._append(db, events)
         return new
 
@@ -282,15 +272,13 @@ class SQLiteRecords:
         new = job.copy()
         new.version = job.version + 1
         with self._tx(durable=any(e.kind == "intent" for e in events)) as db:
-            row = db.execute(
-                "SELECT version, json_extract(doc, '$.lease.token'), lease_owner FROM jobs WHERE id = ?", (job.id,)
-            ).fetchone()
+            row = db.execute(self._st.head, (job.id,)).fetchone()
             if row is None:
                 raise NotFound(f"no job {job.id!r} in the records")
             if row[0] != job.version:
                 raise Conflict(f"job {job.id}: written at version {job.version}, the record is at {row[0]}")
             check_token(job.id, row[1], row[2], fence)
-            db.execute(f"UPDATE jobs SET {_SETS} WHERE id=?", (*row_values(new), job.id))
+            db.execute(self._st.update_job, (*row_values(new), job.id))
             self._append(db, events)
         return new
 
@@ -301,11 +289,7 @@ class SQLiteRecords:
         events: list[Event] = []
         with self._tx(durable=_carries_intent(items)) as db:
             for job, evs in items:
-                cur = db.execute(
-                    f"INSERT INTO jobs (id, {ROW_COLUMNS}) VALUES ({_MARKS}) ON CONFLICT (id) DO NOTHING",
-                    (job.id, *row_values(job, version=1)),
-                )
-                if cur.rowcount != 1:
+                if db.execute(self._st.insert_job, (job.id, *row_values(job, version=1))).rowcount != 1:
                     answers.append(Conflict(f"job {job.id} already exists"))
                     continue
                 events.extend(evs)
@@ -319,16 +303,11 @@ class SQLiteRecords:
         ids = list(dict.fromkeys(job.id for job, _ in items))
         with self._tx(durable=_carries_intent(items)) as db:
             heads: dict[str, tuple[int, Any, Any]] = {}
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                for row in db.execute(
-                    "SELECT id, version, json_extract(doc, '$.lease.token'), lease_owner FROM jobs"
-                    f" WHERE id IN ({','.join('?' * len(chunk))})",
-                    chunk,
-                ):
+            for n, args in SQLITE.id_lists(ids):
+                for row in db.execute(self._st.heads(n), args):
                     heads[row[0]] = (row[1], row[2], row[3])
             answers, versions, rows, events = planned_updates(items, heads, fence)
-            db.executemany(f"UPDATE jobs SET {_SETS} WHERE id=?", rows)
+            db.executemany(self._st.update_job, rows)
             self._append(db, events)
         return handed_over(answers, versions)
 
@@ -336,140 +315,78 @@ class SQLiteRecords:
 
     def get(self, job_id: str) -> JobRecord:
         with self._lock:
-            row = self._db.execute("SELECT doc FROM jobs WHERE id = ?", (job_id,)).fetchone()
+            row = self._db.execute(self._st.get, (job_id,)).fetchone()
         if row is None:
             raise NotFound(f"no job {job_id!r} in the records")
         return JobRecord.from_json(json.loads(row[0]))
 
     def jobs(self, *, active_only: bool = True, cluster: str | None = None) -> list[JobRecord]:
-        sql = "SELECT doc FROM jobs WHERE 1=1"
-        args: list[Any] = []
-        if active_only:
-            sql += " AND closed = 0"
-        if cluster is not None:
-            sql += " AND cluster = ?"
-            args.append(cluster)
-        sql += " ORDER BY created_at, id"
+        text, args = self._st.jobs(active_only=active_only, cluster=cluster)
         with self._lock:
-            rows = self._db.execute(sql, args).fetchall()
+            rows = self._db.execute(text, args).fetchall()
         return [JobRecord.from_json(json.loads(r[0])) for r in rows]
 
     def to_supervise(self, *, cluster: str, owner: str, now: float) -> list[JobHead]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT id, version, lease_owner, lease_expires FROM jobs"
-                " WHERE cluster = ? AND supervised = 1"
-                " AND (lease_owner IS NULL OR lease_owner = ? OR lease_expires <= ?)"
-                " ORDER BY created_at, id",
-                (cluster, owner, now),
-            ).fetchall()
+            rows = self._db.execute(self._st.to_supervise, (cluster, owner, now)).fetchall()
         return [JobHead(*r) for r in rows]
 
     def get_many(self, job_ids: Sequence[str]) -> list[JobRecord]:
-        ids = list(job_ids)
         docs: list[str] = []
         with self._lock:
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                marks = ",".join("?" * len(chunk))
-                docs += [r[0] for r in self._db.execute(f"SELECT doc FROM jobs WHERE id IN ({marks})", chunk)]
+            for n, args in SQLITE.id_lists(job_ids):
+                docs += [r[0] for r in self._db.execute(self._st.docs(n), args)]
         return [JobRecord.from_json(json.loads(d)) for d in docs]
 
     def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
         with self._tx() as db:
-            rows = db.execute(
-                "UPDATE jobs SET version = version + 1, lease_expires = ?,"
-                " doc = json_set(doc, '$.version', version + 1, '$.lease.expiresAt', ?)"
-                " WHERE cluster = ? AND supervised = 1 AND lease_owner = ? AND lease_expires > ?"
-                " RETURNING id, version",
-                (expires_at, expires_at, cluster, owner, now),
-            ).fetchall()
+            rows = db.execute(self._st.renew, (expires_at, expires_at, cluster, owner, now)).fetchall()
         return dict(rows)
 
     def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Peers:
         with self._tx() as db:
-            db.execute(
-                "INSERT INTO supervisors (cluster, owner, until) VALUES (?, ?, ?)"
-                " ON CONFLICT (cluster, owner) DO UPDATE SET until = excluded.until",
-                (cluster, owner, expires_at),
-            )
-            db.execute("DELETE FROM supervisors WHERE cluster = ? AND until < ?", (cluster, now - 86400.0))
-            owners = [
-                r[0]
-                for r in db.execute(
-                    "SELECT owner FROM supervisors WHERE cluster = ? AND until > ? ORDER BY owner", (cluster, now)
-                )
-            ]
-            jobs = db.execute("SELECT count(*) FROM jobs WHERE cluster = ? AND supervised = 1", (cluster,)).fetchone()[
-                0
-            ]
+            db.execute(self._st.peer_alive, (cluster, owner, expires_at))
+            db.execute(self._st.peers_forgotten, (cluster, now - 86400.0))
+            owners = [r[0] for r in db.execute(self._st.peers, (cluster, now))]
+            jobs = db.execute(self._st.supervised_count, (cluster,)).fetchone()[0]
         return Peers(tuple(owners), int(jobs))
 
     def summaries(
         self, *, active_only: bool = False, cluster: str | None = None, limit: int | None = None
     ) -> list[JobSummary]:
-        sql = f"SELECT {SUMMARY_COLUMNS} FROM jobs WHERE 1=1"
-        args: list[Any] = []
-        if active_only:
-            sql += " AND closed = 0"
-        if cluster is not None:
-            sql += " AND cluster = ?"
-            args.append(cluster)
-        sql += " ORDER BY created_at DESC, id DESC"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
+        text, args = self._st.summaries(active_only=active_only, cluster=cluster, limit=limit)
         with self._lock:
-            rows = self._db.execute(sql, args).fetchall()
+            rows = self._db.execute(text, args).fetchall()
         return [JobSummary.from_row(r) for r in rows]
 
     def events(self, job_id: str, after: int = 0) -> list[Event]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT seq, job_id, at, kind, data FROM events WHERE job_id = ? AND seq > ? ORDER BY seq",
-                (job_id, after),
-            ).fetchall()
+            rows = self._db.execute(self._st.events, (job_id, after)).fetchall()
         return [Event(job_id=r[1], at=r[2], kind=r[3], data=json.loads(r[4]), seq=r[0]) for r in rows]
 
     # ----- the output archive (see dispatch.records.archive) --------------------------------------------------
 
     def put_output(self, entry: ArchivedOutput) -> ArchivedOutput:
-        upsert = archive.UPSERT.format(table="outputs", marks=",".join("?" * 13))
         with self._tx() as db:
-            db.execute(upsert, archive.values(entry))
-            row = db.execute(
-                f"SELECT {archive.COLUMNS} FROM outputs WHERE job_id = ? AND execution = ?",
-                (entry.job_id, entry.execution),
-            ).fetchone()
+            db.execute(self._st.put_output, archive.values(entry))
+            row = db.execute(self._st.output, (entry.job_id, entry.execution)).fetchone()
         return archive.from_row(row)
 
     def get_output(self, job_id: str, execution: str) -> ArchivedOutput | None:
         with self._lock:
-            row = self._db.execute(
-                f"SELECT {archive.COLUMNS}, data FROM outputs WHERE job_id = ? AND execution = ?", (job_id, execution)
-            ).fetchone()
+            row = self._db.execute(self._st.output_with_data, (job_id, execution)).fetchone()
         return None if row is None else archive.from_row(row, row[-1])
 
     def outputs(self, job_ids: Sequence[str]) -> list[ArchivedOutput]:
-        ids = list(job_ids)
         rows: list[Any] = []
         with self._lock:
-            for i in range(0, len(ids), 500):
-                chunk = ids[i : i + 500]
-                rows += self._db.execute(
-                    f"SELECT {archive.COLUMNS} FROM outputs WHERE job_id IN ({','.join('?' * len(chunk))})"
-                    " ORDER BY job_id, submission, archived_at",
-                    chunk,
-                ).fetchall()
+            for n, args in SQLITE.id_lists(job_ids):
+                rows += self._db.execute(self._st.outputs(n), args).fetchall()
         return [archive.from_row(r) for r in rows]
 
     def prune_outputs(self, before: float, *, limit: int | None = None, dry_run: bool = False) -> int:
         archive.check_limit(limit)
-        doomed = (
-            "SELECT o.rowid FROM outputs AS o WHERE "
-            + archive.PRUNABLE.format(jobs="jobs", mark="?")
-            + " ORDER BY o.archived_at LIMIT ?"
-        )
+        doomed = f"SELECT o.rowid FROM outputs AS o WHERE {self._st.prunable} ORDER BY o.archived_at LIMIT ?"
         args = (before, -1 if limit is None else limit)  # LIMIT -1: no limit
         if dry_run:
             with self._lock:
@@ -482,62 +399,44 @@ class SQLiteRecords:
     def add_node_blames(self, blames: Sequence[NodeBlame]) -> int:
         with self._tx() as db:
             before = db.total_changes
-            db.executemany(
-                f"INSERT INTO node_blames ({nodes.COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                [nodes.values(b) for b in blames],
-            )
+            db.executemany(self._st.add_blame, [nodes.values(b) for b in blames])
             return db.total_changes - before
 
     def node_blames(self, cluster: str, since: float) -> list[NodeBlame]:
         with self._lock:
-            rows = self._db.execute(
-                f"SELECT {nodes.COLUMNS} FROM node_blames WHERE cluster = ? AND at >= ?"
-                " ORDER BY at, node, job_id, execution",
-                (cluster, since),
-            ).fetchall()
+            rows = self._db.execute(self._st.node_blames, (cluster, since)).fetchall()
         return [nodes.from_row(r) for r in rows]
 
     def clear_node_blames(self, cluster: str, node: str) -> int:
         with self._tx() as db:
-            return db.execute("DELETE FROM node_blames WHERE cluster = ? AND node = ?", (cluster, node)).rowcount
+            return db.execute(self._st.clear_blames, (cluster, node)).rowcount
 
     def prune_node_blames(self, cluster: str, before: float) -> int:
         with self._tx() as db:
-            return db.execute("DELETE FROM node_blames WHERE cluster = ? AND at < ?", (cluster, before)).rowcount
+            return db.execute(self._st.prune_blames, (cluster, before)).rowcount
 
     # ----- browsing (see dispatch.records.browse) ------------------------------------------------------------
 
     def find(self, query: JobQuery) -> Page:
-        cond, args = where(query, "?", "instr")
+        count, page, args = self._st.find(query)
         with self._lock:
-            total = self._db.execute(f"SELECT count(*) FROM jobs WHERE {cond}", args).fetchone()[0]
-            rows = self._db.execute(
-                f"SELECT {SUMMARY_COLUMNS} FROM jobs WHERE {cond} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
-                [*args, query.limit, query.offset],
-            ).fetchall()
+            total = self._db.execute(count, args).fetchone()[0]
+            rows = self._db.execute(page, [*args, query.limit, query.offset]).fetchall()
         return Page([JobSummary.from_row(r) for r in rows], int(total))
 
     def tally(self, since: float) -> list[Count]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT CAST((created_at - ?) / 3600 AS INTEGER) AS h, state, cause, count(*) FROM jobs"
-                " WHERE created_at >= ? GROUP BY h, state, cause ORDER BY h",
-                (since, since),
-            ).fetchall()
+            rows = self._db.execute(self._st.tally, (since, since)).fetchall()
         return counts(rows)
 
     def leases(self) -> list[LeaseRow]:
         with self._lock:
-            rows = self._db.execute(
-                "SELECT id, cluster, json_extract(doc, '$.lease.owner'), json_extract(doc, '$.lease.token'),"
-                " json_extract(doc, '$.lease.expiresAt') FROM jobs"
-                " WHERE closed = 0 AND json_extract(doc, '$.lease') IS NOT NULL ORDER BY 3, id"
-            ).fetchall()
+            rows = self._db.execute(self._st.leases).fetchall()
         return [LeaseRow(r[0], r[1], r[2], int(r[3]), float(r[4])) for r in rows]
 
     def clusters(self) -> list[str]:
         with self._lock:
-            rows = self._db.execute("SELECT DISTINCT cluster FROM jobs ORDER BY cluster").fetchall()
+            rows = self._db.execute(self._st.clusters).fetchall()
         return [r[0] for r in rows]
 
     def close(self) -> None:

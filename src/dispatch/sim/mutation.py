@@ -1,11 +1,13 @@
 """The supervisor's planted bugs, for proving that the simulator catches them.
 
 :class:`PlantedSupervisor` is the product's :class:`~dispatch.supervise.Supervisor` with some of these bugs
-planted: each overrides one of the product's own steps (a lease check, a fence, the fold, a call, the answer)
-and breaks one of its rules, so the mutation tests (``tests/sim/test_mutations.py``, ``python -m dispatch.sim
---mutations``) can show the simulator's invariants find each bug within a bounded number of seeds. The product
-code has no hook for them (``STORE_IGNORES_FENCE`` also makes the simulator's record store skip its token
-check). :data:`TARGETS` names the invariant each one breaks.
+planted: each overrides one of the product's own steps (a lease check, a fence, the fold, the stall judgement,
+a call's three parts: its intent written, the call made, its answer recorded) and breaks one of its rules, so the
+mutation tests (``tests/sim/test_mutations.py``, ``python -m dispatch.sim --mutations``) can show the
+simulator's invariants find each bug within a bounded number of seeds. An override wraps the product's step, or
+calls the product's steps with other arguments or in another order; it copies none of their code, so a planted
+bug cannot drift from the code it breaks. The product code has no hook for them (``STORE_IGNORES_FENCE`` also
+makes the simulator's record store skip its token check). :data:`TARGETS` names the invariant each one breaks.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ from collections.abc import Collection
 from enum import StrEnum
 from typing import Any
 
-from dispatch.errors import DispatchError
+from dispatch.errors import DispatchError, Unavailable
 from dispatch.outcome import Cause, Outcome, State
 from dispatch.records.model import Action, Event, GateState, Intent, IntentStatus, JobRecord
 from dispatch.rules import RuleSet
+from dispatch.spi import JobEvidence, Unanswered
 from dispatch.supervise import Supervisor, stall
-from dispatch.supervise.acting import answer_intent
 from dispatch.supervise.observation import Observation
 from dispatch.supervise.report import CycleReport
 from dispatch.supervise.step import Step, StepKind
@@ -138,20 +140,14 @@ class PlantedSupervisor(Supervisor):
         if Mutation.UNKNOWN_IS_AN_ENDING in self.mutations:
             self.facts = dataclasses.replace(self.facts, unknown_grace=0.0)  # planted: no wait on an unknown
 
-    def _stall(self, job: JobRecord, obs: Observation) -> Step | None:
+    def _judge_stall(self, job: JobRecord, evidence: JobEvidence | Unanswered | None) -> Step | None:
         if Mutation.STALL_WHILE_SUSPENDED in self.mutations:
-            sid = job.current.scheduler_id if job.current is not None else None
-            if sid is None or sid not in obs.inspected:
-                return None
             # planted: the judge's own seam, turned off (a suspended job's silence counts)
-            return stall.judge(job, obs.evidence.get(sid), self.rules_for, suspensions=False)
-        if Mutation.STALL_BEFORE_BOUND not in self.mutations:
-            return super()._stall(job, obs)
-        sid = job.current.scheduler_id if job.current is not None else None
-        if sid is None or sid not in obs.inspected:
-            return None
-        # planted: judged PLANTED_EARLY seconds before the bound (the rules the judge reads, made shorter)
-        return stall.judge(job, obs.evidence.get(sid), lambda j: _sooner(self.rules_for(j)))
+            return stall.judge(job, evidence, self.rules_for, suspensions=False)
+        if Mutation.STALL_BEFORE_BOUND in self.mutations:
+            # planted: judged PLANTED_EARLY seconds before the bound (the rules the judge reads, made shorter)
+            return stall.judge(job, evidence, lambda j: _sooner(self.rules_for(j)))
+        return super()._judge_stall(job, evidence)
 
     def _check(self, job: JobRecord) -> None:
         if Mutation.SKIP_FENCE in self.mutations or Mutation.STORE_IGNORES_FENCE in self.mutations:
@@ -211,33 +207,23 @@ class PlantedSupervisor(Supervisor):
     def _call(self, base: JobRecord, step: Step, report: CycleReport) -> JobRecord:
         if Mutation.ACT_BEFORE_INTENT not in self.mutations:
             return super()._call(base, step, report)
-        # planted: the call is made before its intent is written
+        # planted: the product's own three parts in the wrong order: the call is made (on an intent not yet
+        # written) before its intent is written
         assert step.action is not None and step.submission is not None
-        now = self.clock.now()
-        provisional = Intent(
-            base.next_seq(base.intents), step.action, step.submission, self.owner, now, now, args=dict(step.args)
-        )
-        report.actions += 1
-        status, answer, error = self.actor.attempt(base, provisional)
-        written, intent = self.actor.write_intent(
-            base, step.action, step.submission, args=step.args, decision=step.decision, fence=self._fence(base)
-        )
-        report.writes += 1
-        return self._commit(
-            written, lambda j: answer_intent(j, intent, status, answer, error, self.clock.now()), report
-        )
+        provisional, _ = self.actor.add_intent(base.copy(), step.action, step.submission, args=step.args)
+        status, answer, error = self._attempt(base, provisional, report)
+        written, intent = self._announce(base, step, report)
+        return self._answered(written, intent, status, answer, error, report)
 
-    def _answered(
-        self,
-        job: JobRecord,
-        intent: Intent,
-        status: IntentStatus,
-        answer: Any,
-        error: DispatchError | None,
-        report: CycleReport,
-    ) -> JobRecord:
-        opens = intent.action is Action.START and status is IntentStatus.DONE
-        if Mutation.OPEN_BEFORE_RECORD in self.mutations and opens:
+    def _attempt(
+        self, job: JobRecord, intent: Intent, report: CycleReport
+    ) -> tuple[IntentStatus, Any, DispatchError | None]:
+        status, answer, error = super()._attempt(job, intent, report)
+        if (
+            Mutation.OPEN_BEFORE_RECORD in self.mutations
+            and intent.action is Action.START
+            and status is IntentStatus.DONE
+        ):
             with contextlib.suppress(DispatchError):
                 self.backend.open(str(answer))  # planted: opened before the scheduler id is recorded
         if (
@@ -245,17 +231,9 @@ class PlantedSupervisor(Supervisor):
             and status is IntentStatus.UNKNOWN
             and intent.action in (Action.START, Action.REQUEUE)
         ):
-            return self._commit(job, lambda j: _taken_as_failed(j, intent, self.clock.now()), report)
-        return super()._answered(job, intent, status, answer, error, report)
-
-
-def _taken_as_failed(job: JobRecord, intent: Intent, now: float) -> tuple[JobRecord, list[Event]]:
-    """RESUBMIT_ON_UNKNOWN: an unknown outcome is written as a failure."""
-    new = job.copy()
-    for it in new.intents:
-        if it.seq == intent.seq and it.open:
-            it.status, it.resolved_at, it.result = IntentStatus.FAILED, now, "taken as failed"
-    return new, []
+            # planted: the unknown outcome read as a call that certainly did not land, to be made again at once
+            return IntentStatus.FAILED, None, Unavailable(f"taken as failed: {error}")
+        return status, answer, error
 
 
 def _retry_as_new(job: JobRecord, step: Step) -> Step:

@@ -112,7 +112,13 @@ class Acting(Leases):
 
     def _call(self, base: JobRecord, step: Step, report: CycleReport) -> JobRecord:
         """Write the intent of ``step`` on ``base`` (the job, with the new submission a step makes), make the
-        call, and record its answer."""
+        call, and record its answer: :meth:`_announce`, :meth:`_attempt`, :meth:`_answered`, in that order."""
+        written, intent = self._announce(base, step, report)
+        status, answer, error = self._attempt(written, intent, report)
+        return self._answered(written, intent, status, answer, error, report)
+
+    def _announce(self, base: JobRecord, step: Step, report: CycleReport) -> tuple[JobRecord, Intent]:
+        """Write the intent of ``step`` on ``base``, under the fence: the job as written and the intent."""
         assert step.action is not None and step.submission is not None
         written, intent = self.actor.write_intent(
             base,
@@ -124,15 +130,21 @@ class Acting(Leases):
             events=[Event(base.id, self.clock.now(), "step", {"reason": step.reason, "by": self.owner})],
         )
         report.writes += 1
+        return written, intent
+
+    def _attempt(
+        self, job: JobRecord, intent: Intent, report: CycleReport
+    ) -> tuple[IntentStatus, Any, DispatchError | None]:
+        """Make the call ``intent`` (written on ``job``) announces and classify its answer, or say why it was not
+        made (nothing is written). The simulator's planted bugs wrap it to misread an answer or to call more."""
         if self.clock.now() > intent.written_at + self.actor.margin:
             # too long since the intent was written: a call now might land after its deadline, when another
             # supervisor may already have resolved it by observation. Record it as not made.
             late = Unavailable(f"not called: more than {self.actor.margin:g}s passed since the intent was written")
-            return self._answered(written, intent, IntentStatus.FAILED, None, late, report)
-        self._check(written)
+            return IntentStatus.FAILED, None, late
+        self._check(job)
         report.actions += 1
-        status, answer, error = self.actor.attempt(written, intent)
-        return self._answered(written, intent, status, answer, error, report)
+        return self.actor.attempt(job, intent)
 
     def _answered(
         self,

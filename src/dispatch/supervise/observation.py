@@ -217,7 +217,12 @@ class Observing:
         sid = job.current.scheduler_id if job.current is not None else None
         if sid is None or sid not in obs.inspected:
             return None
-        return stall.judge(job, obs.evidence.get(sid), self.rules_for)
+        return self._judge_stall(job, obs.evidence.get(sid))
+
+    def _judge_stall(self, job: JobRecord, evidence: JobEvidence | Unanswered | None) -> Step | None:
+        """The stall judgement on ``job``'s evidence: :func:`stall.judge` under the job's rules (the simulator's
+        planted bugs override it to judge with the judge's ``suspensions`` off, or with shorter bounds)."""
+        return stall.judge(job, evidence, self.rules_for)
 
 
 def _node_lost(ev: JobEvidence) -> bool:
