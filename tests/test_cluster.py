@@ -11,19 +11,17 @@ import dispatch
 from dispatch import (
     ConfigError,
     FakeClock,
-    Holder,
     Image,
     JobSpec,
     NotFound,
     OutcomeUnknown,
     ReadOnly,
-    Requeuer,
     Unavailable,
     Unsupported,
 )
 from dispatch.memory import forget, scheduler_for
 from dispatch.records import GateState, IntentStatus, MemoryRecords
-from dispatch.spi import Gate
+from dispatch.spi import Gate, Holder, Requeuer, new_backend, register
 
 SLEEP = JobSpec(command=("sleep", "100"), nodes=2)
 
@@ -158,15 +156,15 @@ def test_unknown_adapter_names_the_known_ones() -> None:
 
 def test_bad_adapter_setting_names_the_key() -> None:
     with pytest.raises(ConfigError) as err:
-        dispatch.new_backend("memory", {"cluster": "t-bad", "nodez": 3})
+        new_backend("memory", {"cluster": "t-bad", "nodez": 3})
     assert err.value.path == "nodez"
     with pytest.raises(ConfigError) as err:
-        dispatch.new_backend("memory", '{"cluster": "t-bad", "minJobAge": "forever"}')
+        new_backend("memory", '{"cluster": "t-bad", "minJobAge": "forever"}')
     assert err.value.path == "minJobAge"
 
 
 def test_zero_call_bound_hands_out_no_holder_or_requeuer(clock: FakeClock) -> None:
-    b = dispatch.new_backend("memory", {"cluster": "t-zero", "callBound": 0}, clock=clock)
+    b = new_backend("memory", {"cluster": "t-zero", "callBound": 0}, clock=clock)
     assert not isinstance(b, Holder) and not isinstance(b, Requeuer)
     store = MemoryRecords()
     c = dispatch.Cluster("t-zero", b, store, clock)
@@ -211,7 +209,7 @@ def test_third_party_adapter_registers(clock: FakeClock) -> None:
     from dispatch.memory import backend as memory_backend
 
     sched = MemoryScheduler(clock, "slurm")
-    dispatch.register("thirdparty", lambda settings, options: memory_backend(sched), replace=True)
+    register("thirdparty", lambda settings, options: memory_backend(sched), replace=True)
     c = dispatch.open("thirdparty", read_only=True, clock=clock)
     assert c.backend.name == "memory"
 
@@ -227,9 +225,7 @@ def test_entry_point_discovery(monkeypatch: pytest.MonkeyPatch) -> None:
         def load(self) -> object:
             def hook() -> None:
                 called.append("hook")
-                dispatch.register(
-                    "plugged", lambda s, o: dispatch.new_backend("memory", {"cluster": "t-ep"}), replace=True
-                )
+                register("plugged", lambda s, o: new_backend("memory", {"cluster": "t-ep"}), replace=True)
 
             return hook
 

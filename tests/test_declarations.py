@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from dispatch import UNBOUNDED, Capability, ConfigError, DeclarationError, Declarations, PolledLoss, Unsupported
+from dispatch import Capability, ConfigError, Unsupported
 from dispatch.capabilities import Capabilities, Provenance, no, unknown, yes
 from dispatch.declarations import check_poll_interval
-from dispatch.spi import Holder, check_backend, restrict
+from dispatch.spi import UNBOUNDED, DeclarationError, Declarations, Holder, PolledLoss, check_backend, restrict
 
 
 class Polled:

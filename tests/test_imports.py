@@ -147,3 +147,152 @@ def test_the_check_sees_a_cycle() -> None:
 def test_each_layer_imports_alone(module: str) -> None:
     """Imported first, in a fresh interpreter, each module of a former cycle loads (and the CLI still works)."""
     subprocess.run([sys.executable, "-c", f"import {module}"], check=True, timeout=60)
+
+
+USER_API = {
+    "Answer",
+    "AttemptId",
+    "Capabilities",
+    "Capability",
+    "CapabilityAnswer",
+    "Cause",
+    "CessationWarning",
+    "Clock",
+    "Cluster",
+    "Config",
+    "ConfigError",
+    "Conflict",
+    "DispatchError",
+    "Evidence",
+    "Executor",
+    "FakeClock",
+    "Image",
+    "JobSpec",
+    "NotFound",
+    "Observer",
+    "Operator",
+    "Outcome",
+    "OutcomeUnknown",
+    "Output",
+    "Provenance",
+    "ReadOnly",
+    "Rejected",
+    "Resources",
+    "RestartId",
+    "RuleSet",
+    "SharedCheckpoint",
+    "SpecError",
+    "State",
+    "SystemClock",
+    "Unavailable",
+    "Unsupported",
+    "open",
+    "records",
+}
+"""What a user calls: submits, observes, supervises, reads records and outcomes with, handles as errors."""
+
+MOVED_TO_SPI = {
+    "UNBOUNDED",
+    "Backend",
+    "BatchStarter",
+    "CessationSignal",
+    "DeclarationError",
+    "Declarations",
+    "ExecutionOutput",
+    "Extension",
+    "ExtensionPolicy",
+    "Holder",
+    "IdentityWeakener",
+    "MultiFinder",
+    "NativePolicyCompiler",
+    "OpenOptions",
+    "OutputKeeper",
+    "OutputReader",
+    "OutputSlices",
+    "PolledLoss",
+    "Readmitter",
+    "Requeuer",
+    "Watcher",
+    "new_backend",
+    "register",
+    "register_extension",
+}
+"""What an adapter author implements, declares or registers with, once exported by ``dispatch`` too."""
+
+
+def test_the_package_exports_the_user_api_and_nothing_else() -> None:
+    import dispatch
+
+    assert set(dispatch.__all__) == USER_API
+    assert len(dispatch.__all__) == len(USER_API), "no name twice"
+    assert not USER_API & MOVED_TO_SPI
+
+
+def test_every_spi_name_resolves_and_the_moved_names_are_among_them() -> None:
+    import dispatch.spi
+
+    for name in dispatch.spi.__all__:
+        assert getattr(dispatch.spi, name) is not None, name
+    assert set(dispatch.spi.__all__) >= MOVED_TO_SPI
+    assert not set(dispatch.spi.__all__) & USER_API, "a user name stays in dispatch alone"
+    assert set(dispatch.spi.__all__) <= set(dir(dispatch.spi))
+    with pytest.raises(AttributeError, match="no_such_name"):
+        _ = dispatch.spi.no_such_name
+
+
+@pytest.mark.parametrize("name", sorted(MOVED_TO_SPI))
+def test_an_old_name_warns_once_with_its_new_home_and_gives_the_same_object(name: str) -> None:
+    """The only test that reads a moved name from ``dispatch``: pytest.warns lifts the project's error filter."""
+    import dispatch
+    import dispatch.spi
+
+    with pytest.warns(DeprecationWarning) as caught:
+        old = getattr(dispatch, name)
+    assert len(caught) == 1
+    message = str(caught[0].message)
+    assert f"dispatch.spi.{name}" in message and "release 0.1.0" in message, message
+    assert caught[0].filename == __file__, "the warning points at the caller"
+    assert old is getattr(dispatch.spi, name)
+
+
+def test_a_from_import_of_an_old_name_warns_once() -> None:
+    """``from dispatch import X`` reads X twice (the import system probes with hasattr first): one warning."""
+    namespace: dict[str, object] = {}
+    with pytest.warns(DeprecationWarning, match=r"use dispatch\.spi\.Holder") as caught:
+        exec("from dispatch import Holder", namespace)
+    assert len(caught) == 1
+    import dispatch.spi
+
+    assert namespace["Holder"] is dispatch.spi.Holder
+
+
+def test_the_project_s_filter_turns_the_warning_into_an_error() -> None:
+    """pyproject's filterwarnings: outside pytest.warns, reading a moved name fails the test that does it."""
+    import dispatch
+
+    with pytest.raises(DeprecationWarning, match=r"dispatch\.spi\.Holder"):
+        _ = dispatch.Holder
+
+
+def test_a_star_import_gives_the_user_api_and_no_spi_name() -> None:
+    namespace: dict[str, object] = {}
+    exec("from dispatch import *", namespace)  # the one way to see what a star import binds
+    names = {n for n in namespace if not n.startswith("__")}
+    assert names == USER_API
+    import dispatch.spi
+
+    assert not names & set(dispatch.spi.__all__)
+
+
+def test_the_spi_and_the_package_import_alone_and_lazily() -> None:
+    """``import dispatch.spi`` loads neither the cluster nor the registry (they import it); ``import dispatch``
+    loads no submodule at all."""
+    code = (
+        "import sys, dispatch\n"
+        "assert [m for m in sys.modules if m.startswith('dispatch.')] == [], sys.modules\n"
+        "import dispatch.spi\n"
+        "assert 'dispatch.cluster' not in sys.modules and 'dispatch.registry' not in sys.modules\n"
+        "dispatch.spi.register\n"
+        "assert 'dispatch.registry' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-W", "error", "-c", code], check=True, timeout=60)

@@ -11,24 +11,38 @@ See ``docs/concepts.md`` for the model (states and causes, capabilities, declara
 
 Names are imported on first use (module ``__getattr__``), so ``from dispatch import job`` inside a training
 script loads the standard library and :mod:`dispatch.job` only.
+
+Two namespaces. ``dispatch`` (its ``__all__``) is what a *user* calls: a name is here when a user submits with it
+(``open``, ``Config``, ``JobSpec``, ``Resources``, the core extensions a spec carries, ``Executor``), observes or
+supervises with it (``Cluster``, ``Operator``, ``Observer``, ``RuleSet``, the clocks, the capabilities a cluster
+answers), reads records and outcomes with it (``records``, ``Outcome``, ``State``, ``Cause``, ``Evidence``, the
+identities) or handles an error with it (the :mod:`dispatch.errors` classes a call raises).
+:mod:`dispatch.spi` is what an *adapter author* implements or returns: the ``Backend`` protocol and its optional
+interfaces, the evidence types, the declarations of time bounds (``Declarations``, ``PolledLoss``,
+``UNBOUNDED``, and ``DeclarationError`` for breaking their rules), extension policies and new extension kinds
+(``Extension``, ``ExtensionPolicy``, ``register_extension``), and registration (``register``, ``OpenOptions``,
+``new_backend``).
+
+The SPI names this package used to export still resolve, with a :class:`DeprecationWarning` naming their home in
+:mod:`dispatch.spi`, until release 0.1.0, which drops them.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dispatch import records
     from dispatch.capabilities import Answer, Capabilities, Capability, CapabilityAnswer, Provenance
     from dispatch.clock import Clock, FakeClock, SystemClock
-    from dispatch.cluster import Cluster, Config, Observer, Operator, new_backend, open
-    from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
+    from dispatch.cluster import Cluster, Config, Observer, Operator, open
     from dispatch.errors import (
         ConfigError,
         Conflict,
-        DeclarationError,
         DispatchError,
         NotFound,
         OutcomeUnknown,
@@ -39,37 +53,12 @@ if TYPE_CHECKING:
         Unsupported,
     )
     from dispatch.executor import Executor
-    from dispatch.extensions import (
-        CessationWarning,
-        Extension,
-        ExtensionPolicy,
-        Image,
-        Output,
-        SharedCheckpoint,
-        register_extension,
-    )
+    from dispatch.extensions import CessationWarning, Image, Output, SharedCheckpoint
     from dispatch.identity import AttemptId, RestartId
     from dispatch.outcome import Cause, Evidence, Outcome, State
-    from dispatch.registry import OpenOptions, register
     from dispatch.resources import Resources
     from dispatch.rules import RuleSet
     from dispatch.spec import JobSpec
-    from dispatch.spi import (
-        Backend,
-        BatchStarter,
-        CessationSignal,
-        ExecutionOutput,
-        Holder,
-        IdentityWeakener,
-        MultiFinder,
-        NativePolicyCompiler,
-        OutputKeeper,
-        OutputReader,
-        OutputSlices,
-        Readmitter,
-        Requeuer,
-        Watcher,
-    )
 
 _LAZY = {
     "records": "dispatch.records",
@@ -85,14 +74,9 @@ _LAZY = {
     "Config": "dispatch.cluster",
     "Observer": "dispatch.cluster",
     "Operator": "dispatch.cluster",
-    "new_backend": "dispatch.cluster",
     "open": "dispatch.cluster",
-    "UNBOUNDED": "dispatch.declarations",
-    "Declarations": "dispatch.declarations",
-    "PolledLoss": "dispatch.declarations",
     "ConfigError": "dispatch.errors",
     "Conflict": "dispatch.errors",
-    "DeclarationError": "dispatch.errors",
     "DispatchError": "dispatch.errors",
     "NotFound": "dispatch.errors",
     "OutcomeUnknown": "dispatch.errors",
@@ -103,90 +87,84 @@ _LAZY = {
     "Unsupported": "dispatch.errors",
     "Executor": "dispatch.executor",
     "CessationWarning": "dispatch.extensions",
-    "Extension": "dispatch.extensions",
-    "ExtensionPolicy": "dispatch.extensions",
     "Image": "dispatch.extensions",
     "Output": "dispatch.extensions",
     "SharedCheckpoint": "dispatch.extensions",
-    "register_extension": "dispatch.extensions",
     "AttemptId": "dispatch.identity",
     "RestartId": "dispatch.identity",
     "Cause": "dispatch.outcome",
     "Evidence": "dispatch.outcome",
     "Outcome": "dispatch.outcome",
     "State": "dispatch.outcome",
-    "OpenOptions": "dispatch.registry",
-    "register": "dispatch.registry",
     "Resources": "dispatch.resources",
     "RuleSet": "dispatch.rules",
     "JobSpec": "dispatch.spec",
-    "Backend": "dispatch.spi",
-    "BatchStarter": "dispatch.spi",
-    "CessationSignal": "dispatch.spi",
-    "ExecutionOutput": "dispatch.spi",
-    "Holder": "dispatch.spi",
-    "IdentityWeakener": "dispatch.spi",
-    "MultiFinder": "dispatch.spi",
-    "NativePolicyCompiler": "dispatch.spi",
-    "OutputKeeper": "dispatch.spi",
-    "OutputReader": "dispatch.spi",
-    "OutputSlices": "dispatch.spi",
-    "Readmitter": "dispatch.spi",
-    "Requeuer": "dispatch.spi",
-    "Watcher": "dispatch.spi",
 }
 """Each public name and the module that defines it, imported on first use."""
+
+_MOVED = frozenset(
+    {
+        "UNBOUNDED",
+        "Backend",
+        "BatchStarter",
+        "CessationSignal",
+        "DeclarationError",
+        "Declarations",
+        "ExecutionOutput",
+        "Extension",
+        "ExtensionPolicy",
+        "Holder",
+        "IdentityWeakener",
+        "MultiFinder",
+        "NativePolicyCompiler",
+        "OpenOptions",
+        "OutputKeeper",
+        "OutputReader",
+        "OutputSlices",
+        "PolledLoss",
+        "Readmitter",
+        "Requeuer",
+        "Watcher",
+        "new_backend",
+        "register",
+        "register_extension",
+    }
+)
+"""The adapter SPI names this package used to export: each now lives in :mod:`dispatch.spi`."""
+
+_REMOVED_IN = "0.1.0"
+"""The release that drops the names in ``_MOVED`` from this package (the next release)."""
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
-    "UNBOUNDED",
     "Answer",
     "AttemptId",
-    "Backend",
-    "BatchStarter",
     "Capabilities",
     "Capability",
     "CapabilityAnswer",
     "Cause",
-    "CessationSignal",
     "CessationWarning",
     "Clock",
     "Cluster",
     "Config",
     "ConfigError",
     "Conflict",
-    "DeclarationError",
-    "Declarations",
     "DispatchError",
     "Evidence",
-    "ExecutionOutput",
     "Executor",
-    "Extension",
-    "ExtensionPolicy",
     "FakeClock",
-    "Holder",
-    "IdentityWeakener",
     "Image",
     "JobSpec",
-    "MultiFinder",
-    "NativePolicyCompiler",
     "NotFound",
     "Observer",
-    "OpenOptions",
     "Operator",
     "Outcome",
     "OutcomeUnknown",
     "Output",
-    "OutputKeeper",
-    "OutputReader",
-    "OutputSlices",
-    "PolledLoss",
     "Provenance",
     "ReadOnly",
-    "Readmitter",
     "Rejected",
-    "Requeuer",
     "Resources",
     "RestartId",
     "RuleSet",
@@ -196,16 +174,23 @@ __all__ = [
     "SystemClock",
     "Unavailable",
     "Unsupported",
-    "Watcher",
-    "new_backend",
     "open",
     "records",
-    "register",
-    "register_extension",
 ]
 
 
 def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        # Not cached: every use warns where it is (the warnings filter shows each place once). ``from dispatch
+        # import X`` reads X twice, the import system's hasattr() probe first: only the second read warns.
+        if sys._getframe(1).f_code.co_name != "_handle_fromlist":
+            warnings.warn(
+                f"dispatch.{name} is deprecated: use dispatch.spi.{name} (the adapter SPI); "
+                f"dispatch.{name} goes in release {_REMOVED_IN}",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        return getattr(importlib.import_module("dispatch.spi"), name)
     module = _LAZY.get(name)
     if module is None:
         # a submodule read as an attribute (``dispatch.rules.RuleSet`` after ``import dispatch``), as it was when

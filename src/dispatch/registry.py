@@ -1,6 +1,7 @@
 """The adapter registry: ``register`` on import, or discovery through the ``dispatch.adapters`` entry points.
 
-An adapter registers a factory ``factory(settings, options) -> Backend`` under a name, with the dataclass its
+An adapter registers a factory ``factory(settings, options) -> Backend`` under a name (through
+:mod:`dispatch.spi`, which re-exports :func:`register` and :class:`OpenOptions`), with the dataclass its
 settings decode into. :func:`adapter` finds it by name, loading entry points on a miss, so a third-party adapter
 needs only an entry point in the ``dispatch.adapters`` group that names a callable which registers it.
 """
@@ -14,10 +15,10 @@ from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any
 
-from dispatch.clock import SYSTEM_CLOCK, Clock
 from dispatch.errors import ConfigError
 from dispatch.extensions import set_kind_loader
 from dispatch.spi import Backend
+from dispatch.spi import OpenOptions as OpenOptions  # defined with the rest of the SPI; its old home still serves
 
 ENTRY_POINT_GROUP = "dispatch.adapters"
 
@@ -28,14 +29,6 @@ BUILTIN = {
     "kubeflow": "dispatch.kubeflow",
     "gridengine": "dispatch.gridengine",
 }
-
-
-@dataclass(frozen=True)
-class OpenOptions:
-    """How a backend is opened: read-only (no writes, no probes) and the clock to read time from."""
-
-    read_only: bool = False
-    clock: Clock = SYSTEM_CLOCK
 
 
 Factory = Callable[[Any, OpenOptions], Backend]

@@ -14,24 +14,46 @@ Optional interfaces (``Holder``, ``Requeuer``, ``Readmitter``, ``NativePolicyCom
 ``OutputSlices``, ``ExecutionOutput``, ``AcceleratorInventory``, ``NodeInventory``, ``ShapeCheck``) are
 ``runtime_checkable`` protocols: code asks ``isinstance(backend, Holder)``.
 :func:`restrict` hands out a backend without some of them.
+
+This module is an adapter author's one import (its ``__all__``): what it defines (the protocols, the evidence an
+adapter returns, :class:`OpenOptions` its factory receives, the views), and, from the modules that define them,
+what an adapter declares and registers with: :class:`~dispatch.declarations.Declarations`,
+:class:`~dispatch.declarations.PolledLoss`, :data:`~dispatch.declarations.UNBOUNDED`,
+:class:`~dispatch.errors.DeclarationError`, :class:`~dispatch.extensions.Extension`,
+:class:`~dispatch.extensions.ExtensionPolicy`, :func:`~dispatch.extensions.register_extension`,
+:func:`~dispatch.registry.register` and :func:`~dispatch.cluster.new_backend`. The last two live in modules that
+import this one, so they are imported on first use (module ``__getattr__``, as the ``dispatch`` package does).
+What a user calls (``JobSpec``, ``Outcome``, ``State``, ``Capabilities``, the errors, ...) an adapter takes from
+``dispatch``.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from dispatch.capabilities import Capabilities
-from dispatch.declarations import Declarations
+from dispatch.clock import SYSTEM_CLOCK, Clock
+from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
 from dispatch.errors import DeclarationError, DispatchError
-from dispatch.extensions import ExtensionPolicy
+from dispatch.extensions import Extension, ExtensionPolicy, register_extension
 from dispatch.outcome import Outcome
 from dispatch.spec import JobSpec
 
 if TYPE_CHECKING:
     from dispatch.accelerators import Inventory
+
+
+@dataclass(frozen=True)
+class OpenOptions:
+    """How a backend is opened (what an adapter's factory receives with its settings): read-only (no writes, no
+    probes) and the clock to read time from."""
+
+    read_only: bool = False
+    clock: Clock = SYSTEM_CLOCK
 
 
 @dataclass(frozen=True, slots=True)
@@ -650,3 +672,73 @@ def check_backend(backend: object, declarations: Declarations) -> None:
         raise DeclarationError(f"{type(backend).__name__} is polled but declares no PolledLoss")
     if watcher and declarations.polled_loss is not None:
         raise DeclarationError(f"{type(backend).__name__} is a Watcher and must not declare PolledLoss")
+
+
+_LAZY = {
+    "register": "dispatch.registry",
+    "new_backend": "dispatch.cluster",
+}
+"""Names of modules above this one (they import it), imported on first use."""
+
+__all__ = [
+    "SLICE_LIMIT",
+    "UNBOUNDED",
+    "AcceleratorInventory",
+    "Backend",
+    "BatchStarter",
+    "Cessation",
+    "CessationSignal",
+    "DeclarationError",
+    "Declarations",
+    "ExecutionEvidence",
+    "ExecutionOutput",
+    "Extension",
+    "ExtensionPolicy",
+    "Found",
+    "Gate",
+    "Holder",
+    "IdentityWeakener",
+    "JobEvidence",
+    "MultiFinder",
+    "NativePolicy",
+    "NativePolicyCompiler",
+    "NodeInventory",
+    "OpenOptions",
+    "OutputKeeper",
+    "OutputPiece",
+    "OutputReader",
+    "OutputSlice",
+    "OutputSlices",
+    "PolledLoss",
+    "ProgressScope",
+    "RankProgress",
+    "Readmitter",
+    "Requeuer",
+    "ShapeCheck",
+    "SharedStorer",
+    "StartRequest",
+    "StoragePaths",
+    "Unanswered",
+    "WatchBatch",
+    "Watcher",
+    "check_backend",
+    "interfaces_of",
+    "new_backend",  # noqa: F822 (in _LAZY: its module imports this one)
+    "register",  # noqa: F822 (in _LAZY)
+    "register_extension",
+    "restrict",
+    "view",
+]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dispatch.spi' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # the next access is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -56,6 +56,8 @@ def _workdir(tmp: Path) -> tuple[Path, dict[str, str]]:
         XDG_STATE_HOME=str(tmp / "state"),
         PATH=os.pathsep.join([str(bindir), str(Path(dispatch_bin).parent), env.get("PATH", "")]),
         NO_COLOR="1",
+        # an example that reads an SPI name from ``dispatch`` (moved to ``dispatch.spi``) fails
+        PYTHONWARNINGS="error:dispatch.:DeprecationWarning",
     )
     return work, env
 

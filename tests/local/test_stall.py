@@ -13,6 +13,7 @@ from dispatch.outcome import Cause, State
 from dispatch.records import SQLiteRecords
 from dispatch.records.model import Action
 from dispatch.spec import JobSpec
+from dispatch.spi import new_backend
 from dispatch.supervise import Supervisor
 
 # Submission 1: rank 1 reports once and then hangs (a collective that never returns); rank 0 keeps reporting.
@@ -36,7 +37,7 @@ POLL = 0.5
 def test_a_rank_that_stops_reporting_is_ended_as_stalled_and_resubmitted(tmp_path: Path) -> None:
     clock = SystemClock()
     records = SQLiteRecords(tmp_path / "records.db")
-    backend = dispatch.new_backend("local", {"stateDir": str(tmp_path / "state"), "grace": "1s"})
+    backend = new_backend("local", {"stateDir": str(tmp_path / "state"), "grace": "1s"})
     cluster = dispatch.cluster.Cluster("local", backend, records, clock)
     rules = {
         "unmatched": "close",

@@ -11,6 +11,7 @@ from dispatch.local import LocalBackend
 from dispatch.outcome import Cause, State
 from dispatch.records import SQLiteRecords
 from dispatch.spec import JobSpec
+from dispatch.spi import new_backend
 from dispatch.supervise import Supervisor
 
 
@@ -25,7 +26,7 @@ def supervise_until_closed(sup: Supervisor, records: SQLiteRecords, job_id: str,
 def test_requeue_rule_runs_a_new_execution_and_resubmit_a_new_submission(tmp_path: Path) -> None:
     clock = SystemClock()
     records = SQLiteRecords(tmp_path / "records.db")
-    backend = dispatch.new_backend("local", {"stateDir": str(tmp_path / "state"), "grace": "1s"})
+    backend = new_backend("local", {"stateDir": str(tmp_path / "state"), "grace": "1s"})
     assert isinstance(getattr(backend, "unrestricted", backend), LocalBackend)
     cluster = dispatch.cluster.Cluster("local", backend, records, clock)
     rules = {

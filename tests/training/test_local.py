@@ -25,6 +25,7 @@ from dispatch.outcome import State
 from dispatch.records import SQLiteRecords
 from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
+from dispatch.spi import new_backend
 from dispatch.supervise import Supervisor
 
 from .harness import EVERY, EXAMPLE, ROOT, RULES, STEPS
@@ -42,7 +43,7 @@ def _train(tmp: Path, label: str, kill_rank_at: int | None) -> tuple[bytes, Any,
     clock = SystemClock()
     records = SQLiteRecords(tmp / f"{label}.db")
     state = tmp / f"{label}-state"
-    backend = dispatch.new_backend("local", {"stateDir": str(state), "grace": "3s"})
+    backend = new_backend("local", {"stateDir": str(state), "grace": "3s"})
     cluster = dispatch.cluster.Cluster("local", backend, records, clock)
     sup = Supervisor(backend, records, clock=clock, poll=0.5, lease_ttl=5.0, cluster="local")
     out = tmp / f"{label}.params"

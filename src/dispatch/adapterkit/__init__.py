@@ -1,6 +1,9 @@
 """The adapter kit: contract logic every scheduler adapter needs, written once.
 
-An adapter maps one scheduler onto :mod:`dispatch.spi`. Most of that mapping is the scheduler's own (its
+An adapter maps one scheduler onto :mod:`dispatch.spi`, the adapter SPI, and imports from there what it
+implements, returns, declares and registers with (``Backend`` and its optional interfaces, ``JobEvidence``,
+``Declarations``, ``OpenOptions``, ``register``; ``dispatch`` itself exports what a user calls, and the vocabulary
+an adapter shares with users: ``JobSpec``, ``Outcome``, the errors). Most of that mapping is the scheduler's own (its
 commands, its states, its causes); some of it is the same for every scheduler, and lives here:
 
 * :mod:`~dispatch.adapterkit.identity`: the submission number a marker carries, and ``N.<id>.R`` execution
