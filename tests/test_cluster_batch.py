@@ -74,12 +74,12 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[FaultyReco
 def cluster(request: pytest.FixtureRequest, store: FaultyRecords, tmp_path: Path) -> Iterator[dispatch.Cluster]:
     if request.param == "memory":
         name = f"batch-{secrets.token_hex(4)}"
-        c = dispatch.open("memory", adapter={"cluster": name}, store=store, clock=FakeClock())  # type: ignore[arg-type]
+        c = dispatch.open("memory", adapter={"cluster": name}, records=store, clock=FakeClock())
         yield c
         forget(name)
     else:
         settings = {"stateDir": str(tmp_path / "local"), "grace": 1.0}
-        c = dispatch.open("local", adapter=settings, store=store)  # type: ignore[arg-type]
+        c = dispatch.open("local", adapter=settings, records=store)
         yield c
         c.close()
 
@@ -120,7 +120,7 @@ def test_batch_ids_are_derived_from_the_key_and_index() -> None:
 
 
 def test_submit_mints_another_id_when_one_is_taken(store: FaultyRecords) -> None:
-    c = dispatch.open("memory", adapter={"cluster": "t-mint"}, store=store, clock=FakeClock())  # type: ignore[arg-type]
+    c = dispatch.open("memory", adapter={"cluster": "t-mint"}, records=store, clock=FakeClock())
     try:
         taken = c.submit(JobSpec(command=("true",)))
         minted = iter([taken, taken, "0123456789abcdef"])
@@ -210,7 +210,7 @@ class Crash(BaseException):
 def test_a_call_that_died_after_recording_is_finished_by_a_supervisor_never_twice(kind: str, tmp_path: Path) -> None:
     clock = FakeClock()
     store = make_store(kind, tmp_path)
-    c = dispatch.open("memory", adapter={"cluster": "t-died"}, store=store, clock=clock)
+    c = dispatch.open("memory", adapter={"cluster": "t-died"}, records=store, clock=clock)
     try:
         real_start_many = c.backend.start_many  # type: ignore[attr-defined]
 
@@ -248,7 +248,7 @@ def test_two_calls_with_one_key_at_once_start_each_job_once(kind: str, tmp_path:
     import threading
 
     store = make_store(kind, tmp_path)
-    clusters = [dispatch.open("local", adapter={"stateDir": str(tmp_path / "local")}, store=store) for _ in range(2)]
+    clusters = [dispatch.open("local", adapter={"stateDir": str(tmp_path / "local")}, records=store) for _ in range(2)]
     results: list[list[Submitted]] = [[], []]
     go = threading.Barrier(2)
 

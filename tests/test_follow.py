@@ -18,7 +18,7 @@ from dispatch.records import SQLiteRecords
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[dispatch.Cluster]:
     store = SQLiteRecords(str(tmp_path / "records.db"))
-    with dispatch.open("local", adapter={"stateDir": str(tmp_path / "local")}, store=store) as c:
+    with dispatch.open("local", adapter={"stateDir": str(tmp_path / "local")}, records=store) as c:
         yield c
     store.close()
 

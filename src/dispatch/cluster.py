@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import dataclasses
 import hashlib
 import json
 import secrets
@@ -69,6 +70,7 @@ from dispatch.spi import (
     check_backend,
     restrict,
 )
+from dispatch.umask import caller_umask
 
 _T = TypeVar("_T")
 _R = TypeVar("_R")
@@ -278,6 +280,13 @@ def check_accelerators(backend: Backend, spec: JobSpec) -> None:
     check_request(inventory, spec.resources, spec.nodes, f"this {backend.name} cluster")
 
 
+def with_caller_umask(spec: JobSpec) -> JobSpec:
+    """``spec`` with the submitting process's umask when it names none (:attr:`JobSpec.umask`): recorded with
+    the job, so every execution, a supervisor's resubmission under another umask too, runs under the one its
+    submitter had."""
+    return spec if spec.umask is not None else dataclasses.replace(spec, umask=caller_umask())
+
+
 class Operator:
     """The write side. Every method raises ReadOnly on a read-only cluster before doing anything."""
 
@@ -312,7 +321,7 @@ class Operator:
         """
         records, actor = self._writable()
         ruleset = self._checked([spec], rules)
-        job = self._record(records, spec, ruleset)
+        job = self._record(records, with_caller_umask(spec), ruleset)
         job_id = job.id
         try:
             start_submission(actor, job, 1)
@@ -402,6 +411,7 @@ class Operator:
             raise ConfigError("key", "a batch key must not be empty")
         rules_json = ruleset.to_json() if ruleset is not None else None
         known = {j.id: j for j in records.get_many([self.batch_id(key, i, 0) for i in range(len(specs))])}
+        specs = [with_caller_umask(spec) for spec in specs]
         for i, spec in enumerate(specs):
             found = known.get(self.batch_id(key, i, 0))
             if found is not None and _member(found, key, i):
@@ -513,6 +523,8 @@ class Operator:
         same_rules = _as_stored(job.rules) == _as_stored(rules_json) or (
             rules_json is None and any(e.kind == "rules-adopted" for e in records.events(job.id))
         )
+        if job.spec.umask is None:  # recorded before specs carried the submitter's umask
+            spec = dataclasses.replace(spec, umask=None)
         if (
             job.cluster != self._c.name
             or _as_stored(job.spec.to_json()) != _as_stored(spec.to_json())

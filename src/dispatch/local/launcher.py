@@ -595,7 +595,7 @@ def end_leftovers(wait: float = LEFTOVER_WAIT) -> list[int]:
     """SIGKILL and reap every child this launcher still has once its ranks are reaped: what they left running,
     reparented here (:func:`become_subreaper`). Returns the pids killed. Only children are signalled (never a
     process group by number, which could have been reused by then)."""
-    me, killed = os.getpid(), []
+    me, killed = os.getpid(), list[int]()
     deadline = time.monotonic() + wait
     while True:
         while True:  # reap what has ended (a zombie is no leftover)
