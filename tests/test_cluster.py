@@ -53,6 +53,22 @@ def test_submit_records_then_opens(cluster: dispatch.Cluster) -> None:
     assert cluster.observer.inspect(sub.scheduler_id).gate is Gate.OPEN
 
 
+def test_the_submitters_umask_is_recorded_with_a_job_that_names_none(cluster: dispatch.Cluster) -> None:
+    """Every later execution (a supervisor's resubmission under its own umask too) runs under the one recorded."""
+    import os
+
+    old = os.umask(0o027)
+    try:
+        plain = cluster.submit(JobSpec(("true",)))
+        pinned = cluster.submit(JobSpec(("true",), umask=0o077))
+        (batched,) = cluster.operator.submit_many([JobSpec(("true",))])
+    finally:
+        os.umask(old)
+    assert cluster.get(plain).spec.umask == 0o027
+    assert cluster.get(pinned).spec.umask == 0o077
+    assert cluster.get(batched.job_id).spec.umask == 0o027
+
+
 def test_intent_is_written_before_the_call(clock: FakeClock) -> None:
     """The scheduler object's marker is already in the record when start runs."""
     store = MemoryRecords()
