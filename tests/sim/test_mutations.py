@@ -23,8 +23,14 @@ EXPECTED = {
 }
 
 
+RARE: dict[Mutation | Planted, tuple[int, ...]] = {Mutation.DECIDES_ON_ANOTHERS_CLOCK: (92166,)}
+"""Bugs whose situation the seeds below the bound do not reach, with the sweep's seeds that do: deciding on a
+predecessor's unknown clock needs a spurious unknown, an outage of every supervisor and a failed first reading
+by the successor, one after the other (docs/invariants.md)."""
+
+
 def first_caught(mutation: Mutation | Planted) -> tuple[int, list[str]]:
-    for seed in range(BOUND):
+    for seed in (*range(BOUND), *RARE.get(mutation, ())):
         shape = "slurm" if seed % 2 == 0 else "kubeflow"
         if isinstance(mutation, Planted):
             result = run(Config(seed=seed, shape=shape, planted=frozenset({mutation})))
@@ -38,7 +44,7 @@ def first_caught(mutation: Mutation | Planted) -> tuple[int, list[str]]:
 @pytest.mark.parametrize("mutation", list(Mutation), ids=str)
 def test_each_planted_bug_is_caught_within_the_bound(mutation: Mutation) -> None:
     seed, violations = first_caught(mutation)
-    assert seed >= 0, f"{mutation} survived {BOUND} seeds"
+    assert seed >= 0, f"{mutation} survived {BOUND} seeds and {RARE.get(mutation, ())}"
     expected = EXPECTED[mutation]
     names = {v.split(": ", 2)[1].split(":")[0] for v in violations if v.startswith("step ")}
     assert names & ({expected} if isinstance(expected, str) else set(expected)), (seed, violations[:3])
@@ -91,13 +97,13 @@ def test_the_mutation_check_prints_each_bug_and_its_catching_seeds(capsys: pytes
 
     # each bug is caught by one of these (found with `--mutation NAME --seeds 0-39`: the simulator's seeds moved when
     # it gained suspensions and programs that do not exist; 6, 22, 24 and 39 catch four older bugs since)
-    seeds = "1,2,4,6,12,14,15,20,21,22,24,39"
+    seeds = "1,2,4,6,12,14,15,20,21,22,24,39,92166"  # 92166: see RARE
     assert main(["--mutations", "--seeds", seeds, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     rows = out["mutations"]
     assert [r["name"] for r in rows] == [m.value for m in Mutation] + [p.value for p in Planted]
     for r in rows:
-        assert set(r) == {"name", "invariant", "seeds", "caught_seeds"} and r["seeds"] == 12
+        assert set(r) == {"name", "invariant", "seeds", "caught_seeds"} and r["seeds"] == 13
         assert r["caught_seeds"], r
     assert [b["invariant"] for b in out["by_construction"]] == ["ended-has-cause"]
     assert "Outcome" in out["by_construction"][0]["reason"] and out["not_planted"] == []

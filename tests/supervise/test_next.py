@@ -16,6 +16,7 @@ from dispatch.records.model import (
     Intent,
     IntentStatus,
     JobRecord,
+    Lease,
     Submission,
 )
 from dispatch.rules import RuleSet
@@ -181,3 +182,21 @@ def test_a_stop_is_followed_until_the_object_ended(facts: Facts) -> None:
     j.intents.append(Intent(1, Action.STOP, 1, "op", T0, T0 + 35, IntentStatus.DONE, result="30.0", resolved_at=T0))
     assert next_step(j, RULES, facts, T0 + 10).kind is StepKind.WAIT
     assert next_step(j, RULES, facts, T0 + 100).action is Action.STOP  # its bound passed: stop again
+
+
+def test_an_unknown_clock_of_another_lease_is_waited_on_until_this_holders_reading(facts: Facts) -> None:
+    """A clock started under lease 1, long past the backend's bound, and a successor holding lease 2 whose cycle
+    read nothing (its observation failed): the time since says nothing of its own watch, so it waits for its
+    first reading (which restarts the clock) instead of deciding on the unknown; under its own lease it decides.
+    The simulator's seed 92166 found a supervisor closing a running job so."""
+    unknown = Outcome(State.UNKNOWN, Cause.UNKNOWN, Evidence("memory:accounting", T0 + 36))
+    j = job(outcome=unknown)
+    sub = j.current
+    assert sub is not None
+    sub.unknown_since, sub.unknown_seen_by = T0 + 36, 1
+    j.lease = Lease("sup-2", 2, T0 + 200)
+    now = T0 + 36 + facts.unknown_grace + 50
+    step = next_step(j, RULES, facts, now)
+    assert step.kind is StepKind.WAIT and "first reading" in step.reason, step
+    sub.unknown_seen_by = 2
+    assert next_step(j, RULES, facts, now).kind is not StepKind.WAIT

@@ -78,6 +78,10 @@ class Mutation(StrEnum):
     """The stall judgement ignores suspensions (``stall.judge(..., suspensions=False)``): a job an admin
     suspended reads running and silent, and is ended as hung."""
 
+    DECIDES_ON_ANOTHERS_CLOCK = "decides-on-anothers-clock"
+    """A supervisor decides on an unknown whose clock ran under another lease (a predecessor's, a read command's)
+    in a cycle whose own reading failed: two short spells of unknown, with nobody watching between them, taken
+    for one long one (``next_step(..., own_clock=False)``, through :attr:`Supervisor.own_unknown_clock`)."""
     RETRY_AS_NEW_SUBMISSION = "retry-as-new-submission"
     """A start that failed (refused, or found not to have landed) is made again as a new submission with a new
     marker instead of the same one: the job gains a submission no decision asked for."""
@@ -97,6 +101,7 @@ TARGETS: dict[Mutation, str] = {
     Mutation.RETRY_AS_NEW_SUBMISSION: "no-action-twice",
     Mutation.STALL_BEFORE_BOUND: "stall-not-before-bound",
     Mutation.STALL_WHILE_SUSPENDED: "stall-only-while-running",
+    Mutation.DECIDES_ON_ANOTHERS_CLOCK: "unknown-is-not-an-ending",
 }
 """The invariant each planted bug breaks (the one the mutation check expects to catch it)."""
 
@@ -137,6 +142,8 @@ class PlantedSupervisor(Supervisor):
         self.mutations = frozenset(Mutation(m) for m in mutations)
         if self.mutations:
             self._fast = False
+        if Mutation.DECIDES_ON_ANOTHERS_CLOCK in self.mutations:
+            self.own_unknown_clock = False  # planted: the product's seam, turned off
         if Mutation.UNKNOWN_IS_AN_ENDING in self.mutations:
             self.facts = dataclasses.replace(self.facts, unknown_grace=0.0)  # planted: no wait on an unknown
 

@@ -69,7 +69,7 @@ class Acting(Leases):
             return job
         for _ in range(MAX_STEPS_PER_JOB):
             now = self.clock.now()
-            step = self.exclusions.amend(job, next_step(job, self.rules_for(job), self.facts, now), self.rules_for(job))
+            step = self._next_step(job, now)
             report.steps[step.kind.value] += 1
             if step.kind is StepKind.NOTHING:
                 settled = None if job.closed else Settled.of(job, self.refresh)
@@ -92,10 +92,20 @@ class Acting(Leases):
                     report.escalations[e.cause.value] += 1
         return job
 
+    own_unknown_clock = True
+    """Decide on an unknown only once its clock ran under this job's lease (``next_step(own_clock=...)``); a class
+    attribute so that the simulator can plant the bug that decides on a predecessor's clock."""
+
+    def _next_step(self, job: JobRecord, now: float) -> Step:
+        """next_step for ``job`` at ``now``, amended by the exclusions."""
+        rules = self.rules_for(job)
+        step = next_step(job, rules, self.facts, now, own_clock=self.own_unknown_clock)
+        return self.exclusions.amend(job, step, rules)
+
     def _record_step(self, job: JobRecord, step: Step) -> tuple[JobRecord, list[Event]]:
         # re-derived on the record being written, so a retry after a lost race never applies a stale step
         now = self.clock.now()
-        again = self.exclusions.amend(job, next_step(job, self.rules_for(job), self.facts, now), self.rules_for(job))
+        again = self._next_step(job, now)
         if again != step:
             return job, []
         return apply_record_step(job, step, now, self.owner)

@@ -110,8 +110,10 @@ def _hold_decision(job: JobRecord, sub: Submission) -> Decision | None:
     return None
 
 
-def next_step(job: JobRecord, rules: RuleSet, facts: Facts, now: float) -> Step:
-    """The next thing to do for ``job`` at ``now`` (pure)."""
+def next_step(job: JobRecord, rules: RuleSet, facts: Facts, now: float, *, own_clock: bool = True) -> Step:
+    """The next thing to do for ``job`` at ``now`` (pure). ``own_clock``: an unknown is decided on only once its
+    clock ran under the lease the record names (:mod:`dispatch.supervise.unknown_clock`); False only for the
+    simulator's planted bug."""
     for it in job.intents:
         if it.open:
             if now < it.deadline:
@@ -189,6 +191,15 @@ def next_step(job: JobRecord, rules: RuleSet, facts: Facts, now: float) -> Step:
     if out.state is State.SUCCEEDED:
         return Step(StepKind.CLOSE, "succeeded (exit 0)")
     if out.state is State.UNKNOWN and sub.unknown_since is not None:
+        if own_clock and job.lease is not None and sub.unknown_seen_by != job.lease.token:
+            # the clock ran under another lease (a predecessor, a read command): the time since says nothing of
+            # this holder's watch, and a cycle whose reading failed must not decide on it; the holder's next
+            # reading restarts the clock (dispatch.supervise.unknown_clock)
+            return Step(
+                StepKind.WAIT,
+                "the evidence is unknown; its clock restarts at this supervisor's first reading",
+                until=now + facts.unknown_grace,
+            )
         until = sub.unknown_since + facts.unknown_grace
         if now < until:
             return Step(StepKind.WAIT, "the evidence is unknown; not an ending before the backend's bound", until=until)
