@@ -359,9 +359,9 @@ def test_next_step_is_asked_again_only_for_records_that_changed(env: Env, monkey
     asked: list[str] = []
     real = module.next_step
 
-    def counting(job, rules, facts, now):  # type: ignore[no-untyped-def]
+    def counting(job, rules, facts, now, **kwargs):  # type: ignore[no-untyped-def]
         asked.append(job.id)
-        return real(job, rules, facts, now)
+        return real(job, rules, facts, now, **kwargs)
 
     monkeypatch.setattr(module, "next_step", counting)
     ids = [env.cluster.submit(env.spec("sleep", "1000"), RESUBMIT) for _ in range(3)]
