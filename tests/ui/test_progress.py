@@ -60,7 +60,9 @@ def running(tmp_path: Path) -> Iterator[Running]:
     records.add_node_blames(
         [
             NodeBlame("local", "node-a", "j1", "1.j1.0", Cause.NODE_LOST, now - 600),
-            NodeBlame("local", "node-a", "j2", "1.j2.0", Cause.STALLED, now - 60),
+            NodeBlame("local", "node-a", "j2", "1.j2.0", Cause.LAUNCH_FAILED, now - 60),
+            NodeBlame("local", "node-c", "j6", "1.j6.0", Cause.STALLED, now - 60),  # stalls by the jobs' own
+            NodeBlame("local", "node-c", "j7", "1.j7.0", Cause.STALLED, now - 50),  # bounds make no suspect
             NodeBlame("local", HOSTILE_NODE, "j3", "1.j3.0", Cause.LAUNCH_FAILED, now - 120),
             NodeBlame("local", HOSTILE_NODE, "j4", "1.j4.0", Cause.LAUNCH_FAILED, now - 100),
             NodeBlame("local", "node-b", "j5", "1.j5.0", Cause.NODE_LOST, now - 60),
@@ -143,9 +145,10 @@ def test_suspect_nodes_on_the_cluster_page_and_the_overview(running: Running) ->
         page = client.get("/clusters/local").text
         section = page.split('id="suspects"')[1].split("</section>")[0]
         assert '<td class="mono node">node-a</td>' in section and "node-b" not in section  # node-b: blamed once
+        assert "node-c" not in section  # blamed by two jobs' stalls only
         assert f'<td class="mono node">{escape(HOSTILE_NODE)}</td>' in section and HOSTILE_NODE not in section
         row = section.split('<td class="mono node">node-a</td>')[1].split("</tr>")[0]
-        assert "<td>2</td>" in row and "node-lost, stalled" in row and '<a href="/jobs/j1">j1</a>' in row
+        assert "<td>2</td>" in row and "launch-failed, node-lost" in row and '<a href="/jobs/j1">j1</a>' in row
         assert "blamed by 2 distinct jobs within 1h" in section and "for 2h after" in section
         overview = client.get("/").text.split('id="suspects"')[1].split("</section>")[0]
         assert overview.count('<td class="mono node">') == 2 and 'href="/clusters/local#suspects"' in overview
