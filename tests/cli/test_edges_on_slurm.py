@@ -95,6 +95,7 @@ def test_a_suspended_job_is_not_stopped_as_stalled_reads_suspended_and_succeeds_
             return max((p.at for p in ev.current.progress), default=0.0) if ev.current is not None else 0.0
 
         _until(sup, lambda: sid_of() is not None and last_report() > 0, "the job reports progress")
+        silent_since = last_report()  # read while it runs: a suspended job's reports are not read
         admin(NAME, "scontrol", "suspend", sid_of())
         suspended_at = time.time()
 
@@ -103,13 +104,15 @@ def test_a_suspended_job_is_not_stopped_as_stalled_reads_suspended_and_succeeds_
             return out is not None and (out.state, out.cause) == (State.RUNNING, Cause.SUSPENDED)
 
         _until(sup, reads_suspended, "the record reads it suspended", 60)
-        # the supervisor reads it, suspended, until its silence is well past the bound (a condition on the
-        # readings, not a sleep): the judgement had every chance to fire
-        silent_since = last_report()
+        # the supervisor reads it, suspended, until its silence and its suspension are both well past the bound
+        # (a condition on the readings, not a sleep): the judgement had every chance to fire
 
         def read_long_after() -> bool:  # the supervisor has just cycled: its reading is this one's, or older
             ev = backend.inspect(sid_of())
-            return ev.outcome.cause is Cause.SUSPENDED and ev.outcome.evidence.observed_at - silent_since > BOUND + 5
+            seen = ev.outcome.evidence.observed_at
+            return (
+                ev.outcome.cause is Cause.SUSPENDED and seen - silent_since > BOUND + 5 and seen - suspended_at > BOUND
+            )
 
         _until(sup, read_long_after, "a reading past the bound", 60)
         sup.cycle()
