@@ -119,3 +119,44 @@ def test_a_script_cut_inside_a_payload_runs_nothing_after_it(tmp_path) -> None:
     subprocess.run(["bash", "-s"], input=cut, capture_output=True)
     assert (tmp_path / "before").exists()
     assert not (tmp_path / "fed").exists() and not (tmp_path / "after").exists()
+
+
+def _parse_by_pattern(nonce: str, stdout: str) -> dict[int, tuple[str, str, int | None, bool]]:
+    """The reading :func:`parse_output` must agree with, written with patterns (how it was first written)."""
+    import re
+
+    calls: dict[int, tuple[str, str, int | None, bool]] = {}
+    for m in re.finditer(rf"(?:^|\n)@@{nonce}:(\d+):out\n", stdout):
+        i = int(m.group(1))
+        rest = stdout[m.end() :]
+        e = rest.find(f"\n@@{nonce}:{i}:err\n")
+        if e < 0:
+            calls[i] = (rest, "", None, False)
+            continue
+        after = rest[e + len(f"\n@@{nonce}:{i}:err\n") :]
+        shift = 1 if after.startswith("@@") else 0
+        s = re.search(rf"\n@@{nonce}:{i}:status:(notrun|\d+)\n", "\n" + after if shift else after)
+        if s is None:
+            calls[i] = (rest[:e], after, None, False)
+        else:
+            word = s.group(1)
+            err = after[: max(0, s.start() - shift)]
+            calls[i] = (rest[:e], err, None if word == "notrun" else int(word), word == "notrun")
+    return calls
+
+
+_frame = st.sampled_from(["out", "err", "status:0", "status:7", "status:notrun", "status:x", "start", "done"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_text, st.tuples(st.integers(0, 2), _frame)), max_size=12))
+def test_the_reading_agrees_with_the_patterns_on_any_framing(pieces: list[object]) -> None:
+    """Markers in any order, cut anywhere, with text between: both readings give the same calls."""
+    nonce = "dsn0123456789abcdef"
+    stdout = "".join(
+        f"\n@@{nonce}:{p[1]}\n" if isinstance(p, tuple) and p[1] in ("start", "done") else
+        f"\n@@{nonce}:{p[0]}:{p[1]}\n" if isinstance(p, tuple) else str(p)
+        for p in pieces
+    )  # fmt: skip
+    got = {i: (c.stdout, c.stderr, c.status, c.not_run) for i, c in parse_output(nonce, stdout).calls.items()}
+    assert got == _parse_by_pattern(nonce, stdout)

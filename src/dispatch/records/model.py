@@ -441,7 +441,8 @@ class JobRecord:
         return [h for h in self.holds if h.active]
 
     def copy(self) -> JobRecord:
-        return copy.deepcopy(self)
+        """A copy whose lists and records are its own; the spec, frozen, is shared (most of a deep copy's cost)."""
+        return copy.deepcopy(self, {id(self.spec): self.spec})
 
     # ----- JSON -----------------------------------------------------------------------------------------
 

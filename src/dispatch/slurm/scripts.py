@@ -143,9 +143,12 @@ class Script:
             *(f"export {k}={shlex.quote(v)}" for k, v in sorted(self.env.items())),
             f"printf '@@{n}:start\\n'",
             f"_dsp_deadline={dl}",
-            '_dsp_err=$(mktemp "${TMPDIR:-/tmp}/dsp.XXXXXX") || exit 70',
+            # a kept shell (dispatch.slurm.transport.kept) lends its file; a shell of the script's own makes one
+            'if [ -n "${_dsp_kept_call:-}" ]; then _dsp_err=$_dsp_kept_call; _dsp_own=""',
+            'else _dsp_err=$(mktemp "${TMPDIR:-/tmp}/dsp.XXXXXX") || exit 70; _dsp_own=1; fi',
             *(['_dsp_pay=$(mktemp -d "${TMPDIR:-/tmp}/dsp.XXXXXX") || exit 70'] if self._payloads else []),
-            f"trap 'rm -{'rf' if cleanup else 'f'} \"$_dsp_err\"{cleanup}' EXIT",
+            *([f"trap 'rm -rf ${{_dsp_own:+\"$_dsp_err\"}}{cleanup}' EXIT"] if cleanup else []),
+            *([] if cleanup else ['[ -z "$_dsp_own" ] || trap \'rm -f "$_dsp_err"\' EXIT']),
             "_dsp_call() {",
             "  local i=$1 t=$2; shift 2",
             f"  printf '\\n@@{n}:%s:out\\n' \"$i\"",
@@ -154,14 +157,14 @@ class Script:
             f"    printf '\\n@@{n}:%s:err\\n' \"$i\"; printf '\\n@@{n}:%s:status:notrun\\n' \"$i\"; return 0",
             "  fi",
             '  timeout -k 2 "$t" "$@" 2>"$_dsp_err"; local rc=$?',
-            f'  printf \'\\n@@{n}:%s:err\\n\' "$i"; cat "$_dsp_err"',
+            f'  printf \'\\n@@{n}:%s:err\\n\' "$i"; [ ! -s "$_dsp_err" ] || cat "$_dsp_err"',
             f'  printf \'\\n@@{n}:%s:status:%s\\n\' "$i" "$rc"',
             "}",
         ]
         if self._concurrent:
             head += [
                 '_dsp_dir=$(mktemp -d "${TMPDIR:-/tmp}/dsp.XXXXXX") || exit 70',
-                f'trap \'rm -rf "$_dsp_err" "$_dsp_dir"{cleanup}\' EXIT',
+                f'trap \'rm -rf ${{_dsp_own:+"$_dsp_err"}} "$_dsp_dir"{cleanup}\' EXIT',
                 "_dsp_bg() {",
                 "  local i=$1 t=$2; shift 2",
                 "  local now; printf -v now '%(%s)T' -1",
@@ -191,33 +194,48 @@ def _seconds(value: float) -> str:
 
 
 def parse_output(nonce: str, stdout: str) -> ScriptOutput:
-    """Read the calls of a script's stdout (tolerating a cut-off tail: missing calls are absent)."""
-    started = f"@@{nonce}:start\n" in stdout
+    """Read the calls of a script's stdout (tolerating a cut-off tail: missing calls are absent). Plain string
+    searches: a script's markers carry its own nonce, so no pattern is compiled per script."""
+    mark = f"@@{nonce}:"
+    started = f"{mark}start\n" in stdout
     calls: dict[int, CallOutput] = {}
-    pattern = re.compile(rf"(?:^|\n)@@{re.escape(nonce)}:(\d+):out\n")
-    for m in pattern.finditer(stdout):
-        i = int(m.group(1))
-        rest = stdout[m.end() :]
-        err_marker = f"\n@@{nonce}:{i}:err\n"
-        status_re = re.compile(rf"\n@@{re.escape(nonce)}:{i}:status:(\w+)\n")
-        e = rest.find(err_marker)
-        if e < 0:
-            calls[i] = CallOutput(i, rest, "", None)
-            continue
-        out = rest[:e]
-        after = rest[e + len(err_marker) :]
-        s = status_re.search("\n" + after if after.startswith("@@") else after)
-        if s is None:
-            calls[i] = CallOutput(i, out, after, None)
-            continue
-        shift = 1 if after.startswith("@@") else 0
-        err = after[: max(0, s.start() - shift)]
-        word = s.group(1)
-        if word == "notrun":
-            calls[i] = CallOutput(i, out, err, None, not_run=True)
-        else:
-            calls[i] = CallOutput(i, out, err, int(word))
+    at = stdout.find(mark)
+    while at >= 0:
+        head = at + len(mark)
+        colon = stdout.find(":", head, head + 12)
+        if (at == 0 or stdout[at - 1] == "\n") and colon > head and stdout[head:colon].isdigit():
+            tag = stdout[colon : colon + 5]
+            if tag == ":out\n":
+                i = int(stdout[head:colon])
+                calls[i] = _call(i, stdout[colon + 5 :], mark)
+        at = stdout.find(mark, head)
     return ScriptOutput(started, calls)
+
+
+def _call(i: int, rest: str, mark: str) -> CallOutput:
+    """Call ``i`` from what follows its ``out`` marker: its stdout up to the ``err`` marker, its stderr up to the
+    ``status`` marker, and the status word (``notrun``, or a number)."""
+    err_marker = f"\n{mark}{i}:err\n"
+    e = rest.find(err_marker)
+    if e < 0:
+        return CallOutput(i, rest, "", None)
+    out = rest[:e]
+    after = rest[e + len(err_marker) :]
+    shift = 1 if after.startswith("@@") else 0
+    hay = "\n" + after if shift else after
+    status_marker = f"\n{mark}{i}:status:"
+    s = hay.find(status_marker)
+    while s >= 0:
+        word_at = s + len(status_marker)
+        nl = hay.find("\n", word_at)
+        word = hay[word_at:nl] if nl >= 0 else ""
+        if word == "notrun" or (word.isascii() and word.isdigit()):
+            err = after[: max(0, s - shift)]
+            if word == "notrun":
+                return CallOutput(i, out, err, None, not_run=True)
+            return CallOutput(i, out, err, int(word))
+        s = hay.find(status_marker, s + 1)
+    return CallOutput(i, out, after, None)
 
 
 Renderer = Callable[[Script], None]

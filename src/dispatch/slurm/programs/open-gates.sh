@@ -19,7 +19,11 @@ while read -r id reason; do
 done <<<"$out"
 [ -n "$rel" ] || exit 0
 rc=0; set -f
-for expr in $(printf '%s\n' $rel | sort -t_ -k1,1n -k2,2n | awk -F_ "$2"); do
+case "$rel" in
+  " "*" "*) exprs=$(printf '%s\n' $rel | sort -t_ -k1,1n -k2,2n | awk -F_ "$2");;
+  *) exprs=${rel# };;  # one job: nothing to sort or group
+esac
+for expr in $exprs; do
   msg=$(scontrol release "$expr" 2>&1) || { rc=2; printf "%s\n" "$msg" | sed "s|^|$expr |" >&2; }
 done
 exit "$rc"

@@ -1,0 +1,109 @@
+"""The kept login-node shell answers every script as a shell of its own would, and fails as a transport must."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from dispatch.slurm.scripts import PAYLOAD_MIN, Script, parse_output
+from dispatch.slurm.transport.base import TransportFailure
+from dispatch.slurm.transport.local import LocalExecutor
+
+SCRIPTS = [
+    "echo hi; echo err >&2; exit 3",
+    "cat <<'EOF'\nline one\n$HOME stays literal\nEOF\n",
+    "trap 'echo bye' EXIT; printf 'no newline'",
+    "set -u; x=1; echo $x; false",
+    "read -r line || echo 'stdin is empty'",
+    "printf '%s\\n' \"$(umask)\"",
+]
+
+
+@pytest.fixture
+def ex() -> Iterator[LocalExecutor]:
+    executor = LocalExecutor()
+    yield executor
+    executor.close()
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_a_kept_shell_answers_as_a_shell_of_its_own(ex: LocalExecutor, script: str) -> None:
+    kept = [ex.run(script, 10) for _ in range(2)]  # the second runs in the shell the first left
+    assert kept[0] == kept[1] == ex._once(script, 10)
+
+
+def test_a_script_leaves_nothing_behind_for_the_next(ex: LocalExecutor) -> None:
+    mask = ex.run("umask", 10).stdout
+    ex.run("leak=1; cd /; export LEAK=2; umask 000", 10)
+    assert ex.run('echo "${leak:-}${LEAK:-}"; pwd; umask', 10).stdout == f"\n{os.getcwd()}\n{mask}"
+
+
+def test_every_script_starts_in_the_callers_directory(ex: LocalExecutor, tmp_path: Path) -> None:
+    before = os.getcwd()
+    ex.run("true", 10)
+    os.chdir(tmp_path)
+    try:
+        assert ex.run("pwd", 10).stdout.strip() == str(tmp_path)
+    finally:
+        os.chdir(before)
+
+
+def test_a_script_past_its_timeout_is_cut_with_what_it_printed_and_the_next_gets_a_fresh_shell(
+    ex: LocalExecutor,
+) -> None:
+    with pytest.raises(TransportFailure) as cut:
+        ex.run("echo started; sleep 30", 1)
+    assert cut.value.result.stdout == "started\n"
+    assert ex.run("echo after", 10).stdout == "after\n"
+
+
+def test_a_shell_that_died_between_scripts_is_replaced_and_the_script_runs_once(
+    ex: LocalExecutor, tmp_path: Path
+) -> None:
+    pid = int(ex.run("echo $$", 10).stdout)  # in a subshell, $$ is the kept shell
+    os.kill(pid, signal.SIGKILL)
+    count = tmp_path / "count"
+    assert ex.run(f"echo x >> {count}; echo ran", 10).stdout == "ran\n"
+    assert count.read_text() == "x\n"
+
+
+def test_a_script_with_a_payload_runs_in_a_shell_of_its_own(ex: LocalExecutor) -> None:
+    s = Script()
+    body = "y" * PAYLOAD_MIN
+    s.call(["wc", "-c"], stdin=body)
+    out = parse_output(s.nonce, ex.run(s.render(), 30).stdout)
+    call = out.call(0)
+    # a kept shell would have read it from /dev/null: 0 bytes
+    assert call is not None and call.ok and call.stdout.strip() == str(PAYLOAD_MIN)
+
+
+def test_concurrent_callers_share_at_most_the_kept_shells_and_get_their_own_answers(ex: LocalExecutor) -> None:
+    answers: dict[int, list[str]] = {}
+
+    def caller(k: int) -> None:
+        answers[k] = [ex.run(f"echo {k}-{n}; echo $$ >&2", 10).stdout for n in range(15)]
+
+    threads = [threading.Thread(target=caller, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert answers == {k: [f"{k}-{n}\n" for n in range(15)] for k in range(4)}
+    assert ex._shells._started <= 2
+
+
+def test_the_kept_shells_files_are_private_and_gone_after_close(tmp_path: Path) -> None:
+    ex = LocalExecutor({"TMPDIR": str(tmp_path)})
+    s = Script()
+    s.call(["sh", "-c", "echo oops >&2"])
+    out = parse_output(s.nonce, ex.run(s.render(), 10).stdout)
+    assert out.call(0) is not None and out.call(0).stderr == "oops\n"  # type: ignore[union-attr]
+    files = list(tmp_path.iterdir())
+    assert len(files) == 2 and all(f.stat().st_mode & 0o777 == 0o600 for f in files)
+    ex.close()
+    assert list(tmp_path.iterdir()) == []
