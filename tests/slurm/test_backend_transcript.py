@@ -190,9 +190,14 @@ def test_expired_sbatch_is_outcome_unknown() -> None:
         b.start(req())
 
 
+OPERATOR = Exchange("adminlevel", wrapped(ok("Operator\n")))
+"""The caller is an Operator in the accounting database: Slurm would let it lift an administrator's hold."""
+
+
 def test_open_releases_our_gate_only() -> None:
     b, ex = backend(
         RELEASE_2605,
+        OPERATOR,
         Exchange("scontrol release", wrapped(ok("7 release\n"))),
         Exchange("scontrol release", wrapped(ok("7 admin\n"))),
         Exchange("scontrol release", wrapped(ok("7 open\n"))),
@@ -205,7 +210,7 @@ def test_open_releases_our_gate_only() -> None:
 
 
 def test_open_of_a_purged_job_is_not_found() -> None:
-    b, _ = backend(RELEASE_2605, Exchange("scontrol release", wrapped(ok(""))))
+    b, _ = backend(RELEASE_2605, OPERATOR, Exchange("scontrol release", wrapped(ok(""))))
     with pytest.raises(NotFound):
         b.open("7")
 
@@ -214,12 +219,52 @@ def test_open_many_is_one_squeue_and_one_release() -> None:
     out = "7 release\n8 admin\n10 release\n"
     b, ex = backend(
         RELEASE_2605,
+        OPERATOR,
         Exchange("scontrol release", wrapped(fail("Job is no longer pending execution for job 10", 2, stdout=out))),
     )
     got = b.open_many(["7", "8", "9", "10"])
     assert ex.scripts[-1].count("_dsp_call ") == 1 and "7,8,9,10" in ex.scripts[-1]
     assert got[0] is None and isinstance(got[1], Rejected) and isinstance(got[2], NotFound)
     assert isinstance(got[3], Rejected)
+
+
+def test_a_caller_who_cannot_lift_an_admin_hold_opens_with_the_release_alone() -> None:
+    """Slurm refuses an ordinary user's release of an administrator's hold, so no squeue reads the holds first:
+    Slurm's answers (26.05's words, captured) say which job carried one, which had ended and which is unknown.
+    The caller's admin level is asked once."""
+    stderr = (
+        "7,8,9,10 Access/permission denied for job 8\n"
+        "7,8,9,10 Invalid job id specified for job 9\n"
+        "7,8,9,10 Job has already finished for job 10\n"
+        "7,8,9,10 slurm_suspend error:Access/permission denied\n"
+    )
+    b, ex = backend(
+        RELEASE_2605,
+        Exchange("adminlevel", wrapped(ok("None\n"))),
+        Exchange("scontrol release", wrapped(fail(stderr, 2))),
+        Exchange("scontrol release", wrapped(ok())),
+    )
+    got = b.open_many(["7", "8", "9", "10"])
+    assert "squeue" not in ex.scripts[-1] and "7,8,9,10" in ex.scripts[-1]
+    assert got[0] is None and got[3] is None
+    assert isinstance(got[1], Rejected) and "administrator" in str(got[1]) and isinstance(got[2], NotFound)
+    b.open("11")
+    ex.assert_done()
+
+
+@pytest.mark.parametrize(("user", "accounting"), [("root", True), ("slurm", True), ("ada", False)])
+def test_whether_a_caller_can_lift_an_admin_hold_needs_no_question_for_root_the_slurm_user_or_no_accounting(
+    user: str, accounting: bool
+) -> None:
+    b, ex = backend(RELEASE_2605, Exchange("scontrol release", wrapped(ok("7 release\n"))))
+    gates = b.unrestricted._gates if hasattr(b, "unrestricted") else b._gates
+    gates.core.facts.user = user
+    gates.core.facts.config["SlurmUser"] = "slurm(64030)"  # as `scontrol show config` prints it
+    if not accounting:
+        gates.core.facts.config["AccountingStorageType"] = "accounting_storage/none"
+    assert gates.lifts_admin_holds() is (user != "ada")
+    b.open("7")
+    assert ("squeue" in ex.scripts[-1]) is (user != "ada")
 
 
 def _open_gates_on_bash(listing: str, scontrol: str, ids: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:

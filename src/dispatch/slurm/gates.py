@@ -27,6 +27,10 @@ OPEN_GATES = program("dispatch.slurm", "open-gates.sh")
 release failed (each line of its message on stderr after the ids it named). Slurm releases the tasks an array still
 holds in its own record as that one record when one expression names them all; named one by one, each task would
 first be split off into a job record of its own (the controller's cost of a submission, per task)."""
+RELEASE_GATES = program("dispatch.slurm", "release-gates.sh")
+"""``programs/release-gates.sh``: :data:`OPEN_GATES` without the ``squeue``, for a caller whom Slurm forbids to lift
+an administrator's hold (:meth:`Gates.lifts_admin_holds`): Slurm's own refusal says which job carries one."""
+ADMIN_LEVEL = 'sacctmgr -n -P show user "$1" format=adminlevel'
 RANGES = program("dispatch.slurm", "ranges.awk")
 """``programs/ranges.awk``: awk over job ids sorted by array and task (``-F_``): one ``<array>_[<ranges>]`` per
 array, then the plain ids comma-separated."""
@@ -45,6 +49,30 @@ class Gates:
 
     def __init__(self, core: SlurmCore) -> None:
         self.core = core
+        self._lifts_admin: bool | None = None
+
+    def lifts_admin_holds(self) -> bool:
+        """Whether Slurm lets this caller lift an administrator's hold (then opening a gate must first read the
+        job's hold, as :data:`OPEN_GATES` does): root, the SlurmUser, or an Operator or Administrator in the
+        accounting database (``sacctmgr``, asked once per backend). Without accounting only the first two are;
+        when the answer cannot be read, yes."""
+        if self._lifts_admin is None:
+            user = self.core.facts.user
+            slurm_user = self.core.facts.config.get("SlurmUser", "").split("(")[0].strip()
+            if user in ("root", slurm_user) or not user:
+                self._lifts_admin = True
+            elif not self.core.facts.accounting_configured:
+                self._lifts_admin = False
+            else:
+                s = self.core.script()
+                s.shell(ADMIN_LEVEL, user)
+                try:
+                    call = self.core.run(s, False).call(0)
+                except DispatchError:
+                    return True  # asked again next time
+                level = call.stdout.strip().lower() if call is not None and call.ok else ""
+                self._lifts_admin = level not in ("none", "not set")
+        return self._lifts_admin
 
     def open(self, scheduler_id: str) -> None:
         error = self.open_many([scheduler_id])[0]
@@ -74,8 +102,9 @@ class Gates:
         valid = [j for j in jids if isinstance(j, str)]
         if not valid:
             return [j if isinstance(j, NotFound) else None for j in jids]
+        direct = not self.lifts_admin_holds()
         s = self.core.script()
-        s.shell(OPEN_GATES, ",".join(valid), RANGES)
+        s.shell(RELEASE_GATES if direct else OPEN_GATES, ",".join(valid), RANGES)
         try:
             out = self.core.run(s, True, partial=True)
         except (Unavailable, OutcomeUnknown) as exc:
@@ -84,12 +113,16 @@ class Gates:
         if call is not None and call.status not in (0, 2, None):
             err = slurm_errors.error_for("open", call.stderr or call.stdout, write=True, status=call.status)
             return [j if isinstance(j, NotFound) else e for j, e in zip(jids, spread(err, len(jids)), strict=True)]
+        failed = _release_failures(call.stderr if call is not None else "")
         seen: dict[str, str] = {}
+        if direct:
+            seen = {jid: _released(failed.get(jid)) for jid in valid if call is not None and call.status is not None}
+            failed = {jid: failed[jid] for jid, what in seen.items() if what == "release" and jid in failed}
+            seen = {jid: what for jid, what in seen.items() if what != "gone"}
         for line in (call.stdout if call is not None else "").splitlines():
             parts = line.split()
             if len(parts) == 2:
                 seen[parts[0]] = parts[1]
-        failed = _release_failures(call.stderr if call is not None else "")
         answers: list[DispatchError | None] = []
         for jid in jids:
             if isinstance(jid, NotFound):
@@ -187,10 +220,28 @@ def _open_chunks(scheduler_ids: Sequence[str], size: int) -> list[list[int]]:
     return chunks
 
 
+def _released(message: str | None) -> str:
+    """What a release's answer says of a job, in :data:`OPEN_GATES`'s words: ``release`` (released, or failed
+    otherwise: ``message`` is the error), ``open`` (it had ended: nothing to open), ``admin`` (Slurm refused:
+    an administrator's hold), ``gone`` (Slurm knows no such job)."""
+    if message is None:
+        return "release"
+    if "Invalid job id specified" in message:
+        return "gone"
+    if "Job has already finished" in message:
+        return "open"
+    if "Access/permission denied" in message:
+        return "admin"
+    return "release"
+
+
 def _release_failures(stderr: str) -> dict[str, str]:
     """The jobs whose release failed, from :data:`OPEN_GATES`'s stderr (``<expression> <message>`` per line):
-    the job a message names (``... for job <id>``), else every job of its expression."""
+    the job a message names (``... for job <id>``); a message that names none (``slurm_suspend error: ...``, the
+    summary scontrol adds) stands for every job of its expression only when no line named one of them."""
     failed: dict[str, str] = {}
+    named_in: set[str] = set()
+    general: list[tuple[str, str]] = []
     for line in stderr.splitlines():
         expr, _, message = line.partition(" ")
         if not _EXPRESSION.fullmatch(expr):
@@ -198,6 +249,11 @@ def _release_failures(stderr: str) -> dict[str, str]:
         named = _FOR_JOB.search(message)
         if named is not None:
             failed[named.group(1)] = message
+            named_in.add(expr)
+        else:
+            general.append((expr, message))
+    for expr, message in general:
+        if expr in named_in:
             continue
         for part in re.findall(r"\d+_\[[^\]]*\]|[^,]+", expr):
             try:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from dispatch.slurm.backend import OPEN_GATES, RANGES, _release_failures
+from dispatch.slurm.gates import RELEASE_GATES
 
 from .standin import RELEASES, bash, calls, commands, transcript
 
@@ -70,3 +71,23 @@ def test_open_gates_takes_an_unknown_id_as_none_and_passes_other_errors_on(tmp_p
     env = commands(tmp_path / "down", squeue="!1slurm_load_jobs error: Unable to contact slurm controller\n")
     p = bash(OPEN_GATES, "7", RANGES, env=env, cwd=tmp_path)
     assert p.returncode == 1 and "Unable to contact" in p.stderr
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_release_gates_releases_without_reading_the_holds_first(release: str, tmp_path: Path) -> None:
+    rows = _rows(release)
+    env = commands(tmp_path, scontrol="")
+    p = bash(RELEASE_GATES, ",".join(i for i, _ in rows), RANGES, env=env, cwd=tmp_path)
+    assert (p.returncode, p.stdout) == (0, "")
+    array = transcript("arrays", release)["array_job_id"]
+    plain = ",".join(sorted((i for i, _ in rows if "_" not in i), key=int))
+    assert calls(tmp_path) == [f"scontrol release {array}_[0-2]", f"scontrol release {plain}"]
+    p = bash(RELEASE_GATES, "7", RANGES, env=commands(tmp_path / "one", scontrol=""), cwd=tmp_path)
+    assert calls(tmp_path / "one") == ["scontrol release 7"]
+
+
+def test_release_gates_reports_slurms_refusals_under_the_jobs_they_name(tmp_path: Path) -> None:
+    refusal = "Access/permission denied for job 8\nslurm_suspend error:Access/permission denied\n"  # 26.05's words
+    p = bash(RELEASE_GATES, "7,8", RANGES, env=commands(tmp_path, scontrol="!1" + refusal), cwd=tmp_path)
+    assert p.returncode == 2
+    assert _release_failures(p.stderr) == {"8": "Access/permission denied for job 8"}

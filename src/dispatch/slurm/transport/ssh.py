@@ -1,10 +1,12 @@
 """The SSH transport: the system OpenSSH client, one shared connection (ControlMaster/ControlPersist).
 
-Every script is ``ssh ... <user@host> bash -s`` with the script on stdin, multiplexed over one master
-connection, so a poll costs one round trip. BatchMode is on (never a password prompt) and host keys are
-checked (``StrictHostKeyChecking=yes`` unless the settings turn it off). Exit status 255 is the client's own
-failure (connect refused, authentication, a cut connection): it raises :class:`TransportFailure` with the
-output received, and the script layer decides from its start marker whether anything ran.
+Every script runs in a ``bash -s`` on the login node kept open over the master connection (one or two per
+destination and options, shared by every executor of this process: :mod:`dispatch.slurm.transport.kept`), or in an
+``ssh ... <user@host> bash -s`` of its own when those are busy, so a poll costs one round trip and no new session.
+BatchMode is on (never a password prompt) and host keys are checked (``StrictHostKeyChecking=yes`` unless the
+settings turn it off). Exit status 255 is the client's own failure (connect refused, authentication, a cut
+connection): it raises :class:`TransportFailure` with the output received, and the script layer decides from its
+start marker whether anything ran; a kept shell's connection that ends does the same.
 """
 
 from __future__ import annotations
@@ -15,11 +17,18 @@ import os
 import stat
 import subprocess
 import tempfile
+import threading
 from typing import Any
 
 from dispatch.errors import ConfigError
 from dispatch.slurm.settings import SlurmSettings, SSHSettings
 from dispatch.slurm.transport.base import Result, TransportFailure, run_script
+from dispatch.slurm.transport.kept import KeptShells
+
+KEEP = 2
+"""Sessions kept per control connection (sshd allows 10 per connection by default: ``MaxSessions``)."""
+_KEPT: dict[str, KeptShells] = {}
+_KEPT_LOCK = threading.Lock()
 
 
 class SSHExecutor:
@@ -63,6 +72,16 @@ class SSHExecutor:
         return ["ssh", *self.options, "--", self.destination, remote]
 
     def run(self, script: str, timeout: float) -> Result:
+        return self._kept().run(script, timeout)
+
+    def _kept(self) -> KeptShells:
+        with _KEPT_LOCK:
+            shells = _KEPT.get(self.control_path)
+            if shells is None:
+                shells = _KEPT[self.control_path] = KeptShells(self.command(), self._once, keep=KEEP)
+            return shells
+
+    def _once(self, script: str, timeout: float) -> Result:
         result = run_script(self.command(), script, timeout, what="ssh script")
         if result.returncode == 255:
             raise TransportFailure(f"ssh to {self.destination} failed: {result.stderr.strip()[-300:]}", result)
@@ -79,10 +98,15 @@ class SSHExecutor:
         return None
 
     def close(self) -> None:
-        """Nothing to end: the shared master expires by itself after ControlPersist idle seconds."""
+        """Nothing to end: the kept shells serve this process's other executors of the same connection (they end
+        with the process), and the master expires by itself ControlPersist idle seconds after them."""
 
     def exit_master(self) -> None:
-        """End the shared master now (every process using it loses its connection)."""
+        """End the kept shells and the shared master now (every process using it loses its connection)."""
+        with _KEPT_LOCK:
+            shells = _KEPT.pop(self.control_path, None)
+        if shells is not None:
+            shells.close()
         subprocess.run(
             ["ssh", *self.options, "-O", "exit", self.destination], capture_output=True, timeout=10, check=False
         )
