@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,3 +108,19 @@ def test_the_kept_shells_files_are_private_and_gone_after_close(tmp_path: Path) 
     assert len(files) == 2 and all(f.stat().st_mode & 0o777 == 0o600 for f in files)
     ex.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_executor_dropped_without_close_leaves_no_shell_behind() -> None:
+    import gc
+
+    ex = LocalExecutor()
+    pid = int(ex.run("echo $$", 10).stdout)
+    shells = ex._shells
+    del ex
+    gc.collect()
+    assert shells._started == 0
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):  # the shell reads the end of its input and exits
+            os.kill(pid, 0)
+            time.sleep(0.1)
+        os.kill(pid, 0)

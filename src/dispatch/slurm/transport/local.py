@@ -3,7 +3,9 @@ reused across scripts (:mod:`dispatch.slurm.transport.kept`), each script starti
 
 from __future__ import annotations
 
+import functools
 import os
+import weakref
 from typing import Any
 
 from dispatch.slurm.transport.base import Result, TransportFailure, run_script
@@ -17,19 +19,25 @@ def _cwd() -> str | None:
         return None
 
 
+def _run_once(env: dict[str, str], script: str, timeout: float) -> Result:
+    try:
+        return run_script(["bash", "-s"], script, timeout, env=env)
+    except OSError as exc:
+        raise TransportFailure(f"cannot start bash: {exc}") from None
+
+
 class LocalExecutor:
     """Runs each script in a kept ``bash -s`` (or, when they are busy or the script carries a payload, a
     ``bash -s`` of its own), in its own process group."""
 
     def __init__(self, env: dict[str, str] | None = None, *, keep: int = 2) -> None:
         self._env = {**os.environ, **(env or {})}
-        self._shells = KeptShells(["bash", "-s"], self._once, env=self._env, keep=keep, cwd=_cwd)
+        once = functools.partial(_run_once, self._env)  # holds no reference to this executor (see below)
+        self._shells = KeptShells(["bash", "-s"], once, env=self._env, keep=keep, cwd=_cwd)
+        weakref.finalize(self, self._shells.close)  # an executor dropped without close() leaves no shell behind
 
     def _once(self, script: str, timeout: float) -> Result:
-        try:
-            return run_script(["bash", "-s"], script, timeout, env=self._env)
-        except OSError as exc:
-            raise TransportFailure(f"cannot start bash: {exc}") from None
+        return _run_once(self._env, script, timeout)
 
     def run(self, script: str, timeout: float) -> Result:
         return self._shells.run(script, timeout)
