@@ -393,3 +393,29 @@ def first_failing_rank_outranks_a_higher_code(name: str) -> None:
         )
     finally:
         b.close()
+
+
+def open_refuses_an_admin_hold_by_the_callers_privilege(name: str, lifts: bool) -> None:
+    """Opening a gate never lifts an administrator's hold, whoever the caller is: a caller Slurm lets lift one
+    (root on the local cluster) reads the hold first; an ordinary user (``ada`` on sid) releases at once and Slurm
+    refuses. Either way the job stays held, and once the administrator lifts the hold the job runs."""
+    from dispatch.errors import Rejected
+
+    b = open_backend(name)
+    try:
+        assert b._gates.lifts_admin_holds() is lifts
+        m = marker()
+        sid = b.start(StartRequest(m.split("-")[1], 1, m, JobSpec(("true",))))
+        admin(name, "scontrol", "hold", sid)
+        try:
+            b.open(sid)
+            raise AssertionError("an administrator's hold was lifted")
+        except Rejected as exc:
+            assert "administrator" in str(exc)
+        assert admin(name, "squeue", "-h", "-j", sid, "-o", "%r").stdout.strip() == "JobHeldAdmin"
+        assert b.open_many([sid, "99999999"])[1].__class__ is NotFound
+        admin(name, "scontrol", "release", sid)
+        wait(b, sid, lambda ev: ev.outcome.state is State.SUCCEEDED, "the released job to succeed")
+        b.open(sid)  # ended: nothing to open
+    finally:
+        b.close()

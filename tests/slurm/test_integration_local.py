@@ -41,3 +41,7 @@ def test_launch_checks_fail_before_srun() -> None:
 
 def test_the_first_failing_rank_outranks_a_higher_code() -> None:
     it.first_failing_rank_outranks_a_higher_code("local")
+
+
+def test_root_reads_the_hold_before_it_opens_and_never_lifts_an_admin_hold() -> None:
+    it.open_refuses_an_admin_hold_by_the_callers_privilege("local", lifts=True)

@@ -42,3 +42,7 @@ def test_launch_checks_fail_before_srun() -> None:
 
 def test_the_first_failing_rank_outranks_a_higher_code() -> None:
     it.first_failing_rank_outranks_a_higher_code("sid")
+
+
+def test_an_ordinary_user_opens_with_the_release_alone_and_slurm_refuses_an_admin_hold() -> None:
+    it.open_refuses_an_admin_hold_by_the_callers_privilege("sid", lifts=False)
