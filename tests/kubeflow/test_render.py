@@ -127,6 +127,22 @@ def test_prologue_runs_argv_verbatim_and_sets_the_execution_identity(tmp_path: A
     assert probe == ["j.2.3.0.0", str(tmp_path)]
 
 
+@pytest.mark.parametrize(("umask", "seen"), [(0o027, "0027"), (None, "0022")])
+def test_the_program_runs_under_the_specs_umask_or_the_images(umask: int | None, seen: str) -> None:
+    """The submitter's umask (``JobSpec.umask``, recorded by the Cluster) as on Slurm; without one the image's
+    default (0022 here, the pod's process started under it)."""
+    _, tj = build(procs_per_node=1, umask=umask)
+    cmd = tj["spec"]["trainer"]["command"]
+    out = subprocess.run(
+        ["sh", "-c", 'umask 0022; exec "$@"', "_", *cmd[:4], "", "sh", "-c", "umask"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin"},
+        check=True,
+    )
+    assert out.stdout.strip() == seen
+
+
 RANK_NAMES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "MASTER_ADDR",
               "MASTER_PORT", "DISPATCH_RANK")  # fmt: skip
 

@@ -13,8 +13,9 @@ docs/adapters/kubeflow.md; the names live in :mod:`dispatch.kubeflow.names`.
   annotation (kueue mode) or ``spec.suspend: true`` (plain mode).
 * The command runs under a ``/bin/sh`` prologue that sets ``DISPATCH_EXECUTION`` from the downward API, exports
   the rank environment (:mod:`dispatch.adapterkit.rankenv`) from what the runtime gives the pod (the torch
-  runtime's ``PET_*``, else the Indexed Job's ``JOB_COMPLETION_INDEX``) and changes to the working directory; the
-  user's argv is passed as positional parameters, never as shell text.
+  runtime's ``PET_*``, else the Indexed Job's ``JOB_COMPLETION_INDEX``), sets the spec's umask (the submitter's,
+  recorded by the ``Cluster``; without one the image's stays) and changes to the working directory; the user's argv
+  is passed as positional parameters, never as shell text.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from dispatch.adapterkit.private import umask_line
 from dispatch.adapterkit.rankenv import RankLayout, rank_prelude
 from dispatch.errors import SpecError, Unsupported
 from dispatch.extensions import CessationWarning, Image, SharedCheckpoint
@@ -239,7 +241,10 @@ def render_trainjob(
         )
     ref = spec.extension(RuntimeRef)
     assert ref is not None
-    script = "\n".join([*rank_lines(RankLayout(spec.nodes, spec.procs_per_node), name, report.trainer_job), PROLOGUE])
+    umask = [] if spec.umask is None else [umask_line(spec.umask)]  # without one, the image's own
+    script = "\n".join(
+        [*rank_lines(RankLayout(spec.nodes, spec.procs_per_node), name, report.trainer_job), *umask, PROLOGUE]
+    )
     trainer: JSON = {
         "image": image.ref,
         "command": ["/bin/sh", "-c", script, "dispatch-prologue", spec.working_dir or "", *spec.command],
