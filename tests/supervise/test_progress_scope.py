@@ -3,6 +3,7 @@ it only: running, as the records last showed, with rules that judge stalls."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -57,6 +58,29 @@ def test_progress_is_asked_only_for_running_jobs_whose_rules_judge_stalls() -> N
     states = {j: records.get(j).state for j in (judged, plain, waiting)}
     assert states == {judged: State.RUNNING, plain: State.RUNNING, waiting: State.PENDING}, states
     sid = {j: records.get(j).current.scheduler_id for j in (judged, plain, waiting)}  # type: ignore[union-attr]
-    ids, progress_of = scoped.asked[-1]
+    ids, _ = scoped.asked[-1]
     assert set(ids) >= set(sid.values())
-    assert progress_of == [sid[judged]]  # not the plain job's, not the waiting one's
+    asked_for = {s for _, progress_of in scoped.asked for s in progress_of or ()}
+    assert asked_for == {sid[judged]}  # not the plain job's, not the waiting one's
+
+
+def test_a_running_jobs_progress_is_read_every_tenth_of_its_stall_bound_not_every_cycle() -> None:
+    """Reading reports costs about what the listing does (on Slurm): with a bound of 10 minutes and a cycle of 10
+    seconds, the progress is read once a minute and the cycles between read the listing alone."""
+    clock = FakeClock()
+    sched = MemoryScheduler(clock, "slurm", nodes=2, default_runtime=3600.0)
+    scoped = Scoped(backend(sched))
+    records = MemoryRecords()
+    cluster = Cluster("memory", scoped, records, clock)  # type: ignore[arg-type]
+    job = cluster.submit(JobSpec(command=("train",), nodes=1), STALLS)
+    sup = Supervisor(scoped, records, clock=clock, owner="sup", poll=10)  # type: ignore[arg-type]
+    read_at: list[float] = []
+    for _ in range(40):
+        before = len(scoped.asked)
+        sup.cycle()
+        if any(progress_of for _, progress_of in scoped.asked[before:]):
+            read_at.append(clock.now())
+        clock.advance(10)
+    assert records.get(job).state is State.RUNNING
+    gaps = [b - a for a, b in itertools.pairwise(read_at)]
+    assert len(read_at) >= 5 and set(gaps) == {60.0}, read_at

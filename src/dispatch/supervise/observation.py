@@ -3,7 +3,8 @@
 :meth:`Observing._observe` reads whatever the cycle's jobs need in a constant number of backend calls whatever
 the number of jobs: one ``inspect_many`` (on a Watcher backend, only of the objects the watch says changed, plus
 those with an intent to resolve; on a :class:`~dispatch.spi.ProgressScope` backend, with progress only for the
-jobs its records show running whose rules judge stalls: a job that starts is judged from the next cycle on),
+jobs its records show running whose rules judge stalls, each at most every :data:`PROGRESS_EVERY` of its bound: a
+job that starts is judged from the next cycle on),
 one ``find_many`` (or a ``find`` per marker without a MultiFinder, for the few starts whose outcome is unknown)
 and at most one ``cessation`` call. A failed observation (Unavailable) is not a job failure: nothing is folded,
 and the records keep their last evidence and its age.
@@ -40,6 +41,12 @@ from dispatch.supervise.report import CycleReport
 from dispatch.supervise.steady import Quiet
 from dispatch.supervise.step import Facts, Step
 
+PROGRESS_EVERY = 0.1
+"""On a :class:`~dispatch.spi.ProgressScope` backend a running job's progress is read when a tenth of its stall
+bound has passed since the last read (every cycle when the cycle is longer): a stall is judged at most that, plus a
+cycle, after its bound, and the cycles between read the listing alone (on Slurm, reading reports costs about what
+the listing does: docs/performance.md)."""
+
 
 @dataclass
 class Observation:
@@ -68,6 +75,7 @@ class Observing:
     _seen: set[str]
     _pending: set[str]
     """Objects to read next cycle whatever a watch reports (a change not read, an object not answered yet)."""
+    _progress_at: dict[str, float]
     rules_for: Callable[[JobRecord], RuleSet]
     owner: str
 
@@ -76,7 +84,7 @@ class Observing:
         are settled: a live object, no intent, no stray."""
         obs = Observation()
         ids: list[str] = []
-        judged: list[str] = []  # running as last read, with rules that judge stalls: their progress is needed
+        judged: dict[str, float] = {}  # running as last read, with rules that judge stalls: sid -> stall bound
         markers: dict[str, float] = {}
         changed: set[str] | None = None
         if self.watcher:
@@ -95,8 +103,9 @@ class Observing:
                 sid = job.settled.scheduler_id  # type: ignore[union-attr]
                 if changed is None or sid in changed:
                     ids.append(sid)
-                    if job.key[0] is State.RUNNING and self.rules_for(job.job).stall_bound is not None:
-                        judged.append(sid)
+                    bound = self.rules_for(job.job).stall_bound if job.key[0] is State.RUNNING else None
+                    if bound is not None:
+                        judged[sid] = bound
                 continue
             intents = job.intents  # most jobs have none: the intent checks below are then void
             if intents:
@@ -118,8 +127,9 @@ class Observing:
             ):
                 ids.append(cur.scheduler_id)
                 running = cur.outcome is not None and cur.outcome.state is State.RUNNING
-                if running and self.rules_for(job).stall_bound is not None:
-                    judged.append(cur.scheduler_id)
+                bound = self.rules_for(job).stall_bound if running else None
+                if bound is not None:
+                    judged[cur.scheduler_id] = bound
             if intents:
                 for s in job.submissions:
                     for sid in s.strays:
@@ -129,7 +139,9 @@ class Observing:
             report.observation_calls += 1
             try:
                 if isinstance(self.backend, ProgressScope) and self.backend.scopes_progress():
-                    obs.evidence = dict(self.backend.inspect_many(ids, progress_of=judged))
+                    due = self._progress_due(judged, now)
+                    obs.evidence = dict(self.backend.inspect_many(ids, progress_of=due))
+                    self._progress_at.update(dict.fromkeys(due, now))
                 else:
                     obs.evidence = dict(self.backend.inspect_many(ids))
                 obs.inspected = set(ids)
@@ -210,6 +222,13 @@ class Observing:
         if sid in obs.inspected and self._stall(q.job, obs) is not None:
             return False
         return self.archiver is None or not self.archiver.pending(q.job.id)
+
+    def _progress_due(self, judged: dict[str, float], now: float) -> list[str]:
+        """The jobs of ``judged`` (scheduler id -> stall bound) whose progress is due this cycle
+        (:data:`PROGRESS_EVERY`); the times of jobs no longer judged are forgotten."""
+        last = self._progress_at
+        self._progress_at = {sid: last[sid] for sid in judged if sid in last}
+        return [sid for sid, bound in judged.items() if sid not in last or now - last[sid] >= bound * PROGRESS_EVERY]
 
     def _stall(self, job: JobRecord, obs: Observation) -> Step | None:
         """The stop that ends ``job``'s stalled execution, judged from this cycle's evidence (see

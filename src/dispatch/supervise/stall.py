@@ -19,7 +19,9 @@ What :func:`judge` guarantees:
   evidence was read: ``observed_at - max(report.at, resumed) > bound``, never at or before the bound. Every rank that
   reported is judged (one silent rank of eight is a hang in a collective, the other seven wait in it); a rank
   that never reported is not (a script may report from rank 0 only). The supervisor reads every running job
-  of a polled backend each cycle, so a stall is judged at most one cycle after its bound (a Watcher backend that
+  of a polled backend each cycle (a ProgressScope backend's progress at most every tenth of the bound:
+  :data:`~dispatch.supervise.observation.PROGRESS_EVERY`), so a stall is judged at most one cycle (and that tenth)
+  after its bound (a Watcher backend that
   answers ProgressReporting yes must report a new progress report as a change). Report times are the ranks' clocks,
   corrected by the adapter for the cluster's offset.
 * The answer is a ``stop`` of the current submission with ``stalled`` (the execution), ``ranks``, ``silentFor`` and

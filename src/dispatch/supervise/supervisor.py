@@ -130,6 +130,8 @@ class Supervisor(Acting, Observing, Steady):
         self._cursor: str | None = None
         self._seen: set[str] = set()
         self._pending: set[str] = set()
+        self._progress_at: dict[str, float] = {}
+        """When each running job's progress was last read (a ProgressScope backend: :data:`PROGRESS_EVERY`)."""
         self._quiet: dict[str, Quiet] = {}
         """The jobs (by id) for which next_step said ``nothing`` last cycle (see :meth:`_steps`)."""
         self._quiet_next: dict[str, Quiet] = {}
