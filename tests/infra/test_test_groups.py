@@ -67,3 +67,10 @@ def test_every_marker_the_groups_name_is_declared_in_pyproject() -> None:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text())
     declared = {m.split(":", 1)[0] for m in config["tool"]["pytest"]["ini_options"]["markers"]}
     assert set(DAEMON_MARKERS) <= declared
+
+
+def test_the_prometheus_tests_run_with_the_tests_that_need_no_shared_daemon() -> None:
+    """They start prometheus processes of their own (tests/prometheus/prom.py); the test command installs the
+    package first, beside the other host installs."""
+    assert selecting({"prometheus"}) == ["no-daemon"]
+    assert "bash scripts/prometheus-up.sh" in (ROOT / "scripts" / "test").read_text()

@@ -16,11 +16,12 @@ from dispatch.clock import FakeClock
 from dispatch.cluster import Cluster
 from dispatch.extensions import Image
 from dispatch.memory import MemoryScheduler, backend
+from dispatch.outcome import Cause, State
 from dispatch.records import MemoryRecords
 from dispatch.spec import JobSpec
 from dispatch.supervise import Supervisor
 from dispatch.supervise.archive import ArchiveSettings
-from dispatch.supervise.metrics import Metrics
+from dispatch.supervise.metrics import ENDED_CAUSES, Metrics
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
 
@@ -218,6 +219,55 @@ def test_the_output_archive_and_its_retention_are_counted() -> None:
         assert 'dispatch_supervisor_records_seconds_count{op="prune_outputs"} 2.0' in text
     finally:
         metrics.close()
+
+
+def test_stalls_and_resubmissions_are_counted_by_cause_from_zero() -> None:
+    """``stalled_executions_total`` counts each execution recorded as stalled once; ``resubmissions_total`` counts
+    the resubmissions carried out by the cause decided on, every ended cause reading 0 from the first cycle (so
+    that PromQL's ``increase()`` sees the first one)."""
+    clock = FakeClock()
+    sched = MemoryScheduler(clock, "slurm", nodes=4, min_job_age=300, node_loss_window=60)
+    b = backend(sched)
+    records = MemoryRecords()
+    cluster = Cluster("hpc", b, records, clock)
+    rules = {
+        "rules": [
+            {"name": "hung", "cause": ["stalled"], "stalledAfter": "60s", "action": "resubmit", "limit": 1},
+            {"name": "evicted", "cause": ["preempted"], "action": "resubmit", "limit": 1},
+        ]
+    }
+    hung = cluster.submit(JobSpec(command=("hang", "30")), rules)
+    evicted = cluster.submit(JobSpec(command=("sleep", "5000")), rules)
+    metrics = Metrics(stale_after=60)
+    metrics.set_poll(10)
+    assert metrics.stale_after == 40 and scrape(metrics, "dispatch_supervisor_poll_seconds") == {
+        "dispatch_supervisor_poll_seconds": 10.0
+    }
+    sup = Supervisor(b, records, clock=clock, owner="sup-m", poll=10, cluster="hpc")
+    run_cycles(metrics, sup, clock, 1)
+    resubmissions = scrape(metrics, "dispatch_supervisor_resubmissions_total")
+    assert resubmissions == {
+        f'dispatch_supervisor_resubmissions_total{{cause="{c}",cluster="hpc"}}': 0.0 for c in ENDED_CAUSES
+    }
+    assert {"preempted", "stalled", "node-lost", "exit"} <= set(ENDED_CAUSES) and "queued" not in ENDED_CAUSES
+    stalled = 'dispatch_supervisor_stalled_executions_total{cluster="hpc"}'
+    assert scrape(metrics, "dispatch_supervisor_stalled_executions_total") == {stalled: 0.0}
+    sched.control.preempt(records.get(evicted).current.scheduler_id)  # type: ignore[union-attr]
+    for _ in range(30):  # the hang's reports stop after 30 s; the stall is judged after 60 s more
+        run_cycles(metrics, sup, clock, 1)
+        if all(len(j.submissions) == 2 and j.submissions[1].scheduler_id for j in map(records.get, (hung, evicted))):
+            break
+    job = records.get(hung)
+    assert [(s.outcome.state, s.outcome.cause) for s in job.submissions[:1] if s.outcome] == [
+        (State.FAILED, Cause.STALLED)
+    ], job.to_json()
+    assert len(job.submissions) == 2 and len(records.get(evicted).submissions) == 2
+    assert scrape(metrics, "dispatch_supervisor_stalled_executions_total") == {stalled: 1.0}
+    counted = {k: v for k, v in scrape(metrics, "dispatch_supervisor_resubmissions_total").items() if v}
+    assert counted == {
+        'dispatch_supervisor_resubmissions_total{cause="preempted",cluster="hpc"}': 1.0,
+        'dispatch_supervisor_resubmissions_total{cause="stalled",cluster="hpc"}': 1.0,
+    }
 
 
 class _Watching:

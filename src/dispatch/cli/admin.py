@@ -317,7 +317,7 @@ def supervise(
             extra["suspects"] = app.cluster_config().suspects
         sup = Supervisor(backend, used, clock=clock, owner=who, poll=poll, default_rules=rules, cluster=name, **extra)
         if metrics is not None:
-            metrics.stale_after = 3 * sup.poll + 10.0
+            metrics.set_poll(sup.poll)
             host, port = metrics.serve(metrics_host, metrics_port or 0)
             emit(event="metrics", url=f"http://{host}:{port}/metrics")
             log(f"metrics on http://{host}:{port}/metrics, health on /healthz")

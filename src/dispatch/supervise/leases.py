@@ -19,6 +19,7 @@ from dispatch.records.base import Records
 from dispatch.records.model import Event, JobHead, JobRecord, Lease, Peers
 from dispatch.supervise.carried import newly_carried_out
 from dispatch.supervise.report import CycleReport
+from dispatch.supervise.stall import STALLED
 
 
 class LostLease(DispatchError):
@@ -152,7 +153,9 @@ class Leases:
     ) -> JobRecord:
         """Apply ``change`` and write it; after a lost compare-and-set re-read, re-check the lease and retry.
         ``first``: ``change(job)`` already computed by the caller. The decisions the write shows carried out
-        (:func:`~dispatch.supervise.carried.newly_carried_out`) are counted in ``report.carried_out``."""
+        (:func:`~dispatch.supervise.carried.newly_carried_out`) are counted in ``report.carried_out`` (the
+        resubmissions among them in ``report.resubmissions``, by cause), and the executions it records as stalled
+        (:func:`~dispatch.supervise.stall.mark`'s events) in ``report.stalled``."""
         for attempt in range(3):
             new, events = first if first is not None and attempt == 0 else change(job)
             if new is job:
@@ -166,6 +169,9 @@ class Leases:
                 continue
             for d in newly_carried_out(job, written):
                 report.carried_out[(d.action, d.rule)] += 1
+                if d.action == "resubmit":
+                    report.resubmissions[d.cause.value] += 1
+            report.stalled += sum(1 for e in events if e.kind == STALLED)
             return written
         raise Conflict(f"job {job.id}: kept losing the compare-and-set")
 

@@ -23,7 +23,15 @@ Prometheus and one dashboard:
                                                       for a start that failed or waits (see
                                                       :mod:`dispatch.supervise.carried`)
 ``escalations_total{cluster,cause}``       counter    escalations recorded
+``resubmissions_total{cluster,cause}``     counter    resubmissions carried out (as ``decisions_total`` counts
+                                                      them), by the cause decided on; every ended cause reads
+                                                      0 from the cluster's first cycle
+``stalled_executions_total{cluster}``      counter    executions recorded as stalled (ended by the supervisor
+                                                      after their ranks stopped reporting progress:
+                                                      :mod:`dispatch.supervise.stall`); 0 from the first cycle
 ``cycle_seconds``                          histogram  wall time of a cycle
+``poll_seconds``                           gauge      seconds between cycles (``/healthz`` and the shipped
+                                                      alert judge the last cycle's age by it)
 ``scheduler_calls_per_cycle``              gauge      backend calls of the last cycle (observation + actions)
 ``scheduler_calls_total``                  counter    backend calls
 ``record_writes_total``                    counter    record writes
@@ -39,6 +47,12 @@ Prometheus and one dashboard:
 ``watch_age_seconds``                      gauge      seconds since the backend's watch cache was last known in
                                                       sync (0 while every watch is open and live)
 =========================================  =========  =====================================================
+
+Every label takes a bounded set of values (cluster names, states, causes, actions, rule names, record
+operations): no series is per job, so a cluster of any size exports the same few dozen series. The counters a
+first increment would create are made at 0 instead (the ended causes of ``resubmissions_total``, the cluster's
+``stalled_executions_total``), so that PromQL's ``increase()`` counts that first increment too
+(``deploy/prometheus/`` alerts on both).
 
 The client library's ``*_created`` series (when each counter and histogram was created) are not served: they
 say when this process started, which ``process_start_time_seconds``-style tooling already knows, and they
@@ -58,11 +72,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Protocol, runtime_checkable
 
 from dispatch.errors import ConfigError
+from dispatch.outcome import RUNNING_CAUSES, WAITING_CAUSES, Cause
 
 _RECORD_OPS = (
     "create", "get", "get_many", "update", "renew", "to_supervise", "jobs", "summaries", "events", "put_output",
     "prune_outputs",
 )  # fmt: skip
+ENDED_CAUSES = tuple(c.value for c in Cause if c not in WAITING_CAUSES and c not in RUNNING_CAUSES)
+"""The causes an ended execution may carry: those a decision, and so a resubmission, can be made on."""
 
 
 def _client() -> Any:
@@ -106,7 +123,18 @@ class Metrics:
         r.register(self.jobs)
         self.decisions = pc.Counter(p + "decisions", "Decisions carried out", ["cluster", "action", "rule"], registry=r)
         self.escalations = pc.Counter(p + "escalations", "Escalations recorded", ["cluster", "cause"], registry=r)
+        self.resubmissions = pc.Counter(
+            p + "resubmissions", "Resubmissions carried out, by the cause decided on", ["cluster", "cause"], registry=r
+        )
+        self.stalled = pc.Counter(
+            p + "stalled_executions",
+            "Executions recorded as stalled (ended by the supervisor)",
+            ["cluster"],
+            registry=r,
+        )
         self.cycle_seconds = pc.Histogram(p + "cycle_seconds", "Wall time of a supervisor cycle", registry=r)
+        self.poll_seconds = pc.Gauge(p + "poll_seconds", "Seconds between supervisor cycles", registry=r)
+        self._clusters: set[str] = set()
         self.calls_per_cycle = pc.Gauge(p + "scheduler_calls_per_cycle", "Backend calls of the last cycle", registry=r)
         self.calls = pc.Counter(p + "scheduler_calls", "Backend calls", registry=r)
         self.writes = pc.Counter(p + "record_writes", "Record writes", registry=r)
@@ -125,6 +153,12 @@ class Metrics:
         self.prune_errors = pc.Counter(p + "archive_prune_errors", "Retention calls that failed", registry=r)
         self._server: ThreadingHTTPServer | None = None
 
+    def set_poll(self, poll: float) -> None:
+        """The supervisor cycles every ``poll`` seconds: export it, and judge health by it (a cycle is due at
+        least every 3 x poll + 10 s)."""
+        self.poll_seconds.set(poll)
+        self.stale_after = 3 * poll + 10.0
+
     def cycle(self, report: Any, seconds: float) -> None:
         """Account for one completed cycle (a :class:`~dispatch.supervise.CycleReport`)."""
         self.cycle_seconds.observe(seconds)
@@ -138,6 +172,13 @@ class Metrics:
             self.decisions.labels(cluster=cluster, action=action, rule=rule).inc(n)
         for cause, n in report.escalations.items():
             self.escalations.labels(cluster=cluster, cause=cause).inc(n)
+        if cluster not in self._clusters:
+            self._clusters.add(cluster)
+            for cause in ENDED_CAUSES:
+                self.resubmissions.labels(cluster=cluster, cause=cause)
+        for cause, n in report.resubmissions.items():
+            self.resubmissions.labels(cluster=cluster, cause=cause).inc(n)
+        self.stalled.labels(cluster=cluster).inc(report.stalled)
         for status, n in report.archive.items():
             self.archived.labels(status=status).inc(n)
         self.pruned.inc(report.archive_pruned)
@@ -293,4 +334,4 @@ class _TimedRecords:
         return call
 
 
-__all__ = ["Metrics"]
+__all__ = ["ENDED_CAUSES", "Metrics"]

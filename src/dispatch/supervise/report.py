@@ -37,6 +37,11 @@ class CycleReport:
     (:mod:`dispatch.supervise.carried`): a decision is counted in the cycle that carries it out, not before."""
     escalations: Counter[str] = field(default_factory=Counter)
     """Escalations recorded in this cycle, by cause."""
+    resubmissions: Counter[str] = field(default_factory=Counter)
+    """The ``resubmit`` decisions among ``carried_out``, by the cause decided on (``preempted``, ``stalled``, ...)."""
+    stalled: int = 0
+    """Executions this cycle's writes recorded as stalled (:func:`dispatch.supervise.stall.mark`): each is counted
+    once, by the write that marks it."""
     states: Counter[tuple[str, str]] = field(default_factory=Counter)
     """The jobs this supervisor owns after the cycle, by (state, cause)."""
     archive: Counter[str] = field(default_factory=Counter)
@@ -71,6 +76,8 @@ class CycleReport:
             "decisions": [{"action": a, "rule": r, "count": n} for (a, r), n in sorted(self.decisions.items())],
             "carriedOut": [{"action": a, "rule": r, "count": n} for (a, r), n in sorted(self.carried_out.items())],
             "escalations": dict(self.escalations),
+            "resubmissions": dict(self.resubmissions),
+            "stalled": self.stalled,
             "archive": dict(self.archive),
             "archivePruned": self.archive_pruned,
             "archivePruneErrors": self.archive_prune_errors,
