@@ -48,11 +48,11 @@ Prometheus and one dashboard:
                                                       sync (0 while every watch is open and live)
 =========================================  =========  =====================================================
 
-Every label takes a bounded set of values (cluster names, states, causes, actions, rule names, record
-operations): no series is per job, so a cluster of any size exports the same few dozen series. The counters a
-first increment would create are made at 0 instead (the ended causes of ``resubmissions_total``, the cluster's
-``stalled_executions_total``), so that PromQL's ``increase()`` counts that first increment too
-(``deploy/prometheus/`` alerts on both).
+Every label takes a bounded set of values (cluster names, states, causes, actions, rule names, record operations):
+no series is per job, so a cluster of any size exports about a hundred series (most of them histogram buckets;
+docs/prometheus.md). The counters a first increment would create are made at 0 instead (the ended causes of
+``resubmissions_total``, the cluster's ``stalled_executions_total``), so that PromQL's ``increase()`` counts that
+first increment too (``deploy/prometheus/`` alerts on both).
 
 The client library's ``*_created`` series (when each counter and histogram was created) are not served: they
 say when this process started, which ``process_start_time_seconds``-style tooling already knows, and they
