@@ -1,0 +1,90 @@
+"""``python train.py -m ... hydra/launcher=dispatch`` on the local adapter, run as a user runs it (a subprocess):
+the sweep is one batched submission of one job per set of overrides, each job named after its overrides and
+listed by ``dispatch status``, each value back in the launcher; a failed task fails its job and the run; a bad
+launcher key or value is refused in one line before anything is recorded."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from dispatch.outcome import State
+
+from .sweep import LAUNCHED, environment, jobs, records_path, sweep
+
+LRS = ("0.1", "0.2", "0.3", "0.4", "0.5", "0.6")
+
+
+def _loss(lr: float, steps: int = 3) -> float:
+    loss = 1.0
+    for _ in range(steps):
+        loss -= lr * loss
+    return round(loss, 6)
+
+
+def test_a_sweep_of_six_is_one_batched_submission_of_six_named_jobs(tmp_path: Path) -> None:
+    done = sweep(tmp_path, f"lr={','.join(LRS)}", "hydra.launcher.cluster=local")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    found = jobs(tmp_path)
+    assert len(found) == 6, [j.id for j in found]
+    keys = {j.batch.key for j in found if j.batch is not None}
+    assert len(keys) == 1 and [j.batch.index for j in found if j.batch] == list(range(6)), "one batched submission"
+    assert [j.spec.name for j in found] == [f"train[{i}] lr={lr}" for i, lr in enumerate(LRS)]
+    assert all(j.state is State.SUCCEEDED for j in found), [(j.id, j.state) for j in found]
+
+    closing = {int(m.group(1)): m for m in LAUNCHED.finditer(done.stdout)}
+    assert sorted(closing) == list(range(6)), done.stdout[-3000:]
+    for i, lr in enumerate(LRS):
+        _, job_id, status, value = closing[i].groups()
+        assert (job_id, status, float(value)) == (found[i].id, "COMPLETED", _loss(float(lr))), closing[i].group(0)
+
+    # each job ran Hydra's run_job on the cluster: its own output directory, its own config, hydra.job.id its job
+    for i, j in enumerate(found):
+        hydra_yaml = (tmp_path / "multirun" / str(i) / ".hydra" / "hydra.yaml").read_text()
+        assert f"id: {j.id}" in hydra_yaml and f"num: {i}" in hydra_yaml
+
+    status = subprocess.run(
+        [sys.executable, "-m", "dispatch.cli.main", "status", "--json"],
+        env=environment(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    rows = {row["id"]: row for row in json.loads(status.stdout)}
+    assert {rows[j.id]["name"] for j in found} == {j.spec.name for j in found}
+
+
+def test_a_task_that_raises_fails_its_job_and_the_run_with_its_traceback(tmp_path: Path) -> None:
+    done = sweep(tmp_path, "lr=0.1,0.9", "fail_above=0.5")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "ValueError: lr 0.9 diverges" in done.stderr
+    assert 'raise ValueError(f"lr {cfg.lr} diverges")' in done.stderr, "the traceback on the cluster"
+    first, second = jobs(tmp_path)
+    assert (first.state, second.state) == (State.SUCCEEDED, State.FAILED)
+    assert second.outcome is not None and second.outcome.exit_code == 1
+    closing = {int(m.group(1)): m.group(3, 4) for m in LAUNCHED.finditer(done.stdout)}
+    assert closing == {0: ("COMPLETED", str(_loss(0.1))), 1: ("FAILED", "the task raised ValueError: lr 0.9 diverges")}
+
+
+def test_an_unknown_launcher_key_is_refused_and_nothing_is_submitted(tmp_path: Path) -> None:
+    done = sweep(tmp_path, "lr=0.1,0.2", "hydra.launcher.nodez=2")
+    assert done.returncode == 1
+    assert "Could not override 'hydra.launcher.nodez'" in done.stderr.splitlines()[0], done.stderr
+    assert not records_path(tmp_path).exists() and jobs(tmp_path) == []
+
+
+def test_a_bad_launcher_value_is_one_line_naming_its_key_and_nothing_is_submitted(tmp_path: Path) -> None:
+    for setting, line in (
+        ("hydra.launcher.time_limit=soon", "hydra.launcher.time_limit: 'soon' is not a duration"),
+        ("hydra.launcher.resources.mem_per_node=lots", "hydra.launcher.resources.mem_per_node: must be a memory"),
+        ("hydra.launcher.cluster=nowhere", "hydra.launcher.cluster: "),
+    ):
+        done = sweep(tmp_path, "lr=0.1,0.2", setting)
+        assert done.returncode == 1, (setting, done.stdout[-2000:])
+        one_line = done.stderr.splitlines() == [done.stderr.strip()]
+        assert one_line and done.stderr.startswith(line), (setting, done.stderr)
+        assert jobs(tmp_path) == [], setting
