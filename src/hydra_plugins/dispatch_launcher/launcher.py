@@ -35,7 +35,9 @@ from hydra.plugins.launcher import Launcher
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from hydra_plugins.dispatch_launcher.remote import SweepJob, TaskFailed
+# Through the module, never ``from ... import``: Hydra's plugin scan runs each module of the namespace again in
+# its module object, so a class imported by name before the scan is not the one results are unpickled as.
+from hydra_plugins.dispatch_launcher import remote
 
 if TYPE_CHECKING:
     from dispatch.cli.app import App
@@ -104,7 +106,7 @@ class DispatchLauncher(Launcher):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         numbers = [initial_job_idx + i for i in range(len(job_overrides))]
         names = [job_name(self.name, n, o) for n, o in zip(numbers, job_overrides, strict=True)]
-        job = SweepJob(self.hydra_context, self.task_function, self.config, Singleton.get_state())
+        job = remote.SweepJob(self.hydra_context, self.task_function, self.config, Singleton.get_state())
         app = self.dispatch_app()
         try:
             futures = self.submit(self.open_cluster(app), options, job, job_overrides, numbers, names)
@@ -116,7 +118,7 @@ class DispatchLauncher(Launcher):
         self,
         cluster: Cluster,
         options: Mapping[str, Any],
-        job: SweepJob,
+        job: remote.SweepJob,
         job_overrides: Sequence[Sequence[str]],
         numbers: Sequence[int],
         names: Sequence[str],
@@ -233,7 +235,7 @@ def job_return(future: CallFuture, overrides: Sequence[str]) -> JobReturn:
     """The ``JobReturn`` of a job that is over (see the module docstring)."""
     try:
         ret = future.result()
-    except TaskFailed as failed:
+    except remote.TaskFailed as failed:
         ret = failed.job_return
         exc = ret._return_value
         if isinstance(exc, BaseException) and failed.__cause__ is not None:
@@ -250,7 +252,7 @@ def outcome(future: CallFuture) -> str:
     if future.cancelled():
         return "cancelled"
     exc = future.exception()
-    if isinstance(exc, TaskFailed):
+    if isinstance(exc, remote.TaskFailed):
         return f"FAILED: {exc}"[:200]
     if exc is not None:
         return f"FAILED: {type(exc).__name__}: {exc}"[:200]

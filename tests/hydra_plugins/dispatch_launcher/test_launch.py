@@ -19,13 +19,15 @@ from omegaconf import DictConfig
 
 from dispatch.executor import RemoteTraceback
 from dispatch.records import SQLiteRecords
-from hydra_plugins.dispatch_launcher.launcher import DispatchLauncher
+from hydra_plugins.dispatch_launcher import launcher as plugin
 
 from .sweep import TRAIN, environment, records_path
 
 
 @pytest.fixture
-def hydra_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Hydra]:
+def hydra_app(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hydra_restore_singletons: None) -> Iterator[Hydra]:
+    """The example application's Hydra, in this process; Hydra's singletons are restored afterwards (the fixture
+    of hydra-core's pytest plugin)."""
     for key, value in environment(tmp_path).items():
         monkeypatch.setenv(key, value)
     monkeypatch.chdir(tmp_path)
@@ -49,7 +51,7 @@ def test_launch_returns_each_jobs_value_or_exception_in_order(hydra_app: Hydra, 
     HydraConfig.instance().set_config(cfg)
     context = HydraContext(config_loader=hydra_app.config_loader, callbacks=Callbacks(cfg))
     launcher = Plugins.instance().instantiate_launcher(hydra_context=context, task_function=task, config=cfg)
-    assert isinstance(launcher, DispatchLauncher)
+    assert isinstance(launcher, plugin.DispatchLauncher)  # the class as Hydra's plugin scan last made it
 
     returns = launcher.launch([["lr=0.1"], ["lr=0.9"], ["lr=0.3"]], initial_job_idx=4)
 
