@@ -18,6 +18,8 @@ from dispatch import job
 def train(cfg: DictConfig) -> float:
     if cfg.fail_above is not None and cfg.lr > cfg.fail_above:
         raise ValueError(f"lr {cfg.lr} diverges")
+    if cfg.flaky and job.context().submission == 1:
+        raise RuntimeError("flaky: the first submission of each job fails")
     loss = 1.0
     for _ in range(cfg.steps):
         loss -= cfg.lr * loss

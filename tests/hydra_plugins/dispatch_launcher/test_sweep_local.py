@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from dispatch.outcome import State
+from dispatch.resources import Resources
 
 from .sweep import LAUNCHED, environment, jobs, records_path, sweep
 
@@ -27,11 +28,18 @@ def _loss(lr: float, steps: int = 3) -> float:
 
 
 def test_a_sweep_of_six_is_one_batched_submission_of_six_named_jobs(tmp_path: Path) -> None:
-    done = sweep(tmp_path, f"lr={','.join(LRS)}", "hydra.launcher.cluster=local")
+    done = sweep(
+        tmp_path,
+        f"lr={','.join(LRS)}",
+        "hydra.launcher.cluster=local",
+        "hydra.launcher.time_limit=10m",
+        "hydra.launcher.resources.cpus_per_proc=1",
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     found = jobs(tmp_path)
     assert len(found) == 6, [j.id for j in found]
+    assert {(j.spec.time_limit, j.spec.resources) for j in found} == {(600.0, Resources(cpus_per_proc=1))}
     keys = {j.batch.key for j in found if j.batch is not None}
     assert len(keys) == 1 and [j.batch.index for j in found if j.batch] == list(range(6)), "one batched submission"
     assert [j.spec.name for j in found] == [f"train[{i}] lr={lr}" for i, lr in enumerate(LRS)]
@@ -70,6 +78,17 @@ def test_a_task_that_raises_fails_its_job_and_the_run_with_its_traceback(tmp_pat
     assert second.outcome is not None and second.outcome.exit_code == 1
     closing = {int(m.group(1)): m.group(3, 4) for m in LAUNCHED.finditer(done.stdout)}
     assert closing == {0: ("COMPLETED", str(_loss(0.1))), 1: ("FAILED", "the task raised ValueError: lr 0.9 diverges")}
+
+
+def test_the_launchers_rules_resubmit_a_failed_job_and_its_second_submission_answers(tmp_path: Path) -> None:
+    rules = "{rules:[{cause:exit,exitCodes:[1],action:resubmit,limit:1}]}"
+    done = sweep(tmp_path, "lr=0.1,0.2", "flaky=true", f"hydra.launcher.rules={rules}", "hydra.launcher.nodes=2")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    found = jobs(tmp_path)
+    assert [[s.n for s in j.submissions] for j in found] == [[1, 2], [1, 2]]
+    assert all(j.state is State.SUCCEEDED and j.spec.nodes == 2 for j in found)
+    closing = {int(m.group(1)): m.group(3, 4) for m in LAUNCHED.finditer(done.stdout)}
+    assert closing == {0: ("COMPLETED", str(_loss(0.1))), 1: ("COMPLETED", str(_loss(0.2)))}
 
 
 def test_an_unknown_launcher_key_is_refused_and_nothing_is_submitted(tmp_path: Path) -> None:
