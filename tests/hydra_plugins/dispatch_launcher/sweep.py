@@ -30,11 +30,15 @@ def environment(tmp: Path) -> dict[str, str]:
     return env
 
 
+def argv(tmp: Path, *args: str, app: Path = TRAIN) -> list[str]:
+    """``python APP -m ARGS hydra/launcher=dispatch``, its outputs under ``tmp/multirun``."""
+    return [sys.executable, str(app), "-m", *args, "hydra/launcher=dispatch", f"hydra.sweep.dir={tmp}/multirun"]
+
+
 def sweep(tmp: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``python train.py -m ARGS hydra/launcher=dispatch`` in ``tmp``, its outputs under ``tmp/multirun``."""
-    argv = [sys.executable, str(TRAIN), "-m", *args, "hydra/launcher=dispatch", f"hydra.sweep.dir={tmp}/multirun"]
+    """``python train.py -m ARGS hydra/launcher=dispatch`` run to its end in ``tmp``."""
     return subprocess.run(
-        argv, cwd=tmp, env=env or environment(tmp), capture_output=True, text=True, timeout=TIMEOUT, check=False
+        argv(tmp, *args), cwd=tmp, env=env or environment(tmp), capture_output=True, text=True, timeout=TIMEOUT
     )
 
 

@@ -6,14 +6,18 @@ launcher key or value is refused in one line before anything is recorded."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import textwrap
+import time
 from pathlib import Path
 
 from dispatch.outcome import State
 from dispatch.resources import Resources
+from dispatch.spi import new_backend
 
-from .sweep import LAUNCHED, environment, jobs, records_path, sweep
+from .sweep import LAUNCHED, argv, environment, jobs, records_path, sweep
 
 HYDRA_HINT = "Set the environment variable HYDRA_FULL_ERROR=1 for a complete stack trace."
 """What Hydra prints after the one line of an error it shows without its traceback."""
@@ -109,3 +113,50 @@ def test_a_bad_launcher_value_is_one_line_naming_its_key_and_nothing_is_submitte
         first, *rest = done.stderr.strip().splitlines()
         assert first.startswith(line) and [r for r in rest if r] == [HYDRA_HINT], (setting, done.stderr)
         assert jobs(tmp_path) == [], setting
+
+
+SLEEPER = """\
+import time
+import hydra
+
+@hydra.main(version_base="1.3", config_path=None, config_name=None)
+def sleep(cfg):
+    time.sleep(float(cfg.seconds))
+
+if __name__ == "__main__":
+    sleep()
+"""
+
+
+def test_ctrl_c_while_the_launcher_waits_stops_the_sweeps_jobs(tmp_path: Path) -> None:
+    app = tmp_path / "sleeper.py"
+    app.write_text(textwrap.dedent(SLEEPER))
+    launcher = subprocess.Popen(
+        argv(tmp_path, "+seconds=300,301", app=app),
+        cwd=tmp_path,
+        env=environment(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert launcher.stdout is not None
+        lines = [launcher.stdout.readline() for _ in range(3)]  # "Launched 2 jobs", then one line per job
+        assert "Launched 2 jobs" in lines[0], lines
+        deadline = time.monotonic() + 60
+        while [j.state for j in jobs(tmp_path)] != [State.RUNNING, State.RUNNING]:
+            assert time.monotonic() < deadline, [(j.id, j.state) for j in jobs(tmp_path)]
+            time.sleep(0.2)  # a poll interval: the records say when both run
+        launcher.send_signal(signal.SIGINT)
+        launcher.communicate(timeout=120)
+    finally:
+        launcher.kill()
+    assert launcher.returncode != 0
+    found = jobs(tmp_path)
+    assert len(found) == 2 and all(j.stop_requested and j.closed for j in found), [j.to_json() for j in found]
+    backend = new_backend("local", {"stateDir": str(tmp_path / "state" / "dispatch" / "local")})
+    sids = [str(j.submissions[0].scheduler_id) for j in found]
+    deadline = time.monotonic() + 60
+    while not all(backend.inspect(sid).outcome.state is State.CANCELLED for sid in sids):
+        assert time.monotonic() < deadline, [backend.inspect(sid).outcome for sid in sids]
+        time.sleep(0.5)  # the local adapter ends the ranks after the stop: its own evidence says when
