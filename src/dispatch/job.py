@@ -28,6 +28,9 @@ rendezvous         ``MASTER_ADDR``/``MASTER_PORT``; under srun ``SLURM_LAUNCH_NO
                    where rank 0 runs) and a port derived from ``SLURM_JOB_ID``
 =================  =====================================================================================
 
+* :func:`run_id` and :func:`execution_id` name this run for an experiment tracker: the first is the same for every
+  execution of the job (a resubmission, a requeue, a readmission), the second differs for each (docs/trackers.md).
+  Both raise :class:`NotInJob` outside a job started by dispatch.
 * :func:`progress` records this rank's progress (step, total, a few numeric metrics, the time) in a small file
   the adapter reads with the job's state, so the supervisor can tell a run that moves from one that hangs
   (a rule with ``stalledAfter`` acts on the cause ``stalled``).
@@ -62,13 +65,16 @@ from typing import Any
 
 __all__ = [
     "Context",
+    "NotInJob",
     "Notice",
     "ceasing",
     "cessation",
     "context",
+    "execution_id",
     "on_cessation",
     "progress",
     "reset_for_tests",
+    "run_id",
     "wait",
 ]
 
@@ -181,6 +187,38 @@ def context(environ: Mapping[str, str] | None = None) -> Context:
         warning_signal=_first(env, "DISPATCH_CESSATION_SIGNAL"),
         warning_grace=_float(env, "DISPATCH_CESSATION_GRACE"),
     )
+
+
+# ----- identities for experiment trackers ------------------------------------------------------------------
+
+
+class NotInJob(LookupError):
+    """An identity asked for outside a job started by dispatch (the message names the call and the variable)."""
+
+
+def run_id(environ: Mapping[str, str] | None = None) -> str:
+    """The id of this job's run for an experiment tracker: the dispatch job id (``DISPATCH_JOB``; ``DISPATCH_JOB_ID``
+    on Kubeflow), the same in every execution of the job: each resubmission, requeue and readmission, on every
+    rank. Pass it as the tracker's run id (``wandb.init(id=run_id(), resume="allow")``) and a run that comes back
+    continues the tracker's run instead of starting a new one. NotInJob outside a job started by dispatch."""
+    env = os.environ if environ is None else environ
+    found = _first(env, "DISPATCH_JOB", "DISPATCH_JOB_ID")
+    if found is None:
+        raise NotInJob("dispatch.job.run_id(): this process is not a dispatch job (DISPATCH_JOB is not set)")
+    return found
+
+
+def execution_id(environ: Mapping[str, str] | None = None) -> str:
+    """This execution's identity (``DISPATCH_EXECUTION``: ``<submission>.<scheduler id>.<restart>``, on Kubeflow
+    ``<job>.<submission>.<attempt>.<A>.<J>``; :mod:`dispatch.identity`): different for every execution of the job,
+    the same on every rank of one. NotInJob outside a job started by dispatch."""
+    env = os.environ if environ is None else environ
+    found = _first(env, "DISPATCH_EXECUTION")
+    if found is None:
+        raise NotInJob(
+            "dispatch.job.execution_id(): this process is not a dispatch job (DISPATCH_EXECUTION is not set)"
+        )
+    return found
 
 
 # ----- cessation -------------------------------------------------------------------------------------------------

@@ -57,6 +57,8 @@ def test_the_wheel_in_a_fresh_venv_runs_lists_and_shows_a_job(tmp_path: Path) ->
     names = zipfile.ZipFile(wheel).namelist()
     assert "dispatch/cli/main.py" in names and "dispatch/ui/templates/job.html" in names
     assert not [n for n in names if "kubetest" in n]
+    # the Hydra launcher, in Hydra's namespace package (which has no __init__.py of its own: others share it)
+    assert "hydra_plugins/dispatch_launcher/launcher.py" in names and "hydra_plugins/__init__.py" not in names
     for package in ("slurm", "gridengine"):  # the programs the adapters run on a login node (package data)
         shipped = {n for n in names if n.startswith(f"dispatch/{package}/programs/")}
         on_disk = {

@@ -1,9 +1,9 @@
 """``dispatch.Executor``: a :class:`concurrent.futures.Executor` whose calls are dispatch jobs.
 
 ``submit(fn, *args, **kwargs)`` pickles the call (cloudpickle) into the cluster's shared directory and submits a
-job that runs it (:mod:`dispatch.executor.run`); ``map`` submits all its calls in one batched submission
-(:meth:`~dispatch.cluster.Operator.submit_many`). Each call is a normal job: recorded, supervised by its rules,
-visible in ``dispatch status`` and ``show``.
+job that runs it (:mod:`dispatch.executor.run`); ``submit_many`` and ``map`` submit all their calls in one batched
+submission (:meth:`~dispatch.cluster.Operator.submit_many`). Each call is a normal job: recorded, supervised by its
+rules, visible in ``dispatch status`` and ``show``.
 
 One collector thread per executor waits for the futures: every ``poll`` seconds it runs one cycle of an
 in-process :class:`~dispatch.supervise.Supervisor` limited to this executor's unfinished jobs (as
@@ -32,6 +32,7 @@ from dispatch.executor.seal import Trust
 from dispatch.extensions import Extension
 from dispatch.follow import DEFAULT_POLL, over
 from dispatch.outcome import State
+from dispatch.resources import Resources
 from dispatch.rules import RuleSet
 from dispatch.spec import JobSpec
 from dispatch.spi import SharedStorer
@@ -87,8 +88,8 @@ class CallFuture(Future[Any]):
 class Executor(_Executor):
     """Runs Python calls as dispatch jobs on ``cluster`` (see the module docstring and docs/executor.md).
 
-    Every call's job has ``nodes`` x ``procs_per_node`` ranks, ``rules``, ``time_limit``, ``env`` and
-    ``extensions``; each rank runs ``python`` (default: this interpreter's path, right when the jobs run on
+    Every call's job has ``nodes`` x ``procs_per_node`` ranks, ``resources``, ``rules``, ``time_limit``, ``env``
+    and ``extensions``; each rank runs ``python`` (default: this interpreter's path, right when the jobs run on
     machines laid out like this one; give the cluster's own otherwise) on the runner. A multi-rank function
     reads its place with ``dispatch.job.context()``; ``result()`` is rank 0's value, or with ``all_ranks`` the
     list of every rank's. A function the cluster cannot import by name (a lambda, a notebook's or a script's
@@ -114,6 +115,7 @@ class Executor(_Executor):
         time_limit: float | None = None,
         env: Mapping[str, str] | None = None,
         extensions: Sequence[Extension] = (),
+        resources: Resources | None = None,
         working_dir: str | None = None,
         python: str | None = None,
         all_ranks: bool = False,
@@ -147,6 +149,7 @@ class Executor(_Executor):
             time_limit=time_limit,
             working_dir=working_dir,
             extensions=tuple(extensions),
+            resources=resources if resources is not None else Resources(),
         )
         self._session = Session.create(backend.shared_storage(), trust)
         self._lock = threading.RLock()
@@ -161,7 +164,7 @@ class Executor(_Executor):
 
     # ----- submitting -------------------------------------------------------------------------------------
 
-    def _spec(self, fn: Callable[..., Any], call: Call) -> JobSpec:
+    def _spec(self, fn: Callable[..., Any], call: Call, name: str | None = None) -> JobSpec:
         t = self._template
         return JobSpec(
             command=self._session.command(t.command[0], call),
@@ -170,8 +173,9 @@ class Executor(_Executor):
             env=t.env,
             time_limit=t.time_limit,
             working_dir=t.working_dir,
-            name=call_name(fn),
+            name=name or call_name(fn),
             extensions=t.extensions,
+            resources=t.resources,
         )
 
     def _new_call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Call:
@@ -214,13 +218,29 @@ class Executor(_Executor):
         what it started is stopped and its files removed before the error is raised. ``chunksize`` and
         ``buffersize`` are accepted for the standard signature and not used: every item is its own job."""
         del chunksize, buffersize
+        futures = self.submit_many(fn, *iterables)
+        deadline = None if timeout is None else self.cluster.clock.now() + timeout
+        return _Results(futures, deadline, self.cluster.clock.now)
+
+    def submit_many(
+        self, fn: Callable[..., T], /, *iterables: Iterable[Any], names: Sequence[str] | None = None
+    ) -> list[CallFuture]:
+        """Submit ``fn`` over the items of ``iterables`` (zipped, as :func:`map`) in ONE batched submission
+        (:meth:`Operator.submit_many <dispatch.cluster.Operator.submit_many>`: a job array where the scheduler
+        has them); returns one future per item, in order. Job ``i`` is named ``names[i]`` (default ``call
+        <function>``; ValueError when there are not as many names as items, before anything is written). A job
+        the batch recorded but could not start has its future failed with that job's error. When the batch
+        cannot be written or submitted whole, what it started is stopped and its files removed before the error
+        is raised."""
         self._open()
         items = list(zip(*iterables, strict=False))
+        if names is not None and len(names) != len(items):
+            raise ValueError(f"submit_many: {len(names)} names for {len(items)} calls")
         calls: list[Call] = []
         try:
             for item in items:
                 calls.append(self._new_call(fn, item, {}))
-            specs = [self._spec(fn, call) for call in calls]
+            specs = [self._spec(fn, call, names[i] if names else None) for i, call in enumerate(calls)]
             with self._lock:
                 submitted = self.cluster.operator.submit_many(specs, self.rules) if specs else []
         except BaseException as exc:
@@ -234,8 +254,7 @@ class Executor(_Executor):
                 call.remove()
             futures.append(future)
         self._watch([f for f in futures if not f.done()])
-        deadline = None if timeout is None else self.cluster.clock.now() + timeout
-        return _Results(futures, deadline, self.cluster.clock.now)
+        return futures
 
     def _undo(self, calls: Sequence[Call], exc: BaseException) -> None:
         """After a batch that failed part-way: stop the jobs it started (those :class:`BatchIncomplete` names),
