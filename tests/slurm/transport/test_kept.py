@@ -124,3 +124,17 @@ def test_an_executor_dropped_without_close_leaves_no_shell_behind() -> None:
             os.kill(pid, 0)
             time.sleep(0.1)
         os.kill(pid, 0)
+
+
+def test_a_process_with_more_than_1024_open_files_still_reads_its_shells(ex: LocalExecutor) -> None:
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    held = [os.open("/dev/null", os.O_RDONLY) for _ in range(1100)]
+    try:
+        assert ex.run("echo far", 10).stdout == "far\n"  # the shell's pipes are numbered above 1024
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
