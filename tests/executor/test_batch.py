@@ -132,8 +132,12 @@ def test_a_view_changes_the_jobs_shape_and_not_the_executors(cluster: Cluster) -
         spec = cluster.get(every.job_id).spec
         assert (spec.nodes, spec.time_limit, spec.resources.cpus_per_proc, spec.name) == (2, 300, 1, "two nodes")
         assert cluster.get(one.job_id).spec.nodes == 1
+        set_up = ex.with_options(setup=["export DISPATCH_SETUP_PROOF=ran"]).submit(os.getenv, "DISPATCH_SETUP_PROOF")
+        assert set_up.result(timeout=180) == "ran" and cluster.get(set_up.job_id).spec.command[0] == "bash"
         with pytest.raises(SpecError, match="nodes"):
             ex.with_options(nodes=0)
+        with pytest.raises(SpecError, match="setup"):
+            ex.with_options(setup="export X=1")
         with pytest.raises(TypeError, match="partition"):
             ex.with_options(partition="gpu")  # type: ignore[call-arg]
 

@@ -137,7 +137,8 @@ class Executor(_Executor):
     Every call's job has ``nodes`` x ``procs_per_node`` ranks, asks ``resources`` of each node, and has
     ``rules``, ``time_limit``, ``env`` and ``extensions``; each rank runs ``python`` (default: this interpreter's
     path, right when the jobs run on machines laid out like this one; give the cluster's own otherwise) on the
-    runner. :meth:`with_options` gives the same executor with another shape for some calls. A multi-rank
+    runner, after the shell lines of ``setup`` (bash, on every rank; :class:`~dispatch.executor.shape.Shape`).
+    :meth:`with_options` gives the same executor with another shape for some calls. A multi-rank
     function reads its place with ``dispatch.job.context()``; ``result()`` is rank 0's value, or with
     ``all_ranks`` the list of every rank's. A function the cluster cannot import by name (a lambda, a
     notebook's or a script's ``__main__``) travels by value; one from an importable module needs that module on
@@ -167,6 +168,7 @@ class Executor(_Executor):
         extensions: Sequence[Extension] = (),
         working_dir: str | None = None,
         python: str | None = None,
+        setup: Sequence[str] = (),
         all_ranks: bool = False,
         max_result_bytes: int | None = DEFAULT_MAX_RESULT_BYTES,
         poll: float = DEFAULT_POLL,
@@ -193,6 +195,7 @@ class Executor(_Executor):
             extensions=tuple(extensions),
             working_dir=working_dir,
             python=python or sys.executable,
+            setup=tuple(setup),
             all_ranks=all_ranks,
             max_result_bytes=max_result_bytes,
         )
@@ -246,6 +249,7 @@ class Executor(_Executor):
         extensions: Sequence[Extension] = _UNSET,
         working_dir: str | None = _UNSET,
         python: str = _UNSET,
+        setup: Sequence[str] = _UNSET,
         name: str | None = _UNSET,
         all_ranks: bool = _UNSET,
         max_result_bytes: int | None = _UNSET,
@@ -272,6 +276,7 @@ class Executor(_Executor):
             "extensions": extensions,
             "working_dir": working_dir,
             "python": python,
+            "setup": setup,
             "name": name,
             "all_ranks": all_ranks,
             "max_result_bytes": max_result_bytes,

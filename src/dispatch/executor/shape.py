@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dispatch.errors import SpecError
 from dispatch.extensions import Extension
 from dispatch.resources import Resources
 from dispatch.rules import RuleSet
@@ -26,8 +27,10 @@ DEFAULT_MAX_RESULT_BYTES = 256 * 1024 * 1024
 class Shape:
     """Every call's job: ``nodes`` x ``procs_per_node`` ranks asking ``resources`` of each node, its
     ``time_limit`` (seconds), ``rules``, ``env``, ``extensions`` and ``working_dir`` as a JobSpec has them, each
-    rank running ``python`` on the runner. ``name`` is the job's name (None: ``call <function>``); ``all_ranks``
-    makes ``result()`` every rank's value; ``max_result_bytes`` caps a pickled result (None: no cap)."""
+    rank running ``python`` on the runner, after the shell lines of ``setup`` when there are some (run by
+    ``bash`` on every rank, then ``exec`` of the interpreter: ``module load``, ``source venv/bin/activate``).
+    ``name`` is the job's name (None: ``call <function>``); ``all_ranks`` makes ``result()`` every rank's value;
+    ``max_result_bytes`` caps a pickled result (None: no cap)."""
 
     nodes: int = 1
     procs_per_node: int = 1
@@ -38,6 +41,7 @@ class Shape:
     extensions: tuple[Extension, ...] = ()
     working_dir: str | None = None
     python: str = sys.executable
+    setup: tuple[str, ...] = ()
     name: str | None = None
     all_ranks: bool = False
     max_result_bytes: int | None = DEFAULT_MAX_RESULT_BYTES
@@ -47,6 +51,9 @@ class Shape:
             raise ValueError(f"max_result_bytes must be positive or None, not {self.max_result_bytes!r}")
         object.__setattr__(self, "env", dict(self.env))
         object.__setattr__(self, "extensions", tuple(self.extensions))
+        if isinstance(self.setup, str) or not all(isinstance(line, str) for line in self.setup):
+            raise SpecError("setup", f"must be a list of shell lines, not {self.setup!r}")
+        object.__setattr__(self, "setup", tuple(self.setup))
         self.spec(("python",), "call")  # SpecError now for a field the job's spec would refuse
 
     def replace(self, **changes: Any) -> Shape:
@@ -55,6 +62,8 @@ class Shape:
 
     def spec(self, command: tuple[str, ...], default_name: str) -> JobSpec:
         """The job spec of one call: ``command`` with this shape, named ``name`` or else ``default_name``."""
+        if self.setup:
+            command = ("bash", "-c", "\n".join((*self.setup, 'exec "$@"')), "dispatch-setup", *command)
         return JobSpec(
             command=command,
             nodes=self.nodes,

@@ -187,6 +187,11 @@ def test_the_job_answers_as_submitits_does(executor: submitit.AutoExecutor, clus
     assert long.done() and cluster.get(long.job_id).stop_requested
 
 
+def test_setup_lines_run_before_the_function(executor: submitit.AutoExecutor) -> None:
+    executor.update_parameters(local_setup=["export GREETING='hi from setup'"])
+    assert executor.submit(os.getenv, "GREETING").result() == "hi from setup"
+
+
 def test_a_job_of_two_tasks_gives_every_tasks_result(executor: submitit.AutoExecutor) -> None:
     executor.update_parameters(tasks_per_node=2)
     job = executor.submit(ranks)

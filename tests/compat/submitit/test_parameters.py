@@ -91,8 +91,8 @@ def test_parameters_for_another_executor_are_checked_and_left_to_it() -> None:
         ({"partition": "gpu"}, "partition", "is no submitit parameter"),
         ({"gpus": 2}, "gpus", "is no submitit parameter"),
         ({"chronos_conda_file": "x"}, "chronos_conda_file", "is no submitit parameter"),
-        ({"slurm_setup": ["module load cuda"]}, "slurm_setup", "not carried by dispatch: dispatch runs no shell"),
-        ({"local_setup": ["source venv"]}, "local_setup", "not carried"),
+        ({"slurm_teardown": ["rm -r scratch"]}, "slurm_teardown", "not carried by dispatch: dispatch runs no shell"),
+        ({"slurm_setup": "module load cuda"}, "slurm_setup", "list of shell lines"),
         ({"slurm_srun_args": ["--cpu-bind=none"]}, "slurm_srun_args", "not carried"),
         ({"slurm_signal_delay_s": 120}, "slurm_signal_delay_s", "on SIGTERM"),
         ({"slurm_use_srun": False}, "slurm_use_srun", "not carried"),
@@ -121,14 +121,22 @@ def test_a_parameter_dispatch_cannot_honour_is_an_error_naming_it(
 
 
 def test_a_parameter_no_cluster_carries_is_refused_on_every_cluster() -> None:
-    with pytest.raises(ConfigError, match="slurm_setup"):
-        request_of({"slurm_setup": ["module load cuda"]}, "local")
+    with pytest.raises(ConfigError, match="slurm_srun_args"):
+        request_of({"slurm_srun_args": ["-v"]}, "local")
 
 
 def test_a_parameter_given_the_value_that_asks_nothing_is_accepted() -> None:
-    r = request_of({"slurm_setup": [], "slurm_use_srun": True, "stderr_to_stdout": False, "local_setup": ()}, "slurm")
+    nothing = {"slurm_srun_args": [], "slurm_use_srun": True, "stderr_to_stdout": False, "local_setup": ()}
+    r = request_of(nothing, "slurm")
     assert r.elsewhere == ("local_setup",)
     assert dataclasses.replace(r, elsewhere=()) == request_of({}, "slurm")
+
+
+def test_setup_lines_are_carried_for_the_clusters_own_executor() -> None:
+    lines = ["module load cuda", "export STAGE=setup"]
+    assert request_of({"slurm_setup": lines}, "slurm").setup == tuple(lines)
+    assert request_of({"local_setup": lines}, "local").setup == tuple(lines)
+    assert request_of({"slurm_setup": lines}, "local").setup == ()
 
 
 def test_a_bad_placement_names_the_parameter() -> None:

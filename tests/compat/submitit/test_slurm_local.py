@@ -6,6 +6,7 @@ checkpoint."""
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -27,16 +28,17 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 def add(a: int, b: int) -> int:
-    print(f"adding {a} and {b}", flush=True)
+    print(f"adding {a} and {b}, setup {os.environ.get('SUBMITIT_STYLE')}", flush=True)
     return a + b
 
 
 def test_a_submitit_script_runs_on_slurm(tmp_path: Path) -> None:
     with slurm_cluster("local") as (cluster, options):
         executor = submitit.AutoExecutor(folder=tmp_path / "%j", cluster=cluster, slurm_python=options["python"])
-        executor.update_parameters(timeout_min=10, cpus_per_task=1, name="submitit-style", slurm_use_srun=True)
-        with pytest.raises(ConfigError, match="slurm_setup"):
-            executor.update_parameters(slurm_setup=["module load cuda"])
+        setup = ["export SUBMITIT_STYLE=yes"]
+        executor.update_parameters(timeout_min=10, cpus_per_task=1, name="submitit-style", slurm_setup=setup)
+        with pytest.raises(ConfigError, match="slurm_srun_args"):
+            executor.update_parameters(slurm_srun_args=["--cpu-bind=none"])
         assert cluster.observer.list() == []
         try:
             a, b = list(range(12)), list(range(100, 112))
@@ -45,7 +47,7 @@ def test_a_submitit_script_runs_on_slurm(tmp_path: Path) -> None:
             scheduler_ids = [cluster.get(job.job_id).submissions[-1].scheduler_id or "" for job in jobs]
             assert len({sid.split("_")[0] for sid in scheduler_ids}) == 1, scheduler_ids  # one job array
             assert {job.state for job in jobs} == {"COMPLETED"}
-            assert "adding 0 and 100" in (jobs[0].stdout() or "")
+            assert "adding 0 and 100, setup yes" in (jobs[0].stdout() or "")
             assert cluster.get(jobs[0].job_id).spec.name == "submitit-style"
         finally:
             executor.executor.shutdown(wait=True, cancel_futures=True)

@@ -161,6 +161,7 @@ class AutoExecutor:
             procs_per_node=r.tasks_per_node,
             resources=r.resources,
             time_limit=r.time_limit,
+            setup=r.setup,
             name=r.name,
             extensions=r.extensions(),
             rules=rules_for(callable(getattr(fn, "checkpoint", None)), self._max_num_timeout),

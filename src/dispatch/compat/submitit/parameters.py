@@ -6,10 +6,10 @@ executor they are for (``slurm_partition``, ``slurm_time``, ``local_setup``; ``s
 name for Slurm alone). As in submitit, a prefixed name wins over the shared one on its own cluster, and a name
 prefixed for another executor is checked and left to that one (:attr:`Request.elsewhere`).
 
-Every name is either carried into the job (its resources, time limit, name, ``slurm.Placement``) or refused with
-a :class:`~dispatch.errors.ConfigError` naming it: a parameter dispatch cannot honour is never dropped. A
-parameter given the value that asks for nothing (``stderr_to_stdout=False``, ``use_srun=True``, an empty
-``setup``) is accepted, since dispatch does what it asks.
+Every name is either carried into the job (its resources, time limit, name, setup lines, ``slurm.Placement``) or
+refused with a :class:`~dispatch.errors.ConfigError` naming it: a parameter dispatch cannot honour is never
+dropped. A parameter given the value that asks for nothing (``stderr_to_stdout=False``, ``use_srun=True``, an
+empty ``srun_args``) is accepted, since dispatch does what it asks.
 """
 
 from __future__ import annotations
@@ -62,13 +62,15 @@ SLURM_CARRIED = frozenset(
         "exclusive",
         "array_parallelism",
         "additional_parameters",
+        "setup",
     }
 )
 """submitit's Slurm parameters that dispatch carries (``reservation`` too, through ``additional_parameters``)."""
 
+LOCAL_CARRIED = frozenset({"setup"})
+"""submitit's local parameters dispatch carries."""
+
 _SLURM_REFUSED = {
-    "setup": "dispatch runs no shell lines before the job (its command is an argv); put the environment in the"
-    " cluster's settings (`env`, `environment.pass`) or use an interpreter path that sets it up (slurm_python)",
     "teardown": "dispatch runs no shell lines after the job",
     "signal_delay_s": "dispatch asks a Checkpointable for its checkpoint on SIGTERM, which Slurm sends at the time"
     " limit and on preemption, with KillWait (30 s by default) before SIGKILL; no earlier signal is sent",
@@ -89,11 +91,13 @@ _SLURM_REFUSED = {
 """submitit's Slurm parameters that dispatch does not carry, and why."""
 
 _LOCAL_REFUSED = {
-    "setup": _SLURM_REFUSED["setup"],
     "visible_gpus": "the local adapter shares out the host's GPUs itself (its `gpus` setting)",
     "signal_delay_s": "dispatch asks a Checkpointable for its checkpoint on SIGTERM (the time limit), with the"
     " local adapter's `grace` before SIGKILL",
 }
+
+_CARRIED = {"slurm": SLURM_CARRIED, "local": LOCAL_CARRIED}
+_REFUSED = {"slurm": _SLURM_REFUSED, "local": _LOCAL_REFUSED}
 
 _INERT: dict[str, Any] = {"stderr_to_stdout": False, "use_srun": True}
 """Parameters whose value here asks for what dispatch does anyway."""
@@ -136,6 +140,7 @@ class Request:
     resources: Resources = field(default_factory=Resources)
     time_limit: float = DEFAULT_TIMEOUT_MIN * 60.0
     name: str | None = None
+    setup: tuple[str, ...] = ()
     placement: Mapping[str, str] = field(default_factory=dict)
     array_parallelism: int | None = None
     elsewhere: tuple[str, ...] = ()
@@ -182,7 +187,7 @@ def request_of(parameters: Mapping[str, Any], executor: str) -> Request:
             continue
         if rest in SHARED:
             asked[rest] = (key, value)  # the cluster's own value of a shared parameter wins
-        elif prefix != "slurm" or rest not in SLURM_CARRIED:
+        elif rest not in _CARRIED.get(prefix, frozenset()):
             continue  # a parameter dispatch does not carry, given the value that asks for nothing (checked)
         elif rest == "additional_parameters":
             for option, option_value in _additional(key, value).items():
@@ -196,20 +201,15 @@ def _check_known(key: str, prefix: str, rest: str, value: Any) -> None:
     """ConfigError for a name submitit's executor ``prefix`` does not know, or one dispatch does not carry."""
     if rest in SHARED:
         return
-    if prefix == "slurm":
-        if rest in SLURM_CARRIED:
-            return
-        refused = _SLURM_REFUSED
-    elif prefix == "local":
-        refused = _LOCAL_REFUSED
-    else:
-        refused = {}
+    carried = _CARRIED.get(prefix, frozenset())
+    if rest in carried:
+        return
+    refused = _REFUSED.get(prefix, {})
     if rest in refused:
         if _inert(rest, value):
             return
         raise ConfigError(key, f"is not carried by dispatch: {refused[rest]}")
-    own = SLURM_CARRIED | set(_SLURM_REFUSED) if prefix == "slurm" else set(refused)
-    known = sorted(SHARED) + sorted(own)
+    known = sorted(SHARED) + sorted(carried | set(refused))
     raise ConfigError(key, f"is no parameter of submitit's {prefix} executor (known: {', '.join(known)})")
 
 
@@ -265,6 +265,8 @@ def _request(asked: Mapping[str, tuple[str, Any]], elsewhere: tuple[str, ...]) -
             if not isinstance(value, bool):
                 raise ConfigError(key, f"dispatch carries exclusive=True or False, not {value!r}")
             values["exclusive"] = value
+        elif name == "setup":
+            values["setup"] = _lines(key, value)
         elif name in PLACEMENT:
             placement[name] = _text(key, value)
         elif name == "array_parallelism":
@@ -285,6 +287,12 @@ def _request(asked: Mapping[str, tuple[str, Any]], elsewhere: tuple[str, ...]) -
     except SpecError as exc:
         raise ConfigError(exc.path, exc.message) from None
     return Request(resources=resources, placement=placement, elsewhere=elsewhere, **values)
+
+
+def _lines(key: str, value: Any) -> tuple[str, ...]:
+    if isinstance(value, str) or not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(key, f"must be a list of shell lines, not {value!r}")
+    return tuple(value)
 
 
 def _text(key: str, value: Any) -> str:
