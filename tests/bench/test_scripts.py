@@ -60,6 +60,7 @@ TINY = {
     "records.py": ["--jobs", "20", "--executions", "2", "--stores", "memory"],
     "cli.py": ["--jobs", "20", "--repeat", "1", "--records", "sqlite"],
     "supervisors.py": ["--store", "memory", "--supervisors", "2", "--jobs", "4"],
+    "executor_wait.py": ["--calls", "3"],
 }
 """A case of a few seconds for each script that needs no cluster and no database server."""
 

@@ -190,15 +190,15 @@ def test_expired_sbatch_is_outcome_unknown() -> None:
         b.start(req())
 
 
-OPERATOR = Exchange("adminlevel", wrapped(ok("Operator\n")))
-"""The caller is an Operator in the accounting database: Slurm would let it lift an administrator's hold."""
+OPERATOR = ok("Operator\n")
+"""``sacctmgr``'s answer, in the first opening's script: the caller is an Operator in the accounting database, whom
+Slurm lets lift an administrator's hold."""
 
 
 def test_open_releases_our_gate_only() -> None:
     b, ex = backend(
         RELEASE_2605,
-        OPERATOR,
-        Exchange("scontrol release", wrapped(ok("7 release\n"))),
+        Exchange("scontrol release", wrapped(OPERATOR, ok("7 release\n"))),
         Exchange("scontrol release", wrapped(ok("7 admin\n"))),
         Exchange("scontrol release", wrapped(ok("7 open\n"))),
     )
@@ -210,7 +210,7 @@ def test_open_releases_our_gate_only() -> None:
 
 
 def test_open_of_a_purged_job_is_not_found() -> None:
-    b, _ = backend(RELEASE_2605, OPERATOR, Exchange("scontrol release", wrapped(ok(""))))
+    b, _ = backend(RELEASE_2605, Exchange("scontrol release", wrapped(OPERATOR, ok(""))))
     with pytest.raises(NotFound):
         b.open("7")
 
@@ -219,11 +219,13 @@ def test_open_many_is_one_squeue_and_one_release() -> None:
     out = "7 release\n8 admin\n10 release\n"
     b, ex = backend(
         RELEASE_2605,
-        OPERATOR,
-        Exchange("scontrol release", wrapped(fail("Job is no longer pending execution for job 10", 2, stdout=out))),
+        Exchange(
+            "scontrol release",
+            wrapped(OPERATOR, fail("Job is no longer pending execution for job 10", 2, stdout=out)),
+        ),
     )
     got = b.open_many(["7", "8", "9", "10"])
-    assert ex.scripts[-1].count("_dsp_call ") == 1 and "7,8,9,10" in ex.scripts[-1]
+    assert ex.scripts[-1].count("_dsp_call ") == 2 and "7,8,9,10" in ex.scripts[-1]  # sacctmgr, then the opening
     assert got[0] is None and isinstance(got[1], Rejected) and isinstance(got[2], NotFound)
     assert isinstance(got[3], Rejected)
 
@@ -231,7 +233,7 @@ def test_open_many_is_one_squeue_and_one_release() -> None:
 def test_a_caller_who_cannot_lift_an_admin_hold_opens_with_the_release_alone() -> None:
     """Slurm refuses an ordinary user's release of an administrator's hold, so no squeue reads the holds first:
     Slurm's answers (26.05's words, captured) say which job carried one, which had ended and which is unknown.
-    The caller's admin level is asked once."""
+    The caller's admin level is asked once, in the first opening's script (which reads the holds first)."""
     stderr = (
         "7,8,9,10 Access/permission denied for job 8\n"
         "7,8,9,10 Invalid job id specified for job 9\n"
@@ -240,10 +242,12 @@ def test_a_caller_who_cannot_lift_an_admin_hold_opens_with_the_release_alone() -
     )
     b, ex = backend(
         RELEASE_2605,
-        Exchange("adminlevel", wrapped(ok("None\n"))),
+        Exchange("adminlevel", wrapped(ok("None\n"), ok("6 release\n"))),
         Exchange("scontrol release", wrapped(fail(stderr, 2))),
         Exchange("scontrol release", wrapped(ok())),
     )
+    b.open("6")
+    assert "JobHeldUser) rel=" in ex.scripts[-1]  # not known yet: read the holds first
     got = b.open_many(["7", "8", "9", "10"])
     assert "squeue" not in ex.scripts[-1] and "7,8,9,10" in ex.scripts[-1]
     assert got[0] is None and got[3] is None

@@ -16,7 +16,7 @@ from dispatch.slurm.arrayids import ArrayIdError, text_ids
 from dispatch.slurm.arrayids import split as split_id
 from dispatch.slurm.core import SlurmCore, _job_id
 from dispatch.slurm.holds import HOLD_BASE, HOLD_SPAN, decode_hold, encode_hold
-from dispatch.slurm.scripts import Script
+from dispatch.slurm.scripts import Script, ScriptOutput
 
 OPEN_BATCH = 1000
 """Gates per script in :meth:`Gates.open_many` (an array's tasks kept together where they fit)."""
@@ -51,11 +51,12 @@ class Gates:
         self.core = core
         self._lifts_admin: bool | None = None
 
-    def lifts_admin_holds(self) -> bool:
+    def lifts_admin_holds(self) -> bool | None:
         """Whether Slurm lets this caller lift an administrator's hold (then opening a gate must first read the
         job's hold, as :data:`OPEN_GATES` does): root, the SlurmUser, or an Operator or Administrator in the
-        accounting database (``sacctmgr``, asked once per backend). Without accounting only the first two are;
-        when the answer cannot be read, yes."""
+        accounting database. Without accounting only the first two are. None until the database has answered:
+        the first opening asks it (``sacctmgr``, a call of the same script, which then reads the holds first
+        as for a privileged caller); an answer that cannot be read counts as yes."""
         if self._lifts_admin is None:
             user = self.core.facts.user
             slurm_user = self.core.facts.config.get("SlurmUser", "").split("(")[0].strip()
@@ -63,16 +64,14 @@ class Gates:
                 self._lifts_admin = True
             elif not self.core.facts.accounting_configured:
                 self._lifts_admin = False
-            else:
-                s = self.core.script()
-                s.shell(ADMIN_LEVEL, user)
-                try:
-                    call = self.core.run(s, False).call(0)
-                except DispatchError:
-                    return True  # asked again next time
-                level = call.stdout.strip().lower() if call is not None and call.ok else ""
-                self._lifts_admin = level not in ("none", "not set")
         return self._lifts_admin
+
+    def _admin_level(self, out: ScriptOutput, index: int) -> None:
+        """Read the caller's admin level from call ``index`` of ``out`` (:meth:`lifts_admin_holds`)."""
+        call = out.call(index)
+        if call is not None and call.status is not None:
+            level = call.stdout.strip().lower() if call.ok else ""
+            self._lifts_admin = level not in ("none", "not set")
 
     def open(self, scheduler_id: str) -> None:
         error = self.open_many([scheduler_id])[0]
@@ -102,14 +101,19 @@ class Gates:
         valid = [j for j in jids if isinstance(j, str)]
         if not valid:
             return [j if isinstance(j, NotFound) else None for j in jids]
-        direct = not self.lifts_admin_holds()
+        lifts = self.lifts_admin_holds()
+        direct = lifts is False
         s = self.core.script()
-        s.shell(RELEASE_GATES if direct else OPEN_GATES, ",".join(valid), RANGES)
+        if lifts is None:
+            s.shell(ADMIN_LEVEL, self.core.facts.user)
+        index = s.shell(RELEASE_GATES if direct else OPEN_GATES, ",".join(valid), RANGES)
         try:
             out = self.core.run(s, True, partial=True)
         except (Unavailable, OutcomeUnknown) as exc:
             return [j if isinstance(j, NotFound) else e for j, e in zip(jids, spread(exc, len(jids)), strict=True)]
-        call = out.call(0)
+        if lifts is None:
+            self._admin_level(out, 0)
+        call = out.call(index)
         if call is not None and call.status not in (0, 2, None):
             err = slurm_errors.error_for("open", call.stderr or call.stdout, write=True, status=call.status)
             return [j if isinstance(j, NotFound) else e for j, e in zip(jids, spread(err, len(jids)), strict=True)]
