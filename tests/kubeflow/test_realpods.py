@@ -1,0 +1,131 @@
+"""Real nodes beside kwok's (scripts/k8s/nodes-up.sh): kubelets with a containerd each, registered with the real
+control plane, whose pods are real containers on one CNI bridge.
+
+These tests start nothing: they read ``real_nodes`` from ``$DISPATCH_TEST_STATE/k8s/control-plane.json`` and fail,
+naming the script, when it lists fewer than two. Each pod asks for its node by name and tolerates the nodes' taint
+(``dispatch.dev/real=true:NoSchedule``), which keeps every other test's pods on the kwok nodes. The image is the
+busybox image nodes-up.sh imported into each node's containerd (no registry: ``imagePullPolicy: Never``).
+"""
+
+# ruff: noqa: F811  (the fixtures control_plane and k are imported from test_controlplane)
+
+from __future__ import annotations
+
+import ipaddress
+from typing import Any
+
+import pytest
+
+from .test_controlplane import CONTROL_PLANE_JSON, Kubectl, control_plane, k, wait_for  # noqa: F401
+
+pytestmark = pytest.mark.realpods
+
+TAINT = "dispatch.dev/real"
+
+
+@pytest.fixture(scope="module")
+def real_nodes(control_plane: dict[str, Any]) -> list[dict[str, Any]]:
+    nodes: list[dict[str, Any]] = control_plane.get("real_nodes") or []
+    if len(nodes) < 2:
+        pytest.fail(f"{CONTROL_PLANE_JSON} lists {len(nodes)} real nodes: start them with scripts/k8s/nodes-up.sh")
+    return nodes
+
+
+def pod(control_plane: dict[str, Any], name: str, node: str, script: str, *, tolerate: bool = True) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "nodeSelector": {"kubernetes.io/hostname": node},
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": 1,
+        "containers": [
+            {
+                "name": "main",
+                "image": control_plane["real_images"]["busybox"],
+                "imagePullPolicy": "Never",
+                "command": ["sh", "-c", script],
+            }
+        ],
+    }
+    if tolerate:
+        spec["tolerations"] = [{"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+def phase(k: Kubectl, name: str, *phases: str) -> dict[str, Any] | None:
+    p: dict[str, Any] = k.get("pod", name)
+    return p if p["status"].get("phase") in phases else None
+
+
+def test_the_real_nodes_are_ready_tainted_and_run_the_control_planes_release(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
+) -> None:
+    release = control_plane["components"]["kube-apiserver"]["version"]
+    for entry in real_nodes:
+        node = k.get("node", entry["name"], namespaced=False)
+        ready = [c for c in node["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "True", ready
+        info = node["status"]["nodeInfo"]
+        assert info["kubeletVersion"] == entry["kubelet"]["version"] == release
+        assert info["containerRuntimeVersion"] == entry["runtime"]["version"]
+        assert entry["runtime"]["version"].startswith("containerd://")
+        taints = {(t["key"], t.get("value"), t["effect"]) for t in node["spec"].get("taints") or []}
+        assert (TAINT, "true", "NoSchedule") in taints
+        assert node["metadata"]["labels"].get(TAINT) == "true"
+        assert {"type": "InternalIP", "address": entry["address"]} in node["status"]["addresses"]
+        assert "kwok.x-k8s.io/node" not in (node["metadata"].get("annotations") or {})
+
+
+def test_a_pod_that_does_not_tolerate_the_taint_stays_off_a_real_node(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
+) -> None:
+    k.apply(pod(control_plane, "intruder", real_nodes[0]["name"], "true", tolerate=False))
+
+    def unschedulable() -> str | None:
+        for c in k.get("pod", "intruder")["status"].get("conditions") or []:
+            if c["type"] == "PodScheduled" and c["status"] == "False":
+                return str(c.get("message", ""))
+        return None
+
+    message = wait_for("the scheduler's refusal", unschedulable)
+    assert "untolerated taint" in message, message  # kube-scheduler 1.36 names no key
+    assert not k.get("pod", "intruder")["spec"].get("nodeName")
+
+
+def test_each_real_node_runs_a_container_whose_log_and_exit_code_are_read(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
+) -> None:
+    """The output comes through kube-apiserver's pods/log from the kubelet, as containerd wrote it; exit 3 is 3."""
+    for entry in real_nodes:
+        name = f"exit3-{entry['name']}"
+        k.apply(pod(control_plane, name, entry["name"], 'echo "hello from $(hostname)"; echo to-stderr >&2; exit 3'))
+    for entry in real_nodes:
+        name = f"exit3-{entry['name']}"
+        done = wait_for(f"pod {name} Failed", lambda name=name: phase(k, name, "Failed", "Succeeded"), timeout=180)
+        assert done["status"]["phase"] == "Failed"
+        assert done["spec"]["nodeName"] == entry["name"]
+        term = done["status"]["containerStatuses"][0]["state"]["terminated"]
+        assert (term["exitCode"], term["reason"]) == (3, "Error"), term
+        assert term["containerID"].startswith("containerd://")
+        low, high = (ipaddress.ip_address(a) for a in entry["pod_range"].split("-"))
+        assert low <= ipaddress.ip_address(done["status"]["podIP"]) <= high, done["status"]["podIP"]
+        assert done["status"]["hostIP"] == entry["address"]
+        # containerd reads stdout and stderr from two pipes and stamps each line as it reads it: lines of the two
+        # streams written a moment apart may come in either order (seen both ways here)
+        assert sorted(k.run("logs", name).splitlines()) == [f"hello from {name}", "to-stderr"]
+
+
+def test_a_pod_on_one_real_node_reaches_a_pod_on_the_other_by_ip(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
+) -> None:
+    client_node, server_node = real_nodes[0]["name"], real_nodes[1]["name"]
+    serve = "mkdir -p /tmp/www && echo served-by-$(hostname) >/tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"
+    k.apply(pod(control_plane, "server", server_node, serve))
+    server = wait_for("pod server Running", lambda: phase(k, "server", "Running"), timeout=180)
+    ip = server["status"]["podIP"]
+    # (Debian's busybox-static 1.35 wget crashes with its own -T timeout: the timeout applet stands in)
+    fetch = f"for i in $(seq 20); do timeout 3 wget -q -O - http://{ip}:8080/ && exit 0; sleep 0.5; done; exit 1"
+    k.apply(pod(control_plane, "client", client_node, fetch))
+    done = wait_for("pod client done", lambda: phase(k, "client", "Succeeded", "Failed"), timeout=180)
+    log = k.run("logs", "client")
+    assert done["status"]["phase"] == "Succeeded", log
+    assert log.strip() == "served-by-server"
+    assert done["status"]["podIP"] != ip and done["spec"]["nodeName"] == client_node
