@@ -2,7 +2,7 @@
 # nodes-down.sh: stop what nodes-up.sh started (by its pid files, never by name): each real node's pods are deleted
 # through the API (while the control plane answers) so its kubelet tears their sandboxes and networks down, then
 # the kubelet, any container left (killed through its containerd) and the containerd; the Node objects are
-# deleted. --purge also removes the state (containerd roots, images, certificates), the kubelets' root mounts,
+# deleted; then CoreDNS. --purge also removes the state (containerd roots, images, certificates), the kubelets' root mounts,
 # their cgroups and the bridge nodes-up.sh made. The kubelet binary and the packages stay.
 # Env: DISPATCH_TEST_STATE, K8S_NODES_BRIDGE (dispatch-k8s0).
 set -euo pipefail
@@ -37,6 +37,8 @@ for D in "$S"/real-*; do
   stop_pidfile "$D/containerd.pid" containerd / 20
   kc delete node "$NAME" --wait=false >/dev/null 2>&1 || true
 done
+
+stop_pidfile "$S/coredns.pid" coredns / 10
 
 if [ "${1:-}" = --purge ]; then
   for D in "$S"/real-*; do

@@ -7,7 +7,8 @@
 # pause image (gcc, from the kubelet's module) and a busybox image (Debian's busybox-static) are written as OCI
 # layout tars and imported into each containerd. The nodes are tainted dispatch.dev/real=true:NoSchedule and
 # labelled dispatch.dev/real=true: only a pod that tolerates the taint runs there.
-# Adds `real_nodes` (each with its kubelet and runtime versions) and `real_images` to
+# CoreDNS (built from its Go module) serves the cluster domain on the bridge's address, the nodes' cluster DNS.
+# Adds `real_nodes` (each with its kubelet and runtime versions), `real_images` and `cluster_dns` to
 # $DISPATCH_TEST_STATE/k8s/control-plane.json. Host changes are limited to: the packages, one bridge with its
 # addresses, one cgroup per node in each v1 hierarchy, a shared bind mount of each kubelet's root directory on
 # itself, and the empty mount points /var/lib/kubelet and /var/log/containers. No sysctl of the host is written:
@@ -56,6 +57,25 @@ for p in bridge host-local loopback; do [ -x "$CNI_BIN/$p" ] || die "no $p CNI p
 BIN=$(bash "$HERE/controlplane-build.sh" nodes | tail -n 1)
 [ -x "$BIN/kubelet" ] || die "controlplane-build.sh nodes gave no kubelet"
 CONTAINERD_VERSION=$(dpkg-query -W -f '${Version}' containerd)
+# CoreDNS from its own Go module (scripts/k8s/coredns: only the plugins the cluster domain needs); it needs
+# client-go 0.37, so it cannot join the control plane's module graph. Keyed like the control plane's binaries.
+COREDNS_VERSION=v1.15.0
+CD_SRC=$HERE/coredns
+CD_BIN=$CP_ROOT/bin/coredns-$COREDNS_VERSION-$(cat "$CD_SRC/go.mod" "$CD_SRC/go.sum" "$CD_SRC/main.go" | sha256sum | cut -c1-12)
+if [ ! -x "$CD_BIN/coredns" ]; then
+  command -v go >/dev/null || die "no go on PATH (Go >= 1.26 is needed)"
+  exec 6>"$DISPATCH_TEST_STATE/k8s-cp-build.lock"  # one Go build at a time on the shared caches
+  flock -w 3600 6 || die "another Go build still holds $DISPATCH_TEST_STATE/k8s-cp-build.lock"
+  log "go build coredns $COREDNS_VERSION (nice ${CP_NICE:-10}; log: $DISPATCH_TEST_STATE/k8s-cp-build-coredns.log)"
+  LOGHINT=$DISPATCH_TEST_STATE/k8s-cp-build-coredns.log
+  mkdir -p "$CD_BIN.tmp"
+  (cd "$CD_SRC" && GOMODCACHE=$CP_GOMODCACHE GOCACHE=$CP_ROOT/go-build GOFLAGS="-buildvcs=false -mod=readonly" \
+    CGO_ENABLED=0 GOTOOLCHAIN=${GOTOOLCHAIN:-local} nice -n "${CP_NICE:-10}" \
+    go build -trimpath -ldflags "-s -w" -o "$CD_BIN.tmp/coredns" .) >"$LOGHINT" 2>&1 || die "go build coredns failed"
+  mv -f "$CD_BIN.tmp" "$CD_BIN"
+  LOGHINT=""
+  exec 6>&-
+fi
 
 # ------------------------------------------------------------------ 2. images (OCI layout tars, rebuilt when missing)
 I=$S/images
@@ -109,6 +129,35 @@ has_addr() { ip -4 -o addr show dev "$BRIDGE" | grep -q " $1/"; }
 has_addr "$NET.1" || ip addr add "$NET.1/24" dev "$BRIDGE"
 for ((n = 1; n <= COUNT; n++)); do has_addr "$NET.$((1 + n))" || ip addr add "$NET.$((1 + n))/32" dev "$BRIDGE"; done
 ip link set "$BRIDGE" up
+
+# ------------------------------------------------------------------ 4b. cluster DNS on the bridge's own address
+# CoreDNS answers the cluster domain from the API server (Services, headless Services' pods, pods by address) on
+# $NET.1:53, which every pod reaches on the bridge; names outside the cluster domain are not served.
+DNS_HEALTH=$((P + 680))
+if write_if_changed "$S/Corefile" 644; then
+  stop_pidfile "$S/coredns.pid" coredns / 10
+fi <<EOC
+cluster.local:53 {
+    bind $NET.1
+    errors
+    health 127.0.0.1:$DNS_HEALTH
+    kubernetes cluster.local {
+        kubeconfig $KC dispatch-cp
+        pods insecure
+        ttl 5
+    }
+}
+EOC
+dns_ok() { curl -sf "http://127.0.0.1:$DNS_HEALTH/health" >/dev/null; }
+if ! pidfile_alive "$S/coredns.pid" coredns /; then
+  port_free "$DNS_HEALTH" "CoreDNS (health)"
+  log "starting CoreDNS on $NET.1:53 (log: $S/coredns.log)"
+  setsid "$CD_BIN/coredns" -conf "$S/Corefile" >"$S/coredns.log" 2>&1 8>&- </dev/null &
+  echo $! >"$S/coredns.pid"
+  LOGHINT=$S/coredns.log
+  waitfor 60 "CoreDNS health" dns_ok
+  LOGHINT=""
+fi
 
 # ------------------------------------------------------------------ 5. each node: containerd, then the kubelet
 # cgroup_root NAME: NAME under every cgroup v1 hierarchy (the kubelet's cgroupRoot must exist); a new cpuset gets
@@ -261,6 +310,8 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, nodefs.inodesFree: 2%, imagefs.available: 2%}
 maxPods: 32
+clusterDNS: [$NET.1]
+clusterDomain: cluster.local
 EOT
   printf '1\n' >"$D/sysctl/vm.overcommit_memory"
   printf '0\n' >"$D/sysctl/vm.panic_on_oom"
@@ -308,9 +359,9 @@ for ((n = 1; n <= COUNT; n++)); do
     "$(kc get node "$NAME" -o 'jsonpath={.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}')")
 done
 python3 - "$JSON" "$TAINT_KEY" "$BRIDGE" "$NET.1" "$PAUSE_IMAGE" "$BUSYBOX_IMAGE" "$CONTAINERD_VERSION" \
-  "${rows[@]}" <<'EOP'
+  "$COREDNS_VERSION" "$(head -n 1 "$S/coredns.pid")" "${rows[@]}" <<'EOP'
 import json, sys
-out, taint, bridge, gateway, pause, busybox, containerd, *rows = sys.argv[1:]
+out, taint, bridge, gateway, pause, busybox, containerd, coredns, dns_pid, *rows = sys.argv[1:]
 with open(out) as f:
     doc = json.load(f)
 nodes = []
@@ -326,6 +377,7 @@ for i in range(0, len(rows), 8):
 doc["real_nodes"] = nodes
 doc["real_network"] = {"bridge": bridge, "host_address": gateway}
 doc["real_images"] = {"pause": pause, "busybox": busybox}
+doc["cluster_dns"] = {"address": gateway, "domain": "cluster.local", "coredns": coredns, "pid": int(dns_pid)}
 with open(out + ".new", "w") as f:
     json.dump(doc, f, indent=2)
 EOP

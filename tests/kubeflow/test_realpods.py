@@ -21,6 +21,8 @@ from .test_controlplane import CONTROL_PLANE_JSON, Kubectl, control_plane, k, wa
 pytestmark = pytest.mark.realpods
 
 TAINT = "dispatch.dev/real"
+# an HTTP server on port 8080 answering its pod's hostname
+SERVE = "mkdir -p /tmp/www && echo served-by-$(hostname) >/tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +119,7 @@ def test_a_pod_on_one_real_node_reaches_a_pod_on_the_other_by_ip(
     control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
 ) -> None:
     client_node, server_node = real_nodes[0]["name"], real_nodes[1]["name"]
-    serve = "mkdir -p /tmp/www && echo served-by-$(hostname) >/tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"
-    k.apply(pod(control_plane, "server", server_node, serve))
+    k.apply(pod(control_plane, "server", server_node, SERVE))
     server = wait_for("pod server Running", lambda: phase(k, "server", "Running"), timeout=180)
     ip = server["status"]["podIP"]
     # (Debian's busybox-static 1.35 wget crashes with its own -T timeout: the timeout applet stands in)
@@ -129,3 +130,45 @@ def test_a_pod_on_one_real_node_reaches_a_pod_on_the_other_by_ip(
     assert done["status"]["phase"] == "Succeeded", log
     assert log.strip() == "served-by-server"
     assert done["status"]["podIP"] != ip and done["spec"]["nodeName"] == client_node
+
+
+def test_a_headless_services_pod_is_found_by_name_through_cluster_dns(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
+) -> None:
+    """CoreDNS answers the cluster domain from the API server: the pod behind a headless Service by its hostname and
+    subdomain (as a JobSet names its pods) and the Service's own name, for a pod on the other node."""
+    dns = control_plane.get("cluster_dns")
+    if not dns:
+        pytest.fail(f"{CONTROL_PLANE_JSON} names no cluster DNS: start the nodes with scripts/k8s/nodes-up.sh")
+    k.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "svc"},
+            "spec": {"clusterIP": "None", "selector": {"app": "web"}, "ports": [{"port": 8080}]},
+        }
+    )
+    server = pod(control_plane, "web", real_nodes[1]["name"], SERVE)
+    server["metadata"]["labels"] = {"app": "web"}
+    server["spec"] |= {"hostname": "web", "subdomain": "svc"}
+    k.apply(server)
+    ip = wait_for("pod web Running", lambda: phase(k, "web", "Running"), timeout=180)["status"]["podIP"]
+    zone = f"{k.ns}.svc.{dns['domain']}"
+    resolve = (
+        'for i in $(seq 30); do a=$(nslookup "$1" | awk \'$1 == "Address:" && $2 !~ /:53$/ {print $2}\'); '
+        '[ -n "$a" ] && echo "$1 $a" && return 0; sleep 1; done; echo "$1 unresolved"; return 1'
+    )
+    script = (
+        f"resolve() {{ {resolve}; }}; grep nameserver /etc/resolv.conf; resolve web.svc.{zone} && resolve svc.{zone} "
+        f"&& timeout 3 wget -q -O - http://$(resolve web.svc.{zone} | cut -d' ' -f2):8080/"
+    )
+    k.apply(pod(control_plane, "asker", real_nodes[0]["name"], script))
+    done = wait_for("pod asker done", lambda: phase(k, "asker", "Succeeded", "Failed"), timeout=180)
+    log = k.run("logs", "asker")
+    assert done["status"]["phase"] == "Succeeded", log
+    assert log.splitlines() == [
+        f"nameserver {dns['address']}",
+        f"web.svc.{zone} {ip}",
+        f"svc.{zone} {ip}",
+        "served-by-web",
+    ]
