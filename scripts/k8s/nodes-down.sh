@@ -2,8 +2,9 @@
 # nodes-down.sh: stop what nodes-up.sh started (by its pid files, never by name): each real node's pods are deleted
 # through the API (while the control plane answers) so its kubelet tears their sandboxes and networks down, then
 # the kubelet, any container left (killed through its containerd) and the containerd; the Node objects are
-# deleted; then CoreDNS. --purge also removes the state (containerd roots, images, certificates), the kubelets' root mounts,
-# their cgroups and the bridge nodes-up.sh made. The kubelet binary and the packages stay.
+# deleted; then CoreDNS, and the real nodes' entries in control-plane.json. --purge also removes the state
+# (containerd roots, images, certificates), the kubelets' root mounts, their cgroups and the bridge nodes-up.sh
+# made. The binaries and the packages stay.
 # Env: DISPATCH_TEST_STATE, K8S_NODES_BRIDGE (dispatch-k8s0).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,6 +40,21 @@ for D in "$S"/real-*; do
 done
 
 stop_pidfile "$S/coredns.pid" coredns / 10
+JSON=$DISPATCH_TEST_STATE/k8s/control-plane.json
+if [ -s "$JSON" ]; then  # under controlplane-up.sh's lock: it writes the file whole
+  (
+    flock -w 600 7 || die "controlplane-up.sh holds its lock"
+    python3 - "$JSON" <<'EOP'
+import json, sys
+doc = json.load(open(sys.argv[1]))
+for key in ("real_nodes", "real_images", "real_network", "cluster_dns"):
+    doc.pop(key, None)
+with open(sys.argv[1] + ".new", "w") as f:
+    json.dump(doc, f, indent=2)
+EOP
+    mv -f "$JSON.new" "$JSON"
+  ) 7>"$DISPATCH_TEST_STATE/k8s/cp/up.lock"
+fi
 
 if [ "${1:-}" = --purge ]; then
   for D in "$S"/real-*; do
@@ -49,7 +65,7 @@ if [ "${1:-}" = --purge ]; then
       umount -R "$D/kubelet" 2>/dev/null || umount -l "$D/kubelet" 2>/dev/null || break
     done
     # overlay snapshots containerd left mounted
-    grep -o " $D/containerd/[^ ]*" /proc/self/mounts | sort -r | while read -r m; do umount "$m" || true; done
+    { grep -o " $D/containerd/[^ ]*" /proc/self/mounts || true; } | sort -r | while read -r m; do umount "$m" || true; done
     for h in /sys/fs/cgroup/*; do
       [ -d "$h/dispatch-k8s-$NAME" ] || continue
       find "$h/dispatch-k8s-$NAME" -depth -type d -exec rmdir {} \; 2>/dev/null || true
