@@ -4,8 +4,9 @@
 # k8s.io/kubernetes at the control plane's release by controlplane-build.sh) with a containerd of its own (Debian's
 # containerd, runc and CNI plugins), so pods there are real containers. Pods of every node share one CNI bridge
 # (bridge + host-local, a range of one /24 per node), so they reach each other by IP. Images need no registry: the
-# pause image (gcc, from the kubelet's module) and a busybox image (Debian's busybox-static) are written as OCI
-# layout tars and imported into each containerd. The nodes are tainted dispatch.dev/real=true:NoSchedule and
+# pause image (gcc, from the kubelet's module), a busybox image (Debian's busybox-static) and the training image
+# host-usr (the layout for the host's /usr, Python and code mounted read-only) are written as OCI layout tars and
+# imported into each containerd. The nodes are tainted dispatch.dev/real=true:NoSchedule and
 # labelled dispatch.dev/real=true: only a pod that tolerates the taint runs there.
 # CoreDNS (built from its Go module) serves the cluster domain on the bridge's address, the nodes' cluster DNS.
 # Adds `real_nodes` (each with its kubelet and runtime versions), `real_images` and `cluster_dns` to
@@ -39,6 +40,7 @@ NET=${K8S_NODES_NET:-10.201.0}
 TAINT_KEY=dispatch.dev/real
 PAUSE_IMAGE=dispatch.local/pause:3.10.2
 BUSYBOX_IMAGE=dispatch.local/busybox:1.35.0
+HOSTUSR_IMAGE=dispatch.local/host-usr:1
 case $COUNT in 1 | 2 | 3) ;; *) die "K8S_REAL_NODES must be 1 to 3 (one /24 holds 3 pod ranges of 64)" ;; esac
 if [ ! -s "$JSON" ] || [ ! -s "$CPS/ca.key" ]; then
   die "no control plane at $CPS: run scripts/k8s/controlplane-up.sh first"
@@ -103,6 +105,23 @@ if [ ! -s "$I/busybox.tar" ]; then
   LOGHINT=$I/build.log
   python3 "$HERE/nodes/oci_image.py" "$R" "$I/busybox.tar" "$BUSYBOX_IMAGE" --cmd sh >"$I/busybox.digest" \
     2>>"$LOGHINT" || die "writing the busybox image failed"
+  LOGHINT=""
+fi
+if [ ! -s "$I/host-usr.tar" ]; then
+  # The training image: the host's merged /usr layout and nothing in it. A pod mounts the host's /usr, its
+  # Python's prefix (torch inside) and the code read-only (hostPath), as the Slurm chroots do: no second copy
+  # of torch (GBs) to build or keep in step, and the ranks run the interpreter the host's tests run.
+  log "building the host-usr image (the layout for the host's /usr, mounted read-only)"
+  R=$I/host-usr-rootfs
+  rm -rf -- "$R"; mkdir -p "$R/usr" "$R/etc" "$R/tmp" "$R/root" "$R/proc" "$R/sys" "$R/dev" "$R/var/tmp"
+  chmod 1777 "$R/tmp" "$R/var/tmp"; chmod 700 "$R/root"
+  for d in bin sbin lib lib64; do ln -s "usr/$d" "$R/$d"; done
+  printf 'root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n' >"$R/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$R/etc/group"
+  printf 'hosts: files dns\n' >"$R/etc/nsswitch.conf"
+  LOGHINT=$I/build.log
+  python3 "$HERE/nodes/oci_image.py" "$R" "$I/host-usr.tar" "$HOSTUSR_IMAGE" --cmd /bin/sh >"$I/host-usr.digest" \
+    2>>"$LOGHINT" || die "writing the host-usr image failed"
   LOGHINT=""
 fi
 
@@ -259,7 +278,7 @@ EOT
     waitfor 60 "containerd of $NAME" ctr_ version
     LOGHINT=""
   fi
-  for img in pause:$PAUSE_IMAGE busybox:$BUSYBOX_IMAGE; do
+  for img in pause:$PAUSE_IMAGE busybox:$BUSYBOX_IMAGE host-usr:$HOSTUSR_IMAGE; do
     f=${img%%:*} ref=${img#*:}
     if [ "$(ctr_ images ls "name==$ref" 2>/dev/null | awk 'NR == 2 {print $3}')" != "$(cat "$I/$f.digest")" ]; then
       log "importing $ref into the containerd of $NAME"
@@ -358,10 +377,10 @@ for ((n = 1; n <= COUNT; n++)); do
     "$(head -n 1 "$D/containerd.pid")" "$NET.$((64 * n))-$NET.$((64 * n + 63))"
     "$(kc get node "$NAME" -o 'jsonpath={.status.nodeInfo.kubeletVersion} {.status.nodeInfo.containerRuntimeVersion}')")
 done
-python3 - "$JSON" "$TAINT_KEY" "$BRIDGE" "$NET.1" "$PAUSE_IMAGE" "$BUSYBOX_IMAGE" "$CONTAINERD_VERSION" \
+python3 - "$JSON" "$TAINT_KEY" "$BRIDGE" "$NET.1" "$PAUSE_IMAGE" "$BUSYBOX_IMAGE" "$HOSTUSR_IMAGE" "$CONTAINERD_VERSION" \
   "$COREDNS_VERSION" "$(head -n 1 "$S/coredns.pid")" "${rows[@]}" <<'EOP'
 import json, sys
-out, taint, bridge, gateway, pause, busybox, containerd, coredns, dns_pid, *rows = sys.argv[1:]
+out, taint, bridge, gateway, pause, busybox, host_usr, containerd, coredns, dns_pid, *rows = sys.argv[1:]
 with open(out) as f:
     doc = json.load(f)
 nodes = []
@@ -376,7 +395,7 @@ for i in range(0, len(rows), 8):
     })
 doc["real_nodes"] = nodes
 doc["real_network"] = {"bridge": bridge, "host_address": gateway}
-doc["real_images"] = {"pause": pause, "busybox": busybox}
+doc["real_images"] = {"pause": pause, "busybox": busybox, "host_usr": host_usr}
 doc["cluster_dns"] = {"address": gateway, "domain": "cluster.local", "coredns": coredns, "pid": int(dns_pid)}
 with open(out + ".new", "w") as f:
     json.dump(doc, f, indent=2)

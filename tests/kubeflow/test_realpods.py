@@ -11,16 +11,20 @@ busybox image nodes-up.sh imported into each node's containerd (no registry: ``i
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .test_controlplane import CONTROL_PLANE_JSON, Kubectl, control_plane, k, wait_for  # noqa: F401
+from .test_controlplane import CONTROL_PLANE_JSON, Kubectl, condition, control_plane, k, wait_for  # noqa: F401
 
 pytestmark = pytest.mark.realpods
 
 TAINT = "dispatch.dev/real"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # an HTTP server on port 8080 answering its pod's hostname
 SERVE = "mkdir -p /tmp/www && echo served-by-$(hostname) >/tmp/www/index.html && exec httpd -f -p 8080 -h /tmp/www"
 
@@ -172,3 +176,111 @@ def test_a_headless_services_pod_is_found_by_name_through_cluster_dns(
         f"svc.{zone} {ip}",
         "served-by-web",
     ]
+
+
+def host_torch_runtime(control_plane: dict[str, Any]) -> dict[str, Any]:
+    """A TrainingRuntime of the Trainer's torch plugin (as ``torch-distributed``) whose ranks run the host's Python
+    and torch and the repository's examples, all mounted read-only into the host-usr image, one rank per real node."""
+    prefixes = sorted({sys.base_prefix, sys.prefix})
+    mounts = [("usr", "/usr"), *((f"python{i}", p) for i, p in enumerate(prefixes)), ("examples", str(EXAMPLES))]
+    pod_spec = {
+        "nodeSelector": {TAINT: "true"},
+        "tolerations": [{"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+        "affinity": {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {
+                            "matchExpressions": [
+                                {"key": "trainer.kubeflow.org/trainjob-ancestor-step", "operator": "Exists"}
+                            ]
+                        },
+                        # (the key may not be in labelSelector too: kube-apiserver refuses the pod)
+                        "matchLabelKeys": ["jobset.sigs.k8s.io/jobset-name"],
+                    }
+                ]
+            }
+        },
+        "containers": [
+            {
+                "name": "node",
+                "image": control_plane["real_images"]["host_usr"],
+                "imagePullPolicy": "Never",
+                "volumeMounts": [
+                    {"name": name, "mountPath": "/examples" if name == "examples" else path, "readOnly": True}
+                    for name, path in mounts
+                ],
+            }
+        ],
+        "volumes": [{"name": name, "hostPath": {"path": path, "type": "Directory"}} for name, path in mounts],
+    }
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {"name": "host-torch"},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "groupName": "default",
+                            "replicas": 1,
+                            "template": {
+                                "metadata": {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}},
+                                "spec": {"template": {"spec": pod_spec}},
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+def test_a_trainjob_of_two_ranks_runs_on_the_two_real_nodes_through_the_torch_runtime(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
+) -> None:
+    """The real Trainer, JobSet and Job controllers, the scheduler and two kubelets: torchrun in each pod takes
+    the node rank, world size and master address the torch plugin gives it (``PET_*``), reaches rank 0 through
+    the JobSet's headless Service by cluster DNS, and each rank prints who it is."""
+    if importlib.util.find_spec("torch") is None:
+        pytest.fail("torch is not installed for this Python: scripts/training-deps.sh installs it")
+    k.apply(host_torch_runtime(control_plane))
+    runtime_ref = {"name": "host-torch", "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"}
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "hello"},
+        "spec": {
+            "runtimeRef": runtime_ref,
+            "trainer": {
+                "numNodes": 2,
+                "command": [sys.executable, "-m", "torch.distributed.run", "/examples/hello_ranks.py"],
+            },
+        },
+    }
+    # the Trainer's webhook may not have seen the runtime yet (docs/dev/k8s-control-plane.md): retried
+    wait_for("the TrainJob admitted", lambda: _created(k, trainjob), timeout=30)
+    wait_for("TrainJob hello Complete", lambda: condition(k.get("trainjob", "hello"), "Complete"), timeout=300)
+    pods = sorted(k.items("pods", "jobset.sigs.k8s.io/jobset-name=hello"), key=lambda p: p["metadata"]["name"])
+    assert [p["metadata"]["name"].rsplit("-", 1)[0] for p in pods] == ["hello-node-0-0", "hello-node-0-1"]
+    assert sorted(p["spec"]["nodeName"] for p in pods) == sorted(n["name"] for n in real_nodes[:2])
+    for rank, p in enumerate(pods):
+        lines = [line for line in k.run("logs", p["metadata"]["name"]).splitlines() if line.startswith("rank ")]
+        assert lines == [
+            *(f"rank {rank}/2 on hello-node-0-{rank} execution ?: step {step}" for step in range(3)),
+            f"rank {rank}: done (rendezvous hello-node-0-0.hello:29500)",
+        ], lines
+
+
+def _created(k: Kubectl, doc: dict[str, Any]) -> bool:
+    try:
+        k.apply(doc)
+    except AssertionError as e:
+        if "admission webhook" in str(e):
+            return False
+        raise
+    return True
