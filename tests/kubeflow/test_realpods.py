@@ -284,3 +284,92 @@ def _created(k: Kubectl, doc: dict[str, Any]) -> bool:
             return False
         raise
     return True
+
+
+# ------------------------------------------------------------------- what only a real kubelet can tell
+
+
+def limited(doc: dict[str, Any], memory: str) -> dict[str, Any]:
+    doc["spec"]["containers"][0]["resources"] = {"limits": {"memory": memory}}
+    return doc
+
+
+def test_the_memory_cgroup_kills_a_container_over_its_limit_read_oomkilled_137(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
+) -> None:
+    """busybox tail, looking for a newline in /dev/zero, holds all it reads: the memory cgroup's OOM killer ends
+    it (the container's own process) and the kubelet reports exit 137, OOMKilled."""
+    k.apply(limited(pod(control_plane, "oom", real_nodes[0]["name"], "echo start; exec tail </dev/zero"), "32Mi"))
+    done = wait_for("pod oom ended", lambda: phase(k, "oom", "Failed", "Succeeded"), timeout=180)
+    term = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (done["status"]["phase"], term["exitCode"], term["reason"]) == ("Failed", 137, "OOMKilled"), term
+
+
+def test_an_oom_kill_of_a_child_marks_a_container_that_exits_0_oomkilled(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
+) -> None:
+    """A child killed by the memory cgroup while the container's own process goes on and exits 0: the pod
+    Succeeded, its container reads exit 0 **and** reason OOMKilled (containerd reports any OOM event of the
+    container's cgroup). So OOMKilled alone does not say the program failed."""
+    script = "head -c 200m /dev/zero | tail >/dev/null; echo survived"
+    k.apply(limited(pod(control_plane, "oomchild", real_nodes[1]["name"], script), "32Mi"))
+    done = wait_for("pod oomchild ended", lambda: phase(k, "oomchild", "Failed", "Succeeded"), timeout=180)
+    term = done["status"]["containerStatuses"][0]["state"]["terminated"]
+    assert (done["status"]["phase"], term["exitCode"], term["reason"]) == ("Succeeded", 0, "OOMKilled"), term
+    assert k.run("logs", "oomchild").splitlines()[-1] == "survived"
+
+
+def test_a_deleted_pods_process_gets_sigterm_then_sigkill_after_its_grace_period(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl, tmp_path: Path
+) -> None:
+    """What a rank receives when its pod is deleted (preemption, eviction): SIGTERM at once, then, as it ignores
+    it, SIGKILL when terminationGracePeriodSeconds (5) has passed. The rank writes what it got to a hostPath
+    directory, stamped with the uptime clock, which the host shares."""
+    out = tmp_path / "signals"
+    out.mkdir(mode=0o777)
+    script = (
+        "trap 'echo TERM $(cut -d\" \" -f1 /proc/uptime) >>/out/got' TERM; "
+        "echo started $(cut -d' ' -f1 /proc/uptime) >>/out/got; while true; do sleep 0.2; done"
+    )
+    doc = pod(control_plane, "term", real_nodes[1]["name"], script)
+    doc["spec"]["terminationGracePeriodSeconds"] = 5
+    doc["spec"]["containers"][0]["volumeMounts"] = [{"name": "out", "mountPath": "/out"}]
+    doc["spec"]["volumes"] = [{"name": "out", "hostPath": {"path": str(out), "type": "Directory"}}]
+    k.apply(doc)
+    wait_for("the rank started", lambda: (out / "got").exists(), timeout=180)
+    t0 = uptime()
+    k.run("delete", "pod", "term", "--wait=true", "--timeout=60s")
+    gone = uptime() - t0
+    got = dict(line.split() for line in (out / "got").read_text().splitlines())
+    assert "TERM" in got, got
+    assert float(got["TERM"]) - t0 < 3, (got, t0)  # at once (kubectl and the kubelet's next sync)
+    assert 5 <= gone < 15, gone  # killed after the grace period, not before
+
+
+def uptime() -> float:
+    return float(Path("/proc/uptime").read_text().split()[0])
+
+
+def test_an_image_that_is_not_there_is_reported_by_the_kubelet_with_its_reason(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
+) -> None:
+    """Never pulled: ErrImageNeverPull. IfNotPresent, no registry answers: ErrImagePull, then ImagePullBackOff,
+    with containerd's words."""
+    for name, policy, node in (("never", "Never", real_nodes[0]), ("ifnotpresent", "IfNotPresent", real_nodes[1])):
+        doc = pod(control_plane, name, node["name"], "true")
+        doc["spec"]["containers"][0] |= {"image": "dispatch.local/not-there:1", "imagePullPolicy": policy}
+        k.apply(doc)
+
+    def waiting(name: str) -> dict[str, Any] | None:
+        for cs in k.get("pod", name)["status"].get("containerStatuses") or []:
+            w = cs.get("state", {}).get("waiting")
+            if w and w.get("reason") not in (None, "ContainerCreating"):
+                return dict(w)
+        return None
+
+    never = wait_for("pod never waiting", lambda: waiting("never"), timeout=180)
+    assert never["reason"] == "ErrImageNeverPull", never
+    assert 'image "dispatch.local/not-there:1" is not present with pull policy of Never' in never["message"]
+    pull = wait_for("pod ifnotpresent waiting", lambda: waiting("ifnotpresent"), timeout=180)
+    assert pull["reason"] in ("ErrImagePull", "ImagePullBackOff"), pull
+    assert "failed to resolve reference" in pull["message"], pull
