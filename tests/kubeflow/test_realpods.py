@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib.util
 import ipaddress
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -373,3 +375,44 @@ def test_an_image_that_is_not_there_is_reported_by_the_kubelet_with_its_reason(
     pull = wait_for("pod ifnotpresent waiting", lambda: waiting("ifnotpresent"), timeout=180)
     assert pull["reason"] in ("ErrImagePull", "ImagePullBackOff"), pull
     assert "failed to resolve reference" in pull["message"], pull
+
+
+def test_a_node_whose_kubelet_stops_answering_has_its_pods_evicted_and_ended_when_it_returns(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
+) -> None:
+    """The kubelet of the second node frozen (SIGSTOP): 60 s after its last heartbeat (the grace period here) the node
+    reads Ready=Unknown and is tainted unreachable, and 10 s later (the API server's default toleration) the taint
+    manager evicts the pod, which stays Terminating with its container still running: nobody on the node answers.
+    The kubelet let go again (SIGCONT) ends the container and the pod is gone."""
+    node = real_nodes[1]
+    k.apply(pod(control_plane, "stranded", node["name"], "while true; do sleep 1; done"))
+    wait_for("pod stranded Running", lambda: phase(k, "stranded", "Running"), timeout=180)
+    pid = int(node["kubelet"]["pid"])
+    assert Path(f"/proc/{pid}/comm").read_text().strip() == "kubelet", f"{pid} is not {node['name']}'s kubelet"
+
+    def ready() -> str:
+        conds = k.get("node", node["name"], namespaced=False)["status"]["conditions"]
+        return next(str(c["status"]) for c in conds if c["type"] == "Ready")
+
+    t0 = uptime()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_for("the node Ready=Unknown", lambda: ready() == "Unknown", timeout=150)
+        unknown = uptime() - t0
+
+        def evicted() -> dict[str, Any] | None:
+            p: dict[str, Any] = k.get("pod", "stranded")
+            reasons = [c.get("reason") for c in p["status"].get("conditions") or [] if c["type"] == "DisruptionTarget"]
+            return p if p["metadata"].get("deletionTimestamp") and reasons else None
+
+        p = wait_for("the pod evicted by the taint manager", evicted, timeout=60)
+        gone = uptime() - t0
+        target = next(c for c in p["status"]["conditions"] if c["type"] == "DisruptionTarget")
+        assert target["reason"] == "DeletionByTaintManager", target
+        # the grace period runs from the last heartbeat (a lease renewed every 10 s), not from the freeze
+        assert 45 <= unknown < 90 and 5 <= gone - unknown < 40, (unknown, gone)
+        assert "running" in p["status"]["containerStatuses"][0]["state"]  # nobody told the node
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        wait_for("the node Ready again", lambda: ready() == "True", timeout=120)  # for the tests after this one
+    wait_for("the pod gone", lambda: all(q["metadata"]["name"] != "stranded" for q in k.items("pods")), timeout=120)
