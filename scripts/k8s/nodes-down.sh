@@ -5,7 +5,7 @@
 # deleted; then CoreDNS, and the real nodes' entries in control-plane.json. --purge also removes the state
 # (containerd roots, images, certificates), the kubelets' root mounts, their cgroups and the bridge nodes-up.sh
 # made. The binaries and the packages stay.
-# Env: DISPATCH_TEST_STATE, K8S_NODES_BRIDGE (dispatch-k8s0).
+# Env: DISPATCH_TEST_STATE, K8S_NODES_BRIDGE (dispatch-k8s0), K8S_CP_PORT_BASE (17000).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=scripts/slurm/lib.sh
@@ -15,6 +15,7 @@ need_root
 S=$DISPATCH_TEST_STATE/k8s/nodes
 KC=$DISPATCH_TEST_STATE/k8s/cp/admin.kubeconfig
 BRIDGE=${K8S_NODES_BRIDGE:-dispatch-k8s0}
+P=${K8S_CP_PORT_BASE:-17000}  # in the cgroups' names, as nodes-up.sh names them
 [ -d "$S" ] || exit 0
 kc() { timeout 30 kubectl --kubeconfig "$KC" --request-timeout 10s "$@"; }
 no_tasks() { [ -z "$(ctr --address "$1/containerd.sock" -n k8s.io tasks ls -q 2>/dev/null)" ]; }
@@ -67,8 +68,8 @@ if [ "${1:-}" = --purge ]; then
     # overlay snapshots containerd left mounted
     { grep -o " $D/containerd/[^ ]*" /proc/self/mounts || true; } | sort -r | while read -r m; do umount "$m" || true; done
     for h in /sys/fs/cgroup/*; do
-      [ -d "$h/dispatch-k8s-$NAME" ] || continue
-      find "$h/dispatch-k8s-$NAME" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+      [ -d "$h/dispatch-k8s$P-$NAME" ] || continue
+      find "$h/dispatch-k8s$P-$NAME" -depth -type d -exec rmdir {} \; 2>/dev/null || true
     done
   done
   if ip link show "$BRIDGE" >/dev/null 2>&1; then

@@ -17,7 +17,7 @@
 # (protectKernelDefaults) bound over their files. A warm run with everything up returns in seconds.
 # Usage: nodes-up.sh
 # Env: DISPATCH_TEST_STATE, K8S_CP_ROOT, K8S_CP_PORT_BASE (17000: kubelet N listens on base+600+10N, its healthz
-#      on base+601+10N), K8S_REAL_NODES (2), K8S_NODES_BRIDGE (dispatch-k8s0), K8S_NODES_NET (10.201.0: the bridge
+#      on base+601+10N, CoreDNS's health on base+680; node N's cgroups are /dispatch-k8s<base>-real-N), K8S_REAL_NODES (2), K8S_NODES_BRIDGE (dispatch-k8s0), K8S_NODES_NET (10.201.0: the bridge
 #      .1, node N .(1+N), node N's pods .(64N) to .(64N+63)), CP_NICE (the kubelet's build; 10).
 # See docs/dev/k8s-control-plane.md (Real nodes). Stop: scripts/k8s/nodes-down.sh.
 set -euo pipefail
@@ -307,7 +307,7 @@ apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
 cgroupDriver: cgroupfs
-cgroupRoot: /dispatch-k8s-$NAME
+cgroupRoot: /dispatch-k8s$P-$NAME
 containerRuntimeEndpoint: unix://$D/containerd.sock
 address: $IP
 port: $KPORT
@@ -344,7 +344,7 @@ EOT
     stop_pidfile "$D/kubelet.pid" kubelet / 20
   fi
   if ! pidfile_alive "$D/kubelet.pid" kubelet /; then
-    cgroup_root "dispatch-k8s-$NAME"
+    cgroup_root "dispatch-k8s$P-$NAME"
     mountpoint -q "$D/kubelet" || mount --bind "$D/kubelet" "$D/kubelet"
     mount --make-rshared "$D/kubelet"
     port_free "$KPORT" "the kubelet of $NAME"
