@@ -300,7 +300,7 @@ current-context: dispatch-cp
 EOK
   # cgroup v1 (failCgroupV1 off) through cgroupfs: containerd 1.6 has no RuntimeConfig call to name its driver.
   # Only a holder of a certificate of the control plane's CA reaches the kubelet's API (kube-apiserver's pods/log,
-  # exec). Image garbage collection and disk-pressure eviction are kept out of the way of the imported images and
+  # exec). No iptables chains of the kubelet's own (KUBE-FIREWALL, its canaries) on this shared host. Image garbage collection and disk-pressure eviction are kept out of the way of the imported images and
   # of the other users of this shared disk.
   if write_if_changed "$D/kubelet.yaml" 644; then changed=1; fi <<EOT
 apiVersion: kubelet.config.k8s.io/v1beta1
@@ -329,6 +329,7 @@ imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99
 evictionHard: {memory.available: 100Mi, nodefs.available: 2%, nodefs.inodesFree: 2%, imagefs.available: 2%}
 maxPods: 32
+makeIPTablesUtilChains: false
 clusterDNS: [$NET.1]
 clusterDomain: cluster.local
 EOT
