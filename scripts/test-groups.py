@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Run the test suite as independent pytest groups in parallel: one per real cluster, the apiserver tests, the
-control-plane tests, the rest.
+control-plane tests, the real-pod tests, the rest.
 
 Why groups and not pytest-xdist: the tests that use a real Slurm cluster inject faults into it (preemptions, a
 killed slurmd, a restarted slurmctld), so two of them must never run on the same cluster at once; tests on
@@ -28,11 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Markers that bind a test to one real cluster. A test carrying two of them runs in the group listed first.
 CLUSTER_MARKERS = ("slurm_local", "slurm_sid", "slurm_trixie", "gridengine")
-# Markers of their own group, run beside the cluster groups: the real apiextensions-apiserver and the real Kubernetes
-# control plane are injected with no faults by anyone (each test has its own namespace there), and their tests are
-# long enough (the Kubeflow suites on them) to lengthen `rest` by minutes. A test carrying two of them runs in the
-# group listed first.
-OWN_GROUP_MARKERS = ("apiserver", "controlplane")
+# Markers of their own group, run beside the cluster groups: the real apiextensions-apiserver, the real Kubernetes
+# control plane and its real nodes (kubelets with containerd) are injected with no faults by anyone (each test has
+# its own namespace there, and the real nodes' taint keeps every other pod off them), and their tests are long
+# enough (the Kubeflow suites on them) to lengthen `rest` by minutes. A test carrying two of them runs in the group
+# listed first.
+OWN_GROUP_MARKERS = ("apiserver", "controlplane", "realpods")
 # Markers whose daemons the test command does not start: left out of every group (none today).
 NOT_STARTED_MARKERS: tuple[str, ...] = ()
 # Folders of tests that need no daemon but enough CPU time that `rest`, run serially, would be the longest group:

@@ -8,8 +8,9 @@
 # binary there and returns in well under a second. The module and build caches
 # (/opt/dispatch-k8s-cp/gomod, /opt/dispatch-k8s-cp/go-build) are kept, so a change of one
 # pin recompiles only what changed.
-# Usage: controlplane-build.sh [core|controllers|all]   (default all; core = etcd, the three
-#        kube-* binaries and kwok; controllers = JobSet, Kueue, Trainer)
+# Usage: controlplane-build.sh [core|controllers|all|nodes]   (default all; core = etcd, the three
+#        kube-* binaries and kwok; controllers = JobSet, Kueue, Trainer; nodes = the kubelet of the real
+#        nodes, scripts/k8s/nodes-up.sh)
 # Env: K8S_CP_ROOT (default /opt/dispatch-k8s-cp), CP_NICE (default 10),
 #      DISPATCH_TEST_STATE. See docs/dev/k8s-control-plane.md.
 set -euo pipefail
@@ -26,7 +27,8 @@ case $what in
   core) names=("${CP_CORE[@]}") ;;
   controllers) names=("${CP_CONTROLLERS[@]}") ;;
   all) names=("${CP_CORE[@]}" "${CP_CONTROLLERS[@]}") ;;
-  *) die "usage: $0 [core|controllers|all]" ;;
+  nodes) names=("${CP_NODES[@]}") ;;
+  *) die "usage: $0 [core|controllers|all|nodes]" ;;
 esac
 
 BIN=$(cp_bin)
@@ -63,7 +65,8 @@ pkgs=()
 for n in "${missing[@]}"; do pkgs+=("${CP_PKG[$n]}"); done
 out=$CP_ROOT/out.$$
 rm -rf -- "$out"; mkdir -p "$out"
-LOGHINT=$DISPATCH_TEST_STATE/k8s-cp-build.log
+suffix=-$what; [ "$what" != all ] || suffix=""
+LOGHINT=$DISPATCH_TEST_STATE/k8s-cp-build$suffix.log
 log "go build ${missing[*]} (nice ${CP_NICE:-10}; log: $LOGHINT)"
 (cd "$CP_SRC" && nice -n "${CP_NICE:-10}" go build -trimpath -ldflags "$ld" -o "$out/" "${pkgs[@]}") \
   >"$LOGHINT" 2>&1 || die "go build failed"

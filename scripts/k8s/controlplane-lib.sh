@@ -24,15 +24,19 @@ declare -A CP_PKG=(
   [jobset]=sigs.k8s.io/jobset
   [kueue]=sigs.k8s.io/kueue/cmd/kueue
   [trainer-controller-manager]=github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager
+  [kubelet]=k8s.io/kubernetes/cmd/kubelet
 )
 # name -> the version it reports
 declare -A CP_VERSION=(
   [etcd]=$ETCD_VERSION [kube-apiserver]=$KUBE_VERSION [kube-controller-manager]=$KUBE_VERSION
   [kube-scheduler]=$KUBE_VERSION [kwok]=$KWOK_VERSION [jobset]=$JOBSET_VERSION
-  [kueue]=$KUEUE_VERSION [trainer-controller-manager]=$TRAINER_VERSION
+  [kueue]=$KUEUE_VERSION [trainer-controller-manager]=$TRAINER_VERSION [kubelet]=$KUBE_VERSION
 )
 CP_CORE=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 CP_CONTROLLERS=(jobset kueue trainer-controller-manager)
+# The real nodes' kubelet (scripts/k8s/nodes-up.sh): the same module graph, so it shares the build cache, and a
+# package that k8s.io/kubernetes already holds, so go.mod and go.sum need no line for it.
+CP_NODES=(kubelet)
 
 # The binaries live in a directory keyed by the versions: a hash of the module pins (go.mod,
 # go.sum), etcd's own main and CP_BUILD_FLAGS_VERSION (bump it when the go build flags in

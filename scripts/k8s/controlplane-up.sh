@@ -95,7 +95,9 @@ start() {
 }
 
 # ------------------------------------------------------------------ 2. etcd
+NEW_STORE=0
 if ! pidfile_alive "$S/etcd.pid" etcd /; then
+  NEW_STORE=1
   # a store that is gone takes everything built on it
   for n in trainer:trainer-control kueue:kueue jobset:jobset kwok:kwok kube-scheduler:kube-scheduler \
     kube-controller-manager:kube-controller kube-apiserver:kube-apiserver; do
@@ -280,14 +282,20 @@ for n in "${CP_CORE[@]}" "${CP_CONTROLLERS[@]}"; do
   pidfile_alive "$pf" "${COMM[$n]:-$n}" / || continue
   rows+=("$n" "${CP_VERSION[$n]}" "${ADDR[$n]}" "$(head -n 1 "$pf")")
 done
-python3 - "$JSON" "$S" "$URL" "$NODES" "https://127.0.0.1:$((TRAINER_PORT + 20))" "${rows[@]}" <<'EOP'
-import json, sys
-out, s, url, nodes, status, *rows = sys.argv[1:]
+python3 - "$JSON" "$S" "$URL" "$NODES" "https://127.0.0.1:$((TRAINER_PORT + 20))" "$NEW_STORE" "${rows[@]}" <<'EOP'
+import json, os, sys
+out, s, url, nodes, status, new_store, *rows = sys.argv[1:]
 comps = {rows[i]: {"version": rows[i + 1], "address": rows[i + 2], "pid": int(rows[i + 3])} for i in range(0, len(rows), 4)}
 doc = {"server": url, "kubeconfig": f"{s}/admin.kubeconfig", "ca": f"{s}/ca.crt", "client_cert": f"{s}/admin.crt",
        "client_key": f"{s}/admin.key", "nodes": [f"kwok-node-{i}" for i in range(int(nodes))], "components": comps}
 if "trainer-controller-manager" in comps:  # its status server (TrainJobStatus), as this host reaches it
     doc["trainer_status_server"] = status
+# The real nodes (scripts/k8s/nodes-up.sh) stay listed while their Nodes can be in the store; a new store has none
+# of them, and nodes-up.sh registers them again.
+if new_store == "0" and os.path.exists(out):
+    with open(out) as f:
+        old = json.load(f)
+    doc |= {key: old[key] for key in ("real_nodes", "real_images", "real_network", "cluster_dns") if key in old}
 with open(out + ".new", "w") as f:
     json.dump(doc, f, indent=2)
 EOP

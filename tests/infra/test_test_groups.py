@@ -61,6 +61,8 @@ def test_the_control_plane_tests_are_a_group_of_their_own() -> None:
     # a cluster marker wins over an own-group marker, the first own-group marker over a later one
     assert selecting({"controlplane", "slurm_local"}) == ["local"]
     assert selecting({"controlplane", "apiserver"}) == ["apiserver"]
+    assert selecting({"realpods"}) == ["realpods"]
+    assert selecting({"realpods", "controlplane"}) == ["controlplane"]
 
 
 def test_every_marker_the_groups_name_is_declared_in_pyproject() -> None:

@@ -216,6 +216,15 @@ def test_oom_killed_reads_out_of_memory() -> None:
     assert ended(r) == (State.FAILED, Cause.OUT_OF_MEMORY, 137)
 
 
+def test_oom_killed_with_exit_0_does_not_explain_another_ranks_failure() -> None:
+    """containerd marks a container OOMKilled when any process of its cgroup was, and the rank may go on and exit
+    0 (seen on the real nodes: tests/kubeflow/test_realpods.py): the failure is the other rank's exit 3."""
+    survived = pod("p0", phase="Succeeded", state=terminated(0, "OOMKilled"))
+    failed = pod("p1", phase="Failed", state=terminated(3), index=1)
+    r = reading(trainjob(FAILED), [survived, failed])
+    assert ended(r) == (State.FAILED, Cause.EXIT, 3)
+
+
 def test_oom_in_an_earlier_container_instance_counts() -> None:
     r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(1), last=terminated(137, "OOMKilled"))])
     assert ended(r)[:2] == (State.FAILED, Cause.OUT_OF_MEMORY)

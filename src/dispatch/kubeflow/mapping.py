@@ -28,7 +28,7 @@ pod ``DisruptionTarget`` ``DeletionByTaintManager``/``DeletionByPodGC`` failed /
 pod ``DisruptionTarget`` ``TerminationByKubelet``                     failed / node-lost
 pod ``DisruptionTarget`` ``EvictionByEvictionAPI``, node cordoned      failed / cessation (a drain)
 pod ``DisruptionTarget`` ``EvictionByEvictionAPI``, node in service   failed / preempted
-container ``OOMKilled``                                               failed / out-of-memory
+container ``OOMKilled``, exit code not 0                              failed / out-of-memory
 pod on a node NotReady/Unknown before any own exit code, or deleted   failed / node-lost
 container waiting ``ErrImagePull``/``ImagePullBackOff``/``InvalidImageName``/``ErrImageNeverPull``
   (the image does not exist or cannot be named: the job's own)        failed / not-launchable
@@ -338,7 +338,9 @@ def pod_cause(
     for pod in ordered:
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             for term in ((cs.get("state") or {}).get("terminated"), (cs.get("lastState") or {}).get("terminated")):
-                if term and term.get("reason") == "OOMKilled":
+                # containerd reports OOMKilled for any OOM kill in the container's cgroup: with exit 0 only a
+                # child was killed and the rank went on to succeed (seen on the real nodes)
+                if term and term.get("reason") == "OOMKilled" and term.get("exitCode", 137) != 0:
                     return Cause.OUT_OF_MEMORY, int(term.get("exitCode", 137)), "OOMKilled"
     own = first_own_failure(ordered)
     for pod in ordered:
