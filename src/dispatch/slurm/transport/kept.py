@@ -10,9 +10,10 @@ The script is parsed whole before it runs (a compound command), so it reads noth
 its ``exit`` and ``trap ... EXIT`` are the subshell's; its standard error comes back after its status. A script
 whose input follows it (a payload, :data:`dispatch.slurm.scripts.PAYLOAD_MIN`) is not run here: the caller runs
 it in a shell of its own. When the shell dies, or a script runs past its timeout (the shell's process group is
-killed), the script's answer is :class:`TransportFailure` with what it printed; a shell that answered nothing
-at all (a kept SSH session that went stale) is replaced and the script sent once more: no byte came back, so its
-first line (the script's start marker) never ran.
+killed), the script's answer is :class:`TransportFailure` with what it printed and the end of what the shell (or
+``ssh``) said on its standard error; a shell that answered nothing at all (a kept SSH session that went stale, a
+connection refused) is dropped and the script runs in a shell of its own, whose failure says why (a host key, a
+refused login): no byte came back, so its first line (the script's start marker) never ran.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import select
 import shlex
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -48,11 +50,12 @@ class _Shell:
     """One kept ``bash``: its process and the bytes it printed past the last script's end."""
 
     def __init__(self, argv: Sequence[str], env: dict[str, str] | None) -> None:
+        self.errors = tempfile.TemporaryFile()  # what the shell (or ssh) says itself, for a failure's message
         self.proc = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self.errors,
             env=env,
             start_new_session=True,
         )
@@ -95,18 +98,28 @@ class _Shell:
             chunk = os.read(self.fd, 65536)
             if not chunk:
                 self.kill()
+                said = self.said()
                 if not data:
-                    raise _Gone("the kept shell ended", Result(returncode=-1))
-                raise TransportFailure("the kept shell ended", _partial(data, token))
+                    raise _Gone(f"the kept shell ended{said}", Result(returncode=-1))
+                raise TransportFailure(f"the kept shell ended{said}", _partial(data, token))
             data += chunk
         return _result(bytes(data), token)
+
+    def said(self) -> str:
+        """``: <the last line or two the shell wrote on its standard error>``, or nothing."""
+        try:
+            self.errors.seek(0)
+            text = self.errors.read()[-300:].decode("utf-8", "replace").strip()
+        except (OSError, ValueError):
+            return ""
+        return f": {text}" if text else ""
 
     def kill(self) -> None:
         with contextlib.suppress(OSError):
             os.killpg(self.proc.pid, signal.SIGKILL)
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
-        for f in (self.proc.stdin, self.proc.stdout):
+        for f in (self.proc.stdin, self.proc.stdout, self.errors):
             with contextlib.suppress(OSError):
                 if f is not None:
                     f.close()
@@ -157,20 +170,19 @@ class KeptShells:
     def run(self, script: str, timeout: float) -> Result:
         if "_dsp_pay=" in script:
             return self._once(script, timeout)
-        for attempt in range(2):
-            shell = self._take()
-            if shell is None:
-                return self._once(script, timeout)
-            try:
-                result = shell.run(script, timeout, self._cwd())
-            except TransportFailure as exc:
-                self._lost(shell)
-                if attempt == 0 and isinstance(exc, _Gone):
-                    continue  # nothing came back: the script never started; a fresh shell tries it once more
-                raise
-            self._give_back(shell)
-            return result
-        raise AssertionError("unreachable")
+        shell = self._take()
+        if shell is None:
+            return self._once(script, timeout)
+        try:
+            result = shell.run(script, timeout, self._cwd())
+        except _Gone:
+            self._lost(shell)
+            return self._once(script, timeout)  # nothing came back, nothing ran: a shell of its own says why
+        except TransportFailure:
+            self._lost(shell)
+            raise
+        self._give_back(shell)
+        return result
 
     def _take(self) -> _Shell | None:
         with self._lock:
@@ -217,3 +229,5 @@ class KeptShells:
                 shell.proc.wait(timeout=2)
             if shell.proc.poll() is None:
                 shell.kill()
+            with contextlib.suppress(OSError):
+                shell.errors.close()
