@@ -50,7 +50,8 @@ class _Shell:
     """One kept ``bash``: its process and the bytes it printed past the last script's end."""
 
     def __init__(self, argv: Sequence[str], env: dict[str, str] | None) -> None:
-        self.errors = tempfile.TemporaryFile()  # what the shell (or ssh) says itself, for a failure's message
+        # what the shell (or ssh) says itself, for a failure's message; closed by kill() and KeptShells.close()
+        self.errors = tempfile.TemporaryFile()  # noqa: SIM115
         self.proc = subprocess.Popen(
             list(argv),
             stdin=subprocess.PIPE,
