@@ -144,7 +144,8 @@ if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
   log "creating the bridge $BRIDGE ($NET.0/24)"
   ip link add name "$BRIDGE" type bridge
 fi
-has_addr() { ip -4 -o addr show dev "$BRIDGE" | grep -q " $1/"; }
+# the listing read whole first: `ip ... | grep -q` under pipefail fails when grep stops reading before ip's next line
+has_addr() { local a; a=$(ip -4 -o addr show dev "$BRIDGE"); [[ $a == *" $1/"* ]]; }
 has_addr "$NET.1" || ip addr add "$NET.1/24" dev "$BRIDGE"
 for ((n = 1; n <= COUNT; n++)); do has_addr "$NET.$((1 + n))" || ip addr add "$NET.$((1 + n))/32" dev "$BRIDGE"; done
 ip link set "$BRIDGE" up
