@@ -9,30 +9,16 @@ import concurrent.futures
 import os
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import dispatch
 from dispatch.cluster import Cluster
 from dispatch.errors import SpecError
 from dispatch.executor import Executor
-from dispatch.records.memory import MemoryRecords
 from dispatch.resources import Resources
 
 from . import scenarios
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    with dispatch.open(
-        "local", adapter={"stateDir": str(tmp_path / "state"), "grace": 1}, records=MemoryRecords()
-    ) as c:
-        yield c
-        for job in c.observer.list(active_only=True):
-            c.operator.stop(job.id)
 
 
 class Submissions:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -23,16 +21,6 @@ from dispatch.outcome import State
 from dispatch.records.memory import MemoryRecords
 
 from . import scenarios
-
-
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    with dispatch.open(
-        "local", adapter={"stateDir": str(tmp_path / "state"), "grace": 1}, records=MemoryRecords()
-    ) as c:
-        yield c
-        for job in c.observer.list(active_only=True):
-            c.operator.stop(job.id)
 
 
 @pytest.fixture
