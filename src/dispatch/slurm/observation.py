@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
+from typing import NamedTuple
 
 from dispatch.adapterkit.identity import execution_identity, submission_of
 from dispatch.adapterkit.programs import program
@@ -30,7 +31,7 @@ from dispatch.slurm.parse import (
     parse_squeue_text,
     text_settles,
 )
-from dispatch.spi import ExecutionEvidence, Gate, JobEvidence
+from dispatch.spi import ExecutionEvidence, Gate, JobEvidence, RankProgress
 
 log = logging.getLogger("dispatch.slurm.backend")
 ARRAY_PREFIX = "dspa-"
@@ -41,9 +42,9 @@ SACCT_TEXT = program("dispatch.slurm", "sacct-text.sh")
 """``programs/sacct-text.sh``: 22.05's text ``sacct`` of the jobs ``$1``, the fields ``$2``."""
 
 
-@dataclass(frozen=True)
-class _Observed:
-    """squeue's view of a job (None when gone) and sacct's executions (oldest first)."""
+class _Observed(NamedTuple):
+    """squeue's view of a job (None when gone) and sacct's executions (oldest first). A named tuple, not a
+    frozen dataclass: one is built per job per cycle, and a tuple costs a third of one."""
 
     live: SlurmJob | None
     history: tuple[SlurmJob, ...]
@@ -104,7 +105,7 @@ class Observation:
             for jid, history in self.history(gone).items():
                 if jid in wanted and history:
                     result[jid] = _Observed(None, tuple(history))
-        return {j: replace(result[j], progress=raw[j]) if j in raw else result[j] for j in jids if j in result}
+        return {j: result[j]._replace(progress=raw[j]) if j in raw else result[j] for j in jids if j in result}
 
     def _observe_json(self, jids: list[str]) -> dict[str, _Observed]:
         s = self.core.script()
@@ -163,6 +164,9 @@ class Observation:
         """The evidence of one job. ``memo`` shares readings between jobs whose records map alike within one
         observation (thousands of gated jobs are one reading)."""
         now = self.core.clock.now()
+        live = obs.live
+        if live is not None and not obs.history and memo is not None and live.state != "FAILED":
+            return self._listed_evidence(jid, live, obs.progress, now, memo)
         marker_job = obs.live or obs.history[-1]
         submission = submission_of(marker_job.name)  # an array task's name is its array's: submission 1
         executions: list[ExecutionEvidence] = []
@@ -200,6 +204,51 @@ class Observation:
             holds=(self.core.hold_name(reading.hold),) if reading.hold else (),
             foreign_holds=(reading.foreign_hold,) if reading.foreign_hold else (),
             executions=tuple(executions),
+        )
+
+    def _listed_evidence(
+        self,
+        jid: str,
+        live: SlurmJob,
+        raw: Mapping[int, str] | None,
+        now: float,
+        memo: dict[tuple[object, ...], Reading],
+    ) -> JobEvidence:
+        """:meth:`_evidence_of` of a job the listing alone shows (no accounting history; not ``FAILED``, so no
+        accounting to wait for): its one execution built directly. What most of a cycle's jobs take, so it
+        builds each object once (a supervisor of 10,000 jobs reads this 10,000 times a cycle)."""
+        reading = self._reading(live, "squeue", now, memo)
+        outcome = reading.outcome
+        name = live.name
+        restart = live.restart_cnt or 0
+        # the id was checked on the way in (_job_id), the submission is >= 1 and the restart count is Slurm's
+        identity = f"{submission_of(name)}.{jid}.{restart}" if restart >= 0 else execution_identity(1, jid, restart)
+        reports: tuple[RankProgress, ...] = ()
+        if raw and outcome.state is State.RUNNING:
+            reports = progress.reports_of(raw, identity, self.core.offset)
+        if outcome.state.waiting or not live.nodes:
+            execution = ExecutionEvidence(identity, restart, outcome, progress=reports)
+        else:
+            off = self.core.offset
+            start = live.start_time
+            end = live.end_time
+            execution = ExecutionEvidence(
+                identity,
+                restart,
+                outcome,
+                started_at=start - off if start and start < 4e9 else None,
+                ended_at=end - off if outcome.state.ended and end and end < 4e9 else None,
+                nodes=_node_names(live.nodes),
+                progress=reports,
+            )
+        return JobEvidence(
+            scheduler_id=jid,
+            marker=None if name.startswith(ARRAY_PREFIX) else (name or None),
+            outcome=outcome,
+            gate=Gate.CLOSED if reading.gate_closed else Gate.OPEN,
+            holds=(self.core.hold_name(reading.hold),) if reading.hold else (),
+            foreign_holds=(reading.foreign_hold,) if reading.foreign_hold else (),
+            executions=(execution,),
         )
 
     @staticmethod
@@ -291,8 +340,7 @@ class Observation:
             return observed
         touched = {jid for jid, _ in failed}
         return {
-            jid: replace(
-                obs,
+            jid: obs._replace(
                 live=first(jid, obs.live) if obs.live is not None else None,
                 history=tuple(first(jid, h) for h in obs.history),
             )
