@@ -50,6 +50,16 @@ cert() {
   ossl x509 -req -in "$S/$1.csr" -CA "$S/ca.crt" -CAkey "$S/ca.key" -CAcreateserial -days 3650 \
     -extfile "$S/$1.ext" -out "$S/$1.crt"
 }
+# The webhooks' and the Trainer's status server's certificate: the status server is reached from real pods by its
+# Service name (scripts/k8s/nodes-up.sh), so the name is in it. A certificate of an earlier set-up without the name
+# is made again (same CA) and the Trainer, its one user by that name, restarted with it below.
+STATUS_NAME=kubeflow-trainer-controller-manager.kubeflow-system.svc
+WEBHOOK_SAN="subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:$STATUS_NAME\nextendedKeyUsage=serverAuth"
+if [ -s "$S/webhook.crt" ] && ! openssl x509 -in "$S/webhook.crt" -noout -ext subjectAltName | grep -q "DNS:$STATUS_NAME"; then
+  log "the serving certificate lacks $STATUS_NAME: made again, the Trainer restarted"
+  umask 077; cert webhook "/CN=dispatch-webhooks" "$WEBHOOK_SAN"; umask 022; chmod 644 "$S/webhook.crt"
+  stop_pidfile "$S/trainer.pid" trainer-control / 10
+fi
 if [ ! -s "$S/webhook.crt" ]; then
   log "making a CA, serving, client and service-account keys in $S"
   umask 077
@@ -59,7 +69,7 @@ if [ ! -s "$S/webhook.crt" ]; then
     'subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\nextendedKeyUsage=serverAuth'
   cert admin "/O=system:masters/CN=dispatch-admin" 'extendedKeyUsage=clientAuth'
   cert kubelet "/CN=kwok-kubelet" 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth'
-  cert webhook "/CN=dispatch-webhooks" 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth'
+  cert webhook "/CN=dispatch-webhooks" "$WEBHOOK_SAN"
   ossl genrsa -out "$S/sa.key" 2048
   ossl rsa -in "$S/sa.key" -pubout -out "$S/sa.pub"
   umask 022

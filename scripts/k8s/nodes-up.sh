@@ -179,6 +179,36 @@ if ! pidfile_alive "$S/coredns.pid" coredns /; then
   LOGHINT=""
 fi
 
+# ------------------------------------------------------------------ 4c. the Trainer's status server, by name
+# The Trainer gives a TrainJob's trainer pods https://kubeflow-trainer-controller-manager.kubeflow-system.svc:PORT
+# (its certManagement service name and its status server's port). Here the Trainer is a host process listening on
+# every address: a headless Service of that name whose one endpoint is the bridge's own address makes CoreDNS
+# answer the name with it (no kube-proxy is needed for a headless Service), and controlplane-up.sh's serving
+# certificate carries the name.
+STATUS_PORT=$(python3 -c 'import json, sys, urllib.parse as u; print(u.urlsplit(json.load(open(sys.argv[1]))["trainer_status_server"]).port)' "$JSON" 2>/dev/null || true)
+if [ -n "$STATUS_PORT" ]; then
+  LOGHINT=$S/kubectl.log
+  kc apply --server-side --force-conflicts -f - >>"$LOGHINT" 2>&1 <<EOS || die "the Trainer's status server Service failed"
+apiVersion: v1
+kind: Service
+metadata: {name: kubeflow-trainer-controller-manager, namespace: kubeflow-system}
+spec:
+  clusterIP: None
+  ports: [{name: status, port: $STATUS_PORT, protocol: TCP}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: kubeflow-trainer-controller-manager-host
+  namespace: kubeflow-system
+  labels: {kubernetes.io/service-name: kubeflow-trainer-controller-manager}
+addressType: IPv4
+ports: [{name: status, port: $STATUS_PORT, protocol: TCP}]
+endpoints: [{addresses: ["$NET.1"], conditions: {ready: true}}]
+EOS
+  LOGHINT=""
+fi
+
 # ------------------------------------------------------------------ 5. each node: containerd, then the kubelet
 # cgroup_root NAME: NAME under every cgroup v1 hierarchy (the kubelet's cgroupRoot must exist); a new cpuset gets
 # its parent's CPUs and memory nodes, which cgroup v1 leaves empty.

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from .test_controlplane import KUBECTL, Kubectl, control_plane, k, wait_for  # noqa: F401
-from .test_realpods import host_torch_runtime, phase, pod, real_nodes  # noqa: F401
+from .test_realpods import _created, host_torch_runtime, phase, pod, real_nodes  # noqa: F401
 
 pytestmark = pytest.mark.realpods
 
@@ -145,3 +145,66 @@ def test_the_kubeflow_sdk_trains_waits_and_reads_rank_0s_log_on_real_pods(
         *(f"rank 0/2 on {out['name']}-node-0-0 execution ?: step {step}" for step in range(3)),
         f"rank 0: done (rendezvous {out['name']}-node-0-0.{out['name']}:29500)",
     ], out["logs"]
+
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PROGRESS_RANK = (
+    "import os, time\n"
+    "from dispatch import job\n"
+    "rank = int(os.environ['PET_NODE_RANK'])\n"
+    "for step in range(1, 6):\n"
+    "    job.progress(step, 5, loss=1.0 / step)\n"
+    "    time.sleep(0.3)\n"
+    "print(f'rank {rank}: reported', flush=True)\n"
+)
+
+
+def test_rank_0_in_a_real_pod_posts_its_progress_to_the_trainers_status_server(
+    control_plane: dict[str, Any], real_nodes: list[dict[str, Any]], k: Kubectl
+) -> None:
+    """The real Trainer (feature gate TrainJobStatus) gives the TrainJob's pods its status server's address by
+    name, its CA and a projected token that the real kubelet mints; rank 0's ``dispatch.job.progress``, in its
+    container, resolves the name through cluster DNS (the Service nodes-up.sh makes), trusts the server's
+    certificate for it, and posts; the Trainer writes ``status.trainerStatus``, which the adapter reads from its
+    watch. The other rank posts nothing."""
+    runtime = host_torch_runtime(control_plane)
+    pod_spec = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod_spec["volumes"].append({"name": "src", "hostPath": {"path": str(SRC), "type": "Directory"}})
+    container = pod_spec["containers"][0]
+    container["volumeMounts"].append({"name": "src", "mountPath": "/dispatch-src", "readOnly": True})
+    container["env"] = [
+        {"name": "PYTHONPATH", "value": "/dispatch-src"},
+        {"name": "DISPATCH_PROGRESS_INTERVAL", "value": "0"},
+    ]
+    k.apply(runtime)
+    trainjob = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "reporter"},
+        "spec": {
+            "runtimeRef": {"name": "host-torch", "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
+            "trainer": {"numNodes": 2, "command": [sys.executable, "-c", PROGRESS_RANK]},
+        },
+    }
+    wait_for("the TrainJob admitted", lambda: _created(k, trainjob), timeout=30)
+    done = wait_for("TrainJob reporter ended", lambda: _ended(k, "reporter"), timeout=300)
+    pods = sorted(k.items("pods", "jobset.sigs.k8s.io/jobset-name=reporter"), key=lambda p: p["metadata"]["name"])
+    logs = {p["metadata"]["name"]: k.run("logs", p["metadata"]["name"]) for p in pods}
+    assert done == "Complete", logs
+    assert all("RuntimeWarning" not in log for log in logs.values()), logs  # a refused or unreachable POST warns
+    env = {e["name"]: e.get("value", "") for e in pods[0]["spec"]["containers"][0]["env"]}
+    assert env["KUBEFLOW_TRAINER_SERVER_URL"].startswith(
+        "https://kubeflow-trainer-controller-manager.kubeflow-system.svc:"
+    ), env
+    status = k.get("trainjob", "reporter")["status"]["trainerStatus"]
+    metrics = {m["name"]: m["value"] for m in status["metrics"]}
+    assert metrics["dispatch.step"] == "5" and metrics["dispatch.total"] == "5", status
+    assert metrics["loss"] == "0.2", status
+    assert status["progressPercentage"] == 100, status
+
+
+def _ended(k: Kubectl, name: str) -> str | None:
+    for c in k.get("trainjob", name).get("status", {}).get("conditions", []) or []:
+        if c.get("type") in ("Complete", "Failed") and c.get("status") == "True":
+            return str(c["type"])
+    return None
