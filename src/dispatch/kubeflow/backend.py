@@ -294,9 +294,11 @@ class KubeflowBackend:
                 Capability.NATIVE_REQUEUE: no("Kubeflow has no requeue"),
                 Capability.NATIVE_RESTART: no("dispatch does not compile rules into JobSet failure policies"),
                 Capability.HOLD: hold,
-                Capability.PRE_TERMINATION_SIGNAL: unknown(
-                    "Kubernetes sends SIGTERM, then SIGKILL after the pod's terminationGracePeriodSeconds "
-                    "(dispatch.CessationWarning sets it on the trainer pods); SIGTERM delivery not observed here"
+                Capability.PRE_TERMINATION_SIGNAL: yes(
+                    "the kubelet sends SIGTERM to each rank's command at once (the prologue execs it), SIGKILL after "
+                    "the pod's terminationGracePeriodSeconds (dispatch.CessationWarning sets it on the trainer pods; "
+                    "else the runtime's, 30 s by default); as its container's PID 1 the command gets SIGTERM only if "
+                    "it handles it (dispatch.job's cessation handling and torchrun do)"
                 ),
                 Capability.ACCOUNTING_HISTORY: no("a deleted TrainJob is gone"),
                 Capability.ATTEMPT_INJECTION: attempt,
