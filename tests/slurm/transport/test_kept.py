@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -12,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from dispatch.slurm.scripts import PAYLOAD_MIN, Script, parse_output
-from dispatch.slurm.transport.base import TransportFailure
+from dispatch.slurm.transport.base import Result, TransportFailure
+from dispatch.slurm.transport.kept import KeptShells
 from dispatch.slurm.transport.local import LocalExecutor
 
 SCRIPTS = [
@@ -138,3 +140,80 @@ def test_a_process_with_more_than_1024_open_files_still_reads_its_shells(ex: Loc
         for fd in held:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_shell_that_goes_silent_after_a_script_was_sent_is_never_sent_it_again(tmp_path: Path) -> None:
+    """An SSH session whose output is lost after the remote ran the script looks like a shell that answers
+    nothing: the script may have run, so the answer is TransportFailure (the outcome unknown), never a second
+    run in a shell of its own."""
+    handed: list[str] = []
+
+    def once(script: str, timeout: float) -> Result:
+        handed.append(script)
+        return Result("", "", 0)
+
+    kept = KeptShells(["bash", "-s"], once, keep=1)
+    try:
+        pid = int(kept.run("echo $$", 10).stdout)  # started, and known to answer
+        os.kill(pid, signal.SIGSTOP)  # it goes silent: the next script is sent, and its answer never comes
+        with pytest.raises(TransportFailure):
+            kept.run(f"echo x >> {tmp_path / 'ran'}", 2)
+    finally:
+        kept.close()
+    assert handed == []
+
+
+def test_a_timed_out_call_is_killed_with_the_process_group_timeout_made_for_it(ex: LocalExecutor) -> None:
+    """GNU ``timeout`` moves itself and its command into a process group of their own; the kill at the
+    script's deadline covers the shell's whole session, so the call does not run on past it."""
+    s = Script(call_timeout=30)
+    marker = f"dispatch-kept-test-{os.getpid()}-{time.monotonic_ns()}"
+    s.call(["bash", "-c", f"exec -a {marker} sleep 77"])
+    with pytest.raises(TransportFailure):
+        ex.run(s.render(), 1)
+    deadline = time.monotonic() + 5
+    while _running(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(marker)
+
+
+def _running(name: str) -> bool:
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):
+                if Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")[0] == name.encode():
+                    return True
+    return False
+
+
+def test_a_script_sent_to_a_shell_that_stopped_reading_keeps_its_deadline() -> None:
+    """A script larger than the pipe, sent to a shell that no longer reads (bash stuck on a hung home directory):
+    the write waits no longer than the script's timeout, and the script, never read whole, never ran there."""
+    handed: list[float] = []
+    t0 = time.monotonic()
+
+    def once(script: str, timeout: float) -> Result:
+        handed.append(time.monotonic() - t0)
+        return Result("ran alone", "", 0)
+
+    answers_then_stops = 'while read -r line; do case $line in printf*) eval "$line"; break;; esac; done; sleep 30'
+    kept = KeptShells(["bash", "-c", answers_then_stops], once, keep=1)
+    try:
+        result = kept.run("true\n" * 200_000, 2)
+    finally:
+        kept.close()
+    assert result.stdout == "ran alone"
+    assert len(handed) == 1 and handed[0] < 6, handed
+
+
+def test_a_kept_shells_own_file_comes_back_private_after_something_removed_it(tmp_path: Path) -> None:
+    ex = LocalExecutor(env={**os.environ, "TMPDIR": str(tmp_path)}, keep=1)
+    try:
+        ex.run("true", 10)
+        for f in tmp_path.iterdir():
+            f.unlink()  # a /tmp cleaner
+        ex.run("echo to-stderr >&2", 10)
+        modes = {f.name: f.stat().st_mode & 0o777 for f in tmp_path.iterdir()}
+    finally:
+        ex.close()
+    assert modes and set(modes.values()) == {0o600}, modes

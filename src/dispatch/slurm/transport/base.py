@@ -8,6 +8,7 @@ start marker whether anything ran. Everything Slurm-specific lives above this se
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -89,9 +90,42 @@ def run_script(
     try:
         out, err = proc.communicate(script.encode("utf-8", "surrogateescape"), timeout=timeout)
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, err = proc.communicate()
+        kill_session(proc.pid)
+        try:
+            out, err = proc.communicate(timeout=AFTER_KILL)
+        except subprocess.TimeoutExpired:  # a process outside the session still holds the pipes: stop reading
+            proc.kill()
+            out, err = b"", b""
         raise TransportFailure(
             f"{what} did not finish within {timeout:g}s", Result(_text(out), _text(err), -1)
         ) from None
     return Result(_text(out), _text(err), proc.returncode)
+
+
+AFTER_KILL = 2.0
+"""Seconds a killed script's output is still read for (what its processes printed before the kill)."""
+
+
+def kill_session(leader: int) -> None:
+    """SIGKILL every process of the session ``leader`` leads (started with ``start_new_session``): its process
+    group, and the groups its processes made of their own inside the session (GNU ``timeout`` puts itself and
+    its command in a new process group, which a kill of the leader's group misses). Linux's ``/proc`` names each
+    process's session; elsewhere only the leader's group is killed."""
+    with contextlib.suppress(OSError):
+        os.killpg(leader, signal.SIGKILL)
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            # the command (field 2) is in parentheses and may hold anything: the fields after its last ")"
+            fields = stat[stat.rindex(b")") + 2 :].split()
+            if int(fields[3]) == leader:  # field 6, the session id
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, ValueError, IndexError):
+            continue

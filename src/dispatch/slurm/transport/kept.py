@@ -10,10 +10,14 @@ The script is parsed whole before it runs (a compound command), so it reads noth
 its ``exit`` and ``trap ... EXIT`` are the subshell's; its standard error comes back after its status. A script
 whose input follows it (a payload, :data:`dispatch.slurm.scripts.PAYLOAD_MIN`) is not run here: the caller runs
 it in a shell of its own. When the shell dies, or a script runs past its timeout (the shell's process group is
-killed), the script's answer is :class:`TransportFailure` with what it printed and the end of what the shell (or
-``ssh``) said on its standard error; a shell that answered nothing at all (a kept SSH session that went stale, a
-connection refused) is dropped and the script runs in a shell of its own, whose failure says why (a host key, a
-refused login): no byte came back, so its first line (the script's start marker) never ran.
+killed: its whole session, which GNU ``timeout``'s own process groups are part of), the script's answer is
+:class:`TransportFailure` with what it printed and the end of what the shell (or ``ssh``) said on its standard
+error: once a script is sent, a shell that goes silent may have run it, so it is never sent again. Before a
+script is sent, a new shell, and one idle for :data:`IDLE_CHECK` seconds (a kept SSH session can go stale unseen),
+must answer a token; one that does not (a stale session, a connection refused) is dropped and the script runs in
+a shell of its own, whose failure says why (a host key, a refused login). A script is written within its deadline
+(a shell that stops reading cannot hold the caller), and bash runs the parenthesised script only once it has read
+all of it, so a script cut off in its sending never ran.
 """
 
 from __future__ import annotations
@@ -24,22 +28,26 @@ import os
 import secrets
 import select
 import shlex
-import signal
 import subprocess
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
 
-from dispatch.slurm.transport.base import Result, TransportFailure
+from dispatch.slurm.transport.base import Result, TransportFailure, kill_session
 
-_PRELUDE = (  # mktemp makes its files 0600 whatever the umask
+_PRELUDE = (  # umask 077: a file of the shell's that something removed comes back private (2>"$file" makes it)
+    "_dsp_umask=$(umask); umask 077\n"
     '_dsp_kept_err=$(mktemp "${TMPDIR:-/tmp}/dsp.XXXXXX") || exit 70\n'
     '_dsp_kept_call=$(mktemp "${TMPDIR:-/tmp}/dsp.XXXXXX") || exit 70\n'
     'trap \'rm -f "$_dsp_kept_err" "$_dsp_kept_call"\' EXIT\n'
 )
 """Run once per shell: its two private files (a script's standard error; a call's, :data:`_dsp_kept_call`, which
 :meth:`dispatch.slurm.scripts.Script.render` uses instead of making and removing one per script)."""
+IDLE_CHECK = 5.0
+"""Seconds a shell may sit idle before the next script first asks it to answer (:meth:`_Shell.answers`): a kept SSH
+session can go stale unseen, and only a shell known to answer may be handed a script whose loss would leave its
+outcome unknown."""
 
 
 class _Gone(TransportFailure):
@@ -64,29 +72,76 @@ class _Shell:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin = self.proc.stdin
         self.fd = self.proc.stdout.fileno()
-        self.stdin.write(_PRELUDE.encode())
-        self.stdin.flush()
+        self.in_fd = self.stdin.fileno()
+        os.set_blocking(self.in_fd, False)  # writes wait in poll(), within the script's deadline
+        self.pending = _PRELUDE.encode()  # written with the first check that the shell answers
+        self.answered_at: float | None = None
 
     def alive(self) -> bool:
         return self.pid == os.getpid() and self.proc.poll() is None
 
-    def run(self, script: str, timeout: float, cwd: str | None) -> Result:
-        """The script's result. TransportFailure when the shell died or the script ran past ``timeout`` (the
-        shell is killed then); :class:`_Gone` when not one byte came back."""
+    def run(self, script: str, timeout: float, cwd: str | None, *, lossless: bool) -> Result:
+        """The script's result. :class:`_Gone` when the script certainly never started: the shell did not answer
+        before it was sent, or (``lossless``: a local pipe, which loses no byte the shell wrote) the shell ended
+        before printing that it began. TransportFailure when the shell died, or the script ran past ``timeout``
+        (the shell is killed then), after it may have begun."""
+        deadline = time.monotonic() + timeout
+        if self.answered_at is None or time.monotonic() - self.answered_at > IDLE_CHECK:
+            self.answers(deadline)
         token = "@@dspk" + secrets.token_hex(8)
         cd = f"cd -- {shlex.quote(cwd)} 2>/dev/null; " if cwd else ""
+        began = f"\n{token}:began\n"
+        # the subshell takes the caller's umask back (the kept shell itself keeps 077 for its own files)
         text = (
-            f'( {cd}\n{script}\n) </dev/null 2>"$_dsp_kept_err"; printf \'\\n{token}:%s\\n\' "$?"; '
+            f"printf '\\n{token}:began\\n'; "
+            f'( umask "$_dsp_umask"; {cd}\n{script}\n) </dev/null 2>"$_dsp_kept_err"; '
+            f"printf '\\n{token}:%s\\n' \"$?\"; "
             f'[ ! -s "$_dsp_kept_err" ] || cat "$_dsp_kept_err"; printf \'\\n{token}:end\\n\'\n'
         )
-        deadline = time.monotonic() + timeout
+        # bash runs the line only once it has read all of it: a script cut off in its sending never ran
+        self._send(text.encode("utf-8", "surrogateescape"), deadline)
         try:
-            self.stdin.write(text.encode("utf-8", "surrogateescape"))
-            self.stdin.flush()
-        except OSError as exc:
-            self.kill()
-            raise _Gone(f"the kept shell is gone: {exc}", Result(returncode=-1)) from None
-        end = f"\n{token}:end\n".encode()
+            data = self._read_to(f"\n{token}:end\n".encode(), deadline, timeout)
+        except TransportFailure as exc:
+            printed = exc.result.stdout
+            if lossless and not printed.startswith(began):
+                raise _Gone(str(exc), Result(returncode=-1)) from None
+            raise TransportFailure(str(exc), _partial(printed.removeprefix(began), token)) from None
+        self.answered_at = time.monotonic()
+        return _result(data[len(began) :], token)
+
+    def answers(self, deadline: float) -> None:
+        """Ask the shell to print a token and wait for it (and, the first time, set it up): :class:`_Gone` when
+        it does not answer by ``deadline``, the shell killed. Nothing of a script has been sent yet."""
+        token = "@@dspk" + secrets.token_hex(8)
+        self._send(self.pending + f"printf '\\n{token}\\n'\n".encode(), deadline)
+        self.pending = b""
+        try:
+            self._read_to(f"\n{token}\n".encode(), deadline, None)
+        except TransportFailure as exc:
+            raise _Gone(str(exc), Result(returncode=-1)) from None
+        self.answered_at = time.monotonic()
+
+    def _send(self, data: bytes, deadline: float) -> None:
+        poll = select.poll()
+        poll.register(self.in_fd, select.POLLOUT)
+        view = memoryview(data)
+        while view:
+            left = deadline - time.monotonic()
+            if left <= 0 or not poll.poll(math.ceil(left * 1000)):
+                self.kill()
+                raise _Gone("the kept shell did not take the script in time (it was not run)", Result(returncode=-1))
+            try:
+                view = view[os.write(self.in_fd, view) :]
+            except BlockingIOError:
+                continue
+            except OSError as exc:
+                self.kill()
+                raise _Gone(f"the kept shell is gone: {exc}{self.said()}", Result(returncode=-1)) from None
+
+    def _read_to(self, end: bytes, deadline: float, timeout: float | None) -> bytes:
+        """The shell's output up to and including ``end``. TransportFailure (its stdout: what came) when the
+        shell ends first or ``deadline`` passes (the shell killed)."""
         data = bytearray()
         poll = select.poll()  # not select(): a process with more than 1024 open files is no reason to fail
         poll.register(self.fd, select.POLLIN)
@@ -95,16 +150,14 @@ class _Shell:
             ready = poll.poll(max(0, math.ceil(left * 1000))) if left > 0 else []
             if not ready:
                 self.kill()
-                raise TransportFailure(f"script did not finish within {timeout:g}s", _partial(data, token))
+                what = f"script did not finish within {timeout:g}s" if timeout is not None else "no answer in time"
+                raise TransportFailure(what, Result(_text(bytes(data)), "", -1))
             chunk = os.read(self.fd, 65536)
             if not chunk:
                 self.kill()
-                said = self.said()
-                if not data:
-                    raise _Gone(f"the kept shell ended{said}", Result(returncode=-1))
-                raise TransportFailure(f"the kept shell ended{said}", _partial(data, token))
+                raise TransportFailure(f"the kept shell ended{self.said()}", Result(_text(bytes(data)), "", -1))
             data += chunk
-        return _result(bytes(data), token)
+        return bytes(data)
 
     def said(self) -> str:
         """``: <the last line or two the shell wrote on its standard error>``, or nothing."""
@@ -116,8 +169,7 @@ class _Shell:
         return f": {text}" if text else ""
 
     def kill(self) -> None:
-        with contextlib.suppress(OSError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        kill_session(self.proc.pid)
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             self.proc.wait(timeout=5)
         for f in (self.proc.stdin, self.proc.stdout, self.errors):
@@ -130,10 +182,9 @@ def _text(data: bytes) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def _partial(data: bytearray, token: str) -> Result:
+def _partial(printed: str, token: str) -> Result:
     """What a script printed before it was cut: its stdout up to the status line, if it got that far."""
-    head = bytes(data).split(f"\n{token}:".encode(), 1)[0]
-    return Result(_text(head), "", -1)
+    return Result(printed.split(f"\n{token}:", 1)[0], "", -1)
 
 
 def _result(data: bytes, token: str) -> Result:
@@ -148,7 +199,9 @@ def _result(data: bytes, token: str) -> Result:
 class KeptShells:
     """Up to ``keep`` shells started by ``argv`` (a ``bash -s`` reading its input), each running one script at a
     time; a script that finds them all busy, or carries a payload (``payload(script)``), runs through ``once``
-    (a shell of its own). ``cwd`` gives the directory a script starts in (the caller's, for a local shell)."""
+    (a shell of its own). ``cwd`` gives the directory a script starts in (the caller's, for a local shell).
+    ``lossless``: the shells' output reaches this process whole (a local pipe, not a network), so a shell that
+    ended without printing that a script began never began it (:meth:`_Shell.run`)."""
 
     def __init__(
         self,
@@ -158,12 +211,14 @@ class KeptShells:
         env: dict[str, str] | None = None,
         keep: int = 2,
         cwd: Callable[[], str | None] = lambda: None,
+        lossless: bool = False,
     ) -> None:
         self._argv = list(argv)
         self._once = once
         self._env = env
         self._keep = keep
         self._cwd = cwd
+        self._lossless = lossless
         self._idle: list[_Shell] = []
         self._started = 0
         self._lock = threading.Lock()
@@ -175,7 +230,7 @@ class KeptShells:
         if shell is None:
             return self._once(script, timeout)
         try:
-            result = shell.run(script, timeout, self._cwd())
+            result = shell.run(script, timeout, self._cwd(), lossless=self._lossless)
         except _Gone:
             self._lost(shell)
             return self._once(script, timeout)  # nothing came back, nothing ran: a shell of its own says why

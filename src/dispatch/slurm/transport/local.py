@@ -33,7 +33,7 @@ class LocalExecutor:
     def __init__(self, env: dict[str, str] | None = None, *, keep: int = 2) -> None:
         self._env = {**os.environ, **(env or {})}
         once = functools.partial(_run_once, self._env)  # holds no reference to this executor (see below)
-        self._shells = KeptShells(["bash", "-s"], once, env=self._env, keep=keep, cwd=_cwd)
+        self._shells = KeptShells(["bash", "-s"], once, env=self._env, keep=keep, cwd=_cwd, lossless=True)
         weakref.finalize(self, self._shells.close)  # an executor dropped without close() leaves no shell behind
 
     def _once(self, script: str, timeout: float) -> Result:
