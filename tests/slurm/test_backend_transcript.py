@@ -256,6 +256,34 @@ def test_a_caller_who_cannot_lift_an_admin_hold_opens_with_the_release_alone() -
     ex.assert_done()
 
 
+def test_a_caller_whom_accounting_made_an_operator_meanwhile_reads_the_holds_first_again() -> None:
+    """The database's "None" holds for ADMIN_LEVEL_TTL seconds: past it the next opening asks again, and a
+    caller an administrator has made an Operator since (Slurm now lets them lift an administrator's hold)
+    reads the holds first, so job 9's administrator's hold stays."""
+    from dispatch.slurm.gates import ADMIN_LEVEL_TTL
+
+    b, ex = backend(
+        RELEASE_2605,
+        Exchange("adminlevel", wrapped(ok("None\n"), ok("6 release\n"))),
+        Exchange("scontrol release", wrapped(ok())),
+        Exchange("adminlevel", wrapped(ok("Operator\n"), ok("8 release\n9 admin\n"))),
+        Exchange("JobHeldUser) rel=", wrapped(ok("10 release\n"))),
+    )
+    b.open("6")
+    b.open("7")
+    assert "squeue" not in ex.scripts[-1]  # within the TTL: the release alone
+    clock = b._gates.core.clock
+    assert isinstance(clock, FakeClock)
+    clock.advance(ADMIN_LEVEL_TTL + 1)
+    got = b.open_many(["8", "9"])
+    assert "adminlevel" in ex.scripts[-1] and "JobHeldUser) rel=" in ex.scripts[-1]
+    assert got[0] is None and isinstance(got[1], Rejected)
+    clock.advance(ADMIN_LEVEL_TTL + 1)
+    b.open("10")  # an Operator's answer is not asked again
+    assert "adminlevel" not in ex.scripts[-1]
+    ex.assert_done()
+
+
 @pytest.mark.parametrize(("user", "accounting"), [("root", True), ("slurm", True), ("ada", False)])
 def test_whether_a_caller_can_lift_an_admin_hold_needs_no_question_for_root_the_slurm_user_or_no_accounting(
     user: str, accounting: bool

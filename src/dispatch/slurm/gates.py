@@ -31,10 +31,16 @@ RELEASE_GATES = program("dispatch.slurm", "release-gates.sh")
 """``programs/release-gates.sh``: :data:`OPEN_GATES` without the ``squeue``, for a caller whom Slurm forbids to lift
 an administrator's hold (:meth:`Gates.lifts_admin_holds`): Slurm's own refusal says which job carries one."""
 ADMIN_LEVEL = 'sacctmgr -n -P show user "$1" format=adminlevel'
+ADMIN_LEVEL_TTL = 60.0
+"""Seconds the accounting database's "may not lift an administrator's hold" holds before it is asked again."""
 RANGES = program("dispatch.slurm", "ranges.awk")
 """``programs/ranges.awk``: awk over job ids sorted by array and task (``-F_``): one ``<array>_[<ranges>]`` per
 array, then the plain ids comma-separated."""
 _FOR_JOB = re.compile(r"for job (\d+(?:_\d+)?)")
+_FOR_TASKS = re.compile(r"(\d+)_\[?([0-9,-]+)\]?: (.*)")
+"""scontrol's answer per range of an array expression's tasks, ``<array>_<ranges>: <message>``: for
+``scontrol release 20261_[1-5]`` of a held array of tasks 1-3, 22.05 and 24.11 print ``20261_1-3: No error`` and
+``20261_4-5: Invalid job id specified``, 26.05 the ranges in brackets (``16895_[1-3]: No error``), and all exit 1."""
 _EXPRESSION = re.compile(r"[0-9_,\[\]-]+")
 _READ_HOLD = program("dispatch.slurm", "read-hold.sh") + "\n"
 HOLD_SCRIPT = _READ_HOLD + program("dispatch.slurm", "hold.sh")
@@ -50,13 +56,18 @@ class Gates:
     def __init__(self, core: SlurmCore) -> None:
         self.core = core
         self._lifts_admin: bool | None = None
+        self._not_admin_since: float | None = None  # when accounting last said this caller may not lift one
 
     def lifts_admin_holds(self) -> bool | None:
         """Whether Slurm lets this caller lift an administrator's hold (then opening a gate must first read the
         job's hold, as :data:`OPEN_GATES` does): root, the SlurmUser, or an Operator or Administrator in the
         accounting database. Without accounting only the first two are. None until the database has answered:
         the first opening asks it (``sacctmgr``, a call of the same script, which then reads the holds first
-        as for a privileged caller); an answer that cannot be read counts as yes."""
+        as for a privileged caller); an answer that cannot be read counts as yes. The database's no holds for
+        :data:`ADMIN_LEVEL_TTL` seconds, then the next opening asks again: an administrator may make the caller
+        an Operator meanwhile, and an opening without the read would then lift an administrator's hold."""
+        if self._not_admin_since is not None and self.core.clock.now() - self._not_admin_since > ADMIN_LEVEL_TTL:
+            self._lifts_admin = self._not_admin_since = None
         if self._lifts_admin is None:
             user = self.core.facts.user
             slurm_user = self.core.facts.config.get("SlurmUser", "").split("(")[0].strip()
@@ -66,12 +77,14 @@ class Gates:
                 self._lifts_admin = False
         return self._lifts_admin
 
-    def _admin_level(self, out: ScriptOutput, index: int) -> None:
-        """Read the caller's admin level from call ``index`` of ``out`` (:meth:`lifts_admin_holds`)."""
+    def _admin_level(self, out: ScriptOutput, index: int, asked_at: float) -> None:
+        """Read the caller's admin level from call ``index`` of ``out`` (:meth:`lifts_admin_holds`), asked at
+        ``asked_at``."""
         call = out.call(index)
         if call is not None and call.status is not None:
             level = call.stdout.strip().lower() if call.ok else ""
             self._lifts_admin = level not in ("none", "not set")
+            self._not_admin_since = None if self._lifts_admin else asked_at
 
     def open(self, scheduler_id: str) -> None:
         error = self.open_many([scheduler_id])[0]
@@ -104,6 +117,7 @@ class Gates:
         lifts = self.lifts_admin_holds()
         direct = lifts is False
         s = self.core.script()
+        asked_at = self.core.clock.now()
         if lifts is None:
             s.shell(ADMIN_LEVEL, self.core.facts.user)
         index = s.shell(RELEASE_GATES if direct else OPEN_GATES, ",".join(valid), RANGES)
@@ -112,7 +126,7 @@ class Gates:
         except (Unavailable, OutcomeUnknown) as exc:
             return [j if isinstance(j, NotFound) else e for j, e in zip(jids, spread(exc, len(jids)), strict=True)]
         if lifts is None:
-            self._admin_level(out, 0)
+            self._admin_level(out, 0, asked_at)
         call = out.call(index)
         if call is not None and call.status not in (0, 2, None):
             err = slurm_errors.error_for("open", call.stderr or call.stdout, write=True, status=call.status)
@@ -241,8 +255,9 @@ def _released(message: str | None) -> str:
 
 def _release_failures(stderr: str) -> dict[str, str]:
     """The jobs whose release failed, from :data:`OPEN_GATES`'s stderr (``<expression> <message>`` per line):
-    the job a message names (``... for job <id>``); a message that names none (``slurm_suspend error: ...``, the
-    summary scontrol adds) stands for every job of its expression only when no line named one of them."""
+    the job a message names (``... for job <id>``), or the tasks of an array's range (:data:`_FOR_TASKS`; its
+    ``No error`` released them); a message that names none (``slurm_suspend error: ...``, the summary scontrol
+    adds) stands for every job of its expression only when no line named one of them."""
     failed: dict[str, str] = {}
     named_in: set[str] = set()
     general: list[tuple[str, str]] = []
@@ -251,9 +266,22 @@ def _release_failures(stderr: str) -> dict[str, str]:
         if not _EXPRESSION.fullmatch(expr):
             expr, message = "", line
         named = _FOR_JOB.search(message)
+        tasks = _FOR_TASKS.match(message)
         if named is not None:
             failed[named.group(1)] = message
             named_in.add(expr)
+        elif tasks is not None:  # an array's tasks, as scontrol answers an array expression: each range its own line
+            named_in.add(expr)
+            said = tasks.group(3).strip()
+            if said == "No error":  # released: scontrol still prints the line (and exits 1 for any other)
+                continue
+            try:
+                ids = text_ids(f"{tasks.group(1)}_[{tasks.group(2)}]")
+            except ArrayIdError:
+                general.append((expr, message))
+                continue
+            for jid in ids:
+                failed[jid] = said
         else:
             general.append((expr, message))
     for expr, message in general:

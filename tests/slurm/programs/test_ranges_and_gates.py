@@ -91,3 +91,31 @@ def test_release_gates_reports_slurms_refusals_under_the_jobs_they_name(tmp_path
     p = bash(RELEASE_GATES, "7,8", RANGES, env=commands(tmp_path, scontrol="!1" + refusal), cwd=tmp_path)
     assert p.returncode == 2
     assert _release_failures(p.stderr) == {"8": "Access/permission denied for job 8"}
+
+
+# scontrol release <array>_[1-5] of a held array of tasks 1-3, as each release answered it (2026-12-08, the test
+# clusters; exit status 1 on all three)
+RANGE_ANSWERS = {
+    "22.05.8": "{a}_1-3: No error\n{a}_4-5: Invalid job id specified\n",
+    "24.11.5": "{a}_1-3: No error\n{a}_4-5: Invalid job id specified\n",
+    "26.05.5": "{a}_[1-3]: No error\n{a}_[4-5]: Invalid job id specified\n",
+}
+
+
+@pytest.mark.parametrize("release", sorted(RANGE_ANSWERS))
+@pytest.mark.parametrize("program", [OPEN_GATES, RELEASE_GATES])
+def test_an_array_expressions_answer_per_range_reads_released_and_unknown_tasks_apart(
+    release: str, program: str, tmp_path: Path
+) -> None:
+    """``No error`` is a range scontrol released; the others' message is theirs alone, never spread over the
+    released tasks of the same expression."""
+    answer = RANGE_ANSWERS[release].format(a="20261")
+    ids = [f"20261_{t}" for t in range(1, 6)]
+    squeue = "".join(f"20261_{t} JobHeldUser\n" for t in range(1, 4))
+    env = commands(tmp_path, squeue=squeue, scontrol="!1" + answer)
+    p = bash(program, ",".join(ids), RANGES, env=env, cwd=tmp_path)
+    assert p.returncode == 2
+    assert _release_failures(p.stderr) == {
+        "20261_4": "Invalid job id specified",
+        "20261_5": "Invalid job id specified",
+    }
