@@ -44,6 +44,8 @@ def test_valid_spec_round_trips() -> None:
         ({"command": ("a",), "working_dir": "relative"}, "workingDir"),
         ({"command": ("a",), "env": {"1BAD": "x"}}, "env.1BAD"),
         ({"command": ("a",), "env": {"OK": 1}}, "env.OK"),
+        ({"command": ("a",), "env": {"DISPATCH_EXECUTION": "1.2.3"}}, "env.DISPATCH_EXECUTION"),
+        ({"command": ("a",), "env": {"DISPATCH_JOB": "someone-else"}}, "env.DISPATCH_JOB"),
         ({"command": ("a",), "time_limit": -1}, "timeLimit"),
         ({"command": ("a",), "time_limit": float("inf")}, "timeLimit"),
         ({"command": ("a",), "name": "two\nlines"}, "name"),

@@ -40,6 +40,19 @@ def _fail(path: str, message: str) -> SpecError:
     return SpecError(path, message)
 
 
+RESERVED_ENV = frozenset(
+    {
+        "DISPATCH_JOB", "DISPATCH_JOB_ID", "DISPATCH_SUBMISSION", "DISPATCH_SCHEDULER_ID", "DISPATCH_MARKER",
+        "DISPATCH_EXECUTION", "DISPATCH_RESTART", "DISPATCH_RESTART_A", "DISPATCH_RESTART_J", "DISPATCH_ATTEMPT",
+        "DISPATCH_RANK", "DISPATCH_WORLD_SIZE", "DISPATCH_NODE", "DISPATCH_CHECKPOINT_DIR", "DISPATCH_PROGRESS_DIR",
+        "DISPATCH_CESSATION_SIGNAL", "DISPATCH_CESSATION_GRACE", "DISPATCH_DEADLINE",
+    }
+)  # fmt: skip
+"""The variables dispatch sets in every job's environment (:mod:`dispatch.job` reads them): a spec may not set
+them, since the job script exports the spec's ``env`` after its own and a value there would silently replace the
+job's identity (its tracker run id, the execution its progress reports belong to)."""
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """A multi-node job: ``command`` run as ``procs_per_node`` processes on each of ``nodes`` nodes.
@@ -107,6 +120,8 @@ class JobSpec:
                 raise _fail(f"env.{key}", f"must be a string, got {type(env_value).__name__}")
             if "\x00" in env_value:
                 raise _fail(f"env.{key}", "must not contain a NUL character")
+            if key in RESERVED_ENV:
+                raise _fail(f"env.{key}", "is set by dispatch in every job (its identity, rank or bounds)")
         object.__setattr__(self, "env", env)
         if self.time_limit is not None:
             if isinstance(self.time_limit, bool) or not isinstance(self.time_limit, int | float):
