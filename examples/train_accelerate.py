@@ -194,7 +194,9 @@ def main(argv: list[str] | None = None) -> int:
 
     if accelerator.is_main_process:
         write_params(args.out, accelerator.unwrap_model(model))
-        log(event="done", step=step.value, loss=None if loss is None else loss.item(), cpu=round(time.process_time(), 3))
+        log(
+            event="done", step=step.value, loss=None if loss is None else loss.item(), cpu=round(time.process_time(), 3)
+        )
     accelerator.wait_for_everyone()
     return 0
 

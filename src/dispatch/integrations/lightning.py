@@ -93,12 +93,12 @@ def _save(trainer: Any, directory: str, step: int) -> str:
 @functools.cache
 def _classes() -> tuple[type, type]:
     """The environment and callback classes, defined on first use (importing Lightning then, not before)."""
-    environments = importlib.import_module("lightning.fabric.plugins.environments")
-    pl = importlib.import_module("lightning.pytorch")
+    base_environment: Any = importlib.import_module("lightning.fabric.plugins.environments").LightningEnvironment
+    base_callback: Any = importlib.import_module("lightning.pytorch").Callback
     torch = importlib.import_module("torch")
     dist = importlib.import_module("torch.distributed")
 
-    class DispatchEnvironment(environments.LightningEnvironment):  # type: ignore[misc]
+    class DispatchEnvironment(base_environment):  # type: ignore[misc]
         """Lightning's view of the job, read from dispatch's context; never detected, always given."""
 
         def __init__(self) -> None:
@@ -151,7 +151,7 @@ def _classes() -> tuple[type, type]:
         def teardown(self) -> None:
             pass  # LightningEnvironment's removes WORLD_SIZE, which dispatch set and a later phase may read
 
-    class DispatchCheckpoints(pl.Callback):  # type: ignore[misc]
+    class DispatchCheckpoints(base_callback):  # type: ignore[misc]
         """See :func:`checkpoints`."""
 
         def __init__(self, directory: str, every: int, report: Report | None) -> None:
