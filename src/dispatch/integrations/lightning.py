@@ -18,7 +18,8 @@ Lightning also installs a SIGTERM handler that runs a collective (a broadcast) i
   :func:`dispatch.job.cessation`, so they act at the same step: on the warning signal they checkpoint and go on; on
   SIGTERM they checkpoint and the process ends with 143 (128 + SIGTERM), leaving the cause to the scheduler and
   the resubmission to the supervisor's rules. It takes SIGTERM and the warning signal back from Lightning when
-  training starts (Lightning restores them at its teardown), and reports progress (:func:`dispatch.job.progress`).
+  training starts (at its teardown Lightning restores the handlers it found), and reports progress
+  (:func:`dispatch.job.progress`).
 * :func:`latest_checkpoint` is the newest complete checkpoint, for ``trainer.fit(..., ckpt_path=...)``.
 
 Only the ``lightning`` package (``lightning.pytorch``) is supported, not the older standalone
