@@ -47,7 +47,11 @@ def _train(
     steps: int = STEPS,
     every: int = EVERY,
     delay: float = 0.05,
+    warn_at: int | None = None,
 ) -> tuple[bytes, Any, list[list[dict[str, Any]]]]:
+    """Train once under a supervisor; past ``warn_at`` (if given) both ranks get the warning signal, past
+    ``kill_rank_at`` rank 1 is SIGKILLed. Returns the final parameters, the record and rank 0's log lines per
+    execution."""
     clock = SystemClock()
     records = SQLiteRecords(tmp / f"{label}.db")
     state = tmp / f"{label}-state"
@@ -64,10 +68,16 @@ def _train(
     )  # fmt: skip
     job_id = cluster.operator.submit(spec, _rules())
     killed = kill_rank_at is None
+    warned = warn_at is None
     deadline = time.monotonic() + 180
     while not records.get(job_id).closed:
         assert time.monotonic() < deadline, records.get(job_id).to_json()
         sup.cycle()
+        if not warned and _step(state) >= (warn_at or 0):
+            launcher = json.loads(next(state.glob("jobs/*/executions/0/launcher.json")).read_text())
+            for pid in launcher["ranks"].values():
+                os.kill(int(pid), signal.SIGUSR1)  # CessationWarning's default signal
+            warned = True
         if not killed and _step(state) >= (kill_rank_at or 0):
             launcher = json.loads(next(state.glob("jobs/*/executions/0/launcher.json")).read_text())
             os.kill(int(launcher["ranks"]["1"]), signal.SIGKILL)
@@ -104,13 +114,22 @@ def test_a_rank_killed_is_carried_on_to_the_same_parameters(tmp_path: Path) -> N
 
 @pytest.mark.parametrize("framework", ["lightning", "accelerate"])
 def test_lightning_and_accelerate_killed_rank_resume_to_the_same_parameters(tmp_path: Path, framework: str) -> None:
-    """examples/train_lightning.py and examples/train_accelerate.py, shorter (30 steps, a checkpoint every 5): a
-    rank SIGKILLed past step 12 is carried on from the step-10 checkpoint to the uninterrupted run's parameters."""
+    """examples/train_lightning.py and examples/train_accelerate.py, shorter (30 steps, a checkpoint every 5): the
+    ranks warned past step 6 checkpoint together and go on; a rank SIGKILLed past step 12 is carried on from the
+    step-10 checkpoint (or the warning's, if later) to the uninterrupted run's parameters."""
     t = time.time()
     example = ROOT / "examples" / f"train_{framework}.py"
     ref, job, _ = _train(tmp_path, "reference", None, example, steps=30, every=5)
     assert job.state is State.SUCCEEDED and len(job.submissions[0].executions) == 1
-    got, job, logs = _train(tmp_path, "killed", 12, example, steps=30, every=5, delay=0.15)
+    got, job, logs = _train(tmp_path, "killed", 12, example, steps=30, every=5, delay=0.15, warn_at=6)
+    # the warning (SIGUSR1) first: every rank saw it at the same step, there was a checkpoint at that step, and
+    # the run went on
+    warned = {
+        ln["step"] for p in tmp_path.glob("killed-state/jobs/*/executions/0/rank-*.out") for ln in _lines(p)
+        if ln.get("event") == "warned" and ln.get("signal") == "SIGUSR1"
+    }  # fmt: skip
+    saved = {ln["step"] for ln in logs[0] if ln.get("event") == "checkpoint"}
+    assert len(warned) == 1 and warned <= saved, (warned, saved)
     assert job.state is State.SUCCEEDED, job.to_json()
     assert [d.rule for d in job.decisions] == ["rank-killed"]
     resumed = [ln for ln in logs[1] if ln.get("event") == "resumed"]
