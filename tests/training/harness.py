@@ -1,4 +1,5 @@
-"""Running examples/train_ddp.py through dispatch, under a real supervisor process, and reading what happened.
+"""Running examples/train_ddp.py through dispatch, under a real supervisor process, and reading what happened
+(or another example with the same command line and JSON lines: train_lightning.py, train_accelerate.py).
 
 One :class:`Case` is one training job: its own directory (checkpoints, output files, final parameters, a SQLite
 record store), submitted with the training rules, supervised by ``python -m dispatch.supervise`` (a real
