@@ -2,7 +2,7 @@
 # Proves that dispatch works in a FRESH environment with the NEWEST allowed version of every dependency:
 # builds a clean virtual environment (no system site packages), installs the project with its dev extra
 # using `pip install --upgrade --upgrade-strategy eager` from the package index, and runs the fast tests
-# (those that need no daemon) in it. torch is never installed (it is no dependency of dispatch).
+# (those that need no daemon) in it. torch, lightning and accelerate are never installed (no dependency of dispatch).
 #
 #   scripts/fresh-venv.sh [pytest args...]
 #
@@ -33,5 +33,5 @@ fi
 "${pip[@]}" install --quiet --disable-pip-version-check --upgrade --upgrade-strategy eager -e '.[dev]' -e ./kubetest
 echo "fresh venv $VENV:" $("${pip[@]}" list --format=freeze --disable-pip-version-check 2>/dev/null \
     | grep -iE '^(click|pyyaml|lightkube|httpx|pydantic|kubeflow.trainer.api|psycopg|pytest|hypothesis)=' | sort)
-DISPATCH_DOCS_LEFT_OUT=torch exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
+DISPATCH_DOCS_LEFT_OUT="torch lightning accelerate" exec "$VENV/bin/python" -m pytest -q -p no:cacheprovider \
     -m "not slurm_local and not slurm_sid and not postgres" "${FAST[@]}" "$@"

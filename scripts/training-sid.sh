@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# training-sid.sh [PYTHON]: install torch (training-deps.sh), then make the host's Python, torch and this checkout
-# usable, read-only, by jobs in the sid chroot (Slurm 26.05) for tests/training/test_slurm_sid.py. Run after
-# scripts/slurm/up.sh, as root.
+# training-sid.sh [PYTHON]: install torch, lightning and accelerate (training-deps.sh), then make the host's Python,
+# torch (and what shares its site-packages) and this checkout usable, read-only, by jobs in the sid chroot (Slurm
+# 26.05) for tests/training/test_slurm_sid.py. Run after scripts/slurm/up.sh, as root.
 #
 #   <chroot>/opt/dispatch-host/python  <- PYTHON's base prefix (sys.base_prefix: interpreter and stdlib)
 #   <chroot>/opt/dispatch-host/site    <- the site-packages directory torch is installed in
@@ -44,5 +44,5 @@ bind "$SITE" /opt/dispatch-host/site
 bind "$REPO" /opt/dispatch-host/repo
 chroot "$R" /usr/bin/env -i LD_LIBRARY_PATH=/opt/dispatch-host/python/lib \
   PYTHONPATH=/opt/dispatch-host/site:/opt/dispatch-host/repo/src /opt/dispatch-host/python/bin/python3 \
-  -c 'import torch, dispatch.job' || die "the host's Python or torch does not run in the chroot"
+  -c 'import torch, lightning, accelerate, dispatch.job' || die "the host's Python or torch does not run in the chroot"
 log "host Python ($BASE), torch ($SITE) and $REPO mounted read-only under $R/opt/dispatch-host"

@@ -1,4 +1,5 @@
-"""Running examples/train_ddp.py through dispatch, under a real supervisor process, and reading what happened.
+"""Running examples/train_ddp.py through dispatch, under a real supervisor process, and reading what happened
+(or another example with the same command line and JSON lines: train_lightning.py, train_accelerate.py).
 
 One :class:`Case` is one training job: its own directory (checkpoints, output files, final parameters, a SQLite
 record store), submitted with the training rules, supervised by ``python -m dispatch.supervise`` (a real
@@ -128,6 +129,8 @@ class Case:
         time_limit: float | None = None,
         warning: float = 20.0,
         steps: int = STEPS,
+        every: int = EVERY,
+        example: str = EXAMPLE.name,
     ) -> None:
         self.cluster = cluster
         self.desc = description(cluster)
@@ -144,18 +147,19 @@ class Case:
         self.params = self.dir / "final.params"
         self.db = self.dir / "records.db"
         self.steps = steps
+        self.every = every
         self.delay = delay
         self.time_limit = time_limit
         self.warning = warning
         if self.root:
             self.python = f"{HOST}/python/bin/python3"
-            self.example = f"{HOST}/repo/examples/train_ddp.py"
+            self.example = f"{HOST}/repo/examples/{example}"
             self.env = {"LD_LIBRARY_PATH": f"{HOST}/python/lib", "PYTHONPATH": f"{HOST}/site:{HOST}/repo/src"}
             if not Path(self.root + self.python).exists():
                 pytest.fail(f"no host Python in {self.root}: run `sudo scripts/training-sid.sh`", pytrace=False)
         else:
             self.python = sys.executable
-            self.example = str(EXAMPLE)
+            self.example = str(EXAMPLE.parent / example)
             self.env = {"PYTHONPATH": str(ROOT / "src")}
         self.supervisors: list[subprocess.Popen[bytes]] = []
         self.started = 0.0
@@ -166,7 +170,7 @@ class Case:
         return str(path)[len(self.root) :] if self.root else str(path)
 
     def spec(self) -> JobSpec:
-        argv = (self.python, self.example, "--steps", str(self.steps), "--checkpoint-every", str(EVERY),
+        argv = (self.python, self.example, "--steps", str(self.steps), "--checkpoint-every", str(self.every),
                 "--step-delay", str(self.delay), "--out", self.job_path(self.params))  # fmt: skip
         return JobSpec(
             argv,

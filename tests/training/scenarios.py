@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import signal
 import time
+from typing import Any
 
 import dispatch
 from dispatch.outcome import Cause, State
@@ -40,14 +41,14 @@ HANG_RULES = {
 }
 
 
-def reference(cluster: str, attempts: int = 3) -> Result:
+def reference(cluster: str, attempts: int = 3, **case: Any) -> Result:
     """The uninterrupted run the others are compared with, provably so: one submission, one execution, no
     decision, no resume, no warning (:meth:`Result.interruptions`). The clusters are shared, so a run that
     something else interrupted is run again, never accepted: "bit-identical to an uninterrupted run" must not
-    compare two recovered runs."""
+    compare two recovered runs. ``case``: arguments for :class:`Case` (another example, fewer steps)."""
     interrupted = []
     for _ in range(attempts):
-        case = Case(cluster, "reference")
+        case = Case(cluster, "reference", **case)
         try:
             case.submit()
             case.supervise()
@@ -73,22 +74,23 @@ def _check(case: Case, res: Result, ref: bytes, cause: str) -> None:
     res.assert_no_overlap()
 
 
-def preempted(cluster: str, ref: bytes) -> Result:
-    """A job on the preempting partition takes a node mid-run; the job is resubmitted and resumes."""
+def preempted(cluster: str, ref: bytes, past: int = 40, delay: float = 0.1, **args: Any) -> Result:
+    """A job on the preempting partition takes a node mid-run (once the run is past step ``past``); the job is
+    resubmitted and resumes. ``args``: arguments for :class:`Case` (another example, fewer steps)."""
     desc = description(cluster)
-    case = Case(cluster, "preempted", delay=0.1)
+    case = Case(cluster, "preempted", delay=delay, **args)
     try:
         case.submit()
         case.supervise()
-        case.wait(lambda: case.step_reached() >= 40, "the first execution reaches step 40")
+        case.wait(lambda: case.step_reached() >= past, f"the first execution reaches step {past}")
         at = time.time()
         admin(cluster, "sbatch", "-p", desc["partitions"]["preempt"], "--exclusive", "-w", desc["nodes"][0],
               "-J", "dsp-train-preemptor", "-o", "/dev/null", "--wrap", "sleep 3")  # fmt: skip
         res = case.finish([at])
         _check(case, res, ref, "preempted")
-        # the ranks stopped on SIGTERM at a step (past 40: this preemption) with a checkpoint there, and the next
+        # the ranks stopped on SIGTERM at a step (past `past`: this preemption) with a checkpoint there, and the next
         # execution resumed from exactly that step: nothing redone
-        assert any(s is not None and s >= 40 and s == r for s, r in res.handoffs()), res.handoffs()
+        assert any(s is not None and s >= past and s == r for s, r in res.handoffs()), res.handoffs()
         return res
     finally:
         case.cleanup()

@@ -39,7 +39,19 @@ def _rules() -> dict[str, Any]:
     return {**data, "rules": [rank_killed, *data["rules"]]}
 
 
-def _train(tmp: Path, label: str, kill_rank_at: int | None) -> tuple[bytes, Any, list[list[dict[str, Any]]]]:
+def _train(
+    tmp: Path,
+    label: str,
+    kill_rank_at: int | None,
+    example: Path = EXAMPLE,
+    steps: int = STEPS,
+    every: int = EVERY,
+    delay: float = 0.05,
+    warn_at: int | None = None,
+) -> tuple[bytes, Any, list[list[dict[str, Any]]]]:
+    """Train once under a supervisor; past ``warn_at`` (if given) both ranks get the warning signal, past
+    ``kill_rank_at`` rank 1 is SIGKILLed. Returns the final parameters, the record and rank 0's log lines per
+    execution."""
     clock = SystemClock()
     records = SQLiteRecords(tmp / f"{label}.db")
     state = tmp / f"{label}-state"
@@ -48,18 +60,24 @@ def _train(tmp: Path, label: str, kill_rank_at: int | None) -> tuple[bytes, Any,
     sup = Supervisor(backend, records, clock=clock, poll=0.5, lease_ttl=5.0, cluster="local")
     out = tmp / f"{label}.params"
     spec = JobSpec(
-        (sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--checkpoint-every", str(EVERY),
-         "--step-delay", "0.05" if kill_rank_at else "0", "--out", str(out)),
+        (sys.executable, str(example), "--steps", str(steps), "--checkpoint-every", str(every),
+         "--step-delay", str(delay) if kill_rank_at else "0", "--out", str(out)),
         nodes=2,
         env={"PYTHONPATH": str(ROOT / "src")},
         extensions=(SharedCheckpoint(path=str(tmp / f"{label}-ckpt")), CessationWarning(seconds=2)),
     )  # fmt: skip
     job_id = cluster.operator.submit(spec, _rules())
     killed = kill_rank_at is None
+    warned = warn_at is None
     deadline = time.monotonic() + 180
     while not records.get(job_id).closed:
         assert time.monotonic() < deadline, records.get(job_id).to_json()
         sup.cycle()
+        if not warned and _step(state) >= (warn_at or 0):
+            launcher = json.loads(next(state.glob("jobs/*/executions/0/launcher.json")).read_text())
+            for pid in launcher["ranks"].values():
+                os.kill(int(pid), signal.SIGUSR1)  # CessationWarning's default signal
+            warned = True
         if not killed and _step(state) >= (kill_rank_at or 0):
             launcher = json.loads(next(state.glob("jobs/*/executions/0/launcher.json")).read_text())
             os.kill(int(launcher["ranks"]["1"]), signal.SIGKILL)
@@ -92,3 +110,29 @@ def test_a_rank_killed_is_carried_on_to_the_same_parameters(tmp_path: Path) -> N
     assert resumed and resumed[0]["step"] >= 40
     assert got == ref
     print(f"local rank killed: {time.time() - t:.1f}s")
+
+
+@pytest.mark.parametrize("framework", ["lightning", "accelerate"])
+def test_lightning_and_accelerate_killed_rank_resume_to_the_same_parameters(tmp_path: Path, framework: str) -> None:
+    """examples/train_lightning.py and examples/train_accelerate.py, shorter (30 steps, a checkpoint every 5): the
+    ranks warned past step 6 checkpoint together and go on; a rank SIGKILLed past step 12 is carried on from the
+    step-10 checkpoint (or the warning's, if later) to the uninterrupted run's parameters."""
+    t = time.time()
+    example = ROOT / "examples" / f"train_{framework}.py"
+    ref, job, _ = _train(tmp_path, "reference", None, example, steps=30, every=5)
+    assert job.state is State.SUCCEEDED and len(job.submissions[0].executions) == 1
+    got, job, logs = _train(tmp_path, "killed", 12, example, steps=30, every=5, delay=0.15, warn_at=6)
+    # the warning (SIGUSR1) first: every rank saw it at the same step, there was a checkpoint at that step, and
+    # the run went on
+    warned = {
+        ln["step"] for p in tmp_path.glob("killed-state/jobs/*/executions/0/rank-*.out") for ln in _lines(p)
+        if ln.get("event") == "warned" and ln.get("signal") == "SIGUSR1"
+    }  # fmt: skip
+    saved = {ln["step"] for ln in logs[0] if ln.get("event") == "checkpoint"}
+    assert len(warned) == 1 and warned <= saved, (warned, saved)
+    assert job.state is State.SUCCEEDED, job.to_json()
+    assert [d.rule for d in job.decisions] == ["rank-killed"]
+    resumed = [ln for ln in logs[1] if ln.get("event") == "resumed"]
+    assert resumed and resumed[0]["step"] >= 10, logs[1][:5]
+    assert got == ref
+    print(f"local {framework} rank killed: {time.time() - t:.1f}s")

@@ -39,3 +39,16 @@ def test_node_lost_while_a_rank_runs_on_it(ref: Result) -> None:
 
 def test_supervisor_killed_during_recovery_and_restarted(ref: Result) -> None:
     scenarios.supervisor_killed(CLUSTER, ref.params)
+
+
+@pytest.mark.parametrize("framework", ["lightning", "accelerate"])
+def test_lightning_and_accelerate_preempted_resume_to_the_same_parameters(framework: str) -> None:
+    """examples/train_lightning.py and examples/train_accelerate.py, shorter (40 steps, a checkpoint every 5):
+    preempted past step 15, resubmitted by the supervisor's rules, resumed from the step the ranks stopped at,
+    bit-identical to their own uninterrupted reference."""
+    t = time.time()
+    case = {"example": f"train_{framework}.py", "steps": 40, "every": 5}
+    ref = scenarios.reference(CLUSTER, **case)
+    assert ref.interruptions() == [], ref.interruptions()
+    scenarios.preempted(CLUSTER, ref.params, past=15, delay=0.2, **case)
+    print(f"{framework} reference and preempted: {time.time() - t:.1f}s")
