@@ -230,3 +230,9 @@ def test_the_wait_for_a_late_result_is_bounded(make: scenarios.Make) -> None:
         future = ex.submit(scenarios.square, 3)
         with pytest.raises(CallFailed, match=r"without a result from rank\(s\) 0 \(waited 0.5 s for it\)"):
             future.result(timeout=120)
+
+
+@pytest.mark.parametrize("poll", [0, -1, float("nan"), float("inf"), True])
+def test_a_poll_that_would_spin_or_never_wake_is_refused(cluster: Cluster, poll: float) -> None:
+    with pytest.raises(ValueError, match="poll must be a positive number of seconds"):
+        Executor(cluster, poll=poll)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import sys
 import threading
 import time
@@ -184,6 +185,8 @@ class Executor(_Executor):
             raise ValueError(f"max_result_bytes must be positive or None, not {max_result_bytes!r}")
         if result_wait < 0:
             raise ValueError(f"result_wait must be 0 or more seconds, not {result_wait!r}")
+        if isinstance(poll, bool) or not isinstance(poll, int | float) or not 0 < poll < math.inf:
+            raise ValueError(f"poll must be a positive number of seconds, not {poll!r}")  # 0 or nan: a busy loop
         trust = Trust.of(group)
         self._shape = Shape(
             nodes=nodes,

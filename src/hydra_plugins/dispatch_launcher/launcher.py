@@ -21,6 +21,7 @@ stops the sweep's jobs.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -181,6 +182,9 @@ class DispatchLauncher(Launcher):
         options: dict[str, Any] = {"poll": self.poll, "python": self.python, "working_dir": self.working_dir}
         key = ""
         try:
+            key = "poll"
+            if isinstance(self.poll, bool) or not isinstance(self.poll, int | float) or not 0 < self.poll < math.inf:
+                raise ConfigError("", f"must be a positive number of seconds, got {self.poll!r}")
             for key, value in (("nodes", self.nodes), ("procs_per_node", self.procs_per_node)):
                 if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                     raise ConfigError("", f"must be a whole number from 1, got {value!r}")

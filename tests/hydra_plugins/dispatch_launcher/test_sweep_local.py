@@ -107,6 +107,7 @@ def test_a_bad_launcher_value_is_one_line_naming_its_key_and_nothing_is_submitte
         ("hydra.launcher.time_limit=soon", "hydra.launcher.time_limit: 'soon' is not a duration"),
         ("hydra.launcher.resources.mem_per_node=lots", "hydra.launcher.resources.mem_per_node: must be a memory"),
         ("hydra.launcher.cluster=nowhere", "hydra.launcher.cluster: "),
+        ("hydra.launcher.poll=0", "hydra.launcher.poll: must be a positive number of seconds"),
     ):
         done = sweep(tmp_path, "lr=0.1,0.2", setting)
         assert done.returncode == 1, (setting, done.stdout[-2000:])
