@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dispatch.compat.submitit.parameters import DEFAULT_TIMEOUT_MIN, request_of
+from dispatch.compat.submitit.parameters import DEFAULT_TIMEOUT_MIN, later_wins, request_of
 from dispatch.errors import ConfigError, DispatchError
 from dispatch.resources import Resources
 from dispatch.slurm.extensions import Placement
@@ -142,3 +142,28 @@ def test_setup_lines_are_carried_for_the_clusters_own_executor() -> None:
 def test_a_bad_placement_names_the_parameter() -> None:
     with pytest.raises(ConfigError, match="slurm_partition"):
         request_of({"slurm_partition": "gpu queue"}, "slurm").extensions()
+
+
+def _updated(*updates: dict[str, Any]) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    for update in updates:
+        merged = later_wins(merged, update)
+    return merged
+
+
+def test_a_later_update_wins_over_an_earlier_name_for_the_same_thing() -> None:
+    """Two names for one thing set by two calls: the later call's value is the one used, whatever the names."""
+    times = _updated({"slurm_time": "00:10:00"}, {"slurm_timeout_min": 120}, {"slurm_time": "00:30:00"})
+    assert request_of(times, "slurm").time_limit == 1800
+    gpus = _updated({"slurm_gpus_per_node": 4}, {"slurm_gres": "gpu:a100:2"}, {"slurm_gpus_per_node": 8})
+    resources = request_of(gpus, "slurm").resources
+    assert (resources.gpus_per_node, resources.gpu_type) == (8, None)
+    extra = _updated({"slurm_additional_parameters": {"gres": "gpu:2", "qos": "hi"}}, {"gpus_per_node": 1})
+    assert extra == {"slurm_additional_parameters": {"qos": "hi"}, "gpus_per_node": 1}
+
+
+def test_a_later_update_for_one_executor_leaves_another_executors_parameters() -> None:
+    assert _updated({"local_setup": ["a"], "slurm_setup": ["b"]}, {"local_setup": ["c"]}) == {
+        "slurm_setup": ["b"],
+        "local_setup": ["c"],
+    }

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from dispatch.compat.submitit.helpers import DelayedSubmission
 from dispatch.compat.submitit.job import Job
-from dispatch.compat.submitit.parameters import EXECUTORS, Request, request_of
+from dispatch.compat.submitit.parameters import EXECUTORS, Request, later_wins, request_of
 from dispatch.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -138,7 +138,7 @@ class AutoExecutor:
         not apply here, as in submitit). RuntimeError inside ``batch()``, as in submitit."""
         if self._batch is not None:
             raise RuntimeError('Changing parameters within batch context "with executor.batch():" is not allowed')
-        merged = {**self._parameters, **kwargs}
+        merged = later_wins(self._parameters, kwargs)
         request = request_of(merged, self._kind)
         request.extensions()  # ConfigError now for a placement slurm.Placement refuses
         new_elsewhere = sorted(set(request.elsewhere) - set(self._request.elsewhere))

@@ -197,6 +197,64 @@ def request_of(parameters: Mapping[str, Any], executor: str) -> Request:
     return _request(asked, tuple(elsewhere))
 
 
+_FIELD = {
+    "timeout_min": "time limit",
+    "time": "time limit",
+    "name": "name",
+    "job_name": "name",
+    "nodes": "nodes",
+    "tasks_per_node": "tasks per node",
+    "ntasks_per_node": "tasks per node",
+    "gpus_per_node": "GPUs",
+    "num_gpus": "GPUs",
+    "gres": "GPUs",
+    "mem_gb": "memory",
+    "mem": "memory",
+}
+"""What the parameters that several names can set set (the others set what their own name says)."""
+
+
+def _fields(key: str, value: Any) -> tuple[str, set[str]]:
+    """The executor parameter ``key`` is for (``""``: shared) and what it sets (for ``*_additional_parameters``,
+    what each of its options sets)."""
+    prefix, _, rest = key.partition("_")
+    if key in SHARED or prefix not in EXECUTORS:
+        return "", {_FIELD.get(key, key)}
+    if rest == "additional_parameters" and isinstance(value, Mapping):
+        return prefix, {_option_field(o) for o in value}
+    return prefix, {_FIELD.get(rest, rest)}
+
+
+def _option_field(option: object) -> str:
+    name = str(option).replace("-", "_")
+    return _FIELD.get(name, name)
+
+
+def later_wins(earlier: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """``earlier`` parameters merged with ``update`` as a user means them: a parameter of ``update`` replaces
+    every earlier one for the same executor (or a shared one) that sets the same thing under another name
+    (``slurm_time`` after ``timeout_min``; an option of ``slurm_additional_parameters`` after
+    ``slurm_gpus_per_node``, whose options an earlier ``slurm_additional_parameters`` then loses), so a later call
+    is never ignored for an earlier one's name. Within ``update`` the rules of :func:`request_of` hold."""
+    updated = [_fields(k, v) for k, v in update.items() if v is not None]
+
+    def replaced(scope: str, thing: str) -> bool:
+        return any(thing in things and (s == scope or "" in (scope, s)) for s, things in updated)
+
+    merged: dict[str, Any] = {}
+    for key, value in earlier.items():
+        if key in update or value is None:
+            continue
+        scope, things = _fields(key, value)
+        if key.endswith("_additional_parameters") and isinstance(value, Mapping):
+            kept = {o: v for o, v in value.items() if not replaced(scope, _option_field(o))}
+            if kept:
+                merged[key] = kept
+        elif not any(replaced(scope, thing) for thing in things):
+            merged[key] = value
+    return {**merged, **update}
+
+
 def _check_known(key: str, prefix: str, rest: str, value: Any) -> None:
     """ConfigError for a name submitit's executor ``prefix`` does not know, or one dispatch does not carry."""
     if rest in SHARED:
