@@ -41,7 +41,7 @@ def test_a_submitit_script_runs_on_slurm(tmp_path: Path) -> None:
             executor.update_parameters(slurm_srun_args=["--cpu-bind=none"])
         assert cluster.observer.list() == []
         try:
-            a, b = list(range(12)), list(range(100, 112))
+            a, b = list(range(50)), list(range(100, 150))
             jobs = executor.map_array(add, a, b)
             assert [job.result() for job in jobs] == [x + y for x, y in zip(a, b, strict=True)]
             scheduler_ids = [cluster.get(job.job_id).submissions[-1].scheduler_id or "" for job in jobs]
