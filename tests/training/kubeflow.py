@@ -79,6 +79,7 @@ class KubeflowCase(Case):
         self.supervisors: list[subprocess.Popen[bytes]] = []
         self.started = 0.0
         self.job_id = ""
+        self.lost_for: float | None = None
         base = real.base
         self.settings: dict[str, Any] = {
             "kubeconfig": {"path": base.cp["kubeconfig"]},
@@ -245,3 +246,80 @@ def supervisor_killed(real: RealPodsCluster, ref: bytes) -> Result:
         return res
     finally:
         case.cleanup()
+
+
+NODE_LOST_DELAY = 1.5
+"""Seconds per step of the node-lost case: the node is declared lost about 75 s after its kubelet stops (the
+controller-manager's 60 s grace period from the last lease renewal, then the 10 s toleration), and the first
+execution must still be running then."""
+
+
+def node_lost(real: RealPodsCluster, ref: bytes) -> Result:
+    """The kubelet of the node where rank 1 runs stops answering (SIGSTOP: the test's own fault, undone with
+    SIGCONT in any case); once the node lifecycle controller has evicted the pod and the supervisor has decided on
+    the node loss, the kubelet is let go again. The next execution needs both real nodes (one rank per node), so
+    it runs once the node is back."""
+    case = KubeflowCase(real, "nodelost", delay=NODE_LOST_DELAY)
+    pid = 0
+    try:
+        case.submit()
+        case.supervise()
+        case.wait(lambda: case.step_reached() >= 15, "the first execution reaches step 15")
+        starts = [ln for lines in case.logs().values() for ln in lines if ln.get("event") == "start"]
+        node = next(ln["node"] for ln in starts if ln.get("rank") == 1)
+        pid = int(next(n for n in real.nodes if n["name"] == node)["kubelet"]["pid"])
+        assert Path(f"/proc/{pid}/comm").read_text().strip() == "kubelet", f"{pid} is not {node}'s kubelet"
+        at = time.time()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            case.wait(lambda: "node-lost" in [d.cause.value for d in case.record().decisions], "node-lost", 180, 1.0)
+            case.lost_for = time.time() - at
+        finally:
+            os.kill(pid, signal.SIGCONT)
+            pid = 0
+        res = case.finish([at])
+        _check(case, res, ref, "node-lost")
+        return res
+    finally:
+        if pid:
+            os.kill(pid, signal.SIGCONT)
+        case.cleanup()
+
+
+def plain_wall(real: RealPodsCluster, delay: float) -> float:
+    """The same training as a TrainJob of the same runtime created with kubectl (no dispatch, no Kueue: no queue
+    label), uninterrupted: from its creation to rank 0's "done" line, seconds. The ranks take the torch
+    runtime's ``PET_*`` as the variables the example reads."""
+    base = real.base
+    name = f"plain-{uuid.uuid4().hex[:6]}"
+    d = real.shared / name
+    d.mkdir(mode=0o777)
+    os.chmod(d, 0o777)
+    env = (f"export RANK=$PET_NODE_RANK WORLD_SIZE=$PET_NNODES MASTER_ADDR=$PET_MASTER_ADDR "
+           f"MASTER_PORT=$PET_MASTER_PORT PYTHONPATH={ROOT / 'src'}; exec \"$@\"")  # fmt: skip
+    argv = [sys.executable, str(EXAMPLE), "--steps", str(STEPS), "--checkpoint-every", str(EVERY),
+            "--step-delay", str(delay), "--out", f"{d}/final.params", "--checkpoint-dir", f"{d}/ckpt"]  # fmt: skip
+    doc = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": base.ns},
+        "spec": {
+            "runtimeRef": {"name": RUNTIME, "kind": "TrainingRuntime", "apiGroup": "trainer.kubeflow.org"},
+            "trainer": {"numNodes": 2, "command": ["/bin/sh", "-c", env, "plain", *argv]},
+        },
+    }
+    t = time.time()
+    base.apply(doc)
+    end = time.time() + 300
+    while True:
+        conds = json.loads(base.k("get", "trainjob", "-n", base.ns, name, "-o", "json")).get("status", {})
+        types = {c["type"] for c in conds.get("conditions") or [] if c.get("status") == "True"}
+        if "Complete" in types:
+            break
+        assert "Failed" not in types and time.time() < end, f"the plain TrainJob {name} did not complete: {conds}"
+        time.sleep(1)
+    pod = base.pods_of(name)[0]["metadata"]["name"]
+    events = [json.loads(x) for x in base.k("logs", "-n", base.ns, pod).splitlines() if x.startswith('{"t"')]
+    (done,) = [e for e in events if e.get("event") == "done"]
+    base.k("delete", "trainjob", "-n", base.ns, name, "--wait=false")
+    return float(done["t"]) - t

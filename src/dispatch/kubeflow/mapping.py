@@ -374,10 +374,11 @@ def pod_cause(
                 failures.append((finished, killed, rank(pod), code, str(term.get("reason", ""))))
     if failures:
         failures.sort()
-        _, _, _, code, reason = failures[0]
+        _, _, (_, node_rank, name), code, reason = failures[0]
         if code in (126, 127):
             return Cause.NOT_LAUNCHABLE, code, f"exit {code}: the program could not be run"
-        return Cause.EXIT, code, reason or f"exit {code}"
+        # the kubelet's reason for any non-zero exit is "Error": the detail names whose exit it was
+        return Cause.EXIT, code, f"exit {code}{f' ({reason})' if reason else ''} of node rank {node_rank} (pod {name})"
     return None
 
 
