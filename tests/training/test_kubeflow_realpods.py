@@ -40,3 +40,7 @@ def test_kueue_preemption_mid_run_resumes_to_the_same_parameters(real: RealPodsC
 
 def test_supervisor_killed_during_recovery_and_restarted(real: RealPodsCluster, ref: Result) -> None:
     kubeflow.supervisor_killed(real, ref.params)
+
+
+def test_node_lost_while_a_rank_runs_on_it(real: RealPodsCluster, ref: Result) -> None:
+    kubeflow.node_lost(real, ref.params)
