@@ -5,9 +5,10 @@ Every adapter is held to the same assertions; these are the only differences all
 not up FAILS with the command to start it (tests/slurm/clusters.py, tests/gridengine/cell.py): nothing skips.
 
 Real or model: the local adapter, the three Slurm releases and the Grid Engine cell are the real thing. Kubeflow
-is a MODEL (:func:`kubeflow_model`, pytest id ``kubeflow-model``): dispatch_kubetest's in-process API server and
-controllers, with a thread of the test as kubelet that runs each pod's command as a plain process of this
-machine. No Kubernetes, no container, no real pod; what it proves is the adapter against that model.
+runs twice: as a MODEL (:func:`kubeflow_model`, pytest id ``kubeflow-model``): dispatch_kubetest's in-process API
+server and controllers, with a thread of the test as kubelet that runs each pod's command as a plain process of
+this machine; and for real (:func:`kubeflow_real`, pytest id ``kubeflow-realpods``, marker ``realpods``): the real
+control plane and the two real kubelets with containerd, each rank a container on its own node.
 """
 
 from __future__ import annotations

@@ -132,9 +132,9 @@ class RealPodsCluster:
         self.base = base
         self.nodes = real_nodes(base.cp)
         self.shared = SHARED_BASE / base.ns
+        base.apply(host_torch_runtime(base.cp, base.ns, self.shared))  # first: a refusal leaves no directory
         self.shared.mkdir(parents=True, mode=0o777)
         self.shared.chmod(0o777)
-        base.apply(host_torch_runtime(base.cp, base.ns, self.shared))
 
     @property
     def ns(self) -> str:
