@@ -34,7 +34,9 @@ pytestmark = pytest.mark.realpods
 
 SCRIPT = r"""
 master_ip=""
-for i in $(seq 60); do master_ip=$(getent hosts "$MASTER_ADDR" | cut -d' ' -f1); [ -n "$master_ip" ] && break; sleep 0.5; done
+for i in $(seq 60); do
+  master_ip=$(getent hosts "$MASTER_ADDR" | cut -d' ' -f1); [ -n "$master_ip" ] && break; sleep 0.5
+done
 { echo "rank=$RANK world=$WORLD_SIZE node_rank=$NODE_RANK local=$LOCAL_RANK master=$MASTER_ADDR:$MASTER_PORT"
   echo "pet=$PET_NODE_RANK/$PET_NNODES $PET_MASTER_ADDR:$PET_MASTER_PORT"
   echo "node=$DISPATCH_NODE execution=$DISPATCH_EXECUTION"
@@ -74,7 +76,8 @@ def seen(path: Path) -> dict[str, str]:
 
 
 def test_ranks_on_real_pods_see_their_rank_master_and_working_directory_and_rank_1s_exit_3_is_the_outcome(
-    real: RealPodsCluster, cli: Env  # noqa: F811
+    real: RealPodsCluster,
+    cli: Env,  # noqa: F811
 ) -> None:
     cli.config.write_text(config_toml(Adapter("journey", "kubeflow", settings(real), 2, "8s", 90.0)))
     wd = real.shared / "wd"
@@ -84,7 +87,10 @@ def test_ranks_on_real_pods_see_their_rank_master_and_working_directory_and_rank
         ("/bin/sh", "-c", SCRIPT, "journey"),
         nodes=2,
         working_dir=str(wd),
-        extensions=(Image(real.base.cp["real_images"]["host_usr"]), RuntimeRef(RUNTIME, runtime_kind="TrainingRuntime")),
+        extensions=(
+            Image(real.base.cp["real_images"]["host_usr"]),
+            RuntimeRef(RUNTIME, runtime_kind="TrainingRuntime"),
+        ),
     )
     with dispatch.open(
         "kubeflow", adapter=settings(real), records=SQLiteRecords(cli.records), name="journey"

@@ -94,7 +94,8 @@ class KubeflowCase(Case):
 
     def spec(self) -> JobSpec:
         argv = ("/bin/sh", "-c", WRAP, str(self.out), self.python, self.example, "--steps", str(self.steps),
-                "--checkpoint-every", str(EVERY), "--step-delay", str(self.delay), "--out", str(self.params))  # fmt: skip
+                "--checkpoint-every", str(EVERY), "--step-delay", str(self.delay),
+                "--out", str(self.params))  # fmt: skip
         return JobSpec(
             argv,
             nodes=2,

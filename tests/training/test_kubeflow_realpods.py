@@ -4,7 +4,6 @@ Trainer and Job controllers, dispatch's Kubeflow adapter in Kueue mode. Fails wh
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
