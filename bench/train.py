@@ -2,6 +2,7 @@
 
     python bench/train.py --json [--cluster local] [--cases none,preempted,timeout,node-lost,supervisor-killed,hang]
         [--overhead-blocks N [--overhead-block-steps B]]
+    python bench/train.py --json --cluster kubeflow [--cases none,preempted,supervisor-killed,node-lost]
 
 Runs the proof scenarios of tests/training (same job, same faults, same checks) and prints
 ``{"runs": [...]}``, one row per (cluster, interruption):
@@ -33,6 +34,13 @@ over the other block of its pair) with their median, IQR and a bootstrap 95% int
 thread's (the calls run there; gloo's threads add only noise). ``call_us`` is one call's cost measured in the
 bench's own process (the fastest of 5 rounds of 100,000), and ``calls_pct_of_cpu`` a block's calls' share of a
 block without them at that cost: what a tight loop says, for comparison. ``--cases ''`` runs that row alone.
+
+``--cluster kubeflow``: the same job on real pods (tests/training/kubeflow.py): the two real kubelets of
+scripts/k8s/nodes-up.sh, dispatch's Kubeflow adapter in Kueue mode, the interruptions a Kueue priority preemption,
+the supervisor killed during its recovery and a node lost (rank 1's kubelet stopped); the same columns, with
+``plain_wall_s`` a TrainJob of the same runtime created with kubectl (no dispatch, no Kueue), from its creation
+to rank 0's "done" line. The control plane and the nodes are not brought up here: down, the run fails naming
+the script.
 
 Needs torch==2.13.0 (scripts/training-deps.sh) and the clusters (brought up when down). Faults are short and
 always undone; the clusters may be shared, so a row can show someone else's interruption as an extra execution.
@@ -224,10 +232,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--cluster",
         default="local",
-        choices=["local"],
-        help="the host's Slurm 22.05 cluster (the plain baseline runs the host's paths, so no chroot cluster)",
+        choices=["local", "kubeflow"],
+        help="the host's Slurm 22.05 cluster (the plain baseline runs the host's paths, so no chroot cluster), or"
+        " kubeflow: the real pods of scripts/k8s/nodes-up.sh",
     )
-    p.add_argument("--cases", default="none," + ",".join(CASES), help="comma-separated interruptions")
+    p.add_argument("--cases", help="comma-separated interruptions (default: every one the cluster has)")
     p.add_argument("--json", action="store_true", help="print JSON (the only output format)")
     p.add_argument(
         "--overhead-blocks",
@@ -237,8 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--overhead-block-steps", type=int, default=10, help="steps per block (default 10)")
     args = p.parse_args(argv)
+    if args.cluster == "kubeflow":
+        return kubeflow_main(p, args)
     clusters([args.cluster])
-    wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
+    wanted = [c.strip() for c in (args.cases or "none," + ",".join(CASES)).split(",") if c.strip()]
     unknown = [c for c in wanted if c != "none" and c not in CASES]
     if unknown:
         p.error(f"unknown case(s) {', '.join(unknown)}; known: none, {', '.join(CASES)}")
@@ -270,6 +281,52 @@ def main(argv: list[str] | None = None) -> int:
             continue
         rows.append(row(args.cluster, name, res, ref.params, plain_for(delay)))
         print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(json.dumps({"runs": rows}, indent=2))
+    return 0
+
+
+def kubeflow_main(p: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    """``--cluster kubeflow``: the rows on real pods (module docstring)."""
+    from tests.training import kubeflow
+
+    cases = {
+        "preempted": (kubeflow.preempted, 0.1),
+        "supervisor-killed": (kubeflow.supervisor_killed, 0.1),
+        "node-lost": (kubeflow.node_lost, kubeflow.NODE_LOST_DELAY),
+    }
+    wanted = [c.strip() for c in (args.cases or "none," + ",".join(cases)).split(",") if c.strip()]
+    unknown = [c for c in wanted if c != "none" and c not in cases]
+    if unknown or args.overhead_blocks:
+        p.error(f"on kubeflow: unknown case(s) {', '.join(unknown)}; known: none, {', '.join(cases)}; no overhead row")
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="dispatch-train-kubeflow-") as tmp:
+        fixture = kubeflow.open_cluster(Path(tmp))
+        try:
+            real = next(fixture)
+            plain: dict[float, float] = {}
+
+            def plain_for(delay: float) -> float:
+                if delay not in plain:
+                    plain[delay] = kubeflow.plain_wall(real, delay)
+                return plain[delay]
+
+            ref = kubeflow.reference(real)
+            if "none" in wanted:
+                rows.append(row("kubeflow", "none", ref, ref.params, plain_for(0.0)))
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            for name in wanted:
+                if name == "none":
+                    continue
+                run, delay = cases[name]
+                try:
+                    res = run(real, ref.params)
+                except AssertionError as exc:
+                    rows.append({"cluster": "kubeflow", "interruption": name, "error": str(exc).splitlines()[0]})
+                    continue
+                rows.append(row("kubeflow", name, res, ref.params, plain_for(delay)))
+                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        finally:
+            fixture.close()
     print(json.dumps({"runs": rows}, indent=2))
     return 0
 

@@ -5,9 +5,10 @@ Every adapter is held to the same assertions; these are the only differences all
 not up FAILS with the command to start it (tests/slurm/clusters.py, tests/gridengine/cell.py): nothing skips.
 
 Real or model: the local adapter, the three Slurm releases and the Grid Engine cell are the real thing. Kubeflow
-is a MODEL (:func:`kubeflow_model`, pytest id ``kubeflow-model``): dispatch_kubetest's in-process API server and
-controllers, with a thread of the test as kubelet that runs each pod's command as a plain process of this
-machine. No Kubernetes, no container, no real pod; what it proves is the adapter against that model.
+runs twice: as a MODEL (:func:`kubeflow_model`, pytest id ``kubeflow-model``): dispatch_kubetest's in-process API
+server and controllers, with a thread of the test as kubelet that runs each pod's command as a plain process of
+this machine; and for real (:func:`kubeflow_real`, pytest id ``kubeflow-realpods``, marker ``realpods``): the real
+control plane and the two real kubelets with containerd, each rank a container on its own node.
 """
 
 from __future__ import annotations
@@ -147,6 +148,36 @@ def kubeflow_model(tmp: Path) -> Adapter:
     )
 
 
+def kubeflow_real(tmp: Path) -> Adapter:
+    """The real thing on real pods: the control plane of scripts/k8s/controlplane-up.sh (kube-apiserver, the
+    Trainer, JobSet, the Job controller, the scheduler) and the two real kubelets with containerd of
+    scripts/k8s/nodes-up.sh; each rank a container on its own node (tests/kubeflow/realpods_harness.py)."""
+    from dispatch.kubeflow import Mode
+    from tests.kubeflow.realpods_harness import read_control_plane, real_cluster_in
+
+    fixture = real_cluster_in(read_control_plane(), tmp, Mode.PLAIN)
+    real = next(fixture)
+    return Adapter(
+        "kubeflow-realpods",
+        "kubeflow",
+        {
+            "kubeconfig": {"path": real.base.cp["kubeconfig"]},
+            "namespace": real.ns,
+            "mode": "plain",
+            "timeouts": {"apiserverRequest": "20s"},
+            "preflight": {"probeWatch": "2s"},
+        },
+        2,
+        "8s",
+        90.0,
+        real.forgotten,
+        extensions=real.extensions(),
+        every_rank_logged=False,
+        separate_stderr=False,
+        close=fixture.close,
+    )
+
+
 ADAPTERS = [
     pytest.param(local, id="local"),
     pytest.param(slurm("local"), id="slurm-22.05", marks=pytest.mark.slurm_local),
@@ -154,4 +185,5 @@ ADAPTERS = [
     pytest.param(slurm("sid"), id="slurm-26.05", marks=pytest.mark.slurm_sid),
     pytest.param(gridengine, id="gridengine", marks=pytest.mark.gridengine),
     pytest.param(kubeflow_model, id="kubeflow-model"),
+    pytest.param(kubeflow_real, id="kubeflow-realpods", marks=pytest.mark.realpods),
 ]

@@ -1,7 +1,9 @@
 """One journey, every adapter: the same torchrun-style script and the same sequence of user commands, with the
-same assertions on the local adapter, the three real Slurm releases, the Grid Engine cell and a MODEL of Kubeflow
+same assertions on the local adapter, the three real Slurm releases, the Grid Engine cell, a MODEL of Kubeflow
 (pytest id ``kubeflow-model``: dispatch_kubetest's in-process API server and controllers, with a thread as kubelet
-running each pod's command as a local process; no Kubernetes and no real pod, see tests/journey/adapters.py).
+running each pod's command as a local process; no Kubernetes and no real pod) and Kubeflow on real pods (pytest id
+``kubeflow-realpods``: the real control plane, Trainer, JobSet and two real kubelets; see
+tests/journey/adapters.py).
 
 The sequence is what a new user does after the quick start: ``run`` (the rank environment, the output, the
 outcome), ``submit`` then ``status``, ``show`` and ``logs`` while it runs, ``stop --wait`` and a second ``stop``,

@@ -565,6 +565,33 @@ def test_stdout_follows_rank0_and_stderr_is_unsupported(plain: FakeCluster) -> N
         b.close()
 
 
+def test_stdout_follow_waits_for_rank0s_container_when_another_rank_started_first(plain: FakeCluster) -> None:
+    """Real kubelets start the ranks' containers seconds apart (seen on the real nodes: `dispatch run` showed no
+    output once): the execution runs as soon as rank 1's has started, while rank 0's log still answers 400
+    ``ContainerCreating``. A follow opened then waits for rank 0's container, and a plain read finds nothing yet."""
+    plain.control.auto_run_pods = False
+    b = kb(plain.backend())
+    try:
+        sid = start(b)
+        b.open(sid)
+        pods = plain.until(lambda: plain.control.pods_of(sid), lambda ps: len(ps) == 2, 20)
+        by_index = {p["metadata"]["labels"][n.COMPLETION_INDEX]: p["metadata"]["name"] for p in pods}
+        plain.control.run_pod(by_index["1"])
+        wait(plain, b, sid, running, "runs")
+        assert list(b.stdout(sid)) == []
+        got: list[bytes] = []
+        reader = threading.Thread(target=lambda: got.extend(b.stdout(sid, follow=True)))
+        reader.start()
+        time.sleep(0.5)
+        plain.control.run_pod(by_index["0"])
+        plain.control.append_log(by_index["0"], "line 1")
+        plain.control.finish_log(by_index["0"])
+        reader.join(15)
+        assert b"".join(got).splitlines() == [b"line 1"]
+    finally:
+        b.close()
+
+
 def test_no_pods_log_permission_answers_no(plain: FakeCluster) -> None:
     rules = [*READ_RULES, rule("create,patch,delete", "trainer.kubeflow.org", "trainjobs,trainingruntimes")]
     plain.control.set_rules(TOKEN, rules)

@@ -211,6 +211,25 @@ def test_an_eviction_from_a_node_taken_out_of_service_reads_cessation(spec: dict
     assert r.execution is not None and "EvictionByEvictionAPI (w0: node " in (r.execution.detail or "")
 
 
+@pytest.mark.parametrize("kueue", [True, False], ids=["kueue", "plain"])
+def test_a_pod_evicted_from_a_lost_real_node_reads_node_lost_though_nothing_else_ends(kueue: bool) -> None:
+    """Seen on the real nodes (tests/training/test_kubeflow_realpods.py, the node-lost case): rank 1's kubelet
+    stops answering; the taint manager evicts its pod, which stays Terminating with its container still reported
+    running (nobody on the node answers), so its Job stays FailureTarget, the JobSet and the TrainJob never fail
+    and Kueue keeps the Workload admitted; rank 0's pod, deleted by the Job controller, is gone. Kueue mode waited
+    for the Workload to say why, and both modes read the object pending (a restart of the JobSet) after the
+    execution, for as long as the node stayed away; the pod's own condition says why."""
+    stranded = pod("p1", index=1, node="w1", disruption="DeletionByTaintManager")
+    stranded["metadata"]["deletionTimestamp"] = T
+    rank0 = pod("p0", phase="Failed", state=terminated(143))
+    nodes = {"w0": NODES["w0"], "w1": {"metadata": {"name": "w1"}, **unknown_since(EARLIER)}}
+    wl = workload(cond("Admitted")) if kueue else None
+    r = reading(trainjob(), [stranded], gone=[rank0], wl=wl, nodes=nodes, kueue=kueue)
+    assert ended(r)[:2] == (State.FAILED, Cause.NODE_LOST)
+    assert r.execution is not None and r.execution.detail == "DeletionByTaintManager (w1)"
+    assert r.waiting is None  # the object's outcome is the execution's: no restart comes while the pod is stranded
+
+
 def test_oom_killed_reads_out_of_memory() -> None:
     r = reading(trainjob(FAILED), [pod(phase="Failed", state=terminated(137, "OOMKilled"))])
     assert ended(r) == (State.FAILED, Cause.OUT_OF_MEMORY, 137)

@@ -160,7 +160,7 @@ def rank_vars(tj: dict[str, Any], pod_env: dict[str, str]) -> dict[str, str]:
 def test_a_rank_not_started_by_torchrun_gets_the_rank_environment_from_the_torch_runtime() -> None:
     _, tj = build(nodes=3, procs_per_node=1, command=("python", "train.py"))
     pet = {"PET_NNODES": "3", "PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": "2", "PET_MASTER_ADDR": "m.svc"}
-    got = rank_vars(tj, {**pet, "PET_MASTER_PORT": "29400", "JOB_COMPLETION_INDEX": "2"})
+    got = rank_vars(tj, {**pet, "PET_MASTER_PORT": "29500", "JOB_COMPLETION_INDEX": "2"})
     assert got == {
         "RANK": "2",
         "WORLD_SIZE": "3",
@@ -169,7 +169,7 @@ def test_a_rank_not_started_by_torchrun_gets_the_rank_environment_from_the_torch
         "NODE_RANK": "2",
         "GROUP_RANK": "2",
         "MASTER_ADDR": "m.svc",
-        "MASTER_PORT": "29400",
+        "MASTER_PORT": "29500",
         "DISPATCH_RANK": "2",
     }
 
@@ -179,12 +179,12 @@ def test_without_pet_variables_the_rank_comes_from_the_job_index_and_the_rendezv
     got = rank_vars(tj, {"JOB_COMPLETION_INDEX": "1"})
     name = tj["metadata"]["name"]
     assert (got["RANK"], got["WORLD_SIZE"], got["NODE_RANK"]) == ("1", "2", "1")
-    assert (got["MASTER_ADDR"], got["MASTER_PORT"]) == (f"{name}-node-0-0.{name}", "29400")
+    assert (got["MASTER_ADDR"], got["MASTER_PORT"]) == (f"{name}-node-0-0.{name}", "29500")
 
 
 def test_torchrun_with_several_processes_per_node_sets_the_per_process_variables_itself() -> None:
     _, tj = build(nodes=2, procs_per_node=4, command=("python3", "-m", "torch.distributed.run", "t.py"))
-    got = rank_vars(tj, {"PET_NODE_RANK": "1", "PET_MASTER_ADDR": "m", "PET_MASTER_PORT": "29400"})
+    got = rank_vars(tj, {"PET_NODE_RANK": "1", "PET_MASTER_ADDR": "m", "PET_MASTER_PORT": "29500"})
     assert (got["WORLD_SIZE"], got["LOCAL_WORLD_SIZE"], got["NODE_RANK"]) == ("8", "4", "1")
     assert (got["RANK"], got["LOCAL_RANK"], got["DISPATCH_RANK"]) == ("unset", "unset", "unset")
 

@@ -779,7 +779,26 @@ class KubeflowBackend:
         if not rank0:
             raise NotFound(f"TrainJob {scheduler_id}: rank 0 of the current execution has no pod (its log is gone)")
         pod = str(meta(rank0[0]).get("name"))
-        return _skip(self._lines(pod, follow), offset)
+        if not pod_started(rank0[0]) and not follow:
+            return iter(())  # its container has not started: nothing written yet (the kubelet would answer 400)
+        return _skip(self._started(scheduler_id, pod, follow), offset)
+
+    def _started(self, scheduler_id: str, pod: str, follow: bool) -> Iterator[bytes]:
+        """Rank 0's log once its container has started. An execution counts as started when any rank's container
+        has, and on real nodes the kubelets start them seconds apart: a follow opened meanwhile would get the
+        kubelet's 400 (``is waiting to start: ContainerCreating``) and never show rank 0's output. So the follow
+        waits, reading the cache, until the container has started, the pod has gone (NotFound: its log went with
+        it) or the CallBound has passed (then the read says why)."""
+        deadline = time.monotonic() + self.settings.call_bound
+        while time.monotonic() < deadline:
+            got = self.cache.reading(scheduler_id)
+            now = [p for p in (got[0].pods if got is not None else []) if meta(p).get("name") == pod]
+            if not now:
+                raise NotFound(f"TrainJob {scheduler_id}: rank 0's pod {pod} went before its container started")
+            if pod_started(now[0]) or (now[0].get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                break
+            time.sleep(0.2)
+        yield from self._lines(pod, follow)
 
     def _lines(self, pod: str, follow: bool) -> Iterator[bytes]:
         client = k.make_client(self.settings, stream=True) if follow else None

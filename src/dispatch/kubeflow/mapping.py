@@ -314,6 +314,20 @@ KILLED_CODES = frozenset({128 + 9, 128 + 15})
 """Container exit codes of a process ended by SIGKILL or SIGTERM (what stopping a pod sends)."""
 
 
+NODE_LOST_DISRUPTIONS = ("DeletionByTaintManager", "DeletionByPodGC", "TerminationByKubelet")
+"""The reasons of a pod's ``DisruptionTarget`` condition that mean its node was lost (or is shutting down)."""
+
+
+def lost_node_disruption(pods: Iterable[JSON]) -> str | None:
+    """The first (by rank) ``DisruptionTarget`` reason among ``pods`` that means a lost node, naming the pod's
+    node, or None."""
+    for pod in sorted(pods, key=rank):
+        dt = condition(pod, "DisruptionTarget")
+        if dt is not None and dt.get("status") == "True" and dt.get("reason") in NODE_LOST_DISRUPTIONS:
+            return f"{dt.get('reason')} ({(pod.get('spec') or {}).get('nodeName') or 'no node'})"
+    return None
+
+
 def pod_cause(
     pods: Iterable[JSON], nodes: Mapping[str, JSON], nodes_known: bool
 ) -> tuple[Cause, int | None, str] | None:
@@ -325,7 +339,7 @@ def pod_cause(
             reason = str(dt.get("reason", ""))
             if reason == "PreemptionByScheduler":
                 return Cause.PREEMPTED, None, reason
-            if reason in ("DeletionByTaintManager", "DeletionByPodGC", "TerminationByKubelet"):
+            if reason in NODE_LOST_DISRUPTIONS:
                 return Cause.NODE_LOST, None, reason
             if reason == "EvictionByEvictionAPI":
                 # a drain cordons the node before it evicts; any other eviction (a descheduler, an operator's
@@ -374,10 +388,11 @@ def pod_cause(
                 failures.append((finished, killed, rank(pod), code, str(term.get("reason", ""))))
     if failures:
         failures.sort()
-        _, _, _, code, reason = failures[0]
+        _, _, (_, node_rank, name), code, reason = failures[0]
         if code in (126, 127):
             return Cause.NOT_LAUNCHABLE, code, f"exit {code}: the program could not be run"
-        return Cause.EXIT, code, reason or f"exit {code}"
+        # the kubelet's reason for any non-zero exit is "Error": the detail names whose exit it was
+        return Cause.EXIT, code, f"exit {code}{f' ({reason})' if reason else ''} of node rank {node_rank} (pod {name})"
     return None
 
 
@@ -564,6 +579,7 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
         ended_at = at or max([t for t in (pod_end_time(p) for p in everything) if t is not None] or [now])
 
     wl_evicted = condition(o.workload, "Evicted")
+    stranded = False
     if started:
         if complete is not None and complete.get("status") == "True":
             ended(Outcome(State.SUCCEEDED, Cause.EXIT, ev, exit_code=0, detail=str(complete.get("reason", ""))))
@@ -596,6 +612,13 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
                 ),
                 parse_time(wl_evicted.get("lastTransitionTime")),
             )
+        elif not suspended and (lost := lost_node_disruption(everything)) is not None:
+            # a pod the node lifecycle controller evicted from a lost node: Kueue will not evict the Workload, and
+            # on a real node whose kubelet stopped answering the pod stays Terminating, so the Job never fails and
+            # neither does the TrainJob (seen on the real nodes); the pod's own condition says why, and the object
+            # does not wait for a restart either: none can come while that pod is Terminating
+            ended(Outcome(State.FAILED, Cause.NODE_LOST, ev, detail=lost))
+            stranded = True
         elif o.kueue and admitted(o.workload):
             # the Workload (watched apart from the TrainJob) has not shown why the pods stop yet
             execution = Outcome(State.RUNNING, None, ev, detail="stopping; waiting for the Workload to say why")
@@ -627,7 +650,8 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
                     ended(Outcome(State.FAILED, cause, ev, exit_code=code, detail=detail))
             if execution is None:
                 execution = Outcome(State.RUNNING, None, ev, detail="started")
-    waiting = None if (started and execution is not None and execution.state is State.RUNNING) else _waiting(o, ev)
+    running_now = started and execution is not None and execution.state is State.RUNNING
+    waiting = None if running_now or stranded else _waiting(o, ev)
     awaiting = False
     if o.kueue and o.workload is not None and not holds and not foreign and n.STOP not in ann:
         raw = ann.get(n.ADMIT, "0")

@@ -46,8 +46,9 @@ PROLOGUE = (
     'if [ -n "$1" ]; then cd -- "$1" || exit 127; fi; shift; exec "$@"'
 )
 """The prologue's last line. ``$1`` is the working directory (empty: stay), the rest is the user's argv."""
-TORCH_MASTER_PORT = 29400
-"""The rendezvous port the torch runtime gives (``PET_MASTER_PORT``), used too where no runtime gives one."""
+TORCH_MASTER_PORT = 29500
+"""The rendezvous port the torch runtime gives (``PET_MASTER_PORT``: the Trainer's ``ContainerTrainerPort``, 29500 in
+v2.3.0, as its pods on the real nodes show), used too where no runtime gives one."""
 
 RESERVED_ENV_PREFIXES = ("DISPATCH_", "PET_")
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")

@@ -124,7 +124,7 @@ def build_jobset(trainjob: JSON, runtime: JSON) -> JSON:
                             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{INDEX_ANNOTATION}']"}},
                         },
                         {"name": "PET_MASTER_ADDR", "value": f"{name}-{step['name']}-0-0.{name}"},
-                        {"name": "PET_MASTER_PORT", "value": "29400"},
+                        {"name": "PET_MASTER_PORT", "value": "29500"},
                     ],
                 )
             if env:
