@@ -292,6 +292,32 @@ def test_an_image_that_cannot_be_pulled_reads_not_launchable(why: str) -> None:
     assert ended(r)[:2] == (State.FAILED, Cause.NOT_LAUNCHABLE)
 
 
+def waiting_since(reason: str, made: str, message: str = "") -> dict[str, Any]:
+    stuck = pod("p0", phase="Pending", state={"waiting": {"reason": reason, "message": message}})
+    stuck["metadata"]["creationTimestamp"] = made
+    return stuck
+
+
+def test_pods_that_never_start_end_their_execution_though_nothing_else_fails() -> None:
+    """On real kubelets a pod whose image is not there waits for ever: its Job, JobSet and TrainJob never fail (seen
+    on the real nodes), so the wait itself is the evidence. A reason no retry ends reads failed at once; a pull
+    that may yet succeed, after LAUNCH_GRACE; a rank that started does not change it."""
+    never = [waiting_since("ErrImageNeverPull", T, 'Container image "x" is not present with pull policy of Never')]
+    r = reading(trainjob(), never)
+    assert ended(r)[:2] == (State.FAILED, Cause.NOT_LAUNCHABLE)
+    assert r.execution is not None and "ErrImageNeverPull (p0): Container image" in r.execution.detail
+    started = pod("p1", index=1)
+    assert ended(reading(trainjob(), [*never, started]))[:2] == (State.FAILED, Cause.NOT_LAUNCHABLE)
+    young = reading(trainjob(), [waiting_since("ImagePullBackOff", "2027-01-15T07:59:00Z")])  # a minute
+    assert young.execution is None and young.waiting is not None and young.waiting.state is State.PENDING
+    old = reading(trainjob(), [waiting_since("ImagePullBackOff", "2027-01-15T07:57:00Z")])  # three minutes
+    assert ended(old)[:2] == (State.FAILED, Cause.NOT_LAUNCHABLE)
+    config = reading(trainjob(), [waiting_since("CreateContainerError", "2027-01-15T07:57:00Z")])
+    assert ended(config)[:2] == (State.FAILED, Cause.LAUNCH_FAILED)
+    stopped = reading(trainjob(**{n.STOP: "1"}), never)
+    assert stopped.execution is None or stopped.execution.cause is not Cause.NOT_LAUNCHABLE
+
+
 @pytest.mark.parametrize(
     ("message", "cause"),
     [
