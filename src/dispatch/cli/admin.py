@@ -223,6 +223,7 @@ def clusters(app: App, as_json: bool) -> None:
     " (pruned hourly; 0: never) [default: keep forever].",
 )
 @click.option("--test-pause-before-intent", "pause_action", hidden=True)
+@click.option("--test-clock-offset", "clock_offset", type=float, default=0.0, hidden=True)
 @pass_app
 def supervise(
     app: App,
@@ -246,6 +247,7 @@ def supervise(
     archive_max_bytes: int,
     archive_keep: str | None,
     pause_action: str | None,
+    clock_offset: float,
 ) -> None:
     """Run the supervisor: observe the cluster's jobs, decide by their rules, act (until SIGTERM or Ctrl-C).
 
@@ -259,6 +261,7 @@ def supervise(
 
     from dispatch.actions import default_owner
     from dispatch.cli.config import is_postgres, open_records
+    from dispatch.records.base import store_clock
     from dispatch.rules import RuleSet
     from dispatch.supervise import Supervisor
     from dispatch.supervise.archive import ArchiveSettings
@@ -287,10 +290,10 @@ def supervise(
     store = open_records(setting, schema=schema) if (records or schema) else app.records()
     try:
         if adapter is not None:
-            from dispatch.clock import SystemClock
+            from dispatch.clock import SkewedClock, SystemClock
             from dispatch.cluster import new_backend
 
-            clock: Any = SystemClock()
+            clock: Any = SystemClock() if not clock_offset else SkewedClock(SystemClock(), clock_offset)
             backend = new_backend(adapter, settings, clock=clock)
             name: str | None = cluster_name
         else:
@@ -299,6 +302,10 @@ def supervise(
             app._records = store
             cluster = app.cluster()
             backend, clock, name = cluster.backend, cluster.clock, cluster.name
+            if clock_offset:
+                from dispatch.clock import SkewedClock
+
+                clock = SkewedClock(clock, clock_offset)
         metrics = None
         used: Any = store
         if metrics_port is not None:
@@ -315,6 +322,7 @@ def supervise(
         extra["archive"] = ArchiveSettings(max_bytes=archive_max_bytes, keep=keep)
         if adapter is None:
             extra["suspects"] = app.cluster_config().suspects
+        extra["lease_clock"] = store_clock(store)  # leases are judged by the store's clock, never this host's
         sup = Supervisor(backend, used, clock=clock, owner=who, poll=poll, default_rules=rules, cluster=name, **extra)
         if metrics is not None:
             metrics.set_poll(sup.poll)
