@@ -314,8 +314,13 @@ def supervise(
             metrics = Metrics(stale_after=0.0)
             metrics.watch(backend)
             used = metrics.timed(store)
+        timeline: list[Any] = [clock]  # the supervisor's own once it exists: on the store's time line
         if trace_calls:
-            backend = traced(backend, lambda call: emit(call=call, at=clock.now()))
+
+            def trace(call: str, target: str | None) -> None:
+                emit(call=call, at=timeline[0].now(), **({} if target is None else {"target": target}))
+
+            backend = traced(backend, trace)
         if pause_action:
             used = PausingRecords(used, pause_action, emit)
         extra: dict[str, Any] = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
@@ -324,6 +329,7 @@ def supervise(
             extra["suspects"] = app.cluster_config().suspects
         extra["lease_clock"] = store_clock(store)  # leases are judged by the store's clock, never this host's
         sup = Supervisor(backend, used, clock=clock, owner=who, poll=poll, default_rules=rules, cluster=name, **extra)
+        timeline[0] = sup.clock
         if metrics is not None:
             metrics.set_poll(sup.poll)
             host, port = metrics.serve(metrics_host, metrics_port or 0)
