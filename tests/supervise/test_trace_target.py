@@ -9,8 +9,8 @@ from typing import Any
 from dispatch.clock import FakeClock
 from dispatch.errors import DispatchError
 from dispatch.memory import MemoryScheduler, backend
-from dispatch.spi import StartRequest
 from dispatch.spec import JobSpec
+from dispatch.spi import StartRequest
 from dispatch.supervise.service import traced
 
 
