@@ -1,11 +1,12 @@
 """A supervisor cut off from PostgreSQL by the network, on the real local Slurm cluster.
 
-sup-a runs ``python -m dispatch.supervise`` in a network namespace of its own (tests/faults/netns.py): it reaches
-slurmctld and slurmdbd through the veth, and PostgreSQL through a relay on the host's end of it. sup-b runs on the
-host. With four running jobs shared between them, sup-a's packets to and from PostgreSQL are dropped (both ways)
-for longer than a lease, then let through again. sup-b takes every job over once sup-a's leases ran out by the
-store's clock; sup-a, its connection hung meanwhile, makes no scheduler call from the cut on. Then: no job lost,
-none run twice (Slurm's accounting: one object per submission marker), every job ends with a cause.
+sup-a runs ``python -m dispatch.supervise`` in a network namespace of its own (tests/faults/netns.py), its clock two
+minutes behind: it reaches slurmctld and slurmdbd through the veth, and PostgreSQL through a relay on the host's end
+of it. sup-b runs on the host, its clock two minutes ahead. With four running jobs shared between them, sup-a's
+packets to and from PostgreSQL are dropped (both ways) for longer than a lease, then let through again. sup-b takes
+every job over once sup-a's leases ran out by the store's clock, and never before; sup-a, its connection hung
+meanwhile, makes no scheduler call from the cut on. Then: no job lost, none run twice (Slurm's accounting: one
+object per submission marker), every job ends with a cause.
 
 Needs root, the host Slurm cluster (``sudo scripts/slurm/up.sh``) and PostgreSQL (``scripts/postgres-up.sh``);
 about a minute.
@@ -13,6 +14,7 @@ about a minute.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -40,6 +42,8 @@ SRC = Path(os.environ.get("DISPATCH_TEST_SRC", Path(__file__).resolve().parents[
 DSN = os.environ.get("DISPATCH_TEST_POSTGRES", "host=127.0.0.1 dbname=dispatch_test user=postgres")
 CLUSTERS = Path(os.environ.get("DISPATCH_TEST_STATE", "/var/lib/dispatch-test")) / "clusters.json"
 POLL, TTL, CUT = 1.0, 6.0, 15.0
+SKEW = 120.0
+"""sup-a's clock is this far behind the host's, sup-b's this far ahead (``--test-clock-offset``)."""
 ACTIONS = {"start", "open", "stop_job", "hold", "release", "requeue", "readmit"}
 
 
@@ -122,7 +126,8 @@ class World:
         dsn = f"host={self.ns.host_ip} port={self.relay} dbname=dispatch_test user=postgres" if inside else DSN
         argv = [sys.executable, "-m", "dispatch.supervise", "--adapter", "slurm", "--settings",
                 json.dumps(self.settings), "--records", dsn, "--schema", self.schema, "--cluster", "nf", "--owner",
-                owner, "--poll", str(POLL), "--lease-ttl", str(TTL), "--trace-calls"]  # fmt: skip
+                owner, "--poll", str(POLL), "--lease-ttl", str(TTL), "--trace-calls",
+                "--test-clock-offset", str(-SKEW if inside else SKEW)]  # fmt: skip
         p = Proc(self.ns.command(argv) if inside else argv, self.tmp / f"{owner}.jsonl")
         self.procs.append(p)
         return p
@@ -219,7 +224,19 @@ def test_a_supervisor_cut_off_from_postgres_is_taken_over_and_makes_no_call(worl
     per_marker = world.objects_per_marker()
     assert all(len(objs) == 1 for objs in per_marker.values()), per_marker  # none run twice
     late = [rec for rec in a.lines() if rec.get("call") in ACTIONS and float(rec.get("at", 0)) >= cut_at]
-    assert not late, late  # sup-a, cut off, made no scheduler call from the cut on
+    assert not late, late  # sup-a, cut off, made no scheduler call from the cut on (its trace is on store time)
+    # sup-b, its clock two minutes ahead, took no lease of sup-a's before it ran out by the store's clock: sup-a's
+    # last renewal before the cut left it at least half a TTL (less a poll), so a takeover came no sooner (a lease
+    # sup-a gave up, its share once sup-b joined, may be taken at once)
+    early = []
+    for j in jobs.values():
+        leases = [e for e in world.records.events(j.id) if e.kind == "lease"]
+        for before, e in itertools.pairwise(leases):
+            given_up = before.data.get("owner") is None
+            taken = e.data.get("owner") == "sup-b" and e.data.get("from") == "sup-a"
+            if taken and not given_up and e.at < cut_at + TTL / 2 - POLL:
+                early.append((j.id, round(e.at - cut_at, 2)))
+    assert not early, early
     errors = sum(1 for r in a.lines() if r.get("event") == "cycle-error")
     print(
         f"\ntakeover of all four {took - cut_at:.1f}s after the cut (TTL {TTL:g}s, poll {POLL:g}s); "

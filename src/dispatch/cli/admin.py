@@ -289,23 +289,25 @@ def supervise(
 
     store = open_records(setting, schema=schema) if (records or schema) else app.records()
     try:
+        from dispatch.clock import SkewedClock, StoreTime, SystemClock
+
+        # this host's clock (off by --test-clock-offset), carried onto the store's, which judges leases: the
+        # supervisor and its backend share it, so the times they write (evidence included) are on one time line
+        clock: Any = SystemClock() if not clock_offset else SkewedClock(SystemClock(), clock_offset)
+        lease_clock = store_clock(store)
+        if lease_clock is not None:
+            clock = StoreTime(clock, lease_clock)
         if adapter is not None:
-            from dispatch.clock import SkewedClock, SystemClock
             from dispatch.cluster import new_backend
 
-            clock: Any = SystemClock() if not clock_offset else SkewedClock(SystemClock(), clock_offset)
             backend = new_backend(adapter, settings, clock=clock)
             name: str | None = cluster_name
         else:
             if cluster_name is not None:
                 app.cluster_name = cluster_name
             app._records = store
-            cluster = app.cluster()
-            backend, clock, name = cluster.backend, cluster.clock, cluster.name
-            if clock_offset:
-                from dispatch.clock import SkewedClock
-
-                clock = SkewedClock(clock, clock_offset)
+            cluster = app.cluster(clock=clock)
+            backend, name = cluster.backend, cluster.name
         metrics = None
         used: Any = store
         if metrics_port is not None:
@@ -327,7 +329,6 @@ def supervise(
         extra["archive"] = ArchiveSettings(max_bytes=archive_max_bytes, keep=keep)
         if adapter is None:
             extra["suspects"] = app.cluster_config().suspects
-        extra["lease_clock"] = store_clock(store)  # leases are judged by the store's clock, never this host's
         sup = Supervisor(backend, used, clock=clock, owner=who, poll=poll, default_rules=rules, cluster=name, **extra)
         timeline[0] = sup.clock
         if metrics is not None:

@@ -80,7 +80,9 @@ class Supervisor(Acting, Observing, Steady):
     simulator compares the two. ``lease_clock`` is the clock leases are judged by: the record store's
     (:func:`~dispatch.records.base.store_clock`; ``dispatch supervise`` passes it), so that a supervisor whose
     own clock is off neither takes a live lease nor acts on an expired one; without it (tests and the simulator
-    on one fake clock, a store in memory) the supervisor's own ``clock`` judges them.
+    on one fake clock, a store in memory) the supervisor's own ``clock`` judges them. ``clock`` may itself be a
+    :class:`~dispatch.clock.StoreTime` (``dispatch supervise`` shares one with its backend, so the evidence times
+    the backend stamps are on the store's time line as well).
     """
 
     def __init__(
@@ -105,8 +107,11 @@ class Supervisor(Acting, Observing, Steady):
         decl = backend.declarations()
         self.backend = backend
         self.records = records
-        self.store_time = None if lease_clock is None else StoreTime(clock, lease_clock)
-        """With ``lease_clock``: this supervisor's time carried onto the store's (synced every cycle)."""
+        self.store_time = (
+            clock if isinstance(clock, StoreTime) else None if lease_clock is None else StoreTime(clock, lease_clock)
+        )
+        """This supervisor's time carried onto the store's (synced every cycle): ``clock`` itself when it is one,
+        else made from ``lease_clock``; None when leases are judged by ``clock``."""
         self.clock = clock if self.store_time is None else self.store_time
         self.owner = owner or default_owner("supervisor")
         self.watcher = isinstance(backend, Watcher)
