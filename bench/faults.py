@@ -678,12 +678,17 @@ def history(records: PostgresRecords, jobs: list[JobRecord], sups: dict[str, lis
     events, each stamped with the taker's reading of the store's clock, which is at or after the expiry it took
     over): each action was made while the last lease event before it names the process that made it (or did
     ``HISTORY_SLACK`` earlier: the clocks' sync error). A process acting after another took the job over, or
-    after it gave the job up, is a violation (``acted_without_lease``)."""
+    after it gave the job up, is a violation (``acted_without_lease``), unless the process wrote that call's intent
+    while it held the lease (its last intent of that action, written before the call): that is the residual
+    window docs/faults.md states (a process paused between its fenced intent write and the call), counted apart
+    (``late_calls``)."""
     by_sid = {sid: j.id for j in jobs for sub in j.submissions for sid in (sub.scheduler_id, *sub.strays) if sid}
+    by_id = {j.id: j for j in jobs}
     ids = {j.id for j in jobs}
     leases: dict[str, list[tuple[float, str | None]]] = {}
     calls = unattributed = 0
     bad: list[str] = []
+    late: list[str] = []
     for group in sups.values():
         for s in group:
             for path in s.logs:
@@ -712,16 +717,31 @@ def history(records: PostgresRecords, jobs: list[JobRecord], sups: dict[str, lis
                             key=lambda lease: lease[0],
                         )
                     at = float(rec["at"])
-                    holders = [
-                        next((o for t, o in reversed(leases[job_id]) if t <= when), None)
-                        for when in (at, at - HISTORY_SLACK)
+
+                    def holder(when: float, job_id: str = job_id) -> str | None:
+                        return next((o for t, o in reversed(leases[job_id]) if t <= when), None)
+
+                    if owner in (holder(at), holder(at - HISTORY_SLACK)):  # allowing for the clocks' sync error
+                        continue
+                    what = f"{owner} {rec['call']} {target} (job {job_id}) at {at:.2f}: the lease was {holder(at)}'s"
+                    action = "stop" if rec["call"] == "stop_job" else rec["call"]
+                    job = by_id[job_id]
+                    written = [
+                        i.written_at
+                        for i in job.intents
+                        if i.owner == owner and i.action.value == action and i.written_at <= at + HISTORY_SLACK
                     ]
-                    if owner not in holders:  # not even allowing for the clocks' sync error
-                        holder = holders[0]
-                        bad.append(
-                            f"{owner} {rec['call']} {target} (job {job_id}) at {at:.2f}: the lease was {holder}'s"
-                        )
-    return {"actions": calls, "unattributed": unattributed, "acted_without_lease": len(bad), "details": bad[:20]}
+                    if written and holder(max(written)) == owner:
+                        late.append(f"{what} (its intent written under the lease at {max(written):.2f})")
+                    else:
+                        bad.append(what)
+    return {
+        "actions": calls,
+        "unattributed": unattributed,
+        "acted_without_lease": len(bad),
+        "late_calls": len(late),
+        "details": (bad + late)[:20],
+    }
 
 
 def plant(targets: list[Target], records: PostgresRecords, submitted: list[Submitted]) -> dict[str, Any]:
