@@ -8,7 +8,10 @@ and F faults injected at seeded random moments; then the records are checked aga
 later under a new owner name), ``pause-supervisor`` (SIGSTOP past its lease, then SIGCONT), ``cut-ssh`` (sid:
 SIGKILL of the SSH ControlMaster and of the open ssh channels), ``restart-slurmctld`` (admin.sh restart),
 ``node-down`` (State=DOWN, RESUME a few seconds later), ``preempt`` (an exclusive job in the preempting partition
-on one node).
+on one node). ``--network`` (local cluster only): each supervisor in a network namespace of its own, its clock off
+by up to two minutes, and ``cut-records``, ``cut-records-one-way``, ``lossy-records`` (its link to PostgreSQL cut
+or lossy past its lease). ``--kinds a,b`` draws only those kinds. Every run checks each supervisor's traced
+scheduler actions against the records' lease history (``history.acted_without_lease`` must be 0).
 
 Prints one JSON object: ``jobs``, ``executions``, ``faults_injected``, ``jobs_lost``, ``duplicate_submissions``,
 ``ended_without_cause``, ``disagreements`` (the last four must be 0; defined in docs/faults.md), plus
@@ -29,6 +32,7 @@ import itertools
 import json
 import os
 import random
+import re
 import secrets
 import shutil
 import signal
@@ -52,11 +56,18 @@ from dispatch.outcome import Cause, State  # noqa: E402
 from dispatch.records.model import JobRecord  # noqa: E402
 from dispatch.records.postgres import PostgresRecords  # noqa: E402
 from dispatch.spec import JobSpec  # noqa: E402
+from dispatch.supervise.service import WRITE_CALLS  # noqa: E402
 
 CLUSTERS_JSON = Path(os.environ.get("DISPATCH_TEST_STATE", "/var/lib/dispatch-test")) / "clusters.json"
 DEFAULT_DSN = os.environ.get("DISPATCH_TEST_POSTGRES", "host=127.0.0.1 dbname=dispatch_test user=postgres")
 PREEMPTOR_NAME = "dispatch-faults-preemptor"
 DOWN_REASON = "dispatch-faults-campaign"
+NETWORK_KINDS = ["cut-records", "cut-records-one-way", "lossy-records"]
+"""The faults ``--network`` adds (each supervisor runs in a network namespace of its own)."""
+CLOCK_OFFSETS = (-120.0, 0.0, 120.0)
+"""``--network``: each supervisor process's clock is off by one of these (seconds)."""
+HISTORY_SLACK = 0.5
+"""Seconds of clock-sync error the history check allows (a round trip to the store, and the trace line's lag)."""
 
 RULES = """\
 unmatched = "escalate"
@@ -186,6 +197,13 @@ class SupervisorProc:
     proc: subprocess.Popen[bytes] | None = None
     logs: list[Path] = field(default_factory=list)
     paused: bool = False
+    netns: Any = None
+    """With ``--network``: the namespace this supervisor runs in (tests/faults/netns.py), and its DSN there."""
+    netns_dsn: str = ""
+    netns_port: int = 0
+    offsets: Callable[[], float] | None = None
+    """With ``--network``: draws the clock offset of each new process (``--test-clock-offset``)."""
+    offset: float = 0.0
 
     @property
     def owner(self) -> str:
@@ -220,6 +238,12 @@ class SupervisorProc:
             str(self.rules),
             "--trace-calls",
         ]
+        if self.offsets is not None:
+            self.offset = self.offsets()
+            argv += ["--test-clock-offset", str(self.offset)]
+        if self.netns is not None:
+            argv[argv.index("--store") + 1] = self.netns_dsn
+            argv = self.netns.command(argv)
         with open(logfile, "wb") as out:
             self.proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
@@ -312,12 +336,19 @@ class Campaign:
     downed: dict[str, set[str]] = field(default_factory=dict)
     ctld_stopped: set[str] = field(default_factory=set)
     started_at: float = field(default_factory=time.time)
+    network: bool = False
+    only: frozenset[str] | None = None
+    """``--kinds``: the fault kinds to draw from (None: all)."""
+    cut: set[str] = field(default_factory=set)
+    """The namespaces cut off now (one network fault at a time per supervisor: a heal undoes them all)."""
 
     def kinds(self, t: Target) -> list[str]:
         kinds = ["kill-supervisor", "pause-supervisor", "restart-slurmctld", "node-down", "preempt"]
         if t.ssh:
             kinds.append("cut-ssh")
-        return kinds
+        if self.network:
+            kinds += NETWORK_KINDS
+        return [k for k in kinds if self.only is None or k in self.only]
 
     def inject(self, t: Target, kind: str, schedule: Callable[[float, Callable[[], None]], None]) -> None:
         at = time.time() - self.started_at
@@ -342,6 +373,8 @@ class Campaign:
                 detail.update(owner=s.owner, seconds=round(pause, 1))
                 s.pause()
                 schedule(pause, s.resume)
+        elif kind in NETWORK_KINDS:
+            self._cut_records(t, kind, detail, schedule)
         elif kind == "cut-ssh":
             detail["killed"] = self._cut_ssh(t)
         elif kind == "restart-slurmctld":
@@ -385,6 +418,34 @@ class Campaign:
         self.fault_log.append(detail)
         log(f"fault {json.dumps(detail)}")
 
+    def _cut_records(
+        self, t: Target, kind: str, detail: dict[str, Any], schedule: Callable[[float, Callable[[], None]], None]
+    ) -> None:
+        """Cut a live supervisor off from PostgreSQL for its lease TTL + 1-4 s, then heal: both ways, one way (what
+        it sends, or what it is sent, is lost), or dropping half its packets each way."""
+        live = [s for s in self.sups[t.name] if s.alive and s.netns is not None and s.netns.name not in self.cut]
+        if not live:
+            detail["skipped"] = "no live supervisor that is not cut off already"
+            return
+        s = self.rng.choice(live)
+        seconds = s.lease_ttl + self.rng.uniform(1.0, 4.0)
+        port = s.netns_port
+        if kind == "cut-records":
+            s.netns.cut(port)
+        elif kind == "cut-records-one-way":
+            detail["direction"] = direction = self.rng.choice(["out", "in"])
+            s.netns.cut(port, direction)
+        else:
+            s.netns.loss(0.5, port)
+        self.cut.add(s.netns.name)
+        detail.update(owner=s.owner, seconds=round(seconds, 1))
+
+        def heal() -> None:
+            s.netns.heal()
+            self.cut.discard(s.netns.name)
+
+        schedule(seconds, heal)
+
     def _resume(self, t: Target, node: str) -> None:
         t.run_admin("scontrol", "update", f"NodeName={node}", "State=RESUME", check=False)
         self.downed.get(t.name, set()).discard(node)
@@ -409,6 +470,12 @@ class Campaign:
 
     def restore(self) -> None:
         """Put every cluster back as it was: called in ``finally``."""
+        for group in self.sups.values():
+            for s in group:
+                if s.netns is not None:
+                    with contextlib.suppress(RuntimeError):
+                        s.netns.heal()
+        self.cut.clear()
         for t in self.targets:
             for node in sorted(self.downed.get(t.name, set())):
                 self._resume(t, node)
@@ -456,7 +523,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         ]
         for t in targets
     }
-    camp = Campaign(targets, sups, rng)
+    only = frozenset(args.kinds.split(",")) if args.kinds else None
+    camp = Campaign(targets, sups, rng, network=args.network, only=only)
+    spaces = network_spaces(args, targets, sups) if args.network else []
     clusters = {
         t.name: dispatch.open("slurm", dispatch.Config(adapter=t.settings(), records=records, name=t.name))
         for t in targets
@@ -524,6 +593,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for s in group:
                 s.stop()
         camp.restore()
+        for ns in spaces:
+            ns.close()
     planted = plant(targets, records, submitted) if args.plant else {}
     t_check = time.time()
     jobs = records.jobs(active_only=False)  # the schema is the campaign's own: every record in it is ours
@@ -532,6 +603,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if planted:  # what the checks read of the rogue job: the first thing to look at when they miss it
         planted["rogue_rows"] = [asdict(r) for r in accounting[targets[0].name] if r.scheduler_id in rogue]
     result = check(jobs, accounting, submitted, args.jobs * len(targets))
+    result["history"] = history(records, jobs, sups)
     timing["check_s"] = round(time.time() - t_check, 1)
     leftovers = cancel_leftovers(targets, jobs, accounting)
     sup_stats = supervisor_stats(sups)
@@ -564,6 +636,112 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     if not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def network_spaces(args: argparse.Namespace, targets: list[Target], sups: dict[str, list[SupervisorProc]]) -> list[Any]:
+    """``--network``: put each supervisor in a network namespace of its own (tests/faults/netns.py), reaching
+    slurmctld and slurmdbd through its veth and PostgreSQL through a relay the faults can cut, and draw each
+    process's clock offset. The local cluster only (sid is reached over SSH from the host)."""
+    if any(t.ssh for t in targets):
+        raise SystemExit("faults: --network runs on the local cluster only (--cluster local)")
+    sys.path.insert(0, str(ROOT))
+    from tests.faults.netns import Netns, available
+
+    why = available()
+    if why is not None:
+        raise SystemExit(f"faults: --network: network namespaces do not work here: {why}")
+    m = re.search(r"\bport=(\d+)", args.dsn)
+    pg_port = int(m.group(1)) if m else 5432
+    if "host=" not in args.dsn:
+        raise SystemExit("faults: --network needs a key=value DSN (host=... dbname=...)")
+    offsets = random.Random(f"clocks-{args.seed}")
+    spaces: list[Any] = []
+    for t in targets:
+        conf = Path(t.desc.get("env", {}).get("SLURM_CONF", "/etc/slurm/slurm.conf")).read_text()
+        ports = [int(p) for p in re.findall(r"^(?:SlurmctldPort|AccountingStoragePort)=(\d+)", conf, re.M | re.I)]
+        for s in sups[t.name]:
+            ns = Netns(f"fc{s.index}")
+            ns.open()
+            spaces.append(ns)
+            for port in ports or [6817, 6819]:
+                ns.forward(port)
+            s.netns, s.netns_port = ns, ns.relay(pg_port)
+            dsn = re.sub(r"\bport=\d+\s*", "", args.dsn)
+            s.netns_dsn = re.sub(r"\bhost=\S+", f"host={ns.host_ip} port={s.netns_port}", dsn)
+            s.offsets = lambda: offsets.choice(CLOCK_OFFSETS)
+    return spaces
+
+
+def history(records: PostgresRecords, jobs: list[JobRecord], sups: dict[str, list[SupervisorProc]]) -> dict[str, Any]:
+    """Every scheduler action each supervisor process traced (``--trace-calls``: the call, what it acts on, and
+    when, on the store's time line), checked against the job's lease history in the records (its ``lease``
+    events, each stamped with the taker's reading of the store's clock, which is at or after the expiry it took
+    over): each action was made while the last lease event before it names the process that made it (or did
+    ``HISTORY_SLACK`` earlier: the clocks' sync error). A process acting after another took the job over, or
+    after it gave the job up, is a violation (``acted_without_lease``), unless the process wrote that call's intent
+    while it held the lease (its last intent of that action, written before the call): that is the residual
+    window docs/faults.md states (a process paused between its fenced intent write and the call), counted apart
+    (``late_calls``)."""
+    by_sid = {sid: j.id for j in jobs for sub in j.submissions for sid in (sub.scheduler_id, *sub.strays) if sid}
+    by_id = {j.id: j for j in jobs}
+    ids = {j.id for j in jobs}
+    leases: dict[str, list[tuple[float, str | None]]] = {}
+    calls = unattributed = 0
+    bad: list[str] = []
+    late: list[str] = []
+    for group in sups.values():
+        for s in group:
+            for path in s.logs:
+                try:
+                    lines = path.read_text(errors="replace").splitlines()
+                except OSError:
+                    continue
+                owner = None
+                for line in lines:
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        continue
+                    owner = rec.get("owner", owner)
+                    target = rec.get("target")
+                    if rec.get("call") not in WRITE_CALLS or not isinstance(target, str):
+                        continue
+                    calls += 1
+                    job_id = target if target in ids else by_sid.get(target)
+                    if job_id is None:
+                        unattributed += 1
+                        continue
+                    if job_id not in leases:
+                        leases[job_id] = sorted(
+                            ((e.at, e.data.get("owner")) for e in records.events(job_id) if e.kind == "lease"),
+                            key=lambda lease: lease[0],
+                        )
+                    at = float(rec["at"])
+
+                    def holder(when: float, job_id: str = job_id) -> str | None:
+                        return next((o for t, o in reversed(leases[job_id]) if t <= when), None)
+
+                    if owner in (holder(at), holder(at - HISTORY_SLACK)):  # allowing for the clocks' sync error
+                        continue
+                    what = f"{owner} {rec['call']} {target} (job {job_id}) at {at:.2f}: the lease was {holder(at)}'s"
+                    action = "stop" if rec["call"] == "stop_job" else rec["call"]
+                    job = by_id[job_id]
+                    written = [
+                        i.written_at
+                        for i in job.intents
+                        if i.owner == owner and i.action.value == action and i.written_at <= at + HISTORY_SLACK
+                    ]
+                    if written and holder(max(written)) == owner:
+                        late.append(f"{what} (its intent written under the lease at {max(written):.2f})")
+                    else:
+                        bad.append(what)
+    return {
+        "actions": calls,
+        "unattributed": unattributed,
+        "acted_without_lease": len(bad),
+        "late_calls": len(late),
+        "details": (bad + late)[:20],
+    }
 
 
 def plant(targets: list[Target], records: PostgresRecords, submitted: list[Submitted]) -> dict[str, Any]:
@@ -866,6 +1044,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep", action="store_true", help="keep the PostgreSQL schema and the supervisors' logs")
     p.add_argument("--verbose", action="store_true", help="include the fault log")
     p.add_argument("--plant", action="store_true", help="plant known faults after the settle (checks the checks)")
+    p.add_argument(
+        "--kinds",
+        help="draw faults of these kinds only (comma-separated), e.g. kill-supervisor,cut-records: a campaign that"
+        " leaves the cluster's daemons and nodes alone",
+    )
+    p.add_argument(
+        "--network",
+        action="store_true",
+        help="faults from the network too: each supervisor in a network namespace, cut off from PostgreSQL now and"
+        " then, its clock off by up to two minutes (the local cluster only)",
+    )
     args = p.parse_args(argv)
     if os.geteuid() != 0:
         print("faults: run as root (admin.sh and the sid SSH key need it)", file=sys.stderr)
@@ -879,7 +1068,8 @@ def main(argv: list[str] | None = None) -> int:
         planted = ("jobs_lost", "duplicate_submissions", "ended_without_cause", "disagreements")
         planted_seen = all(result[k] > 0 for k in planted)
         return 0 if planted_seen else 1
-    return 0 if all(result[k] == 0 for k in bad) and result["settled"] else 1
+    history_ok = result["history"]["acted_without_lease"] == 0
+    return 0 if all(result[k] == 0 for k in bad) and result["settled"] and history_ok else 1
 
 
 if __name__ == "__main__":

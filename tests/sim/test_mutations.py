@@ -20,6 +20,9 @@ BOUND = 40
 EXPECTED = {
     **{m: t for m, t in TARGETS.items()},
     Mutation.RESUBMIT_ON_UNKNOWN: ("no-object-without-record", "no-action-twice"),
+    # no lease check before a write is none before a call either: acts-under-lease may see it first
+    Mutation.SKIP_FENCE: ("fenced-writes", "acts-under-lease"),
+    Mutation.STORE_IGNORES_FENCE: ("fenced-writes", "acts-under-lease"),
 }
 
 

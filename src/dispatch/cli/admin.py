@@ -223,6 +223,7 @@ def clusters(app: App, as_json: bool) -> None:
     " (pruned hourly; 0: never) [default: keep forever].",
 )
 @click.option("--test-pause-before-intent", "pause_action", hidden=True)
+@click.option("--test-clock-offset", "clock_offset", type=float, default=0.0, hidden=True)
 @pass_app
 def supervise(
     app: App,
@@ -246,6 +247,7 @@ def supervise(
     archive_max_bytes: int,
     archive_keep: str | None,
     pause_action: str | None,
+    clock_offset: float,
 ) -> None:
     """Run the supervisor: observe the cluster's jobs, decide by their rules, act (until SIGTERM or Ctrl-C).
 
@@ -259,6 +261,7 @@ def supervise(
 
     from dispatch.actions import default_owner
     from dispatch.cli.config import is_postgres, open_records
+    from dispatch.records.base import store_clock
     from dispatch.rules import RuleSet
     from dispatch.supervise import Supervisor
     from dispatch.supervise.archive import ArchiveSettings
@@ -286,19 +289,25 @@ def supervise(
 
     store = open_records(setting, schema=schema) if (records or schema) else app.records()
     try:
+        from dispatch.clock import SkewedClock, StoreTime, SystemClock
+
+        # this host's clock (off by --test-clock-offset), carried onto the store's, which judges leases: the
+        # supervisor and its backend share it, so the times they write (evidence included) are on one time line
+        clock: Any = SystemClock() if not clock_offset else SkewedClock(SystemClock(), clock_offset)
+        lease_clock = store_clock(store)
+        if lease_clock is not None:
+            clock = StoreTime(clock, lease_clock)
         if adapter is not None:
-            from dispatch.clock import SystemClock
             from dispatch.cluster import new_backend
 
-            clock: Any = SystemClock()
             backend = new_backend(adapter, settings, clock=clock)
             name: str | None = cluster_name
         else:
             if cluster_name is not None:
                 app.cluster_name = cluster_name
             app._records = store
-            cluster = app.cluster()
-            backend, clock, name = cluster.backend, cluster.clock, cluster.name
+            cluster = app.cluster(clock=clock)
+            backend, name = cluster.backend, cluster.name
         metrics = None
         used: Any = store
         if metrics_port is not None:
@@ -307,8 +316,13 @@ def supervise(
             metrics = Metrics(stale_after=0.0)
             metrics.watch(backend)
             used = metrics.timed(store)
+        timeline: list[Any] = [clock]  # the supervisor's own once it exists: on the store's time line
         if trace_calls:
-            backend = traced(backend, lambda call: emit(call=call, at=clock.now()))
+
+            def trace(call: str, target: str | None) -> None:
+                emit(call=call, at=timeline[0].now(), **({} if target is None else {"target": target}))
+
+            backend = traced(backend, trace)
         if pause_action:
             used = PausingRecords(used, pause_action, emit)
         extra: dict[str, Any] = {} if lease_ttl is None else {"lease_ttl": lease_ttl}
@@ -316,6 +330,7 @@ def supervise(
         if adapter is None:
             extra["suspects"] = app.cluster_config().suspects
         sup = Supervisor(backend, used, clock=clock, owner=who, poll=poll, default_rules=rules, cluster=name, **extra)
+        timeline[0] = sup.clock
         if metrics is not None:
             metrics.set_poll(sup.poll)
             host, port = metrics.serve(metrics_host, metrics_port or 0)

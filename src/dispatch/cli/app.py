@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dispatch.cli.config import CliConfig, ClusterConfig
+    from dispatch.clock import Clock
     from dispatch.cluster import Cluster
     from dispatch.records.base import Records
     from dispatch.records.model import JobRecord
@@ -87,8 +88,11 @@ class App:
             return None
         return self.records()
 
-    def cluster(self, name: str | None = None, *, read_only: bool = False, store: bool = True) -> Cluster:
-        """Open cluster ``name`` (default: --cluster, then the config's default), once per invocation."""
+    def cluster(
+        self, name: str | None = None, *, read_only: bool = False, store: bool = True, clock: Clock | None = None
+    ) -> Cluster:
+        """Open cluster ``name`` (default: --cluster, then the config's default), once per invocation; ``clock``:
+        the one its backend and operator run on (default: the machine's)."""
         cc = self.cluster_config(name)
         key = (cc.name, read_only)
         found = self._clusters.get(key)
@@ -98,15 +102,12 @@ class App:
         from dispatch.errors import ConfigError
 
         try:
-            cluster = dispatch.open(
-                cc.adapter,
-                dispatch.Config(
-                    adapter=cc.settings,
-                    records=self.records() if store else None,
-                    read_only=read_only,
-                    name=cc.name,
-                ),
+            config = dispatch.Config(
+                adapter=cc.settings, records=self.records() if store else None, read_only=read_only, name=cc.name
             )
+            if clock is not None:
+                config.clock = clock
+            cluster = dispatch.open(cc.adapter, config)
         except ConfigError as exc:
             if exc.path == "adapter":
                 raise ConfigError(f"clusters.{cc.name}.adapter", exc.message) from None

@@ -19,7 +19,7 @@ Contract for every store:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from dispatch.errors import Conflict, NotFound
@@ -166,6 +166,29 @@ def batch_writes(records: object) -> BatchWrites | None:
     if callable(getattr(kind, "create_many", None)) and callable(getattr(kind, "update_many", None)):
         return records  # type: ignore[return-value]
     return None
+
+
+@runtime_checkable
+class StoreClock(Protocol):
+    """A store that tells its own time: the clock every lease it holds is judged by. PostgreSQL answers
+    ``clock_timestamp()`` (the server's clock, whichever machine a supervisor runs on); SQLite, a file on one
+    host, answers that host's clock. A supervisor given it (:func:`store_clock`) takes, renews and gives up
+    leases by it, and carries its own time onto it (:class:`~dispatch.clock.StoreTime`), so a supervisor whose
+    clock is minutes off neither takes a lease before the store says it expired nor acts on one after."""
+
+    def now(self) -> float:
+        """The store's clock: seconds since the epoch."""
+        ...
+
+
+def store_clock(records: object) -> Callable[[], float] | None:
+    """``records``' own clock (:class:`StoreClock`) when its class tells one; None otherwise (a store in memory
+    lives on its caller's clock)."""
+    kind = type(records)
+    if callable(getattr(kind, "now", None)):
+        return records.now  # type: ignore[attr-defined,no-any-return]
+    inner = getattr(records, "inner", None) or getattr(records, "_inner", None)
+    return None if inner is None or inner is records else store_clock(inner)
 
 
 def check_fence(stored: JobRecord, fence: int | None) -> None:

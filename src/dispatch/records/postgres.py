@@ -270,6 +270,14 @@ class PostgresRecords:
             row = cur.fetchone()
             return int(row[0]) if row else 0
 
+    def now(self) -> float:
+        """The server's clock (``clock_timestamp()``), which judges every lease in this store."""
+        with self._lock, self._db.cursor() as cur:
+            cur.execute("SELECT extract(epoch FROM clock_timestamp())::float8")
+            row = cur.fetchone()
+        assert row is not None
+        return float(row[0])
+
     # ----- writes --------------------------------------------------------------------------------------------
 
     def _append(self, cur: Any, events: Sequence[Event]) -> None:

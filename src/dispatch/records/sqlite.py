@@ -19,6 +19,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -253,6 +254,11 @@ class SQLiteRecords:
             finally:
                 if durable:
                     self._db.execute("PRAGMA synchronous=NORMAL")
+
+    def now(self) -> float:
+        """This host's clock, which judges every lease in this store (a SQLite file lives on one host, so its
+        writers share that clock; a writer's own clock may still be set wrong)."""
+        return time.time()
 
     # ----- writes ----------------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@
   step and the record and the ground truth are dumped too (JSON with ``--json``).
 * ``--actors``: the writers of the records the simulator drives, one a line (name, then what it is).
 * ``--mutations [--json]``: every planted bug (the supervisor's and the other writers') over ``--seeds``.
+* ``--network``: with faults from the network too (``Config.network``).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def _config(args: argparse.Namespace, seed: int) -> Config:
         unmatched=args.unmatched or ("escalate" if seed % 3 else "close"),
         mutations=frozenset(Mutation(m) for m in args.mutation if m in Mutation.__members__.values()),
         planted=frozenset(Planted(m) for m in args.mutation if m in Planted.__members__.values()),
+        network=args.network,
     )
 
 
@@ -63,6 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=150, help="steps of the fault phase")
     p.add_argument("--quiet", type=int, default=80, help="the liveness bound K, in supervisor rounds")
     p.add_argument("--unmatched", choices=["escalate", "close"], default=None)
+    p.add_argument(
+        "--network",
+        action="store_true",
+        help="faults from the network too: supervisors' clocks set off, supervisors cut off from the records or the"
+        " cluster (on by itself for their planted bugs)",
+    )
     p.add_argument(
         "--mutation",
         action="append",

@@ -118,14 +118,30 @@ class Conductor:
             w.thread.join()
 
 
-def parked_backend(inner: Any, conductor: Conductor) -> Any:
-    """A view of ``inner`` whose every method parks first; it implements the same optional interfaces."""
+Fault = Callable[[Worker, str], None]
+"""A network fault on a worker's calls (``fault(worker, call)``): raises to fail the call (the world's partitions)."""
+
+Deciding = Callable[[str, tuple[Any, ...]], None]
+"""Told of every scheduler action a worker is about to make (``deciding(call, args)``), at the moment it decides
+(before its call parks): the world's check that it still holds the job's lease."""
+
+
+def parked_backend(
+    inner: Any, conductor: Conductor, *, fault: Fault | None = None, deciding: Deciding | None = None
+) -> Any:
+    """A view of ``inner`` whose every method parks first; it implements the same optional interfaces. With
+    ``fault``, a call the network fault drops raises once it is resumed (nothing reaches the scheduler)."""
     quiet = {"capabilities", "declarations", "extension_policy", "close"}
 
     def call(name: str, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if name not in quiet:
             kind = "act" if name in ACTION_METHODS else "observe"
+            if kind == "act" and deciding is not None:
+                deciding(name, args)
             conductor.park(kind, f"{name}({', '.join(map(str, args))[:60]})")
+            w = conductor.current()
+            if fault is not None and w is not None:
+                fault(w, name)
         return method(*args, **kwargs)
 
     return view(inner, "Parked", call=call)
@@ -140,16 +156,28 @@ class ParkedRecords:
         self.conductor = conductor
         self.now = now
         self.violations: list[str] = []
+        self.fault: Fault | None = None
+        """A network fault between the workers and the store (the world's partitions); None: none."""
+
+    def _reach(self, call: str) -> None:
+        """Raise what ``fault`` raises for the current worker's ``call`` (after its park, if it parks)."""
+        w = self.conductor.current()
+        if self.fault is not None and w is not None:
+            self.fault(w, call)
 
     def create(self, job: JobRecord, events: Any = ()) -> JobRecord:
         self.conductor.park("write", f"create {job.id}")
+        self._reach("create")
         return self.inner.create(job, events)  # type: ignore[no-any-return]
 
     def get(self, job_id: str) -> JobRecord:
+        self._reach("get")
         return self.inner.get(job_id)  # type: ignore[no-any-return]
 
     def update(self, job: JobRecord, events: Any = (), *, fence: int | None = None) -> JobRecord:
-        self.conductor.park("write", f"update {job.id}@{job.version}")
+        intent = " intent" if any(e.kind == "intent" for e in events) else ""
+        self.conductor.park("write", f"update {job.id}@{job.version}{intent}")
+        self._reach("update")
         w = self.conductor.current()
         try:
             before = self.inner.get(job.id)
@@ -175,20 +203,25 @@ class ParkedRecords:
         self.violations.append(f"fenced-writes: {owner} wrote job {job.id} while the lease is held by {held}")
 
     def jobs(self, *, active_only: bool = True, cluster: str | None = None) -> list[JobRecord]:
+        self._reach("jobs")
         return self.inner.jobs(active_only=active_only, cluster=cluster)  # type: ignore[no-any-return]
 
     def to_supervise(self, *, cluster: str, owner: str, now: float) -> Any:
+        self._reach("to_supervise")
         return self.inner.to_supervise(cluster=cluster, owner=owner, now=now)
 
     def peers(self, *, cluster: str, owner: str, now: float, expires_at: float) -> Any:
         self.conductor.park("write", f"peers {owner}")
+        self._reach("peers")
         return self.inner.peers(cluster=cluster, owner=owner, now=now, expires_at=expires_at)
 
     def get_many(self, job_ids: Any) -> Any:
+        self._reach("get_many")
         return self.inner.get_many(job_ids)
 
     def renew(self, *, cluster: str, owner: str, now: float, expires_at: float) -> dict[str, int]:
         self.conductor.park("write", f"renew {owner}")
+        self._reach("renew")
         before = {j.id: j.lease for j in self.inner.jobs(active_only=False, cluster=cluster)}
         renewed: dict[str, int] = self.inner.renew(cluster=cluster, owner=owner, now=now, expires_at=expires_at)
         for job_id in renewed:
@@ -233,6 +266,7 @@ class ParkedBatchRecords(ParkedRecords):
 
     def update_many(self, items: Sequence[Written], *, fence: int | None = None) -> list[Any]:
         self.conductor.park("write", f"update_many {len(items)}")
+        self._reach("update_many")
         w = self.conductor.current()
         before = self.inner.get_many([job.id for job, _ in items]) if w is not None else []
         stored = {job.id: job for job in before}

@@ -2,7 +2,9 @@
 
 Each check compares the records with the memory scheduler's ground truth and returns violations as text,
 prefixed with the invariant's name. The fencing invariant (``fenced-writes``) is checked at every write by
-:class:`~dispatch.sim.conductor.ParkedRecords` instead, because it is about the moment of the write.
+:class:`~dispatch.sim.conductor.ParkedRecords` instead, because it is about the moment of the write, and
+``acts-under-lease`` (a supervisor decides a scheduler action only while the store holds the job's lease as its own,
+unexpired by the store's clock) by the world at the moment each action is decided.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ INVARIANTS = (
     "stall-only-while-running",
     "own-failure-blames-no-node",
     "suspects-need-two-jobs",
+    "acts-under-lease",
 )
 
 

@@ -86,6 +86,15 @@ class Mutation(StrEnum):
     """A start that failed (refused, or found not to have landed) is made again as a new submission with a new
     marker instead of the same one: the job gains a submission no decision asked for."""
 
+    LEASE_BY_OWN_CLOCK = "lease-by-own-clock"
+    """Leases are judged by the supervisor's own clock, not the store's (the product's ``lease_clock`` seam left
+    out): with clocks set off (the simulator's network faults), a supervisor ahead takes leases the store still
+    holds live, and one behind acts on leases the store has let expire."""
+
+    ACTS_ON_LAPSED_LEASE = "acts-on-lapsed-lease"
+    """A supervisor whose intent write hung past its lease (cut off from the store, then delivered late) makes
+    the call anyway: no check of the lease, or of the time since the intent was written, before the call."""
+
 
 TARGETS: dict[Mutation, str] = {
     Mutation.ACT_BEFORE_INTENT: "no-object-without-record",
@@ -102,8 +111,14 @@ TARGETS: dict[Mutation, str] = {
     Mutation.STALL_BEFORE_BOUND: "stall-not-before-bound",
     Mutation.STALL_WHILE_SUSPENDED: "stall-only-while-running",
     Mutation.DECIDES_ON_ANOTHERS_CLOCK: "unknown-is-not-an-ending",
+    Mutation.LEASE_BY_OWN_CLOCK: "fenced-writes",
+    Mutation.ACTS_ON_LAPSED_LEASE: "acts-under-lease",
 }
 """The invariant each planted bug breaks (the one the mutation check expects to catch it)."""
+
+NETWORK = frozenset({Mutation.LEASE_BY_OWN_CLOCK, Mutation.ACTS_ON_LAPSED_LEASE})
+"""The planted bugs of the safeguards against faults from the network: a run with one of them has those faults on
+(``Config.network``)."""
 
 BY_CONSTRUCTION: dict[str, str] = {
     "ended-has-cause": (
@@ -138,6 +153,8 @@ class PlantedSupervisor(Supervisor):
     so the bug is met wherever it can be."""
 
     def __init__(self, *args: Any, mutations: Collection[Mutation], **kwargs: Any) -> None:
+        if Mutation.LEASE_BY_OWN_CLOCK in mutations:
+            kwargs["lease_clock"] = None  # planted: the product's seam left out, leases judged by its own clock
         super().__init__(*args, **kwargs)
         self.mutations = frozenset(Mutation(m) for m in mutations)
         if self.mutations:
@@ -225,7 +242,11 @@ class PlantedSupervisor(Supervisor):
     def _attempt(
         self, job: JobRecord, intent: Intent, report: CycleReport
     ) -> tuple[IntentStatus, Any, DispatchError | None]:
-        status, answer, error = super()._attempt(job, intent, report)
+        if Mutation.ACTS_ON_LAPSED_LEASE in self.mutations:
+            report.actions += 1  # planted: the call made with no check of the lease or of the intent's age
+            status, answer, error = self.actor.attempt(job, intent)
+        else:
+            status, answer, error = super()._attempt(job, intent, report)
         if (
             Mutation.OPEN_BEFORE_RECORD in self.mutations
             and intent.action is Action.START
@@ -254,4 +275,4 @@ def _retry_as_new(job: JobRecord, step: Step) -> Step:
     return dataclasses.replace(step, submission=step.submission + 1, new_submission=True) if failed else step
 
 
-__all__ = ["BY_CONSTRUCTION", "TARGETS", "Mutation", "PlantedSupervisor"]
+__all__ = ["BY_CONSTRUCTION", "NETWORK", "TARGETS", "Mutation", "PlantedSupervisor"]

@@ -37,9 +37,9 @@ from typing import Any
 
 from dispatch.actions import DEFAULT_MARGIN
 from dispatch.cli.observe import Fold, Writes, reader_writes, refresh
-from dispatch.clock import FakeClock
+from dispatch.clock import FakeClock, SkewedClock
 from dispatch.cluster import Cluster
-from dispatch.errors import DispatchError
+from dispatch.errors import DispatchError, Unavailable
 from dispatch.extensions import Image
 from dispatch.memory import MemoryScheduler, Shape
 from dispatch.memory.scheduler import order_key
@@ -48,7 +48,7 @@ from dispatch.records.model import JobRecord
 from dispatch.records.nodes import SuspectPolicy
 from dispatch.sim.conductor import Conductor, Worker, parked_backend, parked_records
 from dispatch.sim.invariants import check, check_batch_call, settled
-from dispatch.sim.mutation import Mutation, PlantedSupervisor
+from dispatch.sim.mutation import NETWORK, Mutation, PlantedSupervisor
 from dispatch.sim.planted import (
     HalfBatchOperator,
     Planted,
@@ -69,6 +69,18 @@ LIVENESS_CAP = 4
 """The liveness bound runs on while the scheduler still works on an object, up to this many times K rounds."""
 POLL = 10.0
 LEASE_TTL = 40.0
+T0 = 1_800_000_000.0
+"""The fake clock's start (times in the trace are counted from it)."""
+SKEWS = (-120.0, -30.0, 0.0, 30.0, 120.0)
+"""How far off a supervisor's clock may be, in seconds (``Config.network``)."""
+
+
+CUTS = ("drop", "lossy", "hang", "late")
+"""How a cut-off supervisor's calls fare (:meth:`World._dropped`)."""
+
+
+class Partitioned(Unavailable):
+    """A call the network dropped (``Config.network``): nothing reached the other side."""
 
 
 ACTORS: tuple[tuple[str, str], ...] = (
@@ -114,6 +126,11 @@ class Config:
     faults: bool = True
     steady: bool = True
     """Whether the supervisors take the steady path for settled quiet jobs (False: every job the whole way)."""
+    network: bool = False
+    """Faults from the network (on a stream of their own): each supervisor's clock set off by up to two minutes
+    (leases judged by the store's clock, the world's), and now and then a supervisor cut off from the records or
+    from the cluster for 10-60 s, wholly or dropping half its calls. On by itself for the planted bugs of the
+    safeguards against them (:data:`~dispatch.sim.mutation.NETWORK`)."""
 
 
 @dataclass
@@ -267,6 +284,13 @@ class World:
         self._collide_keys: dict[str, int] = {}
         """The job of each batch key whose first id is taken (for an operator minting batch ids from a key)."""
         self.actor_violations: list[str] = []
+        self.network = cfg.network or bool(cfg.mutations & NETWORK)
+        self.net_rng = random.Random(f"network-{cfg.seed}")
+        """The network's faults and each supervisor's clock offset: a stream of their own."""
+        self.cuts: dict[tuple[str, str], tuple[float, str]] = {}
+        """(owner, "records" or "cluster") -> until when, and how its calls fare meanwhile (:data:`CUTS`)."""
+        if self.network:
+            self.records.fault = self._dropped("records")
         if Planted.SUBMIT_MANY_HALF_BATCH in cfg.planted:
             half = HalfBatchOperator(self.cluster, "operator:sim")
             half.new_id, half.new_instance = self.cluster.operator.new_id, self.cluster.operator.new_instance
@@ -332,7 +356,8 @@ class World:
     def spawn(self, k: int) -> None:
         self.incarnation[k] += 1
         owner = f"sup-{k + 1}#{self.incarnation[k]}"
-        backend = parked_backend(self.backend, self.conductor)
+        fault = self._dropped("cluster") if self.network else None
+        backend = parked_backend(self.backend, self.conductor, fault=fault, deciding=self._deciding(owner))
         opts: dict[str, Any] = {
             "clock": self.clock,
             "owner": owner,
@@ -343,6 +368,11 @@ class World:
             "steady": self.cfg.steady,
             "suspects": suspects_for(self.cfg.seed),
         }
+        if self.network:  # its own clock off; leases judged by the store's (the world's)
+            skew = self.net_rng.choice(SKEWS)
+            opts["clock"] = SkewedClock(self.clock, skew) if skew else self.clock
+            opts["lease_clock"] = self.clock.now
+            self.note(f"clock of {owner} off by {skew:+g}s")
         sup = (
             PlantedSupervisor(backend, self.records, mutations=self.cfg.mutations, **opts)
             if self.cfg.mutations
@@ -354,12 +384,100 @@ class World:
 
         def body() -> None:
             while True:
-                sup.cycle()
+                try:
+                    sup.cycle()
+                except Partitioned as exc:  # as the service does: the cycle is reported failed, the next one runs
+                    self.note(f"cycle-error {owner}: {exc}")
                 self.conductor.park("idle", "cycle done")
 
         w = Worker(owner, body, info={"owner": owner})
         self.workers[k] = w
         self.conductor.start(w)
+
+    # ----- the network -----------------------------------------------------------------------------------------
+
+    def _dropped(self, side: str) -> Any:
+        """The fault on a worker's calls to ``side`` (the records or the cluster) while it is cut off, by the cut's
+        mode: ``drop`` (every call raises :class:`Partitioned`), ``lossy`` (each call does with even odds),
+        ``hang`` (the call hangs until the cut heals, then raises, as over a dead TCP connection) or ``late`` (it
+        hangs until the cut heals, then goes through, as TCP's retransmission delivers it). While a call hangs the
+        clock moves, never past the CallBound of another supervisor parked at an action (the clock rule)."""
+
+        def fault(w: Worker, call: str) -> None:
+            owner = str(w.info.get("owner"))
+            cut = self.cuts.get((owner, side))
+            if cut is None:
+                return
+            until, mode = cut
+            if self.clock.now() >= until:
+                del self.cuts[(owner, side)]
+                return
+            if mode in ("hang", "late"):
+                cap = min((v.parked_at + CALL_BOUND - 1.0 for v in self.parked() if v.kind == "act"), default=until)
+                self.clock.advance(max(0.0, min(until, cap) - self.clock.now()))
+                if mode == "late":
+                    self.note(f"late {owner}: {call} went through at t={self.clock.now() - T0:.1f}")
+                    return
+                raise Partitioned(f"{owner} cut off from the {side}: {call} hung until t={self.clock.now() - T0:.1f}")
+            if mode == "drop" or self.net_rng.random() < 0.5:
+                raise Partitioned(f"{owner} cut off from the {side}: {call} dropped")
+
+        return fault
+
+    def _writing(self) -> list[Worker]:
+        """The supervisors parked at the write of an intent: the moment a cut from the records matters most (the
+        call it announces follows), so the nemesis strikes there more often."""
+        return [w for w in self.parked() if w.kind == "write" and w.point.endswith(" intent")]
+
+    def cut(self) -> None:
+        """A live supervisor is cut off from the records or from the cluster for 10-60 s (see :meth:`_dropped` for
+        the modes). A supervisor parked at a write, if any, is cut off from the records."""
+        writing = self._writing()
+        live = writing or [w for w in self.workers if w is not None and w.state == "parked"]
+        if not live:
+            return
+        w = self.net_rng.choice(live)
+        side = "records" if writing else self.net_rng.choice(["records", "cluster"])
+        seconds = self.net_rng.uniform(10.0, 60.0)
+        mode = self.net_rng.choice(CUTS)
+        owner = str(w.info["owner"])
+        self.cuts[(owner, side)] = (self.clock.now() + seconds, mode)
+        self.note(f"cut {owner} from the {side} for {seconds:.1f}s ({mode})")
+
+    def _deciding(self, owner: str) -> Any:
+        """The ``acts-under-lease`` check: at the moment ``owner`` decides a scheduler action (before its call
+        parks), the store holds the job's lease as ``owner``'s, unexpired by the store's clock."""
+
+        def check(call: str, args: tuple[Any, ...]) -> None:
+            job = self._job_of(args)
+            if job is None:
+                return
+            lease, now = job.lease, self.clock.now()
+            if lease is not None and lease.owner == owner and lease.expires_at > now:
+                return
+            held = (
+                f"{lease.owner}'s (token {lease.token}, until t={lease.expires_at - T0:.1f})" if lease else "nobody's"
+            )
+            at = f"t={now - T0:.1f}"
+            self.actor_violations.append(
+                f"acts-under-lease: {owner} decided {call} for job {job.id} at {at}; lease: {held}"
+            )
+
+        return check
+
+    def _job_of(self, args: tuple[Any, ...]) -> JobRecord | None:
+        """The job a scheduler action names: a start's request's job, or the job that recorded the object."""
+        if not args:
+            return None
+        job_id = getattr(args[0], "job_id", None)
+        jobs = self.snapshot()
+        if job_id is not None:
+            return jobs.get(str(job_id))
+        sid = str(args[0])
+        for job in jobs.values():
+            if any(sub.scheduler_id == sid for sub in job.submissions):
+                return job
+        return None
 
     # ----- steps -----------------------------------------------------------------------------------------------
 
@@ -801,6 +919,8 @@ class World:
                 self.note("outage over: supervisors restart")
             if self.arng.random() < (0.3 if self.outage_on else 0.08):
                 self.other_writer()
+            if self.network and self.net_rng.random() < (0.5 if self._writing() else 0.05):
+                self.cut()
             parked = self.parked()
             x = r.random()
             if x < 0.55 and parked:
@@ -837,6 +957,7 @@ class World:
         c = self.sched.control
         self.sched.faults.clear()
         self.sched.crash_requeue = 0
+        self.cuts.clear()
         for node in sorted(self.sched.lost_nodes):
             c.restore_node(node)
         for t in sorted(self.sched.jobs.values(), key=_sid_key_of):

@@ -109,17 +109,26 @@ class Emitter:
                 pass
 
 
-def traced(backend: Backend, report: Callable[[str], None]) -> Backend:
-    """``backend`` with every scheduler call reported before it is made; ``isinstance`` checks see the same
-    optional interfaces."""
+def traced(backend: Backend, report: Callable[[str, str | None], None]) -> Backend:
+    """``backend`` with every scheduler call reported before it is made, with what it acts on when it acts on one
+    thing (``report(name, target)``: a start's job id, the scheduler id of an open, stop, hold, release, requeue
+    or readmit; None otherwise); ``isinstance`` checks see the same optional interfaces."""
     from dispatch.spi import view
 
     def call(name: str, method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if name in _BACKEND_CALLS:
-            report(name)
+            report(name, _target(name, args))
         return method(*args, **kwargs)
 
     return view(backend, "Traced", call=call)
+
+
+def _target(name: str, args: tuple[Any, ...]) -> str | None:
+    """What a traced call acts on (see :func:`traced`)."""
+    if not args or name not in WRITE_CALLS:
+        return None
+    job_id = getattr(args[0], "job_id", None)
+    return str(job_id) if job_id is not None else str(args[0]) if isinstance(args[0], str) else None
 
 
 class PausingRecords:

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Protocol
 
 from dispatch.actions import DEFAULT_MARGIN, Actor, default_owner
-from dispatch.clock import Clock
+from dispatch.clock import Clock, StoreTime
 from dispatch.declarations import Declarations, check_poll_interval
 from dispatch.errors import ConfigError, Conflict
 from dispatch.outcome import Cause, State
@@ -77,7 +77,12 @@ class Supervisor(Acting, Observing, Steady):
     execution, kept forever; with ``keep`` set, the supervisor prunes the store's archive hourly, after a
     cycle's work). ``steady=False`` sends every job the whole way each cycle (observe, fold, next_step) instead
     of letting settled quiet jobs take the steady path (see :meth:`cycle`): the decisions are the same, and the
-    simulator compares the two.
+    simulator compares the two. ``lease_clock`` is the clock leases are judged by: the record store's
+    (:func:`~dispatch.records.base.store_clock`; ``dispatch supervise`` passes it), so that a supervisor whose
+    own clock is off neither takes a live lease nor acts on an expired one; without it (tests and the simulator
+    on one fake clock, a store in memory) the supervisor's own ``clock`` judges them. ``clock`` may itself be a
+    :class:`~dispatch.clock.StoreTime` (``dispatch supervise`` shares one with its backend, so the evidence times
+    the backend stamps are on the store's time line as well).
     """
 
     def __init__(
@@ -97,11 +102,17 @@ class Supervisor(Acting, Observing, Steady):
         archive: ArchiveSettings | None = None,
         steady: bool = True,
         suspects: SuspectPolicy | None = None,
+        lease_clock: Callable[[], float] | None = None,
     ) -> None:
         decl = backend.declarations()
         self.backend = backend
         self.records = records
-        self.clock = clock
+        self.store_time = (
+            clock if isinstance(clock, StoreTime) else None if lease_clock is None else StoreTime(clock, lease_clock)
+        )
+        """This supervisor's time carried onto the store's (synced every cycle): ``clock`` itself when it is one,
+        else made from ``lease_clock``; None when leases are judged by ``clock``."""
+        self.clock = clock if self.store_time is None else self.store_time
         self.owner = owner or default_owner("supervisor")
         self.watcher = isinstance(backend, Watcher)
         self.poll = default_poll(decl) if poll is None else float(poll)
@@ -116,7 +127,7 @@ class Supervisor(Acting, Observing, Steady):
         self.only = None if only is None else frozenset(only)
         """When set, the supervisor looks after these jobs only (``dispatch run``'s in-process supervisor): it
         registers no peer and takes no share, so the services sharing the cluster keep theirs."""
-        self.actor = Actor(records, backend, clock, self.owner, margin=margin)
+        self.actor = Actor(records, backend, self.clock, self.owner, margin=margin)
         self.facts = Facts.of(backend)
         if isinstance(default_rules, RuleSet) or default_rules is None:
             self.default_rules = default_rules or RuleSet()
@@ -137,7 +148,7 @@ class Supervisor(Acting, Observing, Steady):
         self._quiet_next: dict[str, Quiet] = {}
         self._fast = steady
         """Whether settled quiet jobs take the steady path (see :meth:`cycle`)."""
-        self.archiver = Archiver.for_backend(backend, records, clock, archive)
+        self.archiver = Archiver.for_backend(backend, records, self.clock, archive)
         self.pruner = Pruner.for_settings(records, archive)
         """The archive's retention (None: entries are kept forever, the default)."""
         self.exclusions = Exclusions(backend, records, self.cluster, self.facts.capabilities, suspects)
@@ -163,8 +174,13 @@ class Supervisor(Acting, Observing, Steady):
         (:meth:`Settled.unchanged_by <dispatch.supervise.fold.Settled.unchanged_by>`, which agrees with
         :func:`~dispatch.supervise.fold.fold`). Its object is still observed every cycle, in the same batched
         call, and jobs are handled in the same order whichever path they take, so decisions are the same as
-        with ``steady=False``."""
-        now = self.clock.now()
+        with ``steady=False``.
+
+        With a ``lease_clock`` the cycle begins by reading it (one read of the store's clock): every lease is then
+        taken, renewed and given up by the store's time, and the supervisor's own time is carried onto it for the
+        rest of the cycle, so its check before every write and every call (:meth:`_check`) is against the
+        store's clock too."""
+        now = self.clock.now() if self.store_time is None else self.store_time.sync()
         report = CycleReport(at=now, cluster=self.cluster)
         self.exclusions.begin_cycle(now)
         peers: Peers | None = None
