@@ -380,7 +380,12 @@ class Operator:
         return job, [Event(job_id, now, "submitted", data)]
 
     def submit_many(
-        self, specs: Sequence[JobSpec], rules: RuleSet | Mapping[str, Any] | None = None, *, key: str | None = None
+        self,
+        specs: Sequence[JobSpec],
+        rules: RuleSet | Mapping[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
     ) -> list[Submitted]:
         """Submit many jobs, each its own job with its own record, marker, gate and submission, in one backend
         call per phase where the backend is a :class:`BatchStarter` (one by one otherwise): all recorded with
@@ -403,6 +408,10 @@ class Operator:
         The phases write the same records in the same order whatever the store; only how many jobs share a
         write differs (:class:`_Writes`: a phase's jobs in one transaction where the store offers
         :class:`BatchWrites`, one write per job otherwise).
+
+        ``progress``, when given, is told how far the phases went: ``progress(phase, done, total)`` with phase
+        ``recorded``, ``started`` or ``opened``, after each job or each batched call of the phase (``dispatch
+        submit --from`` shows it); it must return quickly.
         """
         records, actor = self._writable()
         ruleset = self._checked(specs, rules)
@@ -417,7 +426,7 @@ class Operator:
             if found is not None and _member(found, key, i):
                 self._same_input(records, found, key, spec, rules_json)
         writes = _Writes(records, batch_writes(records))
-        batch = _Batch(key, specs, ruleset, rules_json)
+        batch = _Batch(key, specs, ruleset, rules_json, progress=progress)
         stopped = self._record_phase(writes, actor, batch, known)
         self._start_phase(writes, actor, batch)
         self._open_phase(writes, actor, batch)
@@ -445,6 +454,7 @@ class Operator:
             if isinstance(made, JobRecord):  # created with its start intent
                 batch.results.append(Submitted(made.id))
                 batch.jobs.append(made)
+                batch.tick("recorded", i + 1)
                 continue
             if made is not None and not isinstance(made, Conflict):
                 return made  # the store failed: this job and the ones after it are not recorded
@@ -461,14 +471,17 @@ class Operator:
             step = _resume_step(job) if existed else Action.START
             if step is None:
                 batch.results[i] = Submitted(job.id, _standing_error(job), existed=True)
+                batch.tick("recorded", i + 1)
                 continue
             if step is Action.OPEN:
                 batch.to_open.append(i)
+                batch.tick("recorded", i + 1)
                 continue
             try:
                 batch.jobs[i], batch.start_intents[i] = actor.write_intent(job, Action.START, 1)
             except DispatchError as exc:  # a supervisor took the job meanwhile, or the store failed
                 batch.results[i] = Submitted(job.id, _handed(job.id, exc), existed=existed)
+            batch.tick("recorded", i + 1)
         return None
 
     def _create_fresh(
@@ -543,7 +556,7 @@ class Operator:
         jobs, intents = batch.jobs, batch.start_intents
         to_start = sorted(intents)
         requests = [StartRequest(jobs[i].id, 1, jobs[i].submissions[0].marker, jobs[i].spec) for i in to_start]
-        answers = _start_all(self._c.backend, requests)
+        answers = _start_all(self._c.backend, requests, lambda n: batch.tick("started", n, len(requests)))
         now = self._c.clock.now()
         items: list[tuple[JobRecord, list[Event]]] = []
         opening: dict[int, Intent] = {}
@@ -589,7 +602,7 @@ class Operator:
                 jobs[i] = written
         opened = [i for i in batch.to_open if i in open_intents]
         sids = [str(jobs[i].submissions[0].scheduler_id) for i in opened]
-        errors = _open_all(self._c.backend, sids)
+        errors = _open_all(self._c.backend, sids, lambda n: batch.tick("opened", n, len(sids)))
         now = self._c.clock.now()
         items = []
         for i, error in zip(opened, errors, strict=True):
@@ -794,6 +807,13 @@ class _Batch:
     start_intents: dict[int, Intent] = field(default_factory=dict)
     to_open: list[int] = field(default_factory=list)
     open_intents: dict[int, Intent] = field(default_factory=dict)
+    progress: Callable[[str, int, int], None] | None = None
+
+    def tick(self, phase: str, done: int, total: int | None = None) -> None:
+        """Tell ``progress`` (when given) that ``done`` of the phase's ``total`` jobs (default: the batch's) went
+        through ``phase``."""
+        if self.progress is not None:
+            self.progress(phase, done, len(self.specs) if total is None else total)
 
     def handed(self, i: int, exc: Exception) -> None:
         """Job ``i``'s write was refused (a supervisor took it meanwhile, or the store failed): a supervisor
@@ -840,39 +860,56 @@ class _Writes:
             return [copy.copy(exc) for _ in items]
 
 
-def _each(items: Sequence[_T], call: Callable[[_T], _R]) -> list[_R | DispatchError]:
-    """``call`` on every item in turn, a DispatchError taken as that item's answer rather than raised."""
+def _each(
+    items: Sequence[_T], call: Callable[[_T], _R], tick: Callable[[int], None] | None = None
+) -> list[_R | DispatchError]:
+    """``call`` on every item in turn, a DispatchError taken as that item's answer rather than raised; ``tick``
+    is told how many were called after each."""
     out: list[_R | DispatchError] = []
     for item in items:
         try:
             out.append(call(item))
         except DispatchError as exc:
             out.append(exc)
+        if tick is not None:
+            tick(len(out))
     return out
 
 
-def _start_all(backend: Backend, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
-    """One batched call when the backend is a BatchStarter; otherwise ``start`` per request."""
+def _start_all(
+    backend: Backend, requests: Sequence[StartRequest], tick: Callable[[int], None] | None = None
+) -> list[str | DispatchError]:
+    """One batched call when the backend is a BatchStarter; otherwise ``start`` per request (``tick`` is told
+    how many were answered, after each call)."""
     if not requests:
         return []
     if isinstance(backend, BatchStarter):
         try:
-            return backend.start_many(requests)
+            answers = backend.start_many(requests)
         except DispatchError as exc:  # the whole call failed: every start has its answer (each its own copy)
-            return [copy.copy(exc) for _ in requests]
-    return _each(requests, backend.start)
+            answers = [copy.copy(exc) for _ in requests]
+        if tick is not None:
+            tick(len(requests))
+        return answers
+    return _each(requests, backend.start, tick)
 
 
-def _open_all(backend: Backend, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
-    """One batched call when the backend is a BatchStarter; otherwise ``open`` per object (None: opened)."""
+def _open_all(
+    backend: Backend, scheduler_ids: Sequence[str], tick: Callable[[int], None] | None = None
+) -> list[DispatchError | None]:
+    """One batched call when the backend is a BatchStarter; otherwise ``open`` per object (None: opened;
+    ``tick`` as for :func:`_start_all`)."""
     if not scheduler_ids:
         return []
     if isinstance(backend, BatchStarter):
         try:
-            return backend.open_many(scheduler_ids)
+            answers = backend.open_many(scheduler_ids)
         except DispatchError as exc:
-            return [copy.copy(exc) for _ in scheduler_ids]
-    return _each(scheduler_ids, backend.open)
+            answers = [copy.copy(exc) for _ in scheduler_ids]
+        if tick is not None:
+            tick(len(scheduler_ids))
+        return answers
+    return _each(scheduler_ids, backend.open, tick)
 
 
 def _status(error: DispatchError | None) -> IntentStatus:

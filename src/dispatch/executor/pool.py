@@ -148,7 +148,9 @@ class Executor(_Executor):
     with ``group`` (a name or a number: for jobs that run as another user of that group), readable by that
     group and its call directories writable by it (:mod:`dispatch.executor.seal`). A result is read only when
     it is trusted and its seal holds; one missing when the job is over is waited for up to ``result_wait``
-    seconds (a shared file system may show it late) before the call fails.
+    seconds (a shared file system may show it late) before the call fails. ``progress``: whether :meth:`map`
+    shows how many of its calls are done and failed, live on stderr (a tqdm bar in a notebook where tqdm
+    imports): None (the default) on a terminal or in a notebook, True everywhere, False never.
 
     Raises Unsupported when the cluster has no shared storage (the ``SharedStorage`` capability, with its Reason),
     SpecError for a shape no job spec could have (naming the field), ValueError for an unknown group, and
@@ -175,6 +177,7 @@ class Executor(_Executor):
         keep_files: bool = False,
         group: str | int | None = None,
         result_wait: float = DEFAULT_RESULT_WAIT,
+        progress: bool | None = None,
     ) -> None:
         backend = cluster.backend
         cluster.capabilities().require(Capability.SHARED_STORAGE, "dispatch.Executor")
@@ -203,6 +206,9 @@ class Executor(_Executor):
         self.poll = poll
         self.keep_files = keep_files
         self.result_wait = result_wait
+        self.progress = progress
+        """Whether :meth:`map` shows its calls' progress on stderr (:mod:`dispatch.progressbar`): None on a
+        terminal or in a notebook (``DISPATCH_PROGRESS_BAR=never`` turns it off), True everywhere, False never."""
         self._root = self
         """The executor whose collector, session and batches this one uses: itself, or the one a view came from."""
         self._session = Session.create(backend.shared_storage(), trust)
@@ -342,6 +348,10 @@ class Executor(_Executor):
         a ``batch()`` block it is still its own batched submission, made at once."""
         del chunksize, buffersize
         futures = self.submit_many(fn, *iterables)
+        if futures:
+            from dispatch import progressbar
+
+            progressbar.watch(futures, f"map {call_name(fn)[5:]}", self._root.progress)
         deadline = None if timeout is None else self.cluster.clock.now() + timeout
         return _Results(futures, deadline, self.cluster.clock.now)
 
