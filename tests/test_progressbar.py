@@ -23,7 +23,8 @@ def test_batch_line_counts_finished_of_total_with_the_time_left_at_the_pace_so_f
 
 
 def test_batch_line_before_anything_finished_and_when_all_did() -> None:
-    assert batch_line(BatchState(total=4, started_at=0.0), now=3.0) == "jobs: [....................] 0/4 done, 3.0s, ETA -"
+    start = batch_line(BatchState(total=4, started_at=0.0), now=3.0)
+    assert start == "jobs: [....................] 0/4 done, 3.0s, ETA -"
     done = batch_line(BatchState(total=4, started_at=0.0, done=4), now=75.0)
     assert done == "jobs: [####################] 4/4 done, 1m15s"  # no time left to estimate
 

@@ -231,6 +231,7 @@ def submit(
       dispatch submit --nodes 2 -- python train.py --lr 0.1
     With --from FILE, every job of FILE is submitted in one batch (one id per line);
     --key KEY makes running the same command again safe: it finishes the batch.
+    On a terminal, stderr shows how far the batch went (recorded, started, opened).
     """
     app.cluster_config()  # a wrong cluster name fails before anything else
     rules = load_rules(rules_file)
@@ -374,7 +375,9 @@ def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json
 
     While it waits, this process supervises the cluster's jobs (dispatch.supervise):
     --rules are applied here. If dispatch is killed, the job runs on; dispatch
-    status (from any process) shows how it is doing.
+    status (from any process) shows how it is doing. On a terminal (not with
+    --quiet or --json), stderr shows the step the job reports (dispatch.job.progress),
+    its rate and the time left, redrawn in place.
     """
     app.cluster_config()
     rules = load_rules(rules_file)
