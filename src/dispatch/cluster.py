@@ -343,6 +343,20 @@ class Operator:
             ruleset.check_against(backend, backend.capabilities())
         return ruleset
 
+    def _throttle(self, max_running: int | None, count: int) -> int | None:
+        """The cap :meth:`submit_many` hands the backend: None when there is none or it caps nothing; checked
+        against the capability and the backend (a BatchStarter) before anything is recorded."""
+        if max_running is None:
+            return None
+        if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1:
+            raise ConfigError("max_running", f"must be a positive integer (or None), not {max_running!r}")
+        if max_running >= count:
+            return None
+        self._c.capabilities().require(Capability.BATCH_THROTTLE, f"max_running={max_running}")
+        if not isinstance(self._c.backend, BatchStarter):
+            raise Unsupported(f"max_running needs a backend that starts a batch in one call; {self._c.name}'s does not")
+        return max_running
+
     def _record(self, records: Records, spec: JobSpec, ruleset: RuleSet | None) -> JobRecord:
         """A new job's record with its first submission (not yet started), created in ``records`` under a fresh
         id (another is minted when one is taken)."""
@@ -385,6 +399,7 @@ class Operator:
         rules: RuleSet | Mapping[str, Any] | None = None,
         *,
         key: str | None = None,
+        max_running: int | None = None,
         progress: Callable[[str, int, int], None] | None = None,
     ) -> list[Submitted]:
         """Submit many jobs, each its own job with its own record, marker, gate and submission, in one backend
@@ -409,12 +424,20 @@ class Operator:
         write differs (:class:`_Writes`: a phase's jobs in one transaction where the store offers
         :class:`BatchWrites`, one write per job otherwise).
 
+        ``max_running`` caps how many of the jobs this call starts run at once: the scheduler keeps the others
+        queued until one ends (Slurm: one job array with ``%K``). It needs the :attr:`Capability.BATCH_THROTTLE`
+        capability, checked before anything is recorded (Unsupported naming its Reason), unless it is at least the
+        number of jobs (then nothing is capped); ConfigError when it is not a positive integer. A backend that
+        cannot keep the cap for these jobs (on Slurm: they would need more than one array) refuses every start
+        (Rejected) rather than break it. A job the supervisor later resubmits is a job of its own, outside the cap.
+
         ``progress``, when given, is told how far the phases went: ``progress(phase, done, total)`` with phase
         ``recorded``, ``started`` or ``opened``, after each job or each batched call of the phase (``dispatch
         submit --from`` shows it); it must return quickly.
         """
         records, actor = self._writable()
         ruleset = self._checked(specs, rules)
+        throttle = self._throttle(max_running, len(specs))
         key = self.new_batch_key() if key is None else key
         if not key:
             raise ConfigError("key", "a batch key must not be empty")
@@ -426,7 +449,7 @@ class Operator:
             if found is not None and _member(found, key, i):
                 self._same_input(records, found, key, spec, rules_json)
         writes = _Writes(records, batch_writes(records))
-        batch = _Batch(key, specs, ruleset, rules_json, progress=progress)
+        batch = _Batch(key, specs, ruleset, rules_json, max_running=throttle, progress=progress)
         stopped = self._record_phase(writes, actor, batch, known)
         self._start_phase(writes, actor, batch)
         self._open_phase(writes, actor, batch)
@@ -556,7 +579,9 @@ class Operator:
         jobs, intents = batch.jobs, batch.start_intents
         to_start = sorted(intents)
         requests = [StartRequest(jobs[i].id, 1, jobs[i].submissions[0].marker, jobs[i].spec) for i in to_start]
-        answers = _start_all(self._c.backend, requests, lambda n: batch.tick("started", n, len(requests)))
+        answers = _start_all(
+            self._c.backend, requests, lambda n: batch.tick("started", n, len(requests)), batch.max_running
+        )
         now = self._c.clock.now()
         items: list[tuple[JobRecord, list[Event]]] = []
         opening: dict[int, Intent] = {}
@@ -807,6 +832,7 @@ class _Batch:
     start_intents: dict[int, Intent] = field(default_factory=dict)
     to_open: list[int] = field(default_factory=list)
     open_intents: dict[int, Intent] = field(default_factory=dict)
+    max_running: int | None = None
     progress: Callable[[str, int, int], None] | None = None
 
     def tick(self, phase: str, done: int, total: int | None = None) -> None:
@@ -877,15 +903,22 @@ def _each(
 
 
 def _start_all(
-    backend: Backend, requests: Sequence[StartRequest], tick: Callable[[int], None] | None = None
+    backend: Backend,
+    requests: Sequence[StartRequest],
+    tick: Callable[[int], None] | None = None,
+    max_running: int | None = None,
 ) -> list[str | DispatchError]:
-    """One batched call when the backend is a BatchStarter; otherwise ``start`` per request (``tick`` is told
-    how many were answered, after each call)."""
+    """One batched call when the backend is a BatchStarter (capped at ``max_running`` running at once, when it
+    caps these requests); otherwise ``start`` per request (``tick`` is told how many were answered, after each
+    call)."""
     if not requests:
         return []
     if isinstance(backend, BatchStarter):
         try:
-            answers = backend.start_many(requests)
+            if max_running is not None and max_running < len(requests):
+                answers = backend.start_many(requests, max_running=max_running)
+            else:
+                answers = backend.start_many(requests)
         except DispatchError as exc:  # the whole call failed: every start has its answer (each its own copy)
             answers = [copy.copy(exc) for _ in requests]
         if tick is not None:
