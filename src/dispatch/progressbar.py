@@ -18,6 +18,7 @@ submission and collector paths are never slowed by the terminal.
 from __future__ import annotations
 
 import importlib
+import math
 import os
 import shutil
 import sys
@@ -192,15 +193,15 @@ class Live:
     stream: TextIO
     mode: Mode
     clock: Callable[[], float] = time.monotonic
-    _lock: threading.Lock = field(default_factory=threading.Lock)
-    _text: str = ""
-    _shown: str = ""
-    _drawn: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
+    _text: str = field(default="", init=False)
+    _shown: str = field(default="", init=False)
+    _drawn: bool = field(default=False, init=False)
     """The line is on the terminal now (``live``): clear it before anything else is written."""
-    _last: float = -1e18
-    _mid_line: bool = False
+    _last: float = field(default=-math.inf, init=False)
+    _mid_line: bool = field(default=False, init=False)
     """Other output left the cursor inside a line: nothing is drawn until it ends one."""
-    _closed: bool = False
+    _closed: bool = field(default=False, init=False)
 
     def update(self, text: str, *, force: bool = False) -> None:
         """Show ``text`` when a redraw is due (or ``force``); otherwise keep it for the next one."""
