@@ -127,14 +127,14 @@ def throttled_batch_runs_at_most_k_at_once(name: str) -> None:
             if state.startswith("COMPLETED"):
                 spans.append((start, end))
         assert len(spans) == 6, lines
-        assert _most_at_once(spans) <= 2, spans
+        assert most_at_once(spans) <= 2, spans
     finally:
         if array:
             admin(name, "scancel", array, check=False)
         cluster.close()
 
 
-def _most_at_once(spans: list[tuple[str, str]]) -> int:
+def most_at_once(spans: list[tuple[str, str]]) -> int:
     """The most spans (ISO start, end; sacct's one-second resolution) open at one moment: a task that ends in
     the second another starts counts as ended first, as Slurm frees its place before starting the next."""
     events = sorted([(end, 0) for _, end in spans] + [(start, 1) for start, _ in spans])
