@@ -41,7 +41,13 @@ defaults = { partition = "gpu", account = "ml" }
 ```
 
 Output: tables and messages for humans (colour only on a terminal, never with `NO_COLOR`; a spinner on
-stderr during long work on a terminal); `--json` on every read command for programs. Errors are one line on
+stderr during long work on a terminal); `--json` on every read command for programs. Live progress, one line
+redrawn on stderr at most ten times a second, only when stderr is a terminal: `dispatch submit --from` shows its
+phases (`submitting 500 jobs to hpc: [##########..........] recorded 500/500, started 250/500, 1.2s`),
+`dispatch run` the step a job reports with `dispatch.job.progress` (`step 1200/5000 [####................] 24%
+3.1/s ETA 20m03s, 6m27s`; the slowest rank's), neither with `--json` or `--quiet`. `DISPATCH_PROGRESS_BAR=never`
+turns it off, `always` writes it where stderr is no terminal too (a plain line every 2 s at most); piped, the
+output is what it was without it. Errors are one line on
 stderr that says what to do, a bad option value too (`dispatch: error: Invalid value for '-N' / '--nodes': 0 is
 not in the range x>=1 (see 'dispatch run --help')`, exit 2); `--debug` shows the traceback. Shell completion:
 `eval "$(dispatch completion bash)"` (job ids complete from the records).

@@ -59,6 +59,9 @@ class Capability(StrEnum):
     PROGRESS_REPORTING = "ProgressReporting"
     """What a rank reports with :func:`dispatch.job.progress` reaches the supervisor with the job's state (so
     ``dispatch status`` shows it and a rule with ``stalledAfter`` can judge a hang)."""
+    BATCH_THROTTLE = "BatchThrottle"
+    """A batch (:meth:`~dispatch.cluster.Operator.submit_many`) can be capped at ``max_running`` of its jobs
+    running at once, the scheduler keeping the others queued until one ends (Slurm: the job array's ``%K``)."""
 
 
 class Answer(StrEnum):

@@ -343,6 +343,20 @@ class Operator:
             ruleset.check_against(backend, backend.capabilities())
         return ruleset
 
+    def _throttle(self, max_running: int | None, count: int) -> int | None:
+        """The cap :meth:`submit_many` hands the backend: None when there is none or it caps nothing; checked
+        against the capability and the backend (a BatchStarter) before anything is recorded."""
+        if max_running is None:
+            return None
+        if isinstance(max_running, bool) or not isinstance(max_running, int) or max_running < 1:
+            raise ConfigError("max_running", f"must be a positive integer (or None), not {max_running!r}")
+        if max_running >= count:
+            return None
+        self._c.capabilities().require(Capability.BATCH_THROTTLE, f"max_running={max_running}")
+        if not isinstance(self._c.backend, BatchStarter):
+            raise Unsupported(f"max_running needs a backend that starts a batch in one call; {self._c.name}'s does not")
+        return max_running
+
     def _record(self, records: Records, spec: JobSpec, ruleset: RuleSet | None) -> JobRecord:
         """A new job's record with its first submission (not yet started), created in ``records`` under a fresh
         id (another is minted when one is taken)."""
@@ -380,7 +394,13 @@ class Operator:
         return job, [Event(job_id, now, "submitted", data)]
 
     def submit_many(
-        self, specs: Sequence[JobSpec], rules: RuleSet | Mapping[str, Any] | None = None, *, key: str | None = None
+        self,
+        specs: Sequence[JobSpec],
+        rules: RuleSet | Mapping[str, Any] | None = None,
+        *,
+        key: str | None = None,
+        max_running: int | None = None,
+        progress: Callable[[str, int, int], None] | None = None,
     ) -> list[Submitted]:
         """Submit many jobs, each its own job with its own record, marker, gate and submission, in one backend
         call per phase where the backend is a :class:`BatchStarter` (one by one otherwise): all recorded with
@@ -403,9 +423,21 @@ class Operator:
         The phases write the same records in the same order whatever the store; only how many jobs share a
         write differs (:class:`_Writes`: a phase's jobs in one transaction where the store offers
         :class:`BatchWrites`, one write per job otherwise).
+
+        ``max_running`` caps how many of the jobs this call starts run at once: the scheduler keeps the others
+        queued until one ends (Slurm: one job array with ``%K``). It needs the :attr:`Capability.BATCH_THROTTLE`
+        capability, checked before anything is recorded (Unsupported naming its Reason), unless it is at least the
+        number of jobs (then nothing is capped); ConfigError when it is not a positive integer. A backend that
+        cannot keep the cap for these jobs (on Slurm: they would need more than one array) refuses every start
+        (Rejected) rather than break it. A job the supervisor later resubmits is a job of its own, outside the cap.
+
+        ``progress``, when given, is told how far the phases went: ``progress(phase, done, total)`` with phase
+        ``recorded``, ``started`` or ``opened``, after each job or each batched call of the phase (``dispatch
+        submit --from`` shows it); it must return quickly.
         """
         records, actor = self._writable()
         ruleset = self._checked(specs, rules)
+        throttle = self._throttle(max_running, len(specs))
         key = self.new_batch_key() if key is None else key
         if not key:
             raise ConfigError("key", "a batch key must not be empty")
@@ -417,7 +449,7 @@ class Operator:
             if found is not None and _member(found, key, i):
                 self._same_input(records, found, key, spec, rules_json)
         writes = _Writes(records, batch_writes(records))
-        batch = _Batch(key, specs, ruleset, rules_json)
+        batch = _Batch(key, specs, ruleset, rules_json, max_running=throttle, progress=progress)
         stopped = self._record_phase(writes, actor, batch, known)
         self._start_phase(writes, actor, batch)
         self._open_phase(writes, actor, batch)
@@ -445,6 +477,7 @@ class Operator:
             if isinstance(made, JobRecord):  # created with its start intent
                 batch.results.append(Submitted(made.id))
                 batch.jobs.append(made)
+                batch.tick("recorded", i + 1)
                 continue
             if made is not None and not isinstance(made, Conflict):
                 return made  # the store failed: this job and the ones after it are not recorded
@@ -461,14 +494,17 @@ class Operator:
             step = _resume_step(job) if existed else Action.START
             if step is None:
                 batch.results[i] = Submitted(job.id, _standing_error(job), existed=True)
+                batch.tick("recorded", i + 1)
                 continue
             if step is Action.OPEN:
                 batch.to_open.append(i)
+                batch.tick("recorded", i + 1)
                 continue
             try:
                 batch.jobs[i], batch.start_intents[i] = actor.write_intent(job, Action.START, 1)
             except DispatchError as exc:  # a supervisor took the job meanwhile, or the store failed
                 batch.results[i] = Submitted(job.id, _handed(job.id, exc), existed=existed)
+            batch.tick("recorded", i + 1)
         return None
 
     def _create_fresh(
@@ -543,7 +579,9 @@ class Operator:
         jobs, intents = batch.jobs, batch.start_intents
         to_start = sorted(intents)
         requests = [StartRequest(jobs[i].id, 1, jobs[i].submissions[0].marker, jobs[i].spec) for i in to_start]
-        answers = _start_all(self._c.backend, requests)
+        answers = _start_all(
+            self._c.backend, requests, lambda n: batch.tick("started", n, len(requests)), batch.max_running
+        )
         now = self._c.clock.now()
         items: list[tuple[JobRecord, list[Event]]] = []
         opening: dict[int, Intent] = {}
@@ -589,7 +627,7 @@ class Operator:
                 jobs[i] = written
         opened = [i for i in batch.to_open if i in open_intents]
         sids = [str(jobs[i].submissions[0].scheduler_id) for i in opened]
-        errors = _open_all(self._c.backend, sids)
+        errors = _open_all(self._c.backend, sids, lambda n: batch.tick("opened", n, len(sids)))
         now = self._c.clock.now()
         items = []
         for i, error in zip(opened, errors, strict=True):
@@ -794,6 +832,14 @@ class _Batch:
     start_intents: dict[int, Intent] = field(default_factory=dict)
     to_open: list[int] = field(default_factory=list)
     open_intents: dict[int, Intent] = field(default_factory=dict)
+    max_running: int | None = None
+    progress: Callable[[str, int, int], None] | None = None
+
+    def tick(self, phase: str, done: int, total: int | None = None) -> None:
+        """Tell ``progress`` (when given) that ``done`` of the phase's ``total`` jobs (default: the batch's) went
+        through ``phase``."""
+        if self.progress is not None:
+            self.progress(phase, done, len(self.specs) if total is None else total)
 
     def handed(self, i: int, exc: Exception) -> None:
         """Job ``i``'s write was refused (a supervisor took it meanwhile, or the store failed): a supervisor
@@ -840,39 +886,63 @@ class _Writes:
             return [copy.copy(exc) for _ in items]
 
 
-def _each(items: Sequence[_T], call: Callable[[_T], _R]) -> list[_R | DispatchError]:
-    """``call`` on every item in turn, a DispatchError taken as that item's answer rather than raised."""
+def _each(
+    items: Sequence[_T], call: Callable[[_T], _R], tick: Callable[[int], None] | None = None
+) -> list[_R | DispatchError]:
+    """``call`` on every item in turn, a DispatchError taken as that item's answer rather than raised; ``tick``
+    is told how many were called after each."""
     out: list[_R | DispatchError] = []
     for item in items:
         try:
             out.append(call(item))
         except DispatchError as exc:
             out.append(exc)
+        if tick is not None:
+            tick(len(out))
     return out
 
 
-def _start_all(backend: Backend, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
-    """One batched call when the backend is a BatchStarter; otherwise ``start`` per request."""
+def _start_all(
+    backend: Backend,
+    requests: Sequence[StartRequest],
+    tick: Callable[[int], None] | None = None,
+    max_running: int | None = None,
+) -> list[str | DispatchError]:
+    """One batched call when the backend is a BatchStarter (capped at ``max_running`` running at once, when it
+    caps these requests); otherwise ``start`` per request (``tick`` is told how many were answered, after each
+    call)."""
     if not requests:
         return []
     if isinstance(backend, BatchStarter):
         try:
-            return backend.start_many(requests)
+            if max_running is not None and max_running < len(requests):
+                answers = backend.start_many(requests, max_running=max_running)
+            else:
+                answers = backend.start_many(requests)
         except DispatchError as exc:  # the whole call failed: every start has its answer (each its own copy)
-            return [copy.copy(exc) for _ in requests]
-    return _each(requests, backend.start)
+            answers = [copy.copy(exc) for _ in requests]
+        if tick is not None:
+            tick(len(requests))
+        return answers
+    return _each(requests, backend.start, tick)
 
 
-def _open_all(backend: Backend, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:
-    """One batched call when the backend is a BatchStarter; otherwise ``open`` per object (None: opened)."""
+def _open_all(
+    backend: Backend, scheduler_ids: Sequence[str], tick: Callable[[int], None] | None = None
+) -> list[DispatchError | None]:
+    """One batched call when the backend is a BatchStarter; otherwise ``open`` per object (None: opened;
+    ``tick`` as for :func:`_start_all`)."""
     if not scheduler_ids:
         return []
     if isinstance(backend, BatchStarter):
         try:
-            return backend.open_many(scheduler_ids)
+            answers = backend.open_many(scheduler_ids)
         except DispatchError as exc:
-            return [copy.copy(exc) for _ in scheduler_ids]
-    return _each(scheduler_ids, backend.open)
+            answers = [copy.copy(exc) for _ in scheduler_ids]
+        if tick is not None:
+            tick(len(scheduler_ids))
+        return answers
+    return _each(scheduler_ids, backend.open, tick)
 
 
 def _status(error: DispatchError | None) -> IntentStatus:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from dispatch.clock import Clock
     from dispatch.records.base import Records
     from dispatch.records.model import JobRecord
-    from dispatch.spi import Backend
+    from dispatch.spi import Backend, RankProgress
 
 
 class Followed(Protocol):
@@ -45,6 +45,9 @@ class Followed(Protocol):
     @property
     def read_only(self) -> bool: ...
 
+
+PROGRESS_SHOWN_EVERY = 1.0
+"""Seconds between two reads of a followed job's progress when it is shown (:func:`follow`'s ``progress``)."""
 
 DEFAULT_POLL = 0.25
 """Seconds between two cycles of the in-process supervisor (bounded below by nothing else: one batched
@@ -80,6 +83,7 @@ def follow(
     timeout: float | None = None,
     poll: float = DEFAULT_POLL,
     each: Callable[[JobRecord], None] | None = None,
+    progress: Callable[[JobRecord, tuple[RankProgress, ...]], None] | None = None,
 ) -> JobRecord:
     """Supervise job ``job_id`` here until it is over (:func:`over`); return its final record.
 
@@ -87,7 +91,10 @@ def follow(
     job and its state when it passes; the job runs on. A job that reads :func:`unrunnable` after ``each`` saw it
     (``each`` did not stop it) raises :class:`Unsupported` naming the scheduler's reason; the job stays queued.
     ``each`` is called with the record after every cycle (``dispatch run`` shows output and handles Ctrl-C
-    there). ReadOnly on a cluster opened read-only or without a record store: waiting writes what it observes.
+    there). ``progress``, when given, is called after every cycle with the record and the last progress read of
+    its current execution while that runs (read at least every :data:`PROGRESS_SHOWN_EVERY` seconds, on every
+    backend; ``()`` while no rank reported): ``dispatch run`` draws it. ReadOnly on a cluster opened read-only
+    or without a record store: waiting writes what it observes.
     """
     from dispatch.supervise import Supervisor
 
@@ -98,10 +105,17 @@ def follow(
     records = cluster.records
     records.get(job_id)  # NotFound for an unknown id, before anything else
     supervisor = Supervisor(cluster.backend, records, clock=cluster.clock, cluster=cluster.name, only={job_id})
+    if progress is not None:
+        supervisor.progress_every = PROGRESS_SHOWN_EVERY
     deadline = None if timeout is None else cluster.clock.now() + timeout
     while True:
         supervisor.cycle()
         job = records.get(job_id)
+        if progress is not None:
+            cur = job.current
+            running = cur is not None and cur.outcome is not None and cur.outcome.state is State.RUNNING
+            sid = cur.scheduler_id if cur is not None and running else None
+            progress(job, supervisor.progress.get(sid, ()) if sid is not None else ())
         if each is not None:
             each(job)
             if unrunnable(job):

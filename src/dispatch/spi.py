@@ -394,11 +394,18 @@ class BatchStarter(Protocol):
     """Creates and opens many submissions in one call each (one script, one request), with the contract of
     :meth:`Backend.start` and :meth:`Backend.open` per item. Without it the core calls them one by one."""
 
-    def start_many(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
+    def start_many(
+        self, requests: Sequence[StartRequest], *, max_running: int | None = None
+    ) -> list[str | DispatchError]:
         """Create every request's object behind its closed gate. One answer per request, in order: the
         scheduler id, or the error that request's own ``start`` would have raised (OutcomeUnknown when its
         object may exist, Unavailable when it certainly was not created, Rejected ...). Never raises for one
-        item; raises only when nothing was attempted (e.g. ReadOnly)."""
+        item; raises only when nothing was attempted (e.g. ReadOnly).
+
+        ``max_running`` (given only by a backend answering the BatchThrottle capability yes, and only below the
+        number of requests): at most that many of these objects may run at once, the scheduler keeping the
+        others queued; a backend that cannot keep it for these requests answers Rejected for each, saying why,
+        and creates nothing."""
         ...
 
     def open_many(self, scheduler_ids: Sequence[str]) -> list[DispatchError | None]:

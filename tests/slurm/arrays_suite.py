@@ -85,6 +85,66 @@ def batch_of_20_is_one_array(name: str) -> None:
         cluster.close()
 
 
+def throttled_batch_runs_at_most_k_at_once(name: str) -> None:
+    """Operator.submit_many of 6 jobs with max_running=2: one ``sbatch --array=0-5%2``; squeue never lists more
+    than 2 of its tasks running, and lists the waiting ones with Slurm's reason JobArrayTaskLimit while 2 run;
+    sacct's start and end times show no moment with more than 2 running; every task succeeds."""
+    import dispatch
+    from dispatch.slurm.harness import settings_for
+
+    from .clusters import description
+
+    cluster = dispatch.open("slurm", adapter=settings_for(description(name)), records=MemoryRecords(), name=name)
+    backend = getattr(cluster.backend, "unrestricted", cluster.backend)
+    assert isinstance(backend, SlurmBackend)
+    array = ""
+    try:
+        got = cluster.operator.submit_many([JobSpec(("sleep", "6"))] * 6, max_running=2)
+        assert all(g.ok for g in got), [g.error for g in got]
+        sids = [str(cluster.get(g.job_id).current.scheduler_id) for g in got]  # type: ignore[union-attr]
+        (array,) = {split(s)[0] for s in sids}
+        most, limited = 0, False
+
+        def over() -> bool:
+            nonlocal most, limited
+            rows = admin(name, "squeue", "-h", "-r", "-j", array, "-o", "%i|%t|%r", check=False).stdout.split()
+            states = [r.split("|") for r in rows]
+            run = sum(1 for _, st, _ in states if st == "R")
+            most = max(most, run)
+            limited = limited or (run == 2 and any(why == "JobArrayTaskLimit" for _, st, why in states if st == "PD"))
+            return not rows
+
+        _until("the throttled array ending", over)
+        assert 0 < most <= 2, f"squeue showed {most} tasks of array {array} running at once"
+        assert limited, "squeue never showed a task waiting for the array's throttle (JobArrayTaskLimit)"
+        ended = _ended(backend, sids)
+        assert all(ev.outcome.state.name == "SUCCEEDED" for ev in ended.values()), ended
+        fmt = "JobID,Start,End,State"
+        lines = admin(name, "sacct", "-n", "-P", "-X", "-j", array, "-o", fmt, "--starttime", "now-1hour").stdout
+        spans = []
+        for line in lines.splitlines():
+            _, start, end, state = line.split("|")
+            if state.startswith("COMPLETED"):
+                spans.append((start, end))
+        assert len(spans) == 6, lines
+        assert most_at_once(spans) <= 2, spans
+    finally:
+        if array:
+            admin(name, "scancel", array, check=False)
+        cluster.close()
+
+
+def most_at_once(spans: list[tuple[str, str]]) -> int:
+    """The most spans (ISO start, end; sacct's one-second resolution) open at one moment: a task that ends in
+    the second another starts counts as ended first, as Slurm frees its place before starting the next."""
+    events = sorted([(end, 0) for _, end in spans] + [(start, 1) for start, _ in spans])
+    most = now = 0
+    for _, kind in events:
+        now += 1 if kind else -1
+        most = max(most, now)
+    return most
+
+
 def one_task_cancelled_one_requeued_one_held_alone(name: str) -> None:
     """Four tasks of one array: a dispatch hold on task 3 keeps it waiting while the others run; task 0 is
     cancelled and task 1 requeued, each alone (task 2 runs on untouched); the hold's release lets task 3 run."""

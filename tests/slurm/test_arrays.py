@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from dispatch.errors import OutcomeUnknown, Unavailable
+from dispatch.errors import OutcomeUnknown, Rejected, Unavailable
 from dispatch.extensions import Output
 from dispatch.resources import Resources
 from dispatch.slurm import arrayids, arrays
@@ -141,3 +141,19 @@ def test_a_lost_array_answer_is_unknown_for_every_task_and_a_refusal_is_each_one
     unmapped = b.start_many(_requests(2, spec))
     assert all(isinstance(a, Unavailable) for a in unmapped)
     ex.assert_done()  # a lost answer keeps its map (the tasks may exist): only the refusal removed one
+
+
+def test_a_throttled_batch_is_one_array_with_its_cap() -> None:
+    b, ex = backend(RELEASE_2205, Exchange("--array=0-3%2", wrapped(ok(), ok("78\n"))))
+    spec = JobSpec(("true",), extensions=(Output(dir="/o"),))
+    assert b.start_many(_requests(4, spec), max_running=2) == ["78_0", "78_1", "78_2", "78_3"]
+    assert ex.scripts[-1].count("sbatch") == 1
+    ex.assert_done()
+
+
+def test_a_throttled_batch_that_needs_two_sbatch_calls_is_refused_and_nothing_is_sent() -> None:
+    b, ex = backend(RELEASE_2205)
+    one, other = JobSpec(("true",), extensions=(Output(dir="/o"),)), JobSpec(("true",), nodes=2)
+    answers = b.start_many([*_requests(2, one), StartRequest("k", 1, "dsp-k-1", other)], max_running=1)
+    assert all(isinstance(a, Rejected) and "need 2 sbatch calls (different sbatch options" in str(a) for a in answers)
+    ex.assert_done()  # no script ran

@@ -21,3 +21,7 @@ def test_a_lost_sbatch_answer_is_resolved_by_marker_and_no_task_runs_twice() -> 
 
 def test_a_task_cancelled_before_it_started_reads_cancelled_after_squeue_forgot_it() -> None:
     suite.cancelled_before_it_started_reads_cancelled("local")
+
+
+def test_a_throttled_batch_runs_at_most_k_tasks_at_once() -> None:
+    suite.throttled_batch_runs_at_most_k_at_once("local")

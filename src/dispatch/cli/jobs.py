@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
 import signal
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -18,11 +20,15 @@ from dispatch.cli.exitcodes import Exit
 from dispatch.cli.launch import launch_reason
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from dispatch.cluster import Cluster
+    from dispatch.progressbar import Live
     from dispatch.records.model import JobRecord
     from dispatch.resources import Resources
     from dispatch.rules import RuleSet
     from dispatch.spec import JobSpec
+    from dispatch.spi import RankProgress
 
 pass_app = click.make_pass_decorator(App)
 COMMAND_CONTEXT = {"allow_interspersed_args": False, "help_option_names": ["-h", "--help"]}
@@ -225,6 +231,7 @@ def submit(
       dispatch submit --nodes 2 -- python train.py --lr 0.1
     With --from FILE, every job of FILE is submitted in one batch (one id per line);
     --key KEY makes running the same command again safe: it finishes the batch.
+    On a terminal, stderr shows how far the batch went (recorded, started, opened).
     """
     app.cluster_config()  # a wrong cluster name fails before anything else
     rules = load_rules(rules_file)
@@ -262,8 +269,11 @@ def submit_from(
     """``submit --from FILE``: the specs of FILE (:func:`dispatch.batch.load_specs`), in one ``submit_many`` with
     batch key ``key`` (a fresh one when None). An incomplete batch prints what it recorded, then the command
     that finishes it, and exits 5 (unknown)."""
+    from contextlib import nullcontext
+
     from click.core import ParameterSource
 
+    from dispatch import progressbar
     from dispatch.batch import load_specs
     from dispatch.cli import ui
     from dispatch.cli.exitcodes import exit_for
@@ -287,11 +297,16 @@ def submit_from(
     cluster = app.cluster()
     key = key if key is not None else new_batch_key()
     incomplete: BatchIncomplete | None = None
-    with ui.spinner(f"submitting {len(specs)} jobs to {cluster.name}"):
+    line = None if as_json else progressbar.live()
+    shown = ui.spinner(f"submitting {len(specs)} jobs to {cluster.name}") if line is None else nullcontext()
+    with shown:
         try:
-            got = cluster.operator.submit_many(specs, rules, key=key)
+            got = cluster.operator.submit_many(specs, rules, key=key, progress=submission_progress(line, cluster.name))
         except BatchIncomplete as exc:
             incomplete, got = exc, exc.submitted
+        finally:
+            if line is not None:
+                line.close()
     worst = Exit.OK
     for item in got:
         if item.error is not None:
@@ -320,6 +335,25 @@ def submit_from(
         raise click.exceptions.Exit(int(worst))
 
 
+def submission_progress(line: Live | None, cluster: str) -> Callable[[str, int, int], None] | None:
+    """What tells ``line`` how far a batched submission went (:func:`dispatch.progressbar.submit_line`), or None
+    without a line."""
+    if line is None:
+        return None
+    import time
+
+    from dispatch.progressbar import submit_line
+
+    phases: dict[str, tuple[int, int]] = {}
+    began = time.monotonic()
+
+    def tell(phase: str, done: int, total: int) -> None:
+        phases[phase] = (done, total)
+        line.update(submit_line(phases, time.monotonic() - began, f"jobs to {cluster}"), force=done == total)
+
+    return tell
+
+
 @click.command(context_settings=COMMAND_CONTEXT)
 @spec_options
 @click.option("-q", "--quiet", is_flag=True, help="Do not show the job's output.")
@@ -341,7 +375,9 @@ def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json
 
     While it waits, this process supervises the cluster's jobs (dispatch.supervise):
     --rules are applied here. If dispatch is killed, the job runs on; dispatch
-    status (from any process) shows how it is doing.
+    status (from any process) shows how it is doing. On a terminal (not with
+    --quiet or --json), stderr shows the step the job reports (dispatch.job.progress),
+    its rate and the time left, redrawn in place.
     """
     app.cluster_config()
     rules = load_rules(rules_file)
@@ -359,7 +395,10 @@ def run(app: App, /, rules_file: str | None, dry_run: bool, quiet: bool, as_json
         f" (follow: dispatch logs {job_id} -f)"
     )
     gave_up: list[str] = []
-    job = follow_job(app, cluster, job_id, show_output=not (quiet or as_json), gave_up=gave_up)
+    from dispatch import progressbar
+
+    line = None if quiet or as_json else progressbar.live()
+    job = follow_job(app, cluster, job_id, show_output=not (quiet or as_json), gave_up=gave_up, line=line)
     code = Exit.REFUSED if gave_up else outcome_exit(job)
     if as_json:
         from dispatch.records.model import JobSummary
@@ -437,11 +476,13 @@ class OutputPump:
     each execution's files to the end before moving to the next.
     """
 
-    def __init__(self, backend: Any, prefix_ranks: bool) -> None:
+    def __init__(self, backend: Any, prefix_ranks: bool, line: Live | None = None) -> None:
         import queue
 
         self.backend = getattr(backend, "unrestricted", backend)
         self.prefix = prefix_ranks
+        self.line = line
+        """The progress line on the terminal, cleared around output written to a terminal."""
         self.queues: dict[str, queue.Queue[tuple[str, int] | None]] = {
             "stdout": queue.Queue(),
             "stderr": queue.Queue(),
@@ -494,24 +535,39 @@ class OutputPump:
                             tag = click.style(tag, dim=True)
                         lines = chunk.splitlines(keepends=True)
                         chunk = b"".join(tag.encode() + line for line in lines)
-                    out.write(chunk)
-                    out.flush()
+                    if self.line is not None and tty.isatty():
+                        self.line.output(functools.partial(_write, out, chunk), ends_line=chunk.endswith(b"\n"))
+                    else:
+                        _write(out, chunk)
             except (DispatchError, OSError):
                 continue
 
 
+def _write(out: Any, chunk: bytes) -> None:
+    out.write(chunk)
+    out.flush()
+
+
 def follow_job(
-    app: App, cluster: Cluster, job_id: str, *, show_output: bool, gave_up: list[str] | None = None
+    app: App,
+    cluster: Cluster,
+    job_id: str,
+    *,
+    show_output: bool,
+    gave_up: list[str] | None = None,
+    line: Live | None = None,
 ) -> JobRecord:
     """Supervise one job in this process until it is over (:func:`dispatch.follow.follow`, the library's
     ``Cluster.wait``); show its output meanwhile. Ctrl-C stops the job; a second Ctrl-C leaves it running.
     With ``gave_up``, a job the scheduler says can never run (:func:`dispatch.follow.unrunnable`) is stopped,
-    with the reason recorded, and the reason appended to ``gave_up``; without, :func:`follow` raises."""
+    with the reason recorded, and the reason appended to ``gave_up``; without, :func:`follow` raises. With
+    ``line``, the job's reported progress is drawn there while it runs (:func:`dispatch.progressbar.step_line`),
+    and the line is closed before this returns."""
     from dispatch.cli import ui
     from dispatch.follow import follow, unrunnable, unrunnable_reason
 
     job = app.records().get(job_id)
-    pump = OutputPump(cluster.backend, prefix_ranks=job.spec.world_size > 1) if show_output else None
+    pump = OutputPump(cluster.backend, prefix_ranks=job.spec.world_size > 1, line=line) if show_output else None
     interrupted = 0
     stopping = False
     previous = signal.getsignal(signal.SIGINT)
@@ -531,6 +587,8 @@ def follow_job(
                         pump.offer(sub.scheduler_id, e.restart)
         if interrupted and not stopping:
             stopping = True
+            if line is not None:
+                line.close()
             ui.note(f"stopping job {job_id} (Ctrl-C again to leave it running)")
             cluster.operator.stop(job_id)
         elif gave_up is not None and unrunnable(job) and not stopping:
@@ -539,16 +597,30 @@ def follow_job(
             gave_up.append(why)
             cluster.operator.stop(job_id, reason=why)
 
+    def shown(job: JobRecord, reports: tuple[RankProgress, ...]) -> None:
+        if line is None or not reports:
+            return
+        from dispatch.progressbar import step_line
+
+        cur = job.current
+        began = cur.executions[-1].started_at if cur is not None and cur.executions else None
+        now = time.time()
+        line.update(step_line(reports, now, None if began is None else now - began))
+
     signal.signal(signal.SIGINT, on_interrupt)
     try:
-        return follow(cluster, job_id, each=each)
+        return follow(cluster, job_id, each=each, progress=shown if line is not None else None)
     except KeyboardInterrupt:
+        if line is not None:
+            line.close()
         ui.note(f"left job {job_id} running; see: dispatch status {job_id}")
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
         if pump is not None:
             pump.finish()
+        if line is not None:
+            line.close()
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

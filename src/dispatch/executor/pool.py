@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from dispatch.capabilities import Capability
 from dispatch.cluster import BatchIncomplete
-from dispatch.errors import Unsupported
+from dispatch.errors import ConfigError, Unsupported
 from dispatch.executor.calls import Call, CallError, FileRefused, Session, call_name, value_of
 from dispatch.executor.output import rank0_output
 from dispatch.executor.seal import Trust
@@ -149,7 +149,9 @@ class Executor(_Executor):
     with ``group`` (a name or a number: for jobs that run as another user of that group), readable by that
     group and its call directories writable by it (:mod:`dispatch.executor.seal`). A result is read only when
     it is trusted and its seal holds; one missing when the job is over is waited for up to ``result_wait``
-    seconds (a shared file system may show it late) before the call fails.
+    seconds (a shared file system may show it late) before the call fails. ``progress``: whether :meth:`map`
+    shows how many of its calls are done and failed, live on stderr (a tqdm bar in a notebook where tqdm
+    imports): None (the default) on a terminal or in a notebook, True everywhere, False never.
 
     Raises Unsupported when the cluster has no shared storage (the ``SharedStorage`` capability, with its Reason),
     SpecError for a shape no job spec could have (naming the field), ValueError for an unknown group, and
@@ -176,6 +178,7 @@ class Executor(_Executor):
         keep_files: bool = False,
         group: str | int | None = None,
         result_wait: float = DEFAULT_RESULT_WAIT,
+        progress: bool | None = None,
     ) -> None:
         backend = cluster.backend
         cluster.capabilities().require(Capability.SHARED_STORAGE, "dispatch.Executor")
@@ -206,6 +209,9 @@ class Executor(_Executor):
         self.poll = poll
         self.keep_files = keep_files
         self.result_wait = result_wait
+        self.progress = progress
+        """Whether :meth:`map` shows its calls' progress on stderr (:mod:`dispatch.progressbar`): None on a
+        terminal or in a notebook (``DISPATCH_PROGRESS_BAR=never`` turns it off), True everywhere, False never."""
         self._root = self
         """The executor whose collector, session and batches this one uses: itself, or the one a view came from."""
         self._session = Session.create(backend.shared_storage(), trust)
@@ -345,11 +351,20 @@ class Executor(_Executor):
         a ``batch()`` block it is still its own batched submission, made at once."""
         del chunksize, buffersize
         futures = self.submit_many(fn, *iterables)
+        if futures:
+            from dispatch import progressbar
+
+            progressbar.watch(futures, f"map {call_name(fn)[5:]}", self._root.progress)
         deadline = None if timeout is None else self.cluster.clock.now() + timeout
         return _Results(futures, deadline, self.cluster.clock.now)
 
     def submit_many(
-        self, fn: Callable[..., T], /, *iterables: Iterable[Any], names: Sequence[str] | None = None
+        self,
+        fn: Callable[..., T],
+        /,
+        *iterables: Iterable[Any],
+        names: Sequence[str] | None = None,
+        max_running: int | None = None,
     ) -> list[CallFuture]:
         """Submit ``fn`` over the items of ``iterables`` (zipped, as :func:`map`) in ONE batched submission
         (:meth:`Operator.submit_many <dispatch.cluster.Operator.submit_many>`: a job array where the scheduler
@@ -357,7 +372,9 @@ class Executor(_Executor):
         name, else ``call <function>``; ValueError when there are not as many names as items, before anything is
         written). A job the batch recorded but could not start has its future failed with that job's error. When
         the batch cannot be written or submitted whole, what it started is stopped and its files removed before
-        the error is raised. Inside a ``batch()`` block it is still its own batched submission, made at once."""
+        the error is raised. Inside a ``batch()`` block it is still its own batched submission, made at once.
+        ``max_running``: at most that many of the calls run at once (:meth:`Operator.submit_many
+        <dispatch.cluster.Operator.submit_many>`: the BatchThrottle capability; on Slurm the array's ``%K``)."""
         self._open()
         items = list(zip(*iterables, strict=False))
         if names is not None and len(names) != len(items):
@@ -368,7 +385,11 @@ class Executor(_Executor):
                 calls.append(self._new_call(fn, item, {}))
             specs = [self._spec(fn, call, names[i] if names else None) for i, call in enumerate(calls)]
             with self._lock:
-                submitted = self.cluster.operator.submit_many(specs, self._shape.rules) if specs else []
+                submitted = (
+                    self.cluster.operator.submit_many(specs, self._shape.rules, max_running=max_running)
+                    if specs
+                    else []
+                )
         except BaseException as exc:
             self._undo(calls, exc)
             raise
@@ -383,7 +404,7 @@ class Executor(_Executor):
         return futures
 
     @contextlib.contextmanager
-    def batch(self) -> Iterator[None]:
+    def batch(self, *, max_running: int | None = None) -> Iterator[None]:
         """A block whose ``submit`` calls (by this thread, on this executor or any view of it) go out together
         when it ends, as ONE batched submission (:meth:`Operator.submit_many
         <dispatch.cluster.Operator.submit_many>`; one per distinct ``rules`` among the calls): on Slurm one job
@@ -393,7 +414,9 @@ class Executor(_Executor):
         An exception leaving the block submits nothing: every call's files are removed and its future
         cancelled (a shutdown inside the block does the same, then raises RuntimeError). When the submission
         fails, what it started is stopped and every call's files removed (as for ``map``), each future not
-        submitted gets the error, and the error is raised. Blocks do not nest (RuntimeError)."""
+        submitted gets the error, and the error is raised. Blocks do not nest (RuntimeError). ``max_running``:
+        at most that many of the block's calls run at once (as :meth:`submit_many`'s); the calls must then share
+        their rules (one batched submission), else ConfigError and nothing is submitted."""
         self._open()
         me = threading.get_ident()
         with self._batch_lock:
@@ -415,10 +438,11 @@ class Executor(_Executor):
                     q.future._call.remove()
                     Future.cancel(q.future)
         self._open()  # shut down inside the block: RuntimeError, nothing submitted
-        self._submit_queued(items)
+        self._submit_queued(items, max_running)
 
-    def _submit_queued(self, items: Sequence[_Queued]) -> None:
-        """Submit a batch's calls: one ``submit_many`` per distinct rules, in the order first seen."""
+    def _submit_queued(self, items: Sequence[_Queued], max_running: int | None = None) -> None:
+        """Submit a batch's calls: one ``submit_many`` per distinct rules, in the order first seen (one alone
+        with ``max_running``, which caps one batched submission)."""
         groups: list[tuple[RuleSet | Mapping[str, Any] | None, list[_Queued]]] = []
         for q in items:
             for rules, members in groups:
@@ -427,10 +451,22 @@ class Executor(_Executor):
                     break
             else:
                 groups.append((q.rules, [q]))
+        if max_running is not None and len(groups) > 1 and max_running < len(items):
+            refused = ConfigError(
+                "max_running",
+                f"caps one batched submission, and this batch's calls have {len(groups)} different rule sets"
+                " (submit them in batches of their own): nothing was submitted",
+            )
+            for q in items:
+                q.future._call.remove()
+                q.future.set_exception(refused)
+            raise refused
         for n, (rules, members) in enumerate(groups):
             try:
                 with self._lock:
-                    submitted = self.cluster.operator.submit_many([q.spec for q in members], rules)
+                    submitted = self.cluster.operator.submit_many(
+                        [q.spec for q in members], rules, max_running=max_running
+                    )
             except BaseException as exc:
                 self._undo([q.future._call for q in members], exc)
                 for _, left in groups[n:]:

@@ -227,6 +227,7 @@ class GridEngineBackend:
                     "the rank writes <output dir>/<marker>.<job id>.progress/rank-<r>.json beside its output (the "
                     "output directory this host and the execution hosts share); read with qstat's listing"
                 ),
+                Capability.BATCH_THROTTLE: no("a batch is submitted as jobs of their own, not as one array with -tc"),
             }
         )
         return caps.lowered_for_read_only() if self._read_only else caps

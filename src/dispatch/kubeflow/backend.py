@@ -320,6 +320,7 @@ class KubeflowBackend:
                     "a pod shares no directory with this process (no volume is configured for function calls)"
                 ),
                 Capability.PROGRESS_REPORTING: self._progress_answer(),
+                Capability.BATCH_THROTTLE: no("each job of a batch is a TrainJob of its own: none caps the others"),
             }
         )
 

@@ -136,6 +136,9 @@ class LocalBackend:
                     "each rank writes executions/<R>/progress/rank-<r>.json in the job's state directory; read "
                     "with the job's state"
                 ),
+                Capability.BATCH_THROTTLE: no(
+                    "the local adapter starts every job of a batch at once (it queues none for a later start)"
+                ),
             }
         )
 

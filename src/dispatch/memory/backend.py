@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from dispatch.accelerators import GpuPool, Inventory
 from dispatch.capabilities import Capabilities, Capability, CapabilityAnswer, Provenance, no, unknown, yes
 from dispatch.declarations import UNBOUNDED, Declarations, PolledLoss
-from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Unavailable
+from dispatch.errors import DispatchError, NotFound, OutcomeUnknown, ReadOnly, Rejected, Unavailable
 from dispatch.extensions import Extension, ExtensionPolicy, register_extension
 from dispatch.identity import AttemptId, RestartId
 from dispatch.memory.scheduler import REPORT_EVERY, MemoryScheduler, Shape, TruthExecution, TruthJob, last_report
@@ -361,6 +361,7 @@ class SlurmShapedBackend(_Base):
                 Capability.READMISSION_GATE: no("a requeued Slurm-shaped job starts again without dispatch"),
                 Capability.NODE_EXCLUSION: yes("a submission's excluded nodes never run it"),
                 Capability.PROGRESS_REPORTING: yes("a running program that reports (``... report``, ``hang S``) does"),
+                Capability.BATCH_THROTTLE: yes("an array's throttle keeps its other tasks queued, as Slurm's %K"),
             }
         )
         answers = Capabilities(caps)
@@ -375,13 +376,18 @@ class SlurmShapedBackend(_Base):
             polled_loss=PolledLoss(window, window, window, UNBOUNDED if s.accounting else 0.0),
         )
 
-    def start_many(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
+    def start_many(
+        self, requests: Sequence[StartRequest], *, max_running: int | None = None
+    ) -> list[str | DispatchError]:
         """Requests that can share a job array (:func:`array_key`: the same spec apart from command, name and
         environment, and the same excluded nodes) become one array per group, created in this one scheduler
         call, its tasks' gates closed; a request alone in its group is a plain job. One answer per request, in
         order: its id (``<array>_<task>`` for a task), or its own error. A fault injected for ``start_many``
         is the whole call's: Unavailable (nothing created) or OutcomeUnknown (created or not, as injected) is
-        every request's answer, as one failed ``sbatch --array`` is every task's."""
+        every request's answer, as one failed ``sbatch --array`` is every task's.
+
+        ``max_running``: the requests go as one array throttled at that many running tasks (as Slurm's ``%K``);
+        requests that would make more than one group are each Rejected, nothing created (as on Slurm)."""
         self._write("start_many")
         s = self.scheduler
         policy = self.extension_policy()
@@ -394,6 +400,12 @@ class SlurmShapedBackend(_Base):
                 answers[i] = exc
                 continue
             groups.setdefault(array_key(request), []).append(i)
+        if max_running is not None and len(groups) > 1:
+            why = (
+                f"max_running={max_running} is an array throttle, and these jobs need {len(groups)} arrays"
+                " (different shapes or excluded nodes): nothing was submitted"
+            )
+            return [a if a is not None else Rejected(why) for a in answers]
 
         def apply() -> list[list[str]]:
             made = []
@@ -403,7 +415,11 @@ class SlurmShapedBackend(_Base):
                     made.append([s.create(r.job_id, r.submission, r.marker, r.spec, exclude=r.exclude)])
                 else:
                     items = [requests[i] for i in members]
-                    made.append(s.create_array([(r.job_id, r.submission, r.marker, r.spec, r.exclude) for r in items]))
+                    made.append(
+                        s.create_array(
+                            [(r.job_id, r.submission, r.marker, r.spec, r.exclude) for r in items], max_running
+                        )
+                    )
             return made
 
         if groups:
@@ -495,6 +511,7 @@ class KubeflowShapedBackend(_Base):
                 Capability.PROGRESS_REPORTING: no(
                     "a watched backend reads only the objects its watch reports changed, and a report is no change"
                 ),
+                Capability.BATCH_THROTTLE: no("the Kubeflow shape has no job arrays"),
             }
         )
         return Capabilities(caps)

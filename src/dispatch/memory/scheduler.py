@@ -293,6 +293,8 @@ class MemoryScheduler:
         self.lagging: set[str] = set()
         self.jobs: dict[str, TruthJob] = {}
         self.arrays: dict[str, list[str]] = {}
+        self.throttles: dict[str, int] = {}
+        """Each throttled array's cap: at most that many of its tasks run at once (Slurm's ``%K``)."""
         """Each job array's task ids, by array job id."""
         self.lost_nodes: dict[str, float] = {}
         self.ceasing: dict[str, tuple[str, float]] = {}
@@ -434,13 +436,14 @@ class MemoryScheduler:
         startable = [j for j in self.jobs.values() if self._startable(j)]
         if not startable:
             return
+        room = self._array_room()
         if self.counted:
-            self._start_by_capacity(now, startable)
+            self._start_by_capacity(now, startable, room)
             return
         free = self._free_nodes()  # computed once per pass (not per job): linear in the number of jobs
         for job in sorted(startable, key=lambda j: order_key(j.sid)):
             usable = [n for n in free if n not in job.exclude] if job.exclude else free
-            if len(usable) < job.spec.nodes:
+            if len(usable) < job.spec.nodes or not _take_room(room, job):
                 continue
             job.current.started_at = now
             job.current.state = State.RUNNING
@@ -448,7 +451,17 @@ class MemoryScheduler:
             free = [n for n in free if n not in job.current.nodes]
             self._changed(job.sid)
 
-    def _start_by_capacity(self, now: float, startable: list[TruthJob]) -> None:
+    def _array_room(self) -> dict[str, int]:
+        """How many more tasks each throttled array may run now (its cap less its tasks running)."""
+        if not self.throttles:
+            return {}
+        room = dict(self.throttles)
+        for job in self.jobs.values():
+            if job.array in room and not job.ended and not job.deleted and job.current.live:
+                room[job.array] -= 1
+        return room
+
+    def _start_by_capacity(self, now: float, startable: list[TruthJob], room: dict[str, int]) -> None:
         """Start, in submission order, each job for which enough nodes have what it needs free now."""
         live = [
             (j.current.nodes, Demand.of(j.spec, True))
@@ -459,8 +472,10 @@ class MemoryScheduler:
         up = [n for n in self.node_names if n not in self.lost_nodes and n not in self.ceasing]
         for job in sorted(startable, key=lambda j: order_key(j.sid)):
             usable = [n for n in up if n not in job.exclude] if job.exclude else up
+            if job.array in room and room[job.array] <= 0:
+                continue
             nodes = alloc.place(usable, job.spec.nodes, Demand.of(job.spec, True))
-            if nodes is None:
+            if nodes is None or not _take_room(room, job):
                 continue
             job.current.started_at = now
             job.current.state = State.RUNNING
@@ -537,10 +552,12 @@ class MemoryScheduler:
         self._changed(sid)
         return sid
 
-    def create_array(self, items: Sequence[tuple[str, int, str, JobSpec, Sequence[str]]]) -> list[str]:
+    def create_array(
+        self, items: Sequence[tuple[str, int, str, JobSpec, Sequence[str]]], throttle: int | None = None
+    ) -> list[str]:
         """Slurm shape: one job array of ``items`` (job id, submission, marker, spec, excluded nodes), every task
-        an object of its own with its gate closed (``sbatch --array --hold``). Returns the tasks' ids
-        ``<array>_<task>``, in order."""
+        an object of its own with its gate closed (``sbatch --array --hold``), at most ``throttle`` of them
+        running at once (``%K``). Returns the tasks' ids ``<array>_<task>``, in order."""
         if self.shape is not Shape.SLURM:
             raise Rejected("memory: a Kubeflow-shaped cluster has no job arrays")
         now = self.clock.now()
@@ -555,6 +572,8 @@ class MemoryScheduler:
             self._changed(sid)
             sids.append(sid)
         self.arrays[array] = sids
+        if throttle is not None:
+            self.throttles[array] = throttle
         return sids
 
     def siblings(self, sid: str) -> list[str]:
@@ -905,3 +924,13 @@ class Control:
         with self._s._lock:
             self._s.advance()
             return [j.sid for j in self._s.jobs.values() if j.current.live and not j.deleted]
+
+
+def _take_room(room: dict[str, int], job: TruthJob) -> bool:
+    """Whether ``job`` may start under its array's throttle (taking one of the array's places if so)."""
+    if job.array is None or job.array not in room:
+        return True
+    if room[job.array] <= 0:
+        return False
+    room[job.array] -= 1
+    return True

@@ -803,7 +803,7 @@ class World:
             self._collide_in = index + 1
             self._collide_keys[key] = index
         op = self.cluster.operator
-        kwargs = {"key": key} if "key" in inspect.signature(op.submit_many).parameters else {}
+        kwargs: dict[str, Any] = {"key": key} if "key" in inspect.signature(op.submit_many).parameters else {}
         if self.cfg.faults and self.shape is Shape.SLURM and self.batch_rng.random() < 0.4:
             method = self.batch_rng.choice(["start_many", "open_many"])
             kind = self.batch_rng.choice(["unknown", "unknown", "unavailable"])

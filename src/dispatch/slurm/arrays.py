@@ -73,15 +73,18 @@ class Task:
 
 @dataclass(frozen=True)
 class Array:
-    """One ``sbatch --array``: its name, its tasks (task ids 0..n-1 in order) and the built jobs."""
+    """One ``sbatch --array``: its name, its tasks (task ids 0..n-1 in order) and the built jobs; ``throttle``:
+    at most that many tasks running at once (None: no cap)."""
 
     name: str
     tasks: tuple[Task, ...]
     jobs: tuple[SbatchJob, ...]
+    throttle: int | None = None
 
     def argv(self) -> tuple[str, ...]:
-        """sbatch's options: the tasks' shared ones with ``--array=0-<n-1>``."""
-        return (*self.jobs[0].argv, f"--array=0-{len(self.tasks) - 1}")
+        """sbatch's options: the tasks' shared ones with ``--array=0-<n-1>`` (``%K`` with a throttle)."""
+        cap = f"%{self.throttle}" if self.throttle is not None else ""
+        return (*self.jobs[0].argv, f"--array=0-{len(self.tasks) - 1}{cap}")
 
     def script(self) -> str:
         return compose([j.batch for j in self.jobs])

@@ -128,8 +128,10 @@ class SlurmBackend:
     def start(self, request: StartRequest) -> str:
         return self._submission.start(request)
 
-    def start_many(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
-        return self._submission.start_many(requests)
+    def start_many(
+        self, requests: Sequence[StartRequest], *, max_running: int | None = None
+    ) -> list[str | DispatchError]:
+        return self._submission.start_many(requests, max_running=max_running)
 
     dry_run = render
 

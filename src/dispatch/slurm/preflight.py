@@ -377,5 +377,19 @@ def capabilities_of(facts: ClusterFacts) -> Capabilities:
                 f"each rank writes {progress.LAYOUT}/rank-<r>.json on the shared output directory; read with "
                 "squeue's listing, for the running jobs that have reports"
             ),
+            Capability.BATCH_THROTTLE: throttle_answer(facts.config),
         }
+    )
+
+
+def throttle_answer(config: Mapping[str, str]) -> CapabilityAnswer:
+    """BatchThrottle: the array throttle ``--array=0-<n-1>%K`` where the cluster allows arrays
+    (``MaxArraySize`` above 1; Slurm's default 1001 when the configuration does not say)."""
+    raw = config.get("MaxArraySize", "1001").strip()
+    size = int(raw) if raw.isdigit() else 1001
+    if size <= 1:
+        return no(f"MaxArraySize={size}: this cluster allows no job arrays, so no array throttle")
+    return yes(
+        f"sbatch --array=0-<n-1>%K: Slurm runs at most K tasks of the array at once; a throttled batch must go as"
+        f" one array (the same sbatch options, at most {size} jobs: MaxArraySize={size})"
     )

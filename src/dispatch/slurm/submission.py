@@ -5,6 +5,7 @@ and plain jobs (:mod:`dispatch.slurm.arrays`), and the pruning of old pointers a
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import os
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dispatch.adapterkit.fanout import spread
 from dispatch.adapterkit.programs import program
 from dispatch.capabilities import Answer, Capability
-from dispatch.errors import DispatchError, OutcomeUnknown, Unavailable
+from dispatch.errors import DispatchError, OutcomeUnknown, Rejected, Unavailable
 from dispatch.extensions import CessationWarning, ExtensionPolicy, Image, Output, SharedCheckpoint
 from dispatch.slurm import arrays, pruning, submit, trust
 from dispatch.slurm.arrayids import task_id
@@ -142,16 +143,25 @@ class Submission:
         if call is not None and call.stdout.strip():
             log.info("pruned %d pointer(s) and marker map(s) past their retention", len(call.stdout.splitlines()))
 
-    def start_many(self, requests: Sequence[StartRequest]) -> list[str | DispatchError]:
+    def start_many(
+        self, requests: Sequence[StartRequest], *, max_running: int | None = None
+    ) -> list[str | DispatchError]:
         """Requests that can share a job array go as one ``sbatch --array`` per array (:mod:`dispatch.slurm.arrays`:
         grouped by sbatch options, cut at ``MaxArraySize``), each task answering ``<array>_<task>``; the others
         (alone in their group, or every request where the cluster allows no arrays) each get their own
         ``sbatch``, in one script per :data:`BATCH` requests (and one ``mkdir`` for new output directories), four
         at a time (:meth:`Script.call_concurrently`). Each answer is its own job's (see :meth:`start`); a failed
-        ``sbatch --array`` is every task's answer."""
+        ``sbatch --array`` is every task's answer.
+
+        ``max_running``: the requests go as ONE array throttled with ``%K`` (Slurm runs at most K of its tasks at
+        once); requests that would need more than one ``sbatch`` (different sbatch options, more than
+        ``MaxArraySize``) are each Rejected, nothing submitted, since a throttle holds within one array only."""
         self.core.writable()
         answers: list[str | DispatchError | None] = [None] * len(requests)
         singles = list(range(len(requests)))
+        if max_running is not None and self.max_array_size <= 1:
+            why = f"max_running={max_running} needs a job array, and this cluster allows none (MaxArraySize <= 1)"
+            return [Rejected(why) for _ in requests]
         if self.max_array_size > 1 and len(requests) > 1:
             fresh = arrays.new_name()
             provisional: list[tuple[int, submit.SbatchJob]] = []
@@ -167,6 +177,11 @@ class Submission:
                 self.max_array_size,
                 built_as=fresh,
             )
+            if max_running is not None:
+                refused = _unthrottled(planned, singles, max_running, self.max_array_size)
+                if refused is not None:
+                    return [a if a is not None else Rejected(refused) for a in answers]
+                planned = [dataclasses.replace(a, throttle=max_running) for a in planned]
             for array in planned:
                 for task, answer in zip(array.tasks, self._start_array(array), strict=True):
                     answers[task.index] = answer
@@ -253,6 +268,23 @@ class Submission:
                 except DispatchError as exc:
                     answers[i] = exc
         return [a for a in answers if a is not None]
+
+
+def _unthrottled(planned: Sequence[arrays.Array], singles: Sequence[int], cap: int, max_size: int) -> str | None:
+    """Why a batch capped at ``cap`` running cannot keep the cap (None: it is one array, or one plain job): a
+    throttle holds within one array, and these jobs need more than one ``sbatch``."""
+    if len(planned) + len(singles) <= 1:
+        return None
+    groups = len({a.jobs[0].argv for a in planned}) + len(singles)
+    why = (
+        "different sbatch options (resources, time limit, working directory, ...)"
+        if groups > 1
+        else (f"more than MaxArraySize={max_size} tasks or {arrays.MAX_SCRIPT} bytes of script per array")
+    )
+    return (
+        f"max_running={cap} is an array throttle (%{cap}), and these jobs need {len(planned) + len(singles)} sbatch"
+        f" calls ({why}): submit them as batches that each fit one array; nothing was submitted"
+    )
 
 
 def _refused_before_sbatch(call: CallOutput | None) -> None:

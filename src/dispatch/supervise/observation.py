@@ -30,6 +30,7 @@ from dispatch.spi import (
     JobEvidence,
     MultiFinder,
     ProgressScope,
+    RankProgress,
     Unanswered,
     Watcher,
 )
@@ -76,6 +77,12 @@ class Observing:
     _pending: set[str]
     """Objects to read next cycle whatever a watch reports (a change not read, an object not answered yet)."""
     _progress_at: dict[str, float]
+    progress_every: float | None
+    """When set, every running job's progress is also read at least this often (seconds; a ProgressScope
+    backend reads it for the stall judges alone otherwise) and what each read showed is kept in
+    :attr:`progress` (``dispatch run`` shows it)."""
+    progress: dict[str, tuple[RankProgress, ...]]
+    """The last progress read of each running object, by scheduler id (only with :attr:`progress_every`)."""
     rules_for: Callable[[JobRecord], RuleSet]
     owner: str
 
@@ -103,9 +110,12 @@ class Observing:
                 sid = job.settled.scheduler_id  # type: ignore[union-attr]
                 if changed is None or sid in changed:
                     ids.append(sid)
-                    bound = self.rules_for(job.job).stall_bound if job.key[0] is State.RUNNING else None
+                    running = job.key[0] is State.RUNNING
+                    bound = self.rules_for(job.job).stall_bound if running else None
                     if bound is not None:
                         judged[sid] = bound
+                    if running:
+                        self._shown(judged, sid)
                 continue
             intents = job.intents  # most jobs have none: the intent checks below are then void
             if intents:
@@ -130,6 +140,8 @@ class Observing:
                 bound = self.rules_for(job).stall_bound if running else None
                 if bound is not None:
                     judged[cur.scheduler_id] = bound
+                if running:
+                    self._shown(judged, cur.scheduler_id)
             if intents:
                 for s in job.submissions:
                     for sid in s.strays:
@@ -146,6 +158,8 @@ class Observing:
                     obs.evidence = dict(self.backend.inspect_many(ids))
                 obs.inspected = set(ids)
                 obs.inspected_at = self.clock.now()
+                if self.progress_every is not None:
+                    self._keep_progress(obs.evidence)
                 self._pending.clear()
                 # an object with no answer yet is asked about again next cycle, whatever a watch reports
                 self._pending.update(sid for sid, ev in obs.evidence.items() if isinstance(ev, Unanswered))
@@ -222,6 +236,18 @@ class Observing:
         if sid in obs.inspected and self._stall(q.job, obs) is not None:
             return False
         return self.archiver is None or not self.archiver.pending(q.job.id)
+
+    def _shown(self, judged: dict[str, float], sid: str) -> None:
+        """With :attr:`progress_every`, running object ``sid``'s progress is due at least that often."""
+        if self.progress_every is not None:
+            bound = self.progress_every / PROGRESS_EVERY  # due when PROGRESS_EVERY of this "bound" passed
+            judged[sid] = min(judged.get(sid, bound), bound)
+
+    def _keep_progress(self, evidence: dict[str, JobEvidence | Unanswered]) -> None:
+        """Keep what ``evidence`` shows of running executions' progress in :attr:`progress`."""
+        for sid, ev in evidence.items():
+            if isinstance(ev, JobEvidence) and ev.current is not None and ev.current.progress:
+                self.progress[sid] = ev.current.progress
 
     def _progress_due(self, judged: dict[str, float], now: float) -> list[str]:
         """The jobs of ``judged`` (scheduler id -> stall bound) whose progress is due this cycle

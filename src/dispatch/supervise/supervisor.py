@@ -34,7 +34,7 @@ from dispatch.outcome import Cause, State
 from dispatch.records.base import Records
 from dispatch.records.model import Event, JobHead, JobRecord, Peers
 from dispatch.rules import RuleSet
-from dispatch.spi import Backend, Watcher
+from dispatch.spi import Backend, RankProgress, Watcher
 from dispatch.supervise.acting import MAX_STEPS_PER_JOB, Acting
 from dispatch.supervise.archive import Archiver, ArchiveSettings, Pruner
 from dispatch.supervise.blame import Exclusions, SuspectPolicy
@@ -141,6 +141,8 @@ class Supervisor(Acting, Observing, Steady):
         self._cursor: str | None = None
         self._seen: set[str] = set()
         self._pending: set[str] = set()
+        self.progress_every: float | None = None
+        self.progress: dict[str, tuple[RankProgress, ...]] = {}
         self._progress_at: dict[str, float] = {}
         """When each running job's progress was last read (a ProgressScope backend: :data:`PROGRESS_EVERY`)."""
         self._quiet: dict[str, Quiet] = {}

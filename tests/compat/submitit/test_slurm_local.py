@@ -1,8 +1,8 @@
 """A submitit-style script on the real Slurm 22.05 cluster on this host (marker slurm_local), through
 ``from dispatch.compat import submitit``: parameters by submitit's names, ``map_array`` as one job array whose
-results are a plain loop's, a job's output, and a refused parameter that submits nothing; a Checkpointable
-preempted once (a job of the higher-priority partition on its node), resubmitted by its rule and resumed from its
-checkpoint."""
+results are a plain loop's and whose tasks run at most ``slurm_array_parallelism`` at once, a job's output, and a
+refused parameter that submits nothing; a Checkpointable preempted once (a job of the higher-priority partition on
+its node), resubmitted by its rule and resumed from its checkpoint."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from dispatch.outcome import Cause, State
 from dispatch.slurm.harness import admin, node_of
 
 from ...executor.slurm import slurm_cluster
+from ...slurm.arrays_suite import most_at_once
 from ...slurm.clusters import description
 
 pytestmark = pytest.mark.slurm_local
@@ -33,10 +34,13 @@ def add(a: int, b: int) -> int:
 
 
 def test_a_submitit_script_runs_on_slurm(tmp_path: Path) -> None:
+    desc = description("local")
     with slurm_cluster("local") as (cluster, options):
         executor = submitit.AutoExecutor(folder=tmp_path / "%j", cluster=cluster, slurm_python=options["python"])
         setup = ["export SUBMITIT_STYLE=yes"]
-        executor.update_parameters(timeout_min=10, cpus_per_task=1, name="submitit-style", slurm_setup=setup)
+        executor.update_parameters(
+            timeout_min=10, cpus_per_task=1, name="submitit-style", slurm_setup=setup, slurm_array_parallelism=4
+        )
         with pytest.raises(ConfigError, match="slurm_srun_args"):
             executor.update_parameters(slurm_srun_args=["--cpu-bind=none"])
         assert cluster.observer.list() == []
@@ -45,7 +49,11 @@ def test_a_submitit_script_runs_on_slurm(tmp_path: Path) -> None:
             jobs = executor.map_array(add, a, b)
             assert [job.result() for job in jobs] == [x + y for x, y in zip(a, b, strict=True)]
             scheduler_ids = [cluster.get(job.job_id).submissions[-1].scheduler_id or "" for job in jobs]
-            assert len({sid.split("_")[0] for sid in scheduler_ids}) == 1, scheduler_ids  # one job array
+            (array,) = {sid.split("_")[0] for sid in scheduler_ids}  # one job array
+            fields = "JobID,Start,End,State"
+            lines = admin(desc, "sacct", "-n", "-P", "-X", "-j", array, "-o", fields, "--starttime", "now-1hour").stdout
+            spans = [(p[1], p[2]) for p in (line.split("|") for line in lines.splitlines()) if p[3] == "COMPLETED"]
+            assert len(spans) == len(a) and most_at_once(spans) <= 4, lines  # slurm_array_parallelism=4: %4
             assert {job.state for job in jobs} == {"COMPLETED"}
             assert "adding 0 and 100, setup yes" in (jobs[0].stdout() or "")
             assert cluster.get(jobs[0].job_id).spec.name == "submitit-style"

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from dispatch.compat.submitit.helpers import DelayedSubmission
 from dispatch.compat.submitit.job import Job
 from dispatch.compat.submitit.parameters import EXECUTORS, Request, later_wins, request_of
-from dispatch.errors import ConfigError
+from dispatch.errors import ConfigError, Unsupported
 
 if TYPE_CHECKING:
     from dispatch.cluster import Cluster
@@ -199,27 +199,28 @@ class AutoExecutor:
     def batch(self, allow_implicit_submissions: bool = False) -> Iterator[None]:
         """The submissions inside go out together when the block ends, as ONE batched submission
         (:meth:`dispatch.Executor.batch`: one job array on Slurm). An exception leaving the block submits
-        nothing. ConfigError naming ``slurm_array_parallelism`` when the batch has more calls than it allows
-        to run at once: dispatch's arrays have no throttle, so nothing is submitted rather than the limit
-        broken. ``allow_implicit_submissions`` (submitting part of the block early) is not carried: ConfigError
-        when true."""
+        nothing. ``slurm_array_parallelism`` is carried as the batch's ``max_running``: on Slurm the array's
+        throttle ``%K``; a ConfigError naming it when the cluster cannot cap a batch (the BatchThrottle
+        capability) and the batch is larger, nothing submitted. ``allow_implicit_submissions`` (submitting part
+        of the block early) is not carried: ConfigError when true."""
         if allow_implicit_submissions:
             raise ConfigError("allow_implicit_submissions", "is not carried by dispatch: a batch is submitted whole")
         if self._batch is not None:
             raise RuntimeError('Nesting "with executor.batch()" contexts is not allowed.')
         self._batch = []
-        try:
-            with self._executor.batch():
-                yield
-                self._check_parallelism(len(self._batch))
-        finally:
-            self._batch = None
-
-    def _check_parallelism(self, count: int) -> None:
         limit = self._request.array_parallelism
-        if limit is not None and count > limit:
+        body_done = False
+        try:
+            with self._executor.batch(max_running=limit):
+                yield
+                body_done = True
+        except Unsupported as exc:
+            if not body_done or limit is None:
+                raise
             raise ConfigError(
                 "slurm_array_parallelism",
-                f"allows {limit} of this batch's {count} jobs to run at once, and dispatch submits a job array"
-                f" without a throttle: raise it to {count} or submit in batches of {limit}; nothing was submitted",
-            )
+                f"is carried as the batch's throttle (at most {limit} of its jobs running at once), which this"
+                f" cluster cannot keep ({exc}): submit in batches of {limit}; nothing was submitted",
+            ) from None
+        finally:
+            self._batch = None

@@ -132,7 +132,7 @@ _SLURM_TIME = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
 @dataclass(frozen=True)
 class Request:
     """What the parameters ask of every job: its shape, time limit, name and Slurm placement; the array
-    throttle (``slurm_array_parallelism``) to check batches against; and the parameters left to another
+    throttle (``slurm_array_parallelism``), carried as each batch's ``max_running``; and the parameters left to another
     executor than this cluster's (``elsewhere``)."""
 
     nodes: int = 1
