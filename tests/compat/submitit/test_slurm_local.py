@@ -51,9 +51,15 @@ def test_a_submitit_script_runs_on_slurm(tmp_path: Path) -> None:
             scheduler_ids = [cluster.get(job.job_id).submissions[-1].scheduler_id or "" for job in jobs]
             (array,) = {sid.split("_")[0] for sid in scheduler_ids}  # one job array
             fields = "JobID,Start,End,State"
-            lines = admin(desc, "sacct", "-n", "-P", "-X", "-j", array, "-o", fields, "--starttime", "now-1hour").stdout
-            spans = [(p[1], p[2]) for p in (line.split("|") for line in lines.splitlines()) if p[3] == "COMPLETED"]
-            assert len(spans) == len(a) and most_at_once(spans) <= 4, lines  # slurm_array_parallelism=4: %4
+            deadline = time.monotonic() + 60
+            while True:  # a task's result arrives through the shared storage before accounting records its end
+                lines = admin(desc, "sacct", "-n", "-P", "-X", "-j", array, "-o", fields, "--starttime", "now-1hour")
+                rows = [line.split("|") for line in lines.stdout.splitlines()]
+                spans = [(p[1], p[2]) for p in rows if p[3] == "COMPLETED"]
+                if len(spans) == len(a) or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            assert len(spans) == len(a) and most_at_once(spans) <= 4, lines.stdout  # slurm_array_parallelism=4: %4
             assert {job.state for job in jobs} == {"COMPLETED"}
             assert "adding 0 and 100, setup yes" in (jobs[0].stdout() or "")
             assert cluster.get(jobs[0].job_id).spec.name == "submitit-style"
