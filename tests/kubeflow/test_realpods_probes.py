@@ -9,6 +9,7 @@ runtime); the pod-level facts behind these readings: tests/kubeflow/test_realpod
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from dispatch.records import MemoryRecords
 from dispatch.resources import Resources
 from dispatch.spec import JobSpec
 
-from .realpods_harness import RUNTIME, RealPodsCluster, read_control_plane, real_cluster_in
+from .realpods_harness import RUNTIME, RealPodsCluster, read_control_plane, real_cluster_in, until
 
 pytestmark = pytest.mark.realpods
 
@@ -87,3 +88,43 @@ def test_an_image_that_is_not_there_is_the_jobs_own_launch_failure_with_the_kube
     assert out is not None
     assert (out.state, out.cause) == (State.FAILED, Cause.NOT_LAUNCHABLE), out
     assert "ErrImageNeverPull" in (out.detail or ""), out
+
+
+SAYS = "import os, sys, time\nprint(f'hello from rank {os.environ[\"RANK\"]}', flush=True)\ntime.sleep(300)\n"
+
+
+def test_the_dashboard_shows_rank_0s_output_of_a_job_on_real_pods(real: RealPodsCluster, tmp_path: Path) -> None:
+    """The dashboard's job page and its output endpoint over the records, reading rank 0's log from its real
+    container through the adapter (the same read ``dispatch logs`` makes) while the job runs."""
+    from starlette.testclient import TestClient
+
+    from dispatch.cli.observe import refresh
+    from dispatch.errors import ConfigError
+    from dispatch.records import SQLiteRecords
+    from dispatch.ui.app import create_app
+    from dispatch.ui.source import Source
+
+    image = real.base.cp["real_images"]["host_usr"]
+    path = tmp_path / "records.db"
+    records = SQLiteRecords(path)
+    with dispatch.open("kubeflow", adapter=settings(real), records=records, name="real") as cluster:
+        job = cluster.operator.submit(spec(real, (sys.executable, "-c", SAYS), image))
+
+        def open_cluster(name: str) -> dispatch.Cluster:
+            if name != "real":
+                raise ConfigError("cluster", f"no cluster named {name!r}")
+            return dispatch.open("kubeflow", dispatch.Config(adapter=settings(real), read_only=True, name=name))
+
+        source = Source(SQLiteRecords(path, read_only=True), open_cluster, str(path))
+        with TestClient(create_app(source), base_url="http://127.0.0.1") as client:
+
+            def said() -> str:
+                refresh(records, cluster.backend, [records.get(job)], time.time())  # what `dispatch status` does
+                got = client.get(f"/jobs/{job}/output", params={"submission": 1, "rank": 0})
+                return str(got.json().get("text", "")) if got.status_code == 200 else ""
+
+            text = until(said, "rank 0's output on the dashboard", 180, every=2)
+            assert text == "hello from rank 0\n", text
+            page = client.get(f"/jobs/{job}").text
+            assert job in page
+        cluster.operator.stop(job)
