@@ -91,7 +91,9 @@ def test_a_revoked_token_makes_reads_unavailable_within_the_bound(
         assert unavailable is not None, f"reads still answered {waited:.1f}s after the token was revoked"
         assert waited <= bound + REQUEST + 3, f"Unavailable only after {waited:.1f}s (bound {bound:g}s)"
         assert "401" in str(unavailable)
-        assert last_ok is not None and last_ok[0] - last_ok[1] >= 3, f"evidence stamped now: {last_ok}"
+        # stamped with the cache's last sync, not the read: older than the read by whole ticks (how many depends on
+        # how many steps the loop made before the bound, fewer on a loaded machine)
+        assert last_ok is not None and last_ok[0] - last_ok[1] >= 1, f"evidence stamped now: {last_ok}"
         for read in (
             lambda: b.inspect_many([sid]),
             lambda: b.find("dsp-j1-1", 0),
