@@ -128,6 +128,10 @@ class Meter:
     def park(self, kind: str, point: str) -> None:
         self.calls += 1
 
+    def current(self) -> None:
+        """The worker a call is made for, which the simulator's network faults ask: none here."""
+        return None
+
 
 class Phases:
     """CPU time of a supervisor's once-a-cycle steps (``--phases``), each timed around its call."""
