@@ -20,11 +20,14 @@ stops the sweep's jobs.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+import signal
+import threading
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -142,7 +145,8 @@ class DispatchLauncher(Launcher):
             log.info(f"Launched {len(futures)} jobs on dispatch cluster {cluster.name} in one batched submission")
             for n, future, overrides in zip(numbers, futures, job_overrides, strict=True):
                 log.info(f"\t#{n} {future.job_id}: {' '.join(filter_overrides(overrides))}")
-            executor.shutdown(wait=True)
+            with _interruptible():
+                executor.shutdown(wait=True)
         except BaseException:
             executor.shutdown(wait=False, cancel_futures=True)
             raise
@@ -217,6 +221,24 @@ class DispatchLauncher(Launcher):
             where = f"hydra.launcher.{key}" + (f".{exc.path}" if exc.path else "")
             raise LauncherError(f"{where}: {exc.message}") from None
         return options
+
+
+@contextlib.contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt inside the block, also in a process started with SIGINT ignored (a script's
+    background job, where Python installs no handler of its own): the sweep's wait is where a user stops it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def launcher_key(spec_path: str) -> str:

@@ -11,7 +11,10 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from dispatch.outcome import State
 from dispatch.resources import Resources
@@ -129,13 +132,26 @@ if __name__ == "__main__":
 """
 
 
-def test_ctrl_c_while_the_launcher_waits_stops_the_sweeps_jobs(tmp_path: Path) -> None:
+def _sigint(ignored: bool) -> Callable[[], None]:
+    disposition = signal.SIG_IGN if ignored else signal.SIG_DFL
+
+    def set_it() -> None:
+        signal.signal(signal.SIGINT, disposition)
+
+    return set_it
+
+
+@pytest.mark.parametrize("sigint_ignored", [False, True], ids=["foreground", "started-with-sigint-ignored"])
+def test_ctrl_c_while_the_launcher_waits_stops_the_sweeps_jobs(tmp_path: Path, sigint_ignored: bool) -> None:
+    """Also when the sweep started with SIGINT ignored, as a script's background job is (a test run started so
+    passes that on): Python then installs no KeyboardInterrupt of its own, and the launcher's wait installs one."""
     app = tmp_path / "sleeper.py"
     app.write_text(textwrap.dedent(SLEEPER))
     launcher = subprocess.Popen(
         argv(tmp_path, "+seconds=300,301", app=app),
         cwd=tmp_path,
         env={**environment(tmp_path), "PYTHONFAULTHANDLER": "1"},  # SIGABRT prints every thread's stack
+        preexec_fn=_sigint(sigint_ignored),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
