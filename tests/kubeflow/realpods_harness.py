@@ -140,6 +140,16 @@ class RealPodsCluster:
     def ns(self) -> str:
         return self.base.ns
 
+    def settings(self) -> dict[str, Any]:
+        """The Kubeflow adapter's settings of a cluster in plain mode on this namespace."""
+        return {
+            "kubeconfig": {"path": self.base.cp["kubeconfig"]},
+            "namespace": self.ns,
+            "mode": "plain",
+            "timeouts": {"apiserverRequest": "20s"},
+            "preflight": {"probeWatch": "2s"},
+        }
+
     def extensions(self) -> tuple[str, ...]:
         """The CLI's ``-x`` options of a job on the real nodes."""
         return (

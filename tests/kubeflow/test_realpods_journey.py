@@ -14,7 +14,6 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -60,16 +59,6 @@ def real(tmp_path: Path) -> Iterator[RealPodsCluster]:
     yield from real_cluster_in(read_control_plane(), tmp_path, Mode.PLAIN)
 
 
-def settings(real: RealPodsCluster) -> dict[str, Any]:
-    return {
-        "kubeconfig": {"path": real.base.cp["kubeconfig"]},
-        "namespace": real.ns,
-        "mode": "plain",
-        "timeouts": {"apiserverRequest": "20s"},
-        "preflight": {"probeWatch": "2s"},
-    }
-
-
 def seen(path: Path) -> dict[str, str]:
     """``key=value`` words of a rank's file."""
     return dict(w.split("=", 1) for w in path.read_text().split() if "=" in w)
@@ -79,7 +68,7 @@ def test_ranks_on_real_pods_see_their_rank_master_and_working_directory_and_rank
     real: RealPodsCluster,
     cli: Env,  # noqa: F811
 ) -> None:
-    cli.config.write_text(config_toml(Adapter("journey", "kubeflow", settings(real), 2, "8s", 90.0)))
+    cli.config.write_text(config_toml(Adapter("journey", "kubeflow", real.settings(), 2, "8s", 90.0)))
     wd = real.shared / "wd"
     wd.mkdir(mode=0o777)
     wd.chmod(0o777)
@@ -93,7 +82,7 @@ def test_ranks_on_real_pods_see_their_rank_master_and_working_directory_and_rank
         ),
     )
     with dispatch.open(
-        "kubeflow", adapter=settings(real), records=SQLiteRecords(cli.records), name="journey"
+        "kubeflow", adapter=real.settings(), records=SQLiteRecords(cli.records), name="journey"
     ) as cluster:
         job = cluster.operator.submit(spec)
         until(lambda: (wd / "rank0.txt").exists() and (wd / "rank1.txt").exists(), "both ranks wrote", 120)

@@ -43,16 +43,6 @@ def real(tmp_path: Path) -> Iterator[RealPodsCluster]:
     yield from real_cluster_in(read_control_plane(), tmp_path, Mode.PLAIN)
 
 
-def settings(real: RealPodsCluster) -> dict[str, Any]:
-    return {
-        "kubeconfig": {"path": real.base.cp["kubeconfig"]},
-        "namespace": real.ns,
-        "mode": "plain",
-        "timeouts": {"apiserverRequest": "20s"},
-        "preflight": {"probeWatch": "2s"},
-    }
-
-
 def spec(real: RealPodsCluster, command: tuple[str, ...], image: str, **kw: Any) -> JobSpec:
     return JobSpec(
         command,
@@ -67,7 +57,7 @@ def test_a_rank_over_its_memory_limit_is_out_of_memory(real: RealPodsCluster) ->
     is failed / out-of-memory, not a plain exit, and rank 0 is stopped with it."""
     image = real.base.cp["real_images"]["host_usr"]
     job_spec = spec(real, (sys.executable, "-c", GREEDY), image, resources=Resources(mem_per_node=128))
-    with dispatch.open("kubeflow", adapter=settings(real), records=MemoryRecords(), name="probes") as cluster:
+    with dispatch.open("kubeflow", adapter=real.settings(), records=MemoryRecords(), name="probes") as cluster:
         job = cluster.operator.submit(job_spec)
         record = cluster.wait(job, timeout=240)
     out = record.outcome
@@ -81,7 +71,7 @@ def test_an_image_that_is_not_there_is_the_jobs_own_launch_failure_with_the_kube
     """Never pulled (the runtime's pull policy): the kubelet's ErrImageNeverPull is the job's own launch failure,
     not-launchable, which blames no node and no rule resubmits."""
     job_spec = spec(real, ("true",), "dispatch.local/not-there:1")
-    with dispatch.open("kubeflow", adapter=settings(real), records=MemoryRecords(), name="probes") as cluster:
+    with dispatch.open("kubeflow", adapter=real.settings(), records=MemoryRecords(), name="probes") as cluster:
         job = cluster.operator.submit(job_spec)
         record = cluster.wait(job, timeout=240)
     out = record.outcome
@@ -107,13 +97,13 @@ def test_the_dashboard_shows_rank_0s_output_of_a_job_on_real_pods(real: RealPods
     image = real.base.cp["real_images"]["host_usr"]
     path = tmp_path / "records.db"
     records = SQLiteRecords(path)
-    with dispatch.open("kubeflow", adapter=settings(real), records=records, name="real") as cluster:
+    with dispatch.open("kubeflow", adapter=real.settings(), records=records, name="real") as cluster:
         job = cluster.operator.submit(spec(real, (sys.executable, "-c", SAYS), image))
 
         def open_cluster(name: str) -> dispatch.Cluster:
             if name != "real":
                 raise ConfigError("cluster", f"no cluster named {name!r}")
-            return dispatch.open("kubeflow", dispatch.Config(adapter=settings(real), read_only=True, name=name))
+            return dispatch.open("kubeflow", dispatch.Config(adapter=real.settings(), read_only=True, name=name))
 
         source = Source(SQLiteRecords(path, read_only=True), open_cluster, str(path))
         with TestClient(create_app(source), base_url="http://127.0.0.1") as client:
