@@ -33,8 +33,8 @@ pod on a node NotReady/Unknown before any own exit code, or deleted   failed / n
 container waiting ``ErrImagePull``/``ImagePullBackOff``/``InvalidImageName``/``ErrImageNeverPull``
   (the image does not exist or cannot be named: the job's own)        failed / not-launchable
 container waiting ``CreateContainerError``/``RunContainerError``/...   failed / launch-failed
-  (the TrainJob not failed: ``ErrImageNeverPull``/``InvalidImageName`` at once, the others after
-  ``LAUNCH_GRACE``; real kubelets keep such a pod waiting, so nothing else ends the execution)
+  (the TrainJob not failed: ``ErrImageNeverPull``/``InvalidImageName`` alone, which no retry ends;
+  real kubelets keep such a pod waiting, so nothing else ends the execution)
 container exit 126 or 127 (program not found or not executable)       failed / not-launchable
 container non-zero exit                                               failed / exit (code)
 TrainJob ``Failed=True`` (``FailedJobs``, ``ReachedMaxRestarts``, ...) with none of the above  failed / unknown
@@ -89,30 +89,24 @@ def own_launch_failure(waiting: Mapping[str, Any]) -> bool:
 
 
 NEVER_STARTS = frozenset({"ErrImageNeverPull", "InvalidImageName"})
-"""Waiting reasons no retry ends: the image is not on the node and may not be pulled, or cannot be named."""
-LAUNCH_GRACE = 120.0
-"""Seconds a pod may wait in another reason of :data:`LAUNCH_WAITING` (a pull that may yet succeed, a Secret that
-may yet be made) before its execution counts as failed to launch."""
+"""Waiting reasons no retry ends: the image is not on the node and may not be pulled, or cannot be named. The other
+reasons of :data:`LAUNCH_WAITING` (a pull the registry may yet answer, a Secret that may yet be made) can end in a
+start at any time: an end read before it would be final in the records while the ranks then run unsupervised, so
+those pods stay waiting, their reason shown."""
 
 
-def stuck_launch(pods: Iterable[JSON], now: float) -> tuple[Cause, str] | None:
-    """The launch failure of an execution whose pod waits in :data:`NEVER_STARTS`, or in another reason of
-    :data:`LAUNCH_WAITING` for :data:`LAUNCH_GRACE` seconds since it was made: on real kubelets nothing else
+def stuck_launch(pods: Iterable[JSON]) -> tuple[Cause, str] | None:
+    """The launch failure of an execution whose pod waits in :data:`NEVER_STARTS`: on real kubelets nothing else
     ends it (the pod waits, so the Job, the JobSet and the TrainJob never fail and Kueue keeps the quota), and
-    waiting on it would wait for ever. The cause is the job's own (``not-launchable``, blaming no node) for its
-    image or a missing Secret (:func:`own_launch_failure`), else ``launch-failed``; the detail carries the
-    kubelet's reason and words."""
+    waiting on it would wait for ever. The job's own (``not-launchable``, blaming no node); the detail carries
+    the kubelet's reason and words."""
     for pod in pods:
-        made = parse_time(meta(pod).get("creationTimestamp"))
         for cs in (pod.get("status") or {}).get("containerStatuses") or []:
             waiting = (cs.get("state") or {}).get("waiting") or {}
             reason = str(waiting.get("reason", ""))
-            if reason not in LAUNCH_WAITING:
-                continue
-            if reason in NEVER_STARTS or (made is not None and now - made >= LAUNCH_GRACE):
-                cause = Cause.NOT_LAUNCHABLE if own_launch_failure(waiting) else Cause.LAUNCH_FAILED
+            if reason in NEVER_STARTS:
                 words = str(waiting.get("message", "")).strip()
-                return cause, f"{reason} ({meta(pod).get('name', '')}){': ' + words if words else ''}"
+                return Cause.NOT_LAUNCHABLE, f"{reason} ({meta(pod).get('name', '')}){': ' + words if words else ''}"
     return None
 
 
@@ -684,7 +678,7 @@ def read(o: Objects, now: float, source: str = "kubernetes") -> Reading:
         (execution is None or execution.state is State.RUNNING)
         and not stopped
         and not suspended
-        and (stuck := stuck_launch(live, now)) is not None
+        and (stuck := stuck_launch(live)) is not None
     ):
         ended(Outcome(State.FAILED, stuck[0], ev, detail=stuck[1]))
         stranded = True  # no restart comes while the pod waits, and the object does not end by itself
@@ -757,4 +751,11 @@ def _waiting(o: Objects, ev: Evidence) -> Outcome:
         sched = condition(pod, "PodScheduled")
         if sched is not None and sched.get("status") == "False" and sched.get("reason") == "Unschedulable":
             return Outcome(State.PENDING, Cause.NO_CAPACITY, ev, detail=str(sched.get("message", "Unschedulable")))
+    for pod in o.pods:  # a pull the registry may yet answer, a Secret that may yet be made: the kubelet retries
+        for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+            waiting = (cs.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in LAUNCH_WAITING:
+                words = str(waiting.get("message", "")).strip()[:200]
+                why = f"{waiting['reason']} ({meta(pod).get('name', '')}){': ' + words if words else ''}"
+                return Outcome(State.PENDING, Cause.QUEUED, ev, detail=f"waiting to start: {why}")
     return Outcome(State.PENDING, Cause.QUEUED, ev, detail="waiting to start")
